@@ -1,0 +1,69 @@
+"""Loss aggregation (ALGORITHMS.md §3) with step-global normalisers.
+
+The final loss of one optimiser step is ``sum_k sum_{i in mb_k} sum_t W_it m_it L_it``; the
+normalisers in ``W`` come from the *whole step* (``StepNorm``), so any micro-batch split gives
+the same gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from posttrain.algos.registry import Registry
+
+LOSS_AGGREGATIONS: Registry = Registry("loss aggregation mode")
+
+
+@dataclass(frozen=True)
+class StepNorm:
+    """Normalisers of one optimiser step: ``num_tokens = sum m``, ``num_seqs`` = sequences with
+    at least one trainable token, ``batch_size`` = all sequences, ``max_len`` = the constant C."""
+
+    num_tokens: float
+    num_seqs: float
+    batch_size: float
+    max_len: float
+
+    @classmethod
+    def from_mask(cls, mask: torch.Tensor, max_len: int | None = None) -> StepNorm:
+        n = mask.sum(dim=1)
+        return cls(
+            num_tokens=float(n.sum().item()),
+            num_seqs=float((n > 0).sum().item()),
+            batch_size=float(mask.shape[0]),
+            max_len=float(max_len if max_len is not None else mask.shape[1]),
+        )
+
+
+def _safe(x: torch.Tensor, denom: float) -> torch.Tensor:
+    return x / denom if denom > 0 else x * 0.0
+
+
+@LOSS_AGGREGATIONS.register("token_mean")
+def token_mean(loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
+    """``W = 1 / N_tok``: every token weighs the same."""
+    return _safe((loss * mask).sum(), norm.num_tokens)
+
+
+@LOSS_AGGREGATIONS.register("seq_mean_token_mean")
+def seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
+    """``W = 1 / (N_seq * n_i)``: every sequence weighs the same."""
+    n = mask.sum(dim=1)
+    per_seq = (loss * mask).sum(dim=1) / n.clamp(min=1)
+    return _safe(per_seq.sum(), norm.num_seqs)
+
+
+@LOSS_AGGREGATIONS.register("seq_mean_token_sum")
+def seq_mean_token_sum(loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
+    """``W = 1 / N_seq``: sum over tokens, mean over sequences."""
+    return _safe((loss * mask).sum(), norm.num_seqs)
+
+
+@LOSS_AGGREGATIONS.register("seq_mean_token_sum_norm")
+def seq_mean_token_sum_norm(
+    loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm
+) -> torch.Tensor:
+    """``W = 1 / (B * C)`` with ``C = max_len`` (Dr.GRPO)."""
+    return _safe((loss * mask).sum(), norm.batch_size * norm.max_len)

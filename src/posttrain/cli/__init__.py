@@ -1,0 +1,1 @@
+"""Layer 7: the typer CLI and the recipe it runs."""

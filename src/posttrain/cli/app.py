@@ -1,0 +1,132 @@
+"""The ``posttrain`` command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True,
+    help="Post-train language models: SFT, then RL with verifiable rewards. Runs on a CPU.",
+)
+console = Console(stderr=True)
+
+Overrides = Annotated[list[str] | None, typer.Argument(help="dotted.key=value overrides")]
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=2)
+
+
+def _load(config: Path | None, overrides: list[str] | None, **forced):
+    from posttrain.config import ConfigError, load_config
+
+    extra = [f"{k}={json.dumps(v)}" for k, v in forced.items() if v is not None]
+    try:
+        return load_config(config, list(overrides or []) + extra)
+    except ConfigError as e:
+        _fail(str(e))
+
+
+def _summary_table(summary: dict) -> Table:
+    table = Table(title="posttrain: held-out evaluation")
+    table.add_column("stage")
+    parts = [k for k in summary.get("eval_before", {}) if k != "accuracy"]
+    for col in ["accuracy", *parts]:
+        table.add_column(col, justify="right")
+    for key, label in [("eval_before", "before"), ("eval_after_sft", "after SFT"),
+                       ("eval_after_rl", "after RL")]:
+        if key in summary:
+            row = summary[key]
+            table.add_row(label, *[f"{row[c]:.3f}" for c in ["accuracy", *parts]])
+    return table
+
+
+def _run(cfg, resume: bool) -> None:
+    from posttrain.cli.recipe import Recipe
+    from posttrain.models import ModelNotFoundError
+    from posttrain.pipelines import MismatchError
+    from posttrain.train import TrainingDivergedError
+
+    console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
+    try:
+        summary = Recipe(cfg).run(resume=resume)
+    except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError) as e:
+        _fail(str(e))
+    console.print(_summary_table(summary))
+    console.print(f"wall time {summary['wall_seconds']:.0f} s; summary.json, metrics.jsonl and "
+                  f"curves.png in {cfg.out_dir}")
+
+
+@app.command()
+def quickstart(
+    out: Annotated[str, typer.Option(help="output directory")] = "runs/quickstart",
+    resume: Annotated[bool, typer.Option(help="continue from the newest checkpoint")] = False,
+) -> None:
+    """Build a tiny model, SFT it on imperfect arithmetic data, then GRPO it with a verifier."""
+    _run(_load(None, None, out_dir=out), resume)
+
+
+@app.command()
+def train(
+    config: Annotated[Path, typer.Argument(help="YAML config")],
+    overrides: Overrides = None,
+    resume: Annotated[bool, typer.Option(help="continue from the newest checkpoint")] = False,
+) -> None:
+    """Run the stages of CONFIG (SFT and/or RL)."""
+    _run(_load(config, overrides), resume)
+
+
+@app.command()
+def sft(
+    config: Annotated[Path, typer.Argument(help="YAML config")],
+    overrides: Overrides = None,
+    resume: Annotated[bool, typer.Option(help="continue from the newest checkpoint")] = False,
+) -> None:
+    """Run only the SFT stage of CONFIG."""
+    _run(_load(config, overrides, stages=["sft"]), resume)
+
+
+@app.command(name="eval")
+def eval_(
+    model: Annotated[Path, typer.Argument(help="local Hugging Face model directory")],
+    config: Annotated[Path | None, typer.Option(help="YAML config for task/eval")] = None,
+    overrides: Overrides = None,
+) -> None:
+    """Evaluate MODEL on the held-out split of the config's task; prints JSON."""
+    from posttrain.cli.recipe import Recipe
+    from posttrain.engines import TorchEngine
+    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+
+    cfg = _load(config, overrides)
+    try:
+        tok, m = load_tokenizer(model), load_model(model, cfg.model.dtype)
+    except ModelNotFoundError as e:
+        _fail(str(e))
+    recipe = Recipe(cfg)
+    result = recipe._evaluate(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
+    typer.echo(json.dumps(result, indent=2))
+
+
+@app.command(name="build-tiny")
+def build_tiny_cmd(
+    out: Annotated[Path, typer.Argument(help="directory to write")],
+    preset: Annotated[str, typer.Option(help="nano | micro | small")] = "micro",
+    seed: int = 0,
+) -> None:
+    """Build a tiny Llama model and tokenizer that from_pretrained loads."""
+    from posttrain.models import PRESETS, build_tiny
+
+    if preset not in PRESETS:
+        _fail(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+    console.print(f"wrote {build_tiny(out, preset, seed)}")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,154 @@
+"""The SFT -> RL recipe a ``RunConfig`` describes, with evaluation around each stage.
+
+Checkpoints go to ``<out_dir>/checkpoints``; ``resume=True`` continues from the newest one
+(the stage, its step and the evaluations so far are in its cursor).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from posttrain.config import RunConfig
+from posttrain.engines import TorchEngine
+from posttrain.envs import ArithmeticTasks
+from posttrain.models import build_tiny, load_model, load_tokenizer, save_model
+from posttrain.pipelines import (
+    Reporter,
+    evaluate,
+    generate_arithmetic_sft,
+    load_chat_jsonl,
+    plot_curves,
+    run_rl,
+    run_sft,
+)
+from posttrain.rewards import RewardFunction
+from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class Recipe:
+    """Wires config -> model, task, reward, engine, trainers, and runs the stages."""
+
+    def __init__(self, cfg: RunConfig, reporter: Reporter | None = None) -> None:
+        self.cfg = cfg
+        self.out = Path(cfg.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.reporter = reporter or Reporter(self.out)
+        self.ckpt_dir = self.out / "checkpoints"
+        self.tasks = ArithmeticTasks(
+            tuple(cfg.task.ops), cfg.task.digits, cfg.seed, cfg.task.eval_fraction
+        )
+        self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
+        self.reward_fn = RewardFunction(
+            {n: (p.verifier, p.weight) for n, p in cfg.reward.parts.items()}
+        )
+
+    # -- pieces ------------------------------------------------------------------------------
+    def base_model_dir(self) -> Path:
+        if self.cfg.model.path is not None:
+            return Path(self.cfg.model.path)
+        d = self.out / "base_model"
+        if not (d / "config.json").is_file():
+            build_tiny(d, self.cfg.model.preset, seed=self.cfg.seed)
+        return d
+
+    def _evaluate(self, engine: TorchEngine, tokenizer) -> dict[str, float]:
+        return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
+                        self.cfg.reward.accuracy_part, seed=self.cfg.seed)
+
+    def _checkpointer(self, trainer: Trainer, tokenizer, stage: str, every: int, evals: dict):
+        def on_step_end(step: int) -> None:
+            if every and step % every == 0:
+                cursor = {"stage": stage, "step": step, "evals": evals}
+                save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}")
+
+        return on_step_end
+
+    def _sft_data(self) -> list[list[dict]]:
+        if self.cfg.sft.data is not None:
+            data = load_chat_jsonl(self.cfg.sft.data)
+            if data.skipped_lines:
+                self.reporter.message(
+                    f"[yellow]skipped {len(data.skipped_lines)} malformed SFT rows "
+                    f"(lines {data.skipped_lines[:5]}{'...' if len(data.skipped_lines) > 5 else ''})"
+                )
+        else:
+            data = generate_arithmetic_sft(
+                self.tasks, self.cfg.sft.num_examples, self.cfg.sft.error_rate, self.cfg.seed
+            )
+        return data.conversations
+
+    # -- run ---------------------------------------------------------------------------------
+    def run(self, resume: bool = False) -> dict[str, Any]:
+        cfg, start = self.cfg, time.time()
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        torch.set_flush_denormal(True)
+        seed_everything(cfg.seed)
+        ckpt = latest_checkpoint(self.ckpt_dir) if resume else None
+        if resume and ckpt is None:
+            self.reporter.message("[yellow]no checkpoint to resume from; starting fresh")
+        if ckpt is None:
+            (self.out / "metrics.jsonl").unlink(missing_ok=True)
+        model_dir = ckpt or self.base_model_dir()
+        tokenizer, model = load_tokenizer(model_dir), load_model(model_dir, cfg.model.dtype)
+        engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        cursor = {"stage": None, "step": 0, "evals": {}}
+        if ckpt is not None:
+            cursor = torch.load(ckpt / "trainer_state.pt", weights_only=False)["cursor"]
+            self.reporter.message(f"resuming from {ckpt.name}")
+        evals: dict[str, dict] = cursor["evals"]
+        if "eval_before" not in evals:
+            evals["eval_before"] = self._evaluate(engine, tokenizer)
+        stages = cfg.stages
+        if cursor["stage"] is not None:
+            stages = stages[stages.index(cursor["stage"]):]
+        for stage in stages:
+            resuming = ckpt is not None and cursor["stage"] == stage
+            if stage == "sft":
+                self._run_sft(model, tokenizer, ckpt if resuming else None, evals)
+                key = "eval_after_sft"
+            else:
+                self._run_rl(model, tokenizer, engine, ckpt if resuming else None, evals)
+                key = "eval_after_rl"
+            save_model(model, tokenizer, self.out / f"{stage}_model")
+            engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
+            evals[key] = self._evaluate(engine, tokenizer)
+        summary = {**evals, "wall_seconds": time.time() - start, "out_dir": str(self.out)}
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
+        plot_curves(self.out / "metrics.jsonl", self.out / "curves.png")
+        return summary
+
+    def _run_sft(self, model, tokenizer, ckpt: Path | None, evals: dict) -> None:
+        cfg = self.cfg
+        trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)
+        start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
+        run_sft(trainer, tokenizer, self._sft_data(), cfg.sft, self.reporter, cfg.seed, start,
+                self._checkpointer(trainer, tokenizer, "sft", cfg.checkpoint_every, evals))
+
+    def _run_rl(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None,
+                evals: dict) -> None:
+        cfg = self.cfg
+        ref = None
+        if cfg.rl.loss.kl.coef > 0:
+            ref_dir = self.out / "sft_model" if "sft" in cfg.stages else self.base_model_dir()
+            ref = load_model(ref_dir, cfg.model.dtype) if ckpt else copy.deepcopy(model)
+        trainer = Trainer(model, cfg.rl.optim, cfg.rl.steps, cfg.trainer, ref_model=ref)
+        start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
+        engine.update_weights(trainer.named_weights(), start)
+        run_rl(trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
+               cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed, start,
+               self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals))

@@ -1,0 +1,73 @@
+"""Load a ``RunConfig`` from YAML plus ``dotted.key=value`` overrides; errors name the key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from posttrain.config.schema import RunConfig
+
+
+class ConfigError(ValueError):
+    """An invalid config; the message names every offending key."""
+
+
+def _format(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"  {key}: {msg}" if key else f"  {msg}")
+    return "invalid config:\n" + "\n".join(lines)
+
+
+def apply_override(tree: dict[str, Any], assignment: str) -> None:
+    """Set ``a.b.c=value`` in ``tree``; ``value`` is parsed as YAML (``1e-3``, ``[+, -]``, ``null``)."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r} must look like dotted.key=value")
+    key, raw = assignment.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"override {assignment!r} has an empty key part")
+    node = tree
+    for p in parts[:-1]:
+        child = node.setdefault(p, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {assignment!r}: {p!r} is not a section")
+        node = child
+    try:
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {assignment!r}: cannot parse value: {e}") from e
+
+
+def build_config(tree: dict[str, Any], overrides: Sequence[str] = ()) -> RunConfig:
+    tree = dict(tree)
+    for o in overrides:
+        apply_override(tree, o)
+    try:
+        return RunConfig.model_validate(tree)
+    except ValidationError as e:
+        raise ConfigError(_format(e)) from None
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
+    """The config at ``path`` (``None``: the quickstart defaults) with ``overrides`` applied."""
+    tree: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            tree = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML: {e}") from e
+        if not isinstance(tree, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of sections")
+    return build_config(tree, overrides)

@@ -1,0 +1,110 @@
+"""The one pydantic config tree of a run. Defaults are the quickstart recipe."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from posttrain.models import PRESETS
+from posttrain.pipelines import EvalConfig, RLConfig, SFTConfig
+from posttrain.rewards import VERIFIERS
+from posttrain.train import Section, TrainerConfig
+
+
+class ModelConfig(Section):
+    """Exactly one of ``path`` (a local HF model directory) or ``preset`` (a tiny model built
+    locally into ``<out_dir>/base_model``)."""
+
+    path: str | None = None
+    preset: str | None = "micro"
+    dtype: Literal["float32", "bfloat16"] = "float32"
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"unknown preset {v!r}; known: {', '.join(PRESETS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if (self.path is None) == (self.preset is None):
+            raise ValueError("set exactly one of model.path and model.preset (the other to null)")
+        return self
+
+
+class TaskConfig(Section):
+    name: Literal["arithmetic"] = "arithmetic"
+    ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+", "-"], min_length=1)
+    digits: int = Field(2, ge=1, le=9)
+    eval_fraction: float = Field(0.1, gt=0, lt=1)
+
+
+class RewardPart(Section):
+    verifier: str
+    weight: float = 1.0
+
+    @field_validator("verifier")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in VERIFIERS:
+            raise ValueError(f"unknown verifier {v!r}; known: {', '.join(sorted(VERIFIERS))}")
+        return v
+
+
+def _default_parts() -> dict[str, RewardPart]:
+    return {
+        "correct": RewardPart(verifier="numeric", weight=1.0),
+        "format": RewardPart(verifier="format", weight=0.1),
+    }
+
+
+class RewardConfig(Section):
+    """Reward = sum of weighted named parts; ``accuracy_part`` is the one reported as accuracy."""
+
+    parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
+    accuracy_part: str = "correct"
+
+    @model_validator(mode="after")
+    def _accuracy_known(self) -> RewardConfig:
+        if self.accuracy_part not in self.parts:
+            raise ValueError(
+                f"reward.accuracy_part {self.accuracy_part!r} is not one of reward.parts "
+                f"({', '.join(self.parts)})"
+            )
+        return self
+
+
+class RunConfig(Section):
+    """A whole run: which stages, on which model and task, with which settings."""
+
+    seed: int = 0
+    out_dir: str = "runs/quickstart"
+    stages: list[Literal["sft", "rl"]] = Field(default_factory=lambda: ["sft", "rl"])
+    threads: int | None = Field(None, ge=1)
+    checkpoint_every: int = Field(0, ge=0)
+    model: ModelConfig = ModelConfig()
+    task: TaskConfig = TaskConfig()
+    reward: RewardConfig = RewardConfig()
+    sft: SFTConfig = SFTConfig()
+    rl: RLConfig = RLConfig()
+    eval: EvalConfig = EvalConfig()
+    trainer: TrainerConfig = TrainerConfig()
+
+    @model_validator(mode="after")
+    def _combinations(self) -> RunConfig:
+        rl = self.rl
+        if "rl" in self.stages:
+            if rl.group_size == 1 and rl.loss.adv_estimator == "grpo":
+                raise ValueError("rl.group_size: grpo needs group_size >= 2 (a group of 1 has "
+                                 "advantage 0, so nothing would be learned)")
+            if rl.mini_batches > rl.prompts_per_step * rl.group_size:
+                raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
+        if "estimator" in rl.loss.kl.model_fields_set and rl.loss.kl.coef == 0:
+            raise ValueError("rl.loss.kl.estimator has no effect while rl.loss.kl.coef is 0")
+        if self.sft.data is not None and "sft" not in self.stages:
+            raise ValueError("sft.data is set but 'sft' is not in stages")
+        if len(set(self.stages)) != len(self.stages):
+            raise ValueError(f"stages: {self.stages} lists a stage twice")
+        return self

@@ -1,0 +1,132 @@
+"""Procedural arithmetic: ``a op b`` with ``op`` in ``+ - *``, seeded disjoint train/eval splits.
+
+Answers use the format ``<answer>42</answer>``. ``flawed_answer`` is a systematic student error
+(addition without carrying, subtraction without borrowing, multiplication with one extra group)
+used to make deliberately imperfect SFT data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from posttrain.envs.base import StepResult
+from posttrain.rewards import RewardFunction
+
+Op = Literal["+", "-", "*"]
+OPS: tuple[str, ...] = ("+", "-", "*")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """``a op b``; operands are written zero-padded to ``width`` digits (0: no padding)."""
+
+    a: int
+    op: str
+    b: int
+    width: int = 0
+
+    @property
+    def answer(self) -> int:
+        return {"+": self.a + self.b, "-": self.a - self.b, "*": self.a * self.b}[self.op]
+
+    @property
+    def question(self) -> str:
+        w = self.width
+        return f"What is {self.a:0{w}d}{self.op}{self.b:0{w}d}?"
+
+    @property
+    def flawed_answer(self) -> int:
+        """The answer of a student who never carries/borrows (``*``: adds one extra ``a``)."""
+        if self.op == "*":
+            return self.a * self.b + self.a
+        da, db = str(self.a)[::-1], str(self.b)[::-1]
+        digits = []
+        for i in range(max(len(da), len(db))):
+            x = int(da[i]) if i < len(da) else 0
+            y = int(db[i]) if i < len(db) else 0
+            digits.append((x + y) % 10 if self.op == "+" else abs(x - y))
+        value = int("".join(str(d) for d in reversed(digits)))
+        return -value if self.op == "-" and self.a < self.b else value
+
+    @property
+    def reference(self) -> str:
+        return str(self.answer)
+
+    def messages(self) -> list[dict]:
+        return [{"role": "user", "content": self.question}]
+
+    def completion(self, answer: int | None = None) -> str:
+        return f"<answer>{self.answer if answer is None else answer}</answer>"
+
+
+def _is_eval(p: Problem, seed: int, eval_fraction: float) -> bool:
+    h = hashlib.sha256(f"{seed}:{p.a}{p.op}{p.b}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2**64 < eval_fraction
+
+
+class ArithmeticTasks:
+    """A seeded family of arithmetic problems with disjoint train and eval splits.
+
+    Operands are uniform in ``[0, 10**digits)`` and written with ``digits`` digits (fixed width
+    makes digit positions learnable by a tiny model). A problem belongs to the eval split when a
+    seeded hash of it falls below ``eval_fraction``; the train sampler rejects eval problems.
+    """
+
+    def __init__(
+        self,
+        ops: tuple[str, ...] = ("+", "-"),
+        digits: int = 2,
+        seed: int = 0,
+        eval_fraction: float = 0.1,
+    ) -> None:
+        if not ops or any(o not in OPS for o in ops):
+            raise ValueError(f"ops must be a non-empty subset of {OPS}, got {ops}")
+        if digits < 1:
+            raise ValueError(f"digits must be >= 1, got {digits}")
+        if not 0 < eval_fraction < 1:
+            raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}")
+        self.ops, self.digits, self.seed, self.eval_fraction = tuple(ops), digits, seed, eval_fraction
+
+    def _random(self, rng: random.Random) -> Problem:
+        hi = 10**self.digits - 1
+        return Problem(rng.randint(0, hi), rng.choice(self.ops), rng.randint(0, hi), self.digits)
+
+    def sample(self, n: int, rng: random.Random, split: str = "train") -> list[Problem]:
+        """``n`` problems of ``split`` ('train' or 'eval') drawn with ``rng``."""
+        want_eval = {"train": False, "eval": True}[split]
+        out: list[Problem] = []
+        while len(out) < n:
+            p = self._random(rng)
+            if _is_eval(p, self.seed, self.eval_fraction) == want_eval:
+                out.append(p)
+        return out
+
+    def eval_set(self, n: int) -> list[Problem]:
+        """A fixed, reproducible list of ``n`` held-out problems."""
+        return self.sample(n, random.Random(f"eval:{self.seed}"), split="eval")
+
+    def sft_conversation(self, p: Problem, error_rate: float, rng: random.Random) -> list[dict]:
+        """A chat example whose answer is the flawed one with probability ``error_rate``."""
+        answer = p.flawed_answer if rng.random() < error_rate else p.answer
+        return p.messages() + [{"role": "assistant", "content": p.completion(answer)}]
+
+
+class ArithmeticEnv:
+    """Single-turn environment: the action is the completion text, scored by ``reward_fn``."""
+
+    def __init__(self, reward_fn: RewardFunction) -> None:
+        self.reward_fn = reward_fn
+        self._problem: Problem | None = None
+
+    def reset(self, task: Problem) -> list[dict]:
+        self._problem = task
+        return task.messages()
+
+    def step(self, action: str) -> StepResult:
+        if self._problem is None:
+            raise RuntimeError("call reset() before step()")
+        parts, total = self.reward_fn(action, self._problem.reference)
+        return StepResult(observation=None, reward_parts=parts, reward=total, done=True)

@@ -1,0 +1,21 @@
+"""Layer 2: models and tokenizers from local directories, tiny-model factory, log-probs."""
+
+from posttrain.models.chat import ChatTemplateError, encode_chat, encode_prompt
+from posttrain.models.loading import ModelNotFoundError, load_model, load_tokenizer, save_model
+from posttrain.models.logprobs import naive_sequence_logprobs, sequence_logprobs
+from posttrain.models.tiny import PRESETS, build_tiny, build_tokenizer
+
+__all__ = [
+    "PRESETS",
+    "ChatTemplateError",
+    "ModelNotFoundError",
+    "build_tiny",
+    "build_tokenizer",
+    "encode_chat",
+    "encode_prompt",
+    "load_model",
+    "load_tokenizer",
+    "naive_sequence_logprobs",
+    "save_model",
+    "sequence_logprobs",
+]

@@ -1,0 +1,55 @@
+"""Render chat conversations to token ids with an assistant-only loss mask."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ChatTemplateError(ValueError):
+    """The tokenizer's chat template cannot be rendered incrementally."""
+
+
+def encode_prompt(tokenizer, messages: Sequence[dict], add_generation_prompt: bool = True):
+    """Token ids of ``messages`` rendered with the chat template."""
+    text = tokenizer.apply_chat_template(
+        list(messages), tokenize=False, add_generation_prompt=add_generation_prompt
+    )
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def encode_chat(tokenizer, messages: Sequence[dict]) -> tuple[list[int], list[int]]:
+    """``(token_ids, loss_mask)`` of a conversation; mask is 1 on assistant tokens only.
+
+    Each assistant turn is rendered as ``prefix + generation prompt`` (mask 0) followed by the
+    assistant content and the tokens the template closes it with (mask 1), so the trained tokens
+    are exactly those a model would generate after the generation prompt: the content through
+    the first eos token (what the template adds after eos, such as a newline, stays masked).
+    """
+    if not messages:
+        raise ValueError("a conversation needs at least one message")
+    ids: list[int] = []
+    mask: list[int] = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
+            raise ValueError(f"message {i} must be a dict with 'role' and 'content'")
+        if msg["role"] == "assistant":
+            prompt = encode_prompt(tokenizer, messages[:i], add_generation_prompt=True)
+            full = encode_prompt(tokenizer, messages[: i + 1], add_generation_prompt=False)
+        else:
+            prompt = ids
+            full = encode_prompt(tokenizer, messages[: i + 1], add_generation_prompt=False)
+        if full[: len(ids)] != ids or full[: len(prompt)] != prompt:
+            raise ChatTemplateError(
+                f"chat template is not prefix-stable at message {i}; cannot mask per turn"
+            )
+        mask += [0] * (len(prompt) - len(ids))
+        mask += _assistant_mask(full[len(prompt) :], tokenizer.eos_token_id, msg["role"])
+        ids = full
+    return ids, mask
+
+
+def _assistant_mask(span: list[int], eos_id: int | None, role: str) -> list[int]:
+    if role != "assistant":
+        return [0] * len(span)
+    end = span.index(eos_id) + 1 if eos_id in span else len(span)
+    return [1] * end + [0] * (len(span) - end)

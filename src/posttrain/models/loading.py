@@ -1,0 +1,52 @@
+"""Load any Hugging Face causal LM and its tokenizer from a local directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.utils import logging as hf_logging
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The model directory is missing or holds no Hugging Face config."""
+
+
+def _check_dir(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.is_dir():
+        raise ModelNotFoundError(
+            f"model directory {str(p)!r} does not exist; pass a local Hugging Face model "
+            "directory, or build a tiny one with `posttrain build-tiny DIR`"
+        )
+    if not (p / "config.json").is_file():
+        raise ModelNotFoundError(f"{str(p)!r} has no config.json: not a Hugging Face model dir")
+    return p
+
+
+def load_tokenizer(path: str | Path):
+    """The tokenizer at ``path``; a pad token falls back to eos when the model has none."""
+    tok = AutoTokenizer.from_pretrained(_check_dir(path))
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(path: str | Path, dtype: str = "float32") -> PreTrainedModel:
+    """The causal LM at ``path`` in ``dtype`` (``float32``, ``bfloat16`` or ``float16``)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    hf_logging.disable_progress_bar()
+    model = AutoModelForCausalLM.from_pretrained(_check_dir(path), dtype=DTYPES[dtype])
+    model.config.use_cache = False
+    return model
+
+
+def save_model(model: PreTrainedModel, tokenizer, out_dir: str | Path) -> None:
+    """Write a ``from_pretrained``-loadable directory (safetensors weights)."""
+    hf_logging.disable_progress_bar()
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)

@@ -1,0 +1,122 @@
+"""Build a tiny Llama-architecture model and a byte-level BPE tokenizer locally (no hub).
+
+``build_tiny(out_dir, preset)`` writes a directory that ``AutoModelForCausalLM.from_pretrained``
+and ``AutoTokenizer.from_pretrained`` load: safetensors weights, config, tokenizer and a
+ChatML chat template. Digits are always single tokens, so arithmetic is learnable.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+PAD, EOS, BOS = "<|pad|>", "<|im_end|>", "<|endoftext|>"
+IM_START = "<|im_start|>"
+SPECIAL_TOKENS = [PAD, BOS, IM_START, EOS]
+EXTRA_TOKENS = ["<answer>", "</answer>", "<think>", "</think>"]
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class TinyPreset:
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    vocab_size: int
+
+
+PRESETS: dict[str, TinyPreset] = {
+    "nano": TinyPreset(64, 2, 4, 256, 512),
+    "micro": TinyPreset(128, 3, 4, 512, 512),
+    "small": TinyPreset(256, 4, 8, 1024, 1024),
+}
+
+_WORDS = (
+    "what is the answer compute calculate solve find value of sum difference product "
+    "plus minus times please give your final in tags think step by a an and or to it "
+    "user assistant system you are helpful model question result number equals so we "
+    "first then next add subtract multiply carry borrow digit digits ones tens hundreds"
+).split()
+
+
+def _corpus(n_lines: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n_lines):
+        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 12)))
+        a, b = rng.randint(0, 9999), rng.randint(0, 9999)
+        op = rng.choice("+-*")
+        lines.append(f"{words.capitalize()}: {a}{op}{b}? <answer>{a}</answer>\n{words}.")
+    return lines
+
+
+def build_tokenizer(vocab_size: int = 512, seed: int = 0) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer (digits split individually) on generated text."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(EXTRA_TOKENS),
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(4000, seed), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        additional_special_tokens=[IM_START],
+    )
+    fast.add_tokens(EXTRA_TOKENS)
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny(
+    out_dir: str | Path, preset: str = "micro", seed: int = 0, max_positions: int = 512
+) -> Path:
+    """Create model + tokenizer for ``preset`` in ``out_dir`` and return the directory."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown tiny preset {preset!r}; known: {', '.join(PRESETS)}")
+    p = PRESETS[preset]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(p.vocab_size, seed=seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=p.hidden_size,
+        intermediate_size=p.intermediate_size,
+        num_hidden_layers=p.num_layers,
+        num_attention_heads=p.num_heads,
+        num_key_value_heads=p.num_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -1,0 +1,107 @@
+"""Synchronous RL (GRPO by default): prompts -> G completions each -> rewards -> advantages ->
+update -> weight sync to the engine -> periodic eval.
+
+Step ``k`` draws its prompts and sampling seed from ``(seed, k)`` alone, so the step number is
+the data cursor and a resumed run repeats the uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+import torch
+
+from posttrain.algos import ADVANTAGE_ESTIMATORS
+from posttrain.engines import Engine
+from posttrain.envs import ArithmeticTasks, Task
+from posttrain.pipelines.evaluation import evaluate
+from posttrain.pipelines.report import Reporter
+from posttrain.pipelines.rollout import rollout
+from posttrain.pipelines.settings import EvalConfig, RLConfig
+from posttrain.rewards import RewardFunction
+from posttrain.train import Trainer
+from posttrain.types import Batch, Episode, SamplingParams
+
+
+class MismatchError(RuntimeError):
+    """Engine and trainer log-probs of the same tokens disagree beyond tolerance."""
+
+
+def step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step) % 2**62
+
+
+def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:
+    n = len(episodes)
+    out = {"reward": sum(e.reward for e in episodes) / n}
+    for name in episodes[0].rewards:
+        out[f"reward/{name}"] = sum(e.rewards[name] for e in episodes) / n
+    out["accuracy"] = out[f"reward/{accuracy_part}"]
+    out["response_length"] = sum(e.segments[0].num_trainable for e in episodes) / n
+    out["truncated"] = sum(e.finish_reason == "length" for e in episodes) / n
+    return out
+
+
+def check_mismatch(batch: Batch, old_logprobs: torch.Tensor, tolerance: float) -> float:
+    """Mean |trainer - engine| log-prob over sampled tokens; above ``tolerance`` raises."""
+    mask = batch.loss_mask
+    diff = ((old_logprobs - batch.behaviour_logprobs).abs() * mask).sum() / mask.sum().clamp(min=1)
+    value = float(diff)
+    if value > tolerance:
+        raise MismatchError(
+            f"train/inference log-prob mismatch {value:.4g} > rl.mismatch_tolerance={tolerance}"
+        )
+    return value
+
+
+def run_rl(
+    trainer: Trainer,
+    engine: Engine,
+    tokenizer,
+    tasks: ArithmeticTasks,
+    eval_tasks: Sequence[Task],
+    reward_fn: RewardFunction,
+    cfg: RLConfig,
+    eval_cfg: EvalConfig,
+    accuracy_part: str,
+    reporter: Reporter,
+    seed: int = 0,
+    start_step: int = 0,
+    on_step_end: Callable[[int], None] | None = None,
+) -> list[dict[str, float]]:
+    """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made."""
+    estimator = ADVANTAGE_ESTIMATORS.get(cfg.loss.adv_estimator)
+    truncating = cfg.top_p < 1 or cfg.top_k > 0
+    evals = []
+    reporter.start("RL", cfg.steps)
+    for step in range(start_step, cfg.steps):
+        problems = tasks.sample(cfg.prompts_per_step, random.Random(f"{seed}:rl:{step}"))
+        sampling = SamplingParams(
+            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+            top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
+            seed=step_seed(seed, step),
+        )
+        episodes = rollout(engine, tokenizer, problems, reward_fn, sampling, cfg.group_size)
+        batch = Batch.from_episodes(episodes, pad_token_id=tokenizer.pad_token_id)
+        old = trainer.compute_logprobs(batch, cfg.temperature)
+        metrics = rollout_metrics(episodes, accuracy_part)
+        if not truncating:
+            metrics["mismatch"] = check_mismatch(batch, old, cfg.mismatch_tolerance)
+        ref = trainer.compute_logprobs(batch, cfg.temperature, True) if cfg.loss.kl.coef else None
+        adv = estimator(batch.rewards, batch.group_index, batch.loss_mask)
+        batch = batch.replace(advantages=adv, old_logprobs=old, ref_logprobs=ref)
+        metrics |= trainer.rl_update(
+            batch, cfg.loss, cfg.epochs, cfg.mini_batches, cfg.temperature, cfg.max_new_tokens
+        )
+        engine.update_weights(trainer.named_weights(), version=step + 1)
+        if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
+            result = evaluate(engine, tokenizer, eval_tasks, reward_fn, eval_cfg, accuracy_part)
+            metrics |= {f"eval/{k}": v for k, v in result.items()}
+            evals.append({"step": step + 1, **result})
+        reporter.log("rl", step + 1, metrics)
+        reporter.advance(step + 1, f"reward {metrics['reward']:.3f} acc {metrics['accuracy']:.3f}")
+        if on_step_end is not None:
+            on_step_end(step + 1)
+    reporter.finish()
+    return evals

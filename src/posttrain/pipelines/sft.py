@@ -1,0 +1,65 @@
+"""Supervised fine-tuning with assistant-only loss masks.
+
+Batch ``k`` holds positions ``[k*B, (k+1)*B)`` of an endless stream of seeded per-epoch
+permutations of the data, so the step number alone is the data cursor (exact resume).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from functools import lru_cache
+
+from posttrain.models import encode_chat
+from posttrain.pipelines.report import Reporter
+from posttrain.pipelines.settings import SFTConfig
+from posttrain.train import Trainer
+from posttrain.types import Batch, Episode, Segment
+
+
+@lru_cache(maxsize=4)
+def epoch_permutation(n: int, seed: int, epoch: int) -> tuple[int, ...]:
+    perm = list(range(n))
+    random.Random(f"{seed}:{epoch}").shuffle(perm)
+    return tuple(perm)
+
+
+def batch_indices(step: int, batch_size: int, n: int, seed: int) -> list[int]:
+    """Dataset indices of SFT batch ``step``."""
+    positions = range(step * batch_size, (step + 1) * batch_size)
+    return [epoch_permutation(n, seed, pos // n)[pos % n] for pos in positions]
+
+
+def conversation_segment(tokenizer, conversation: list[dict]) -> Segment:
+    ids, mask = encode_chat(tokenizer, conversation)
+    return Segment(ids, mask, [0.0] * len(ids), [-1] * len(ids))
+
+
+def run_sft(
+    trainer: Trainer,
+    tokenizer,
+    conversations: list[list[dict]],
+    cfg: SFTConfig,
+    reporter: Reporter,
+    seed: int = 0,
+    start_step: int = 0,
+    on_step_end: Callable[[int], None] | None = None,
+) -> None:
+    """Train for ``cfg.steps`` optimiser steps starting at ``start_step``."""
+    cache: dict[int, Segment] = {}
+    reporter.start("SFT", cfg.steps)
+    for step in range(start_step, cfg.steps):
+        idx = batch_indices(step, cfg.batch_size, len(conversations), seed)
+        for i in idx:
+            if i not in cache:
+                cache[i] = conversation_segment(tokenizer, conversations[i])
+        batch = Batch.from_episodes(
+            [Episode([cache[i]]) for i in idx], pad_token_id=tokenizer.pad_token_id
+        )
+        metrics = trainer.sft_step(batch)
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            reporter.log("sft", step + 1, metrics)
+        reporter.advance(step + 1, f"loss {metrics['loss']:.3f}")
+        if on_step_end is not None:
+            on_step_end(step + 1)
+    reporter.finish()

@@ -1,0 +1,62 @@
+"""SFT data: chat conversations from JSONL or generated from a task family."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from posttrain.envs import ArithmeticTasks
+
+VALID_ROLES = {"system", "user", "assistant", "tool"}
+
+
+@dataclass
+class ChatData:
+    """Conversations plus the line numbers of skipped malformed rows."""
+
+    conversations: list[list[dict]]
+    skipped_lines: list[int] = field(default_factory=list)
+
+
+def _valid(row: object) -> list[dict]:
+    if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+        raise ValueError("row must be an object with a 'messages' list")
+    msgs = row["messages"]
+    for m in msgs:
+        if not isinstance(m, dict) or m.get("role") not in VALID_ROLES:
+            raise ValueError(f"each message needs a role in {sorted(VALID_ROLES)}")
+        if not isinstance(m.get("content"), str):
+            raise ValueError("each message needs string content")
+    if not any(m["role"] == "assistant" for m in msgs):
+        raise ValueError("no assistant message to train on")
+    return [{"role": m["role"], "content": m["content"]} for m in msgs]
+
+
+def load_chat_jsonl(path: str | Path) -> ChatData:
+    """Rows ``{"messages": [{"role", "content"}, ...]}``; malformed rows are skipped and their
+    line numbers kept. No valid row at all raises ``ValueError``."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"SFT data file {str(p)!r} does not exist")
+    data = ChatData([])
+    with open(p, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                data.conversations.append(_valid(json.loads(line)))
+            except (json.JSONDecodeError, ValueError):
+                data.skipped_lines.append(lineno)
+    if not data.conversations:
+        raise ValueError(f"{p}: no valid rows ({len(data.skipped_lines)} malformed)")
+    return data
+
+
+def generate_arithmetic_sft(
+    tasks: ArithmeticTasks, n: int, error_rate: float, seed: int
+) -> ChatData:
+    """``n`` train-split conversations, a share ``error_rate`` answered by the flawed solver."""
+    rng = random.Random(f"sft:{seed}")
+    return ChatData([tasks.sft_conversation(p, error_rate, rng) for p in tasks.sample(n, rng)])

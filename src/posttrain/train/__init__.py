@@ -1,0 +1,32 @@
+"""Layer 5: the trainer, its losses, optimiser schedule and checkpoints."""
+
+from posttrain.train.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
+from posttrain.train.losses import rl_loss, sft_loss
+from posttrain.train.schedule import build_optimizer, lr_factor
+from posttrain.train.settings import (
+    KLConfig,
+    LossConfig,
+    OptimConfig,
+    PolicyLossConfig,
+    Section,
+    TrainerConfig,
+)
+from posttrain.train.trainer import Trainer, TrainingDivergedError
+
+__all__ = [
+    "KLConfig",
+    "LossConfig",
+    "OptimConfig",
+    "PolicyLossConfig",
+    "Section",
+    "Trainer",
+    "TrainerConfig",
+    "TrainingDivergedError",
+    "build_optimizer",
+    "latest_checkpoint",
+    "load_checkpoint_state",
+    "lr_factor",
+    "rl_loss",
+    "save_checkpoint",
+    "sft_loss",
+]

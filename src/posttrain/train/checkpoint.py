@@ -1,0 +1,86 @@
+"""Atomic checkpoints: an HF model directory plus optimiser, RNG and data-cursor state.
+
+A checkpoint is written into a temporary sibling directory, flushed, then renamed into place
+(``os.replace`` is atomic on POSIX); ``latest`` names the newest complete one and is itself
+replaced atomically. A crash mid-write leaves only a ``.tmp-*`` directory that is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from posttrain.models import save_model
+from posttrain.train.trainer import Trainer
+
+STATE_FILE = "trainer_state.pt"
+LATEST = "latest"
+
+
+def rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "python": random.getstate(),
+            "numpy": np.random.get_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(
+    root: str | Path, trainer: Trainer, tokenizer, cursor: dict[str, Any], tag: str
+) -> Path:
+    """Write ``root/tag`` atomically and point ``root/latest`` at it."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final, tmp = root / tag, root / f".tmp-{tag}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_model(trainer.model, tokenizer, tmp)
+    state = {"trainer": trainer.state_dict(), "rng": rng_state(), "cursor": cursor}
+    with open(tmp / STATE_FILE, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    pointer = root / f".tmp-{LATEST}"
+    pointer.write_text(json.dumps({"tag": tag}))
+    os.replace(pointer, root / LATEST)
+    _fsync_dir(root)
+    return final
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    """The newest complete checkpoint under ``root``, or ``None``."""
+    pointer = Path(root) / LATEST
+    if not pointer.is_file():
+        return None
+    path = Path(root) / json.loads(pointer.read_text())["tag"]
+    return path if (path / STATE_FILE).is_file() else None
+
+
+def load_checkpoint_state(path: str | Path, trainer: Trainer) -> dict[str, Any]:
+    """Restore optimiser, scheduler, counters and RNG into ``trainer`` (whose model was loaded
+    from ``path``); returns the data cursor."""
+    state = torch.load(Path(path) / STATE_FILE, weights_only=False)
+    trainer.load_state_dict(state["trainer"])
+    set_rng_state(state["rng"])
+    return state["cursor"]

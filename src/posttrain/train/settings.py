@@ -1,0 +1,90 @@
+"""Validated settings the trainer consumes (sections of the pydantic config tree)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from posttrain.algos import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class OptimConfig(Section):
+    """AdamW with linear warmup then cosine decay to ``min_lr_ratio * lr``."""
+
+    lr: float = Field(1e-3, gt=0, le=1)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(1e-8, gt=0)
+    warmup_steps: int = Field(0, ge=0)
+    schedule: Literal["cosine", "constant"] = "cosine"
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    grad_clip: float | None = Field(1.0, gt=0)
+
+    @field_validator("betas")
+    @classmethod
+    def _betas(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not all(0 <= b < 1 for b in v):
+            raise ValueError("each beta must be in [0, 1)")
+        return v
+
+
+class PolicyLossConfig(Section):
+    name: str = "ppo_clip"
+    eps_low: float = Field(0.2, ge=0, lt=1)
+    eps_high: float = Field(0.2, ge=0)
+    dual_clip: float | None = Field(None, gt=1)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        POLICY_LOSSES.get(v)
+        return v
+
+
+class KLConfig(Section):
+    """KL to the frozen reference, added to the loss: ``L += coef * agg(KL_t)``."""
+
+    estimator: str = "k3"
+    coef: float = Field(0.0, ge=0)
+    placement: Literal["in_loss"] = "in_loss"
+
+    @field_validator("estimator")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        KL_ESTIMATORS.get(v)
+        return v
+
+
+class LossConfig(Section):
+    """How a batch of rollouts becomes a loss (ALGORITHMS.md §1-4)."""
+
+    adv_estimator: str = "grpo"
+    policy_loss: PolicyLossConfig = PolicyLossConfig()
+    loss_agg_mode: str = "token_mean"
+    kl: KLConfig = KLConfig()
+    entropy_coef: float = Field(0.0, ge=0)
+
+    @field_validator("adv_estimator")
+    @classmethod
+    def _adv(cls, v: str) -> str:
+        ADVANTAGE_ESTIMATORS.get(v)
+        return v
+
+    @field_validator("loss_agg_mode")
+    @classmethod
+    def _agg(cls, v: str) -> str:
+        LOSS_AGGREGATIONS.get(v)
+        return v
+
+
+class TrainerConfig(Section):
+    micro_batch_size: int = Field(64, ge=1)
+    logprob_chunk_size: int = Field(1024, ge=1)
+    max_bad_steps: int = Field(3, ge=0)

@@ -1,0 +1,180 @@
+"""``Trainer``: one policy (plus an optional frozen reference), one optimiser, exact steps.
+
+An optimiser step may span many micro-batches; losses use step-global normalisers, so the
+update is the same for any micro-batch size (up to float rounding). A step whose loss or
+gradient norm is not finite is skipped (weights and optimiser untouched) and counted; more
+than ``max_bad_steps`` such steps in a row raise ``TrainingDivergedError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import torch
+
+from posttrain.algos import StepNorm
+from posttrain.models import sequence_logprobs
+from posttrain.train.losses import rl_loss, sft_loss
+from posttrain.train.schedule import build_optimizer
+from posttrain.train.settings import LossConfig, OptimConfig, TrainerConfig
+from posttrain.types import Batch
+
+MicroLoss = Callable[[Batch, StepNorm], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
+class TrainingDivergedError(RuntimeError):
+    """Too many consecutive non-finite steps."""
+
+
+class Trainer:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optim: OptimConfig,
+        total_steps: int,
+        settings: TrainerConfig | None = None,
+        ref_model: torch.nn.Module | None = None,
+    ) -> None:
+        self.model = model
+        self.ref_model = ref_model.eval() if ref_model is not None else None
+        if self.ref_model is not None:
+            for p in self.ref_model.parameters():
+                p.requires_grad_(False)
+        self.optim_cfg = optim
+        self.settings = settings or TrainerConfig()
+        self.optimizer, self.scheduler = build_optimizer(model, optim, total_steps)
+        self.step = 0
+        self.bad_steps = 0
+        self.consecutive_bad = 0
+
+    # -- log-probs ---------------------------------------------------------------------------
+    def _logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
+        return sequence_logprobs(
+            model, mb.input_ids, mb.attention_mask, temperature,
+            chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy,
+        )
+
+    @torch.no_grad()
+    def compute_logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False):
+        """``[B, T]`` log-probs of ``batch`` under the policy (or the reference), no gradient."""
+        model = self.ref_model if reference else self.model
+        if model is None:
+            raise ValueError("no reference model was given to the Trainer")
+        was_training = model.training
+        model.eval()
+        t = batch.input_ids.shape[1]
+        out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+        for i in range(0, len(batch), self.settings.micro_batch_size):
+            mb = batch.select(range(i, min(i + self.settings.micro_batch_size, len(batch))))
+            lp, _ = self._logprobs(model, mb, temperature, entropy=False)
+            out[i : i + len(mb), : lp.shape[1]] = lp
+        model.train(was_training)
+        return out[:, :t]
+
+    # -- steps -------------------------------------------------------------------------------
+    def sft_step(self, batch: Batch) -> dict[str, float]:
+        """One optimiser step of next-token NLL on ``batch.loss_mask`` tokens."""
+
+        def micro(mb: Batch, norm: StepNorm):
+            logp, _ = self._logprobs(self.model, mb, 1.0, entropy=False)
+            return sft_loss(logp, mb.loss_mask, norm), {}
+
+        return self._optimizer_step(batch, micro)
+
+    def rl_step(
+        self, batch: Batch, cfg: LossConfig, temperature: float = 1.0, max_len: int | None = None
+    ) -> dict[str, float]:
+        """One optimiser step of the RL loss; ``batch`` carries advantages and old log-probs."""
+        if batch.advantages is None or batch.old_logprobs is None:
+            raise ValueError("rl_step needs batch.advantages and batch.old_logprobs")
+        if cfg.kl.coef > 0 and batch.ref_logprobs is None:
+            raise ValueError("kl.coef > 0 needs batch.ref_logprobs")
+
+        def micro(mb: Batch, norm: StepNorm):
+            logp, ent = self._logprobs(self.model, mb, temperature, entropy=True)
+            return rl_loss(
+                logp, ent, mb.old_logprobs, mb.advantages, mb.loss_mask, norm, cfg,
+                ref_logp=mb.ref_logprobs,
+            )
+
+        return self._optimizer_step(batch, micro, max_len)
+
+    def rl_update(
+        self,
+        batch: Batch,
+        cfg: LossConfig,
+        epochs: int = 1,
+        mini_batches: int = 1,
+        temperature: float = 1.0,
+        max_len: int | None = None,
+    ) -> dict[str, float]:
+        """``epochs`` passes over ``batch`` split into ``mini_batches`` optimiser steps each,
+        all against the stored ``old_logprobs`` (PPO's mu > 1). Returns mean metrics."""
+        n = len(batch)
+        size = math.ceil(n / mini_batches)
+        history: list[dict[str, float]] = []
+        for _ in range(epochs):
+            for i in range(0, n, size):
+                part = batch.select(range(i, min(i + size, n)))
+                history.append(self.rl_step(part, cfg, temperature, max_len))
+        keys = {k for h in history for k in h}
+        return {k: sum(h[k] for h in history if k in h) / len(history) for k in sorted(keys)}
+
+    def _optimizer_step(
+        self, batch: Batch, micro: MicroLoss, max_len: int | None = None
+    ) -> dict[str, float]:
+        self.model.train()
+        norm = StepNorm.from_mask(batch.loss_mask, max_len)
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        sums: dict[str, float] = {}
+        for mb in batch.split(self.settings.micro_batch_size):
+            loss, stats = micro(mb, norm)
+            loss.backward()
+            total += float(loss.detach())
+            for k, v in stats.items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        clip = self.optim_cfg.grad_clip
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf")))
+        lr = self.scheduler.get_last_lr()[0]
+        if not (math.isfinite(total) and math.isfinite(grad_norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.bad_steps += 1
+            self.consecutive_bad += 1
+            if self.consecutive_bad > self.settings.max_bad_steps:
+                raise TrainingDivergedError(
+                    f"{self.consecutive_bad} consecutive non-finite steps "
+                    f"(trainer.max_bad_steps={self.settings.max_bad_steps})"
+                )
+            return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 1.0,
+                    "bad_steps": float(self.bad_steps)}
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        self.consecutive_bad = 0
+        return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 0.0,
+                "bad_steps": float(self.bad_steps), **sums}
+
+    # -- weights and state -------------------------------------------------------------------
+    def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Parameters for an engine's ``update_weights``."""
+        for name, p in self.model.named_parameters():
+            yield name, p.detach()
+
+    def state_dict(self) -> dict:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "step": self.step,
+            "bad_steps": self.bad_steps,
+            "consecutive_bad": self.consecutive_bad,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step = state["step"]
+        self.bad_steps = state["bad_steps"]
+        self.consecutive_bad = state["consecutive_bad"]

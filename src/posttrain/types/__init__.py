@@ -1,0 +1,17 @@
+"""Layer 0: the token-exact data model shared by every other layer."""
+
+from posttrain.types.batch import Batch
+from posttrain.types.episode import Episode, Group, Segment, StepSpan
+from posttrain.types.jsonl import read_episodes, write_episodes
+from posttrain.types.sampling import SamplingParams
+
+__all__ = [
+    "Batch",
+    "Episode",
+    "Group",
+    "SamplingParams",
+    "Segment",
+    "StepSpan",
+    "read_episodes",
+    "write_episodes",
+]

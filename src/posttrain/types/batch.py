@@ -1,0 +1,103 @@
+"""``Batch``: padded tensors built from segments, the unit the trainer consumes.
+
+Every per-token tensor is ``[B, T]`` and aligned with ``input_ids``: entry ``t`` describes token
+``t`` (which the model predicts from tokens ``< t``). Rows are right-padded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+
+import torch
+
+from posttrain.types.episode import Episode
+
+
+@dataclass
+class Batch:
+    """Padded training tensors.
+
+    ``input_ids``/``attention_mask``/``loss_mask``/``behaviour_logprobs``/``versions``: ``[B, T]``.
+    ``rewards``/``group_index``: ``[B]``. Optional per-token fields filled in by a pipeline:
+    ``old_logprobs`` (trainer recompute at rollout weights), ``ref_logprobs``, ``advantages``.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+    behaviour_logprobs: torch.Tensor
+    versions: torch.Tensor
+    rewards: torch.Tensor
+    group_index: torch.Tensor
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+    advantages: torch.Tensor | None = None
+
+    @classmethod
+    def from_episodes(cls, episodes: Sequence[Episode], pad_token_id: int) -> Batch:
+        """One row per segment; segments of an episode share its reward and group."""
+        if not episodes:
+            raise ValueError("cannot build a Batch from zero episodes")
+        segs, rewards, groups = [], [], []
+        group_ids: dict[str, int] = {}
+        for ep in episodes:
+            gi = group_ids.setdefault(ep.group_id, len(group_ids))
+            for seg in ep.segments:
+                segs.append(seg)
+                rewards.append(ep.reward)
+                groups.append(gi)
+        b, t = len(segs), max(len(s.token_ids) for s in segs)
+        ids = torch.full((b, t), pad_token_id, dtype=torch.long)
+        attn = torch.zeros((b, t), dtype=torch.long)
+        mask = torch.zeros((b, t), dtype=torch.float32)
+        logp = torch.zeros((b, t), dtype=torch.float32)
+        vers = torch.full((b, t), -1, dtype=torch.long)
+        for i, s in enumerate(segs):
+            n = len(s.token_ids)
+            ids[i, :n] = torch.tensor(s.token_ids, dtype=torch.long)
+            attn[i, :n] = 1
+            mask[i, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
+            logp[i, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
+            vers[i, :n] = torch.tensor(s.versions, dtype=torch.long)
+        return cls(
+            input_ids=ids,
+            attention_mask=attn,
+            loss_mask=mask,
+            behaviour_logprobs=logp,
+            versions=vers,
+            rewards=torch.tensor(rewards, dtype=torch.float32),
+            group_index=torch.tensor(groups, dtype=torch.long),
+        )
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def replace(self, **changes: torch.Tensor | None) -> Batch:
+        """A copy with some fields replaced."""
+        return replace(self, **changes)
+
+    def select(self, index: torch.Tensor | Sequence[int]) -> Batch:
+        """Rows ``index``, trimmed to their longest row."""
+        idx = torch.as_tensor(index, dtype=torch.long)
+        length = int(self.attention_mask[idx].sum(dim=1).max().item()) if len(idx) else 0
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None:
+                out[f.name] = None
+            elif v.dim() == 2:
+                out[f.name] = v[idx, :length]
+            else:
+                out[f.name] = v[idx]
+        return Batch(**out)
+
+    def split(self, micro_batch_size: int) -> list[Batch]:
+        """Consecutive micro-batches of at most ``micro_batch_size`` rows."""
+        if micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+        n = len(self)
+        return [
+            self.select(range(i, min(i + micro_batch_size, n)))
+            for i in range(0, n, micro_batch_size)
+        ]

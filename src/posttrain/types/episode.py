@@ -1,0 +1,165 @@
+"""Episodes: the exact tokens an engine produced, with everything training needs.
+
+An ``Episode`` is one rollout (one prompt, one completion, possibly many turns). It holds one or
+more ``Segment``s — the token sequences the trainer sees (compaction splits an episode into
+several segments that share its reward). A ``Group`` is the episodes sampled for one prompt.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepSpan:
+    """Half-open token range ``[start, end)`` of one agent step inside a segment."""
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start <= self.end:
+            raise ValueError(f"invalid step span [{self.start}, {self.end})")
+
+
+@dataclass
+class Segment:
+    """One token sequence the trainer sees.
+
+    ``token_ids`` are the exact ids (prompt and completion); ``loss_mask[t] == 1`` only on tokens
+    the policy sampled. ``logprobs[t]`` is the behaviour log-prob of token ``t`` (0.0 where the
+    mask is 0) and ``versions[t]`` the weight version that sampled it (-1 where the mask is 0).
+    """
+
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    steps: list[StepSpan] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.token_ids)
+        for name in ("loss_mask", "logprobs", "versions"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(
+                    f"Segment.{name} has length {len(getattr(self, name))}, token_ids has {n}"
+                )
+        if any(m not in (0, 1) for m in self.loss_mask):
+            raise ValueError("Segment.loss_mask must hold only 0 and 1")
+        if n and self.loss_mask[0] == 1:
+            raise ValueError("Segment.loss_mask[0] must be 0: the first token has no context")
+        for span in self.steps:
+            if span.end > n:
+                raise ValueError(f"step span [{span.start}, {span.end}) exceeds length {n}")
+
+    @classmethod
+    def from_prompt_completion(
+        cls,
+        prompt_ids: list[int],
+        completion_ids: list[int],
+        completion_logprobs: list[float] | None = None,
+        version: int = 0,
+    ) -> Segment:
+        """A single-turn segment: prompt tokens unmasked, completion tokens trainable."""
+        if not prompt_ids:
+            raise ValueError("prompt_ids must not be empty")
+        lp = list(completion_logprobs) if completion_logprobs is not None else [0.0] * len(
+            completion_ids
+        )
+        if len(lp) != len(completion_ids):
+            raise ValueError("completion_logprobs and completion_ids differ in length")
+        n_p = len(prompt_ids)
+        return cls(
+            token_ids=list(prompt_ids) + list(completion_ids),
+            loss_mask=[0] * n_p + [1] * len(completion_ids),
+            logprobs=[0.0] * n_p + [float(x) for x in lp],
+            versions=[-1] * n_p + [version] * len(completion_ids),
+            steps=[StepSpan(n_p, n_p + len(completion_ids))],
+        )
+
+    @property
+    def num_trainable(self) -> int:
+        return sum(self.loss_mask)
+
+    def to_dict(self) -> dict:
+        return {
+            "token_ids": self.token_ids,
+            "loss_mask": self.loss_mask,
+            "logprobs": self.logprobs,
+            "versions": self.versions,
+            "steps": [[s.start, s.end] for s in self.steps],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Segment:
+        return cls(
+            token_ids=[int(t) for t in d["token_ids"]],
+            loss_mask=[int(m) for m in d["loss_mask"]],
+            logprobs=[float(x) for x in d["logprobs"]],
+            versions=[int(v) for v in d["versions"]],
+            steps=[StepSpan(int(a), int(b)) for a, b in d.get("steps", [])],
+        )
+
+
+@dataclass
+class Episode:
+    """One rollout: its segments, named reward parts, and bookkeeping.
+
+    ``rewards`` maps reward-part names to floats; ``reward`` is their weighted sum as set by the
+    reward function (stored, so the weights that produced it are never ambiguous).
+    """
+
+    segments: list[Segment]
+    rewards: dict[str, float] = field(default_factory=dict)
+    reward: float = 0.0
+    group_id: str = ""
+    finish_reason: str = "stop"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.segments:
+            raise ValueError("an Episode needs at least one Segment")
+        if not math.isfinite(self.reward):
+            raise ValueError(f"Episode.reward must be finite, got {self.reward}")
+
+    def to_dict(self) -> dict:
+        return {
+            "segments": [s.to_dict() for s in self.segments],
+            "rewards": dict(self.rewards),
+            "reward": self.reward,
+            "group_id": self.group_id,
+            "finish_reason": self.finish_reason,
+            "meta": self.meta,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Episode:
+        return cls(
+            segments=[Segment.from_dict(s) for s in d["segments"]],
+            rewards={str(k): float(v) for k, v in d.get("rewards", {}).items()},
+            reward=float(d.get("reward", 0.0)),
+            group_id=str(d.get("group_id", "")),
+            finish_reason=str(d.get("finish_reason", "stop")),
+            meta=dict(d.get("meta", {})),
+        )
+
+
+@dataclass
+class Group:
+    """The episodes sampled for one prompt (the unit of group-relative advantages)."""
+
+    group_id: str
+    episodes: list[Episode]
+
+    def __post_init__(self) -> None:
+        for ep in self.episodes:
+            if ep.group_id != self.group_id:
+                raise ValueError(
+                    f"episode with group_id {ep.group_id!r} placed in group {self.group_id!r}"
+                )
+
+    @property
+    def rewards(self) -> list[float]:
+        return [ep.reward for ep in self.episodes]
