@@ -18,7 +18,10 @@ def test_answers_and_flawed_answers(a, op, b, answer, flawed):
 
 def test_question_is_zero_padded_to_width():
     assert Problem(7, "+", 45, width=2).question == "What is 07+45?"
-    assert Problem(7, "+", 45).completion() == "<answer>52</answer>"
+    p = Problem(7, "+", 45)
+    assert p.completion() == "<think>7+5=12 0+4+1=5</think><answer>52</answer>"
+    assert p.completion(flawed=True) == "<think>7+5=12 0+4=4</think><answer>42</answer>"
+    assert Problem(9, "-", 4).completion() == "<answer>5</answer>"
 
 
 def test_splits_are_disjoint_and_seeded():
@@ -35,7 +38,8 @@ def test_sft_conversation_error_rate():
     t = ArithmeticTasks(("+",), 2)
     rng = random.Random(0)
     carries = [p for p in t.sample(4000, rng) if p.flawed_answer != p.answer][:1000]
-    wrong = sum(t.sft_conversation(p, 0.6, rng)[1]["content"] != p.completion() for p in carries)
+    wrong = sum(t.sft_conversation(p, 0.6, rng)[1]["content"] == p.completion(flawed=True)
+                for p in carries)
     assert 0.55 < wrong / len(carries) < 0.65
 
 

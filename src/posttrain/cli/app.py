@@ -110,7 +110,7 @@ def eval_(
     except ModelNotFoundError as e:
         _fail(str(e))
     recipe = Recipe(cfg)
-    result = recipe._evaluate(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
+    result = recipe.evaluate(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
     typer.echo(json.dumps(result, indent=2))
 
 

@@ -65,7 +65,7 @@ class Recipe:
             build_tiny(d, self.cfg.model.preset, seed=self.cfg.seed)
         return d
 
-    def _evaluate(self, engine: TorchEngine, tokenizer) -> dict[str, float]:
+    def evaluate(self, engine: TorchEngine, tokenizer) -> dict[str, float]:
         return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
                         self.cfg.reward.accuracy_part, seed=self.cfg.seed)
 
@@ -112,7 +112,7 @@ class Recipe:
             self.reporter.message(f"resuming from {ckpt.name}")
         evals: dict[str, dict] = cursor["evals"]
         if "eval_before" not in evals:
-            evals["eval_before"] = self._evaluate(engine, tokenizer)
+            evals["eval_before"] = self.evaluate(engine, tokenizer)
         stages = cfg.stages
         if cursor["stage"] is not None:
             stages = stages[stages.index(cursor["stage"]):]
@@ -126,7 +126,7 @@ class Recipe:
                 key = "eval_after_rl"
             save_model(model, tokenizer, self.out / f"{stage}_model")
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
-            evals[key] = self._evaluate(engine, tokenizer)
+            evals[key] = self.evaluate(engine, tokenizer)
         summary = {**evals, "wall_seconds": time.time() - start, "out_dir": str(self.out)}
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
         plot_curves(self.out / "metrics.jsonl", self.out / "curves.png")

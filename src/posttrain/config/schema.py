@@ -36,7 +36,7 @@ class ModelConfig(Section):
 
 class TaskConfig(Section):
     name: Literal["arithmetic"] = "arithmetic"
-    ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+", "-"], min_length=1)
+    ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
     digits: int = Field(2, ge=1, le=9)
     eval_fraction: float = Field(0.1, gt=0, lt=1)
 
@@ -101,8 +101,6 @@ class RunConfig(Section):
                                  "advantage 0, so nothing would be learned)")
             if rl.mini_batches > rl.prompts_per_step * rl.group_size:
                 raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
-        if "estimator" in rl.loss.kl.model_fields_set and rl.loss.kl.coef == 0:
-            raise ValueError("rl.loss.kl.estimator has no effect while rl.loss.kl.coef is 0")
         if self.sft.data is not None and "sft" not in self.stages:
             raise ValueError("sft.data is set but 'sft' is not in stages")
         if len(set(self.stages)) != len(self.stages):

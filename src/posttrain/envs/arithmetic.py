@@ -58,8 +58,24 @@ class Problem:
     def messages(self) -> list[dict]:
         return [{"role": "user", "content": self.question}]
 
-    def completion(self, answer: int | None = None) -> str:
-        return f"<answer>{self.answer if answer is None else answer}</answer>"
+    def completion(self, answer: int | None = None, flawed: bool = False) -> str:
+        if flawed:
+            return f"{self.scratchpad(carry=False)}<answer>{self.flawed_answer}</answer>"
+        return f"{self.scratchpad()}<answer>{self.answer if answer is None else answer}</answer>"
+
+    def scratchpad(self, carry: bool = True) -> str:
+        """Column addition, units first: ``<think>7+8=15 4+3+1=8</think>`` for 47+38."""
+        if self.op != "+":
+            return ""
+        da, db = str(self.a)[::-1], str(self.b)[::-1]
+        steps, c = [], 0
+        for i in range(max(len(da), len(db))):
+            x = int(da[i]) if i < len(da) else 0
+            y = int(db[i]) if i < len(db) else 0
+            s = x + y + c
+            steps.append(f"{x}+{y}+{c}={s}" if c else f"{x}+{y}={s}")
+            c = s // 10 if carry else 0
+        return "<think>" + " ".join(steps) + "</think>"
 
 
 def _is_eval(p: Problem, seed: int, eval_fraction: float) -> bool:
@@ -110,8 +126,8 @@ class ArithmeticTasks:
 
     def sft_conversation(self, p: Problem, error_rate: float, rng: random.Random) -> list[dict]:
         """A chat example whose answer is the flawed one with probability ``error_rate``."""
-        answer = p.flawed_answer if rng.random() < error_rate else p.answer
-        return p.messages() + [{"role": "assistant", "content": p.completion(answer)}]
+        flawed = rng.random() < error_rate
+        return p.messages() + [{"role": "assistant", "content": p.completion(flawed=flawed)}]
 
 
 class ArithmeticEnv:

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
 
 PAD, EOS, BOS = "<|pad|>", "<|im_end|>", "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -117,6 +118,7 @@ def build_tiny(
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    hf_logging.disable_progress_bar()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out

@@ -12,14 +12,14 @@ class EvalConfig(Section):
 
     num_problems: int = Field(200, ge=1)
     temperature: float = Field(0.0, ge=0)
-    max_new_tokens: int = Field(16, ge=1)
+    max_new_tokens: int = Field(32, ge=1)
 
 
 class SFTConfig(Section):
     """Supervised fine-tuning on chat data (``data`` JSONL of ``{"messages": [...]}`` rows, or
     generated from the task with ``error_rate`` of flawed answers when ``data`` is null)."""
 
-    steps: int = Field(600, ge=0)
+    steps: int = Field(500, ge=0)
     batch_size: int = Field(64, ge=1)
     data: str | None = None
     num_examples: int = Field(20000, ge=1)
@@ -34,7 +34,7 @@ class RLConfig(Section):
     steps: int = Field(60, ge=0)
     prompts_per_step: int = Field(16, ge=1)
     group_size: int = Field(8, ge=1)
-    max_new_tokens: int = Field(16, ge=1)
+    max_new_tokens: int = Field(32, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0)
@@ -43,4 +43,4 @@ class RLConfig(Section):
     eval_every: int = Field(20, ge=0)
     mismatch_tolerance: float = Field(0.05, gt=0)
     loss: LossConfig = LossConfig()
-    optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=0, schedule="constant")
+    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")

@@ -9,6 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from posttrain.algos import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
 
 
+def known_name(registry, name: str) -> str:
+    """``name`` if ``registry`` has it; else a ``ValueError`` listing the known names."""
+    try:
+        registry.get(name)
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+    return name
+
+
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors."""
 
@@ -44,8 +53,7 @@ class PolicyLossConfig(Section):
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
-        POLICY_LOSSES.get(v)
-        return v
+        return known_name(POLICY_LOSSES, v)
 
 
 class KLConfig(Section):
@@ -58,8 +66,7 @@ class KLConfig(Section):
     @field_validator("estimator")
     @classmethod
     def _known(cls, v: str) -> str:
-        KL_ESTIMATORS.get(v)
-        return v
+        return known_name(KL_ESTIMATORS, v)
 
 
 class LossConfig(Section):
@@ -74,14 +81,12 @@ class LossConfig(Section):
     @field_validator("adv_estimator")
     @classmethod
     def _adv(cls, v: str) -> str:
-        ADVANTAGE_ESTIMATORS.get(v)
-        return v
+        return known_name(ADVANTAGE_ESTIMATORS, v)
 
     @field_validator("loss_agg_mode")
     @classmethod
     def _agg(cls, v: str) -> str:
-        LOSS_AGGREGATIONS.get(v)
-        return v
+        return known_name(LOSS_AGGREGATIONS, v)
 
 
 class TrainerConfig(Section):

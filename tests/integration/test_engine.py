@@ -1,0 +1,100 @@
+import pytest
+import torch
+
+from posttrain.engines import Engine, TorchEngine, processed_logprobs
+from posttrain.models import encode_prompt, sequence_logprobs
+from posttrain.types import Batch, Episode, SamplingParams, Segment
+
+
+def prompts(tok, n):
+    return [encode_prompt(tok, [{"role": "user", "content": "What is " + "1+" * i + "2?"}])
+            for i in range(n)]
+
+
+@pytest.fixture
+def engine(model, tokenizer):
+    return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+
+
+def test_engine_satisfies_protocol(engine):
+    assert isinstance(engine, Engine) and engine.version == 0
+
+
+def test_engine_logprobs_match_trainer_recompute(engine, model, tokenizer):
+    outs = engine.generate(prompts(tokenizer, 6), SamplingParams(max_new_tokens=12, seed=1))
+    eps = [Episode([Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs)])
+           for o in outs]
+    b = Batch.from_episodes(eps, tokenizer.pad_token_id)
+    with torch.no_grad():
+        lp, _ = sequence_logprobs(model, b.input_ids, b.attention_mask)
+    diff = ((lp - b.behaviour_logprobs).abs() * b.loss_mask).max().item()
+    assert b.loss_mask.sum() > 0 and diff < 1e-4
+
+
+def test_mixed_prompt_lengths_match_one_by_one(engine, tokenizer):
+    ps = prompts(tokenizer, 4)
+    assert len({len(p) for p in ps}) == 4
+    greedy = SamplingParams(max_new_tokens=8, temperature=0)
+    together = engine.generate(ps, greedy)
+    alone = [engine.generate([p], greedy)[0] for p in ps]
+    assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+    assert all(lp == 0.0 for o in together for lp in o.logprobs)
+
+
+def test_seed_reproducible_and_different_seeds_differ(engine, tokenizer):
+    ps = prompts(tokenizer, 3) * 4
+    a = engine.generate(ps, SamplingParams(max_new_tokens=10, seed=7))
+    b = engine.generate(ps, SamplingParams(max_new_tokens=10, seed=7))
+    c = engine.generate(ps, SamplingParams(max_new_tokens=10, seed=8))
+    assert [o.token_ids for o in a] == [o.token_ids for o in b]
+    assert [o.token_ids for o in a] != [o.token_ids for o in c]
+
+
+def test_stop_tokens_and_length_finish(engine, tokenizer):
+    p = prompts(tokenizer, 1)
+    free = engine.generate(p, SamplingParams(max_new_tokens=6, temperature=0))[0]
+    assert free.finish_reason == "length" and len(free.token_ids) == 6
+    stop = free.token_ids[2]
+    cut = engine.generate(p, SamplingParams(max_new_tokens=6, temperature=0,
+                                            stop_token_ids=(stop,)))[0]
+    first = free.token_ids.index(stop)
+    assert cut.token_ids == free.token_ids[: first + 1] and cut.finish_reason == "stop"
+
+
+def test_top_k_one_is_greedy_with_logprob_zero(engine, tokenizer):
+    p = prompts(tokenizer, 2)
+    greedy = engine.generate(p, SamplingParams(max_new_tokens=6, temperature=0))
+    k1 = engine.generate(p, SamplingParams(max_new_tokens=6, top_k=1, seed=3))
+    assert [o.token_ids for o in greedy] == [o.token_ids for o in k1]
+    assert all(abs(x) < 1e-6 for o in k1 for x in o.logprobs)
+
+
+def test_processed_logprobs_truncation():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    top_p = processed_logprobs(logits, SamplingParams(top_p=0.7)).exp()
+    torch.testing.assert_close(top_p, torch.tensor([[0.625, 0.375, 0.0, 0.0]]))
+    top_k = processed_logprobs(logits, SamplingParams(top_k=3)).exp()
+    torch.testing.assert_close(top_k, torch.tensor([[0.5, 0.3, 0.15, 0]]) / 0.95)
+    hot = processed_logprobs(logits, SamplingParams(temperature=0.5)).exp()
+    expected = torch.tensor([[0.25, 0.09, 0.0225, 0.0025]])
+    torch.testing.assert_close(hot, expected / expected.sum())
+
+
+def test_update_weights_changes_generation_and_version(engine, model, tokenizer):
+    p = prompts(tokenizer, 2)
+    greedy = SamplingParams(max_new_tokens=6, temperature=0)
+    before = engine.generate(p, greedy)
+    with torch.no_grad():
+        for prm in model.parameters():
+            prm.add_(torch.randn_like(prm) * 0.5)
+    engine.update_weights(model.named_parameters(), version=5)
+    after = engine.generate(p, greedy)
+    assert engine.version == 5 and after[0].version == 5
+    assert [o.token_ids for o in before] != [o.token_ids for o in after]
+    with pytest.raises(KeyError):
+        engine.update_weights([("nope", torch.zeros(1))], 6)
+
+
+def test_empty_prompt_rejected(engine):
+    with pytest.raises(ValueError):
+        engine.generate([[]], SamplingParams())

@@ -1,0 +1,80 @@
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from posttrain.models import (
+    ChatTemplateError,
+    ModelNotFoundError,
+    encode_chat,
+    load_model,
+    naive_sequence_logprobs,
+    sequence_logprobs,
+)
+
+
+def test_tiny_dir_loads_with_auto_classes(tiny_dir):
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    assert model.config.model_type == "llama"
+    assert (tiny_dir / "model.safetensors").is_file()
+    assert tok.pad_token_id != tok.eos_token_id
+    assert model.config.vocab_size == len(tok)
+    ids = tok.encode("What is 12+345?", add_special_tokens=False)
+    assert [t for t in tok.convert_ids_to_tokens(ids) if t.isdigit()] == list("12345")
+    assert tok.decode(ids) == "What is 12+345?"
+
+
+def test_encode_chat_masks_assistant_through_eos(tokenizer):
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "<answer>4</answer>"},
+            {"role": "user", "content": "3+3?"}, {"role": "assistant", "content": "6"}]
+    ids, mask = encode_chat(tokenizer, msgs)
+    assert len(ids) == len(mask)
+    text = tokenizer.apply_chat_template(msgs, tokenize=False)
+    assert tokenizer.decode(ids) == text
+    trained = tokenizer.decode([i for i, m in zip(ids, mask) if m])
+    assert trained == "<answer>4</answer><|im_end|>6<|im_end|>"
+
+
+def test_encode_chat_rejects_bad_messages(tokenizer):
+    with pytest.raises(ValueError):
+        encode_chat(tokenizer, [])
+    with pytest.raises(ValueError, match="role"):
+        encode_chat(tokenizer, [{"content": "x"}])
+
+
+def test_non_prefix_stable_template_is_detected(tokenizer):
+    import copy
+
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = ("{% for m in messages|reverse %}{{ m['role'] }}:{{ m['content'] }}\n"
+                         "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
+    with pytest.raises(ChatTemplateError):
+        encode_chat(tok, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                          {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}])
+
+
+def test_missing_model_dir_is_clear(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        load_model(tmp_path / "nope")
+    with pytest.raises(ModelNotFoundError, match="config.json"):
+        load_model(tmp_path)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_chunked_logprobs_equal_naive_values_and_grads(model, temperature):
+    torch.manual_seed(0)
+    ids = torch.randint(5, 200, (3, 11))
+    attn = torch.ones_like(ids)
+    attn[1, 8:] = 0
+    lp, ent = sequence_logprobs(model, ids, attn, temperature, chunk_size=4)
+    (lp * attn).sum().backward()
+    g_chunk = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    lp2, ent2 = naive_sequence_logprobs(model, ids, attn, temperature)
+    (lp2 * attn).sum().backward()
+    valid = attn.bool()
+    torch.testing.assert_close(lp[valid], lp2[valid], atol=1e-5, rtol=0)
+    torch.testing.assert_close(ent[valid], ent2[valid], atol=1e-5, rtol=0)
+    for a, p in zip(g_chunk, model.parameters()):
+        torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)

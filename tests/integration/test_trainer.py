@@ -1,0 +1,126 @@
+import copy
+import math
+
+import pytest
+import torch
+
+from posttrain.algos import ADVANTAGE_ESTIMATORS
+from posttrain.engines import TorchEngine
+from posttrain.models import encode_prompt
+from posttrain.train import (
+    LossConfig,
+    OptimConfig,
+    Trainer,
+    TrainerConfig,
+    TrainingDivergedError,
+    latest_checkpoint,
+    load_checkpoint_state,
+    lr_factor,
+    save_checkpoint,
+)
+from posttrain.types import Batch, Episode, SamplingParams, Segment
+
+
+def rl_batch(model, tok, n_prompts=3, group=4, seed=0):
+    engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id)
+    ps = [encode_prompt(tok, [{"role": "user", "content": f"What is {i}+{i}?"}])
+          for i in range(n_prompts)]
+    outs = engine.generate([p for p in ps for _ in range(group)],
+                           SamplingParams(max_new_tokens=8, seed=seed))
+    g = torch.Generator().manual_seed(seed)
+    eps = [Episode([Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs)],
+                   reward=float(torch.rand((), generator=g)), group_id=str(j // group))
+           for j, o in enumerate(outs)]
+    b = Batch.from_episodes(eps, tok.pad_token_id)
+    adv = ADVANTAGE_ESTIMATORS.get("grpo")(b.rewards, b.group_index, b.loss_mask)
+    return b.replace(advantages=adv, old_logprobs=b.behaviour_logprobs)
+
+
+@pytest.mark.parametrize("agg", ["token_mean", "seq_mean_token_mean"])
+def test_micro_batching_gives_same_update(model, tokenizer, agg):
+    batch = rl_batch(model, tokenizer)
+    cfg = LossConfig(loss_agg_mode=agg)
+    updated = []
+    for mbs in (len(batch), 5, 1):
+        m = copy.deepcopy(model)
+        tr = Trainer(m, OptimConfig(lr=1e-2, grad_clip=None), 10, TrainerConfig(micro_batch_size=mbs))
+        stats = tr.rl_step(batch, cfg)
+        updated.append((torch.cat([p.grad.flatten() for p in m.parameters()]), stats))
+    ref_g, ref_stats = updated[0]
+    assert ref_g.abs().max() > 1e-3
+    for g, stats in updated[1:]:
+        torch.testing.assert_close(g, ref_g, atol=1e-6, rtol=1e-4)
+        assert stats["loss"] == pytest.approx(ref_stats["loss"], abs=1e-5)
+        assert stats["clip_frac"] == pytest.approx(ref_stats["clip_frac"], abs=1e-6)
+
+
+def test_rl_metrics_and_ppo_epochs(model, tokenizer):
+    batch = rl_batch(model, tokenizer)
+    tr = Trainer(model, OptimConfig(lr=5e-2), 10, TrainerConfig(micro_batch_size=4))
+    first = tr.rl_step(batch, LossConfig())
+    assert first["clip_frac"] == 0.0 and abs(first["approx_kl"]) < 1e-5
+    assert {"loss", "pg_loss", "entropy", "grad_norm", "lr"} <= set(first)
+    again = tr.rl_update(batch, LossConfig(), epochs=2, mini_batches=2)
+    assert tr.step == 5
+    assert again["clip_frac"] > 0 and again["approx_kl"] != 0
+
+
+def test_kl_term_needs_reference_and_reports_it(model, tokenizer):
+    batch = rl_batch(model, tokenizer)
+    cfg = LossConfig(kl={"coef": 0.1, "estimator": "k3"})
+    tr = Trainer(model, OptimConfig(), 10, ref_model=copy.deepcopy(model))
+    with pytest.raises(ValueError, match="ref_logprobs"):
+        tr.rl_step(batch, cfg)
+    ref = tr.compute_logprobs(batch, reference=True)
+    stats = tr.rl_step(batch.replace(ref_logprobs=ref), cfg)
+    assert stats["ref_kl"] == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="reference"):
+        Trainer(model, OptimConfig(), 1).compute_logprobs(batch, reference=True)
+
+
+def test_nan_loss_skips_step_then_aborts(model, tokenizer):
+    batch = rl_batch(model, tokenizer)
+    bad = batch.replace(advantages=batch.advantages * float("nan"))
+    tr = Trainer(model, OptimConfig(lr=1e-2), 10, TrainerConfig(max_bad_steps=2))
+    before = [p.detach().clone() for p in model.parameters()]
+    for i in range(2):
+        stats = tr.rl_step(bad, LossConfig())
+        assert stats["skipped"] == 1.0 and stats["bad_steps"] == i + 1
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    assert tr.step == 0
+    assert tr.rl_step(batch, LossConfig())["skipped"] == 0.0  # a good step resets the streak
+    for _ in range(2):
+        tr.rl_step(bad, LossConfig())
+    with pytest.raises(TrainingDivergedError, match="max_bad_steps=2"):
+        tr.rl_step(bad, LossConfig())
+
+
+def test_lr_schedule_warmup_then_cosine():
+    cfg = OptimConfig(lr=1.0, warmup_steps=4, schedule="cosine", min_lr_ratio=0.1)
+    assert [lr_factor(s, 14, cfg) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert lr_factor(9, 14, cfg) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 2)))
+    assert lr_factor(14, 14, cfg) == pytest.approx(0.1)
+    assert lr_factor(100, 14, OptimConfig(schedule="constant")) == 1.0
+
+
+def test_sft_step_lowers_loss(model, tokenizer):
+    from posttrain.pipelines.sft import conversation_segment
+
+    conv = [{"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "content": "<answer>4</answer>"}]
+    b = Batch.from_episodes([Episode([conversation_segment(tokenizer, conv)])] * 4,
+                            tokenizer.pad_token_id)
+    tr = Trainer(model, OptimConfig(lr=1e-2, grad_clip=None), 20, TrainerConfig(micro_batch_size=3))
+    losses = [tr.sft_step(b)["loss"] for _ in range(15)]
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_checkpoint_is_atomic_and_latest(tmp_path, model, tokenizer):
+    tr = Trainer(model, OptimConfig(), 10)
+    assert latest_checkpoint(tmp_path) is None
+    (tmp_path / ".tmp-rl-000009").mkdir()  # a crashed write is ignored
+    p1 = save_checkpoint(tmp_path, tr, tokenizer, {"step": 1}, "rl-000001")
+    p2 = save_checkpoint(tmp_path, tr, tokenizer, {"step": 2}, "rl-000002")
+    assert latest_checkpoint(tmp_path) == p2 and p1.is_dir()
+    assert (p2 / "model.safetensors").is_file() and (p2 / "tokenizer.json").is_file()
+    assert load_checkpoint_state(p2, tr) == {"step": 2}

@@ -1,0 +1,59 @@
+import pytest
+
+from posttrain.config import ConfigError, RunConfig, apply_override, build_config, load_config
+
+
+def test_defaults_are_the_quickstart():
+    cfg = load_config(None)
+    assert cfg.stages == ["sft", "rl"] and cfg.model.preset == "micro"
+    assert cfg.rl.loss.adv_estimator == "grpo" and cfg.rl.loss.policy_loss.name == "ppo_clip"
+
+
+def test_shipped_quickstart_yaml_equals_defaults():
+    assert load_config("configs/quickstart.yaml") == RunConfig()
+
+
+def test_overrides_parse_yaml_values():
+    cfg = load_config(None, ["rl.optim.lr=3e-4", "task.ops=[+, '-']", "model.preset=null",
+                             "model.path=/x", "rl.loss.policy_loss.dual_clip=3"])
+    assert cfg.rl.optim.lr == 3e-4 and cfg.task.ops == ["+", "-"]
+    assert cfg.model.path == "/x" and cfg.rl.loss.policy_loss.dual_clip == 3.0
+
+
+@pytest.mark.parametrize(
+    "overrides,key",
+    [
+        (["rl.loss.policy_loss.eps_low=1.2"], "rl.loss.policy_loss.eps_low"),
+        (["rl.loss.adv_estimator=magic"], "rl.loss.adv_estimator"),
+        (["rl.loss.kl.estimator=k9"], "rl.loss.kl.estimator"),
+        (["sft.steps=-1"], "sft.steps"),
+        (["rl.nope=1"], "rl.nope"),
+        (["rl.group_size=1"], "rl.group_size"),
+        (["model.path=/x"], "model.path"),
+        (["reward.accuracy_part=speed"], "reward.accuracy_part"),
+        (["reward.parts.correct.verifier=psychic"], "reward.parts.correct.verifier"),
+        (["stages=[rl]", "sft.data=x.jsonl"], "sft.data"),
+        (["rl.loss.policy_loss.dual_clip=0.5"], "rl.loss.policy_loss.dual_clip"),
+    ],
+)
+def test_errors_name_the_key(overrides, key):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, overrides)
+    assert key in str(e.value)
+
+
+def test_kl_estimator_with_coef_is_fine():
+    assert load_config(None, ["rl.loss.kl.estimator=k1", "rl.loss.kl.coef=0.01"]).rl.loss.kl.coef
+
+
+def test_bad_override_syntax_and_files(tmp_path):
+    with pytest.raises(ConfigError, match="dotted.key=value"):
+        apply_override({}, "rl.steps")
+    with pytest.raises(ConfigError, match="not a section"):
+        apply_override({"rl": 3}, "rl.steps=2")
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "none.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(tmp_path / "list.yaml")
+    assert build_config({"seed": 3}).seed == 3
