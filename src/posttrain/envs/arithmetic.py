@@ -58,10 +58,10 @@ class Problem:
     def messages(self) -> list[dict]:
         return [{"role": "user", "content": self.question}]
 
-    def completion(self, answer: int | None = None, flawed: bool = False) -> str:
-        if flawed:
-            return f"{self.scratchpad(carry=False)}<answer>{self.flawed_answer}</answer>"
-        return f"{self.scratchpad()}<answer>{self.answer if answer is None else answer}</answer>"
+    def completion(self, flawed: bool = False) -> str:
+        """The worked solution; ``flawed`` gives the no-carry student's (scratchpad and answer)."""
+        answer = self.flawed_answer if flawed else self.answer
+        return f"{self.scratchpad(carry=not flawed)}<answer>{answer}</answer>"
 
     def scratchpad(self, carry: bool = True) -> str:
         """Column addition, units first: ``<think>7+8=15 4+3+1=8</think>`` for 47+38."""
