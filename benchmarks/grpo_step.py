@@ -1,11 +1,13 @@
-"""One GRPO step, split into generation / log-prob / update, for posttrain and TRL.
+"""One GRPO step, split into generation / batch preparation / update, for posttrain and TRL.
 
 Workload (the issue's reference): the `small` tiny preset (Llama, hidden 256, 4 layers),
 8 prompts x 8 generations x 32 new tokens, fp32, 2 threads. posttrain's figures are the mean
 of `--steps` steps after one warm-up step; TRL's `GRPOTrainer` (extra `bench`) runs the same
-model, prompts and settings in this process for comparison. Prints JSON.
+model, prompts and settings in this process for comparison. The two alternate for ``--rounds``
+rounds (this host's speed drifts by tens of percent over minutes); figures are medians over
+rounds, and the per-round ratios are printed too. Prints JSON.
 
-    python benchmarks/grpo_step.py [--steps 3] [--no-trl]
+    python benchmarks/grpo_step.py [--steps 3] [--rounds 3] [--no-trl]
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import contextlib
 import json
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -50,10 +53,10 @@ def posttrain_steps(model_dir, steps: int) -> dict:
                        reward=float(len(o.token_ids) % 2), group_id=str(j // G))
                for j, o in enumerate(outs)]
         batch = Batch.from_episodes(eps, tok.pad_token_id)
-        old = trainer.compute_logprobs(batch)
-        t2 = time.perf_counter()
         adv = ADVANTAGE_ESTIMATORS.get("grpo")(batch.rewards, batch.group_index, batch.loss_mask)
-        trainer.rl_step(batch.replace(advantages=adv, old_logprobs=old), LossConfig())
+        batch = batch.replace(advantages=adv)  # no old_logprobs: the update's forward gives them
+        t2 = time.perf_counter()
+        trainer.rl_update(batch, LossConfig())
         engine.update_weights(trainer.named_weights(), step + 1)
         t3 = time.perf_counter()
         tokens = int(batch.loss_mask.sum())
@@ -61,7 +64,8 @@ def posttrain_steps(model_dir, steps: int) -> dict:
     runs = times[1:]
     mean = [sum(r[i] for r in runs) / len(runs) for i in range(4)]
     total = sum(mean[:3])
-    return {"generation_s": mean[0], "logprob_s": mean[1], "update_s": mean[2],
+    return {"generation_s": mean[0], "prepare_s": mean[1], "update_s": mean[2],
+            "old_logprob_pass": "none: one optimiser step per rollout takes them from its forward",
             "step_s": total, "generated_tokens": mean[3],
             "generated_tokens_per_s": mean[3] / mean[0], "step_tokens_per_s": mean[3] / total,
             "peak_rss_mib": peak_rss_mib()}
@@ -100,9 +104,15 @@ def trl_steps(model_dir, steps: int) -> dict:
     return {"step_s": sum(runs) / len(runs), "peak_rss_mib": peak_rss_mib()}
 
 
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternate posttrain and TRL this many times (the host's speed drifts)")
     ap.add_argument("--no-trl", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(2)
@@ -110,16 +120,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         model_dir = build_tiny(d + "/small", "small")
         n_params = sum(p.numel() for p in load_model(model_dir).parameters())
+        ours, theirs, errors = [], [], []
+        for _ in range(a.rounds):
+            ours.append(posttrain_steps(model_dir, a.steps))
+            if a.no_trl or errors:
+                continue
+            try:
+                theirs.append(trl_steps(model_dir, a.steps))
+            except Exception as e:  # report, do not hide: TRL is an optional extra
+                errors.append(f"{type(e).__name__}: {e}")
         result = {"model": "tiny preset 'small'", "parameters": n_params,
                   "workload": f"{len(PROMPTS)} prompts x {G} generations x {NEW_TOKENS} "
                               "new tokens, fp32, 2 threads",
-                  "posttrain": posttrain_steps(model_dir, a.steps)}
-        if not a.no_trl:
-            try:
-                result["trl"] = trl_steps(model_dir, a.steps)
-                result["speedup_vs_trl"] = result["trl"]["step_s"] / result["posttrain"]["step_s"]
-            except Exception as e:  # report, do not hide: TRL is an optional extra
-                result["trl"] = {"error": f"{type(e).__name__}: {e}"}
+                  "rounds": a.rounds, "steps_per_round": a.steps,
+                  "posttrain": {k: median([r[k] for r in ours]) if isinstance(v, float) else v
+                                for k, v in ours[0].items()},
+                  "posttrain_step_s_per_round": [r["step_s"] for r in ours]}
+        if theirs:
+            result["trl"] = {k: median([r[k] for r in theirs]) for k in theirs[0]}
+            result["trl_step_s_per_round"] = [r["step_s"] for r in theirs]
+            result["speedup_vs_trl"] = result["trl"]["step_s"] / result["posttrain"]["step_s"]
+            result["speedup_per_round"] = [t["step_s"] / o["step_s"] for o, t in zip(ours, theirs)]
+        if errors:
+            result["trl"] = {"error": errors[0]}
     print(json.dumps(result, indent=2))
 
 

@@ -44,7 +44,8 @@ def test_missing_model_dir_is_a_clear_error(tmp_path):
 
 
 def test_build_tiny_and_eval(tmp_path):
-    assert runner.invoke(app, ["build-tiny", str(tmp_path / "m"), "--preset", "nano"]).exit_code == 0
+    built = runner.invoke(app, ["build-tiny", str(tmp_path / "m"), "--preset", "nano"])
+    assert built.exit_code == 0
     result = runner.invoke(app, ["eval", str(tmp_path / "m"), "eval.num_problems=4",
                                  f"out_dir={tmp_path / 'o'}"])
     assert result.exit_code == 0, result.output

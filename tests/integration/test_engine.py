@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from posttrain.engines import Engine, TorchEngine, processed_logprobs
+from posttrain.engines import Engine, TorchEngine, processed_logprobs, sample_tokens
 from posttrain.models import encode_prompt, sequence_logprobs
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
@@ -11,9 +11,9 @@ def prompts(tok, n):
             for i in range(n)]
 
 
-@pytest.fixture
-def engine(model, tokenizer):
-    return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+@pytest.fixture(params=[True, False], ids=["llama_decoder", "hf_decoder"])
+def engine(model, tokenizer, request):
+    return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id, fast=request.param)
 
 
 def test_engine_satisfies_protocol(engine):
@@ -98,3 +98,13 @@ def test_update_weights_changes_generation_and_version(engine, model, tokenizer)
 def test_empty_prompt_rejected(engine):
     with pytest.raises(ValueError):
         engine.generate([[]], SamplingParams())
+
+
+def test_sampler_frequencies_follow_the_distribution():
+    probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    logits = torch.log(probs).expand(20000, 4)
+    tokens, logp = sample_tokens(logits, SamplingParams(), torch.Generator().manual_seed(0))
+    freq = torch.bincount(tokens, minlength=4) / len(tokens)
+    torch.testing.assert_close(freq, probs, atol=0.015, rtol=0)  # ~4 standard errors
+    assert freq[3] == 0
+    torch.testing.assert_close(logp, torch.log(probs)[tokens])

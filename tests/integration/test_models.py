@@ -61,13 +61,15 @@ def test_missing_model_dir_is_clear(tmp_path):
         load_model(tmp_path)
 
 
+@pytest.mark.parametrize("checkpointed", [True, False])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_chunked_logprobs_equal_naive_values_and_grads(model, temperature):
+def test_chunked_logprobs_equal_naive_values_and_grads(model, temperature, checkpointed):
     torch.manual_seed(0)
     ids = torch.randint(5, 200, (3, 11))
     attn = torch.ones_like(ids)
     attn[1, 8:] = 0
-    lp, ent = sequence_logprobs(model, ids, attn, temperature, chunk_size=4)
+    lp, ent = sequence_logprobs(model, ids, attn, temperature, chunk_size=4,
+                                checkpoint_chunks=checkpointed)
     (lp * attn).sum().backward()
     g_chunk = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
@@ -78,3 +80,19 @@ def test_chunked_logprobs_equal_naive_values_and_grads(model, temperature):
     torch.testing.assert_close(ent[valid], ent2[valid], atol=1e-5, rtol=0)
     for a, p in zip(g_chunk, model.parameters()):
         torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_score_mask_limits_scoring_and_keeps_a_graph(model):
+    torch.manual_seed(0)
+    ids = torch.randint(5, 200, (2, 9))
+    attn = torch.ones_like(ids)
+    score = torch.zeros(ids.shape)
+    score[0, 4:7] = 1
+    score[1, 8] = 1
+    full, _ = sequence_logprobs(model, ids, attn)
+    part, ent = sequence_logprobs(model, ids, attn, score_mask=score)
+    torch.testing.assert_close(part[score.bool()], full[score.bool()], atol=1e-6, rtol=0)
+    assert (part[~score.bool()] == 0).all() and (ent[~score.bool()] == 0).all()
+    none, _ = sequence_logprobs(model, ids, attn, score_mask=torch.zeros(ids.shape))
+    none.sum().backward()  # a micro-batch without trainable tokens still back-propagates
+    assert (none == 0).all()

@@ -17,8 +17,14 @@ from posttrain.pipelines import (
     run_sft,
 )
 from posttrain.rewards import VERIFIERS, RewardFunction
-from posttrain.train import OptimConfig, Trainer, TrainerConfig, latest_checkpoint
-from posttrain.train import load_checkpoint_state, save_checkpoint
+from posttrain.train import (
+    OptimConfig,
+    Trainer,
+    TrainerConfig,
+    latest_checkpoint,
+    load_checkpoint_state,
+    save_checkpoint,
+)
 
 TASKS = ArithmeticTasks(("+",), 1)
 REWARD_PARTS = {"correct": ("numeric", 1.0), "varied": ("length_mod3", 1.0)}
@@ -50,8 +56,8 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
         run_sft(trainer, tok, data, SFT, rep, 0, start, on_step_end)
     else:
         engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start)
-        run_rl(trainer, engine, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), RL, EvalConfig(),
-               "correct", rep, 0, start, on_step_end)
+        run_rl(trainer, engine, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), RL,
+               EvalConfig(), "correct", rep, 0, start, on_step_end)
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 

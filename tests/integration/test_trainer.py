@@ -43,7 +43,8 @@ def test_micro_batching_gives_same_update(model, tokenizer, agg):
     updated = []
     for mbs in (len(batch), 5, 1):
         m = copy.deepcopy(model)
-        tr = Trainer(m, OptimConfig(lr=1e-2, grad_clip=None), 10, TrainerConfig(micro_batch_size=mbs))
+        tr = Trainer(m, OptimConfig(lr=1e-2, grad_clip=None), 10,
+                     TrainerConfig(micro_batch_size=mbs))
         stats = tr.rl_step(batch, cfg)
         updated.append((torch.cat([p.grad.flatten() for p in m.parameters()]), stats))
     ref_g, ref_stats = updated[0]
@@ -63,6 +64,25 @@ def test_rl_metrics_and_ppo_epochs(model, tokenizer):
     again = tr.rl_update(batch, LossConfig(), epochs=2, mini_batches=2)
     assert tr.step == 5
     assert again["clip_frac"] > 0 and again["approx_kl"] != 0
+
+
+def test_on_policy_step_equals_step_with_recomputed_old_logprobs(model, tokenizer):
+    batch = rl_batch(model, tokenizer).replace(old_logprobs=None)
+    grads, stats = [], []
+    for old in (None, "recompute"):
+        m = copy.deepcopy(model)
+        tr = Trainer(m, OptimConfig(lr=1e-2, grad_clip=None), 10, TrainerConfig(micro_batch_size=5))
+        b = batch if old is None else batch.replace(old_logprobs=tr.compute_logprobs(batch))
+        stats.append(tr.rl_step(b, LossConfig()))
+        grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-4)
+    assert stats[0]["approx_kl"] == 0.0
+    # the engine sampled from the same weights: its log-probs match the trainer's
+    assert stats[0]["mismatch"] == pytest.approx(stats[1]["mismatch"], abs=1e-6)
+    assert stats[0]["mismatch"] < 1e-4
+    tr = Trainer(copy.deepcopy(model), OptimConfig(), 10)
+    with pytest.raises(ValueError, match="need batch.old_logprobs"):
+        tr.rl_update(batch, LossConfig(), epochs=2)
 
 
 def test_kl_term_needs_reference_and_reports_it(model, tokenizer):

@@ -17,6 +17,8 @@ app = typer.Typer(
 console = Console(stderr=True)
 
 Overrides = Annotated[list[str] | None, typer.Argument(help="dotted.key=value overrides")]
+ConfigFile = Annotated[Path, typer.Argument(help="YAML config")]
+Resume = Annotated[bool, typer.Option(help="continue from the newest checkpoint")]
 
 
 def _fail(message: str) -> None:
@@ -67,7 +69,7 @@ def _run(cfg, resume: bool) -> None:
 @app.command()
 def quickstart(
     out: Annotated[str, typer.Option(help="output directory")] = "runs/quickstart",
-    resume: Annotated[bool, typer.Option(help="continue from the newest checkpoint")] = False,
+    resume: Resume = False,
 ) -> None:
     """Build a tiny model, SFT it on imperfect arithmetic data, then GRPO it with a verifier."""
     _run(_load(None, None, out_dir=out), resume)
@@ -75,9 +77,9 @@ def quickstart(
 
 @app.command()
 def train(
-    config: Annotated[Path, typer.Argument(help="YAML config")],
+    config: ConfigFile,
     overrides: Overrides = None,
-    resume: Annotated[bool, typer.Option(help="continue from the newest checkpoint")] = False,
+    resume: Resume = False,
 ) -> None:
     """Run the stages of CONFIG (SFT and/or RL)."""
     _run(_load(config, overrides), resume)
@@ -85,9 +87,9 @@ def train(
 
 @app.command()
 def sft(
-    config: Annotated[Path, typer.Argument(help="YAML config")],
+    config: ConfigFile,
     overrides: Overrides = None,
-    resume: Annotated[bool, typer.Option(help="continue from the newest checkpoint")] = False,
+    resume: Resume = False,
 ) -> None:
     """Run only the SFT stage of CONFIG."""
     _run(_load(config, overrides, stages=["sft"]), resume)

@@ -83,7 +83,8 @@ class Recipe:
             if data.skipped_lines:
                 self.reporter.message(
                     f"[yellow]skipped {len(data.skipped_lines)} malformed SFT rows "
-                    f"(lines {data.skipped_lines[:5]}{'...' if len(data.skipped_lines) > 5 else ''})"
+                    f"(lines {data.skipped_lines[:5]}"
+                    f"{'...' if len(data.skipped_lines) > 5 else ''})"
                 )
         else:
             data = generate_arithmetic_sft(

@@ -28,7 +28,8 @@ def _format(err: ValidationError) -> str:
 
 
 def apply_override(tree: dict[str, Any], assignment: str) -> None:
-    """Set ``a.b.c=value`` in ``tree``; ``value`` is parsed as YAML (``1e-3``, ``[+, -]``, ``null``)."""
+    """Set ``a.b.c=value`` in ``tree``; ``value`` is parsed as YAML (``1e-3``, ``[+, -]``,
+    ``null``)."""
     if "=" not in assignment:
         raise ConfigError(f"override {assignment!r} must look like dotted.key=value")
     key, raw = assignment.split("=", 1)

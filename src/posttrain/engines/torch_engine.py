@@ -6,9 +6,10 @@ import copy
 from collections.abc import Iterable, Sequence
 
 import torch
-from transformers import PreTrainedModel, StaticCache
+from transformers import PreTrainedModel
 
 from posttrain.engines.base import GenerationOutput
+from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder
 from posttrain.engines.sampling import sample_tokens
 from posttrain.types import SamplingParams
 
@@ -16,14 +17,14 @@ from posttrain.types import SamplingParams
 class TorchEngine:
     """Generates with its own copy of a Hugging Face causal LM.
 
-    Prompts of different lengths share one batch (left padding, explicit position ids). Each
-    ``generate`` call uses a ``torch.Generator`` seeded from ``sampling.seed`` (or drawn from the
-    global RNG), so a seeded call is reproducible.
+    Prompts of different lengths share one batch (left padding, explicit position ids);
+    identical prompts (a GRPO group) are encoded once and their cache shared; rows that stop
+    leave the batch. Each ``generate`` call uses a ``torch.Generator`` seeded from
+    ``sampling.seed`` (or drawn from the global RNG), so a seeded call is reproducible.
 
-    Decoding a tiny model is overhead- and memory-bound, not FLOP-bound: a growing
-    ``DynamicCache`` spends most of each step in ``torch.cat``, and SDPA with a padding mask is
-    slower than eager attention for one query token. The engine therefore preallocates a
-    ``StaticCache`` and decodes with eager attention (docs/performance.md has the figures).
+    Decoding a tiny model is overhead-bound, not FLOP-bound, so Llama-family models decode
+    through ``LlamaDecoder`` (``fast=False`` or another architecture: ``HFDecoder``, the model's
+    own forward). docs/performance.md has the figures.
     """
 
     def __init__(
@@ -33,11 +34,17 @@ class TorchEngine:
         eos_token_id: int | None = None,
         max_batch_size: int = 256,
         version: int = 0,
+        fast: bool = True,
     ) -> None:
         self.model = copy.deepcopy(model).eval()
         self.model.set_attn_implementation("eager")
         for p in self.model.parameters():
             p.requires_grad_(False)
+        # built before parameters are listed: LlamaDecoder turns projections into fused views
+        self._decoder: Decoder = (
+            LlamaDecoder(self.model) if fast and LlamaDecoder.supports(self.model)
+            else HFDecoder(self.model)
+        )
         self.pad_token_id = pad_token_id
         self.eos_token_id = eos_token_id
         self.max_batch_size = max_batch_size
@@ -51,18 +58,21 @@ class TorchEngine:
     def update_weights(
         self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
     ) -> None:
-        """Copy new weights in place; an unknown name or shape raises ``KeyError``/``ValueError``."""
+        """Copy new weights in place; an unknown name or shape raises ``KeyError`` or
+        ``ValueError``."""
         with torch.no_grad():
             for name, tensor in named_tensors:
                 if name not in self._params:
                     raise KeyError(f"engine has no parameter {name!r}")
                 target = self._params[name]
                 if target.shape != tensor.shape:
-                    raise ValueError(f"{name}: shape {tuple(tensor.shape)} != {tuple(target.shape)}")
+                    raise ValueError(
+                        f"{name}: shape {tuple(tensor.shape)} != {tuple(target.shape)}"
+                    )
                 target.copy_(tensor)
         self._version = version
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(
         self, prompts: Sequence[Sequence[int]], sampling: SamplingParams
     ) -> list[GenerationOutput]:
@@ -78,57 +88,49 @@ class TorchEngine:
     def _generate_batch(
         self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, gen: torch.Generator
     ) -> list[GenerationOutput]:
-        b, p_len = len(prompts), max(len(p) for p in prompts)
-        ids = torch.full((b, p_len), self.pad_token_id, dtype=torch.long)
-        attn = torch.zeros((b, p_len + sampling.max_new_tokens), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, p_len - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-            attn[i, p_len - len(p) : p_len] = 1
+        distinct: dict[tuple[int, ...], int] = {}
+        group = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts])
+        uniq = list(distinct)
+        p_len, max_new = max(len(p) for p in uniq), sampling.max_new_tokens
+        ids = torch.full((len(uniq), p_len), self.pad_token_id, dtype=torch.long)
+        valid = torch.zeros((len(uniq), p_len), dtype=torch.bool)
+        for i, p in enumerate(uniq):
+            ids[i, p_len - len(p) :] = torch.tensor(p, dtype=torch.long)
+            valid[i, p_len - len(p) :] = True
         stops = set(sampling.stop_token_ids)
         if self.eos_token_id is not None:
             stops.add(self.eos_token_id)
         stop_ids = torch.tensor(sorted(stops), dtype=torch.long)
-        positions = (attn[:, :p_len].cumsum(-1) - 1).clamp(min=0)
-        cache = StaticCache(config=self.model.config, max_cache_len=attn.shape[1])
-        tokens = torch.empty((b, sampling.max_new_tokens), dtype=torch.long)
-        logps = torch.zeros((b, sampling.max_new_tokens), dtype=torch.float32)
-        done = torch.zeros(b, dtype=torch.bool)
-        lengths = torch.full((b,), sampling.max_new_tokens, dtype=torch.long)
-        step_ids, next_pos, n_steps = ids, positions, 0
-        for t in range(sampling.max_new_tokens):
-            logits = self.model(
-                input_ids=step_ids,
-                attention_mask=attn[:, : p_len + t],
-                position_ids=next_pos,
-                cache=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            ).logits[:, -1]
+        decoder = self._decoder
+        logits = decoder.prefill(ids, valid, max_new)[group]
+        decoder.select(group)
+        b = len(prompts)
+        tokens = torch.full((b, max_new), self.pad_token_id, dtype=torch.long)
+        logps = torch.zeros((b, max_new), dtype=torch.float32)
+        lengths = torch.full((b,), max_new, dtype=torch.long)
+        stopped = torch.zeros(b, dtype=torch.bool)
+        active = torch.arange(b)  # request index of each decoder row
+        for t in range(max_new):
             tok, lp = sample_tokens(logits, sampling, gen)
-            tok = torch.where(done, self.pad_token_id, tok)
-            tokens[:, t], logps[:, t] = tok, torch.where(done, 0.0, lp)
-            attn[:, p_len + t] = (~done).long()
-            hit = ~done & torch.isin(tok, stop_ids)
-            lengths = torch.where(hit, t + 1, lengths)
-            done |= hit
-            n_steps = t + 1
-            if bool(done.all()):
-                break
-            step_ids = tok[:, None]
-            next_pos = next_pos[:, -1:] + 1
-        outs = []
-        for i, p in enumerate(prompts):
-            n = min(int(lengths[i]), n_steps)
-            finished = n < sampling.max_new_tokens or bool(
-                torch.isin(tokens[i, n - 1], stop_ids)
+            tokens[active, t], logps[active, t] = tok, lp
+            hit = torch.isin(tok, stop_ids)
+            if bool(hit.any()):
+                lengths[active[hit]] = t + 1
+                stopped[active[hit]] = True
+                keep = (~hit).nonzero().squeeze(-1)
+                if len(keep) == 0:
+                    break
+                decoder.select(keep)
+                active, tok = active[keep], tok[keep]
+            if t + 1 < max_new:
+                logits = decoder.step(tok)
+        return [
+            GenerationOutput(
+                prompt_ids=list(p),
+                token_ids=tokens[i, : lengths[i]].tolist(),
+                logprobs=logps[i, : lengths[i]].tolist(),
+                finish_reason="stop" if bool(stopped[i]) else "length",
+                version=self._version,
             )
-            outs.append(
-                GenerationOutput(
-                    prompt_ids=list(p),
-                    token_ids=tokens[i, :n].tolist(),
-                    logprobs=logps[i, :n].tolist(),
-                    finish_reason="stop" if finished else "length",
-                    version=self._version,
-                )
-            )
-        return outs
+            for i, p in enumerate(prompts)
+        ]

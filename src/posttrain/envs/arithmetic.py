@@ -104,7 +104,8 @@ class ArithmeticTasks:
             raise ValueError(f"digits must be >= 1, got {digits}")
         if not 0 < eval_fraction < 1:
             raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}")
-        self.ops, self.digits, self.seed, self.eval_fraction = tuple(ops), digits, seed, eval_fraction
+        self.ops, self.digits = tuple(ops), digits
+        self.seed, self.eval_fraction = seed, eval_fraction
 
     def _random(self, rng: random.Random) -> Problem:
         hi = 10**self.digits - 1

@@ -3,6 +3,7 @@
 from posttrain.models.chat import ChatTemplateError, encode_chat, encode_prompt
 from posttrain.models.loading import ModelNotFoundError, load_model, load_tokenizer, save_model
 from posttrain.models.logprobs import naive_sequence_logprobs, sequence_logprobs
+from posttrain.models.shared_prefix import prefix_lengths
 from posttrain.models.tiny import PRESETS, build_tiny, build_tokenizer
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "load_model",
     "load_tokenizer",
     "naive_sequence_logprobs",
+    "prefix_lengths",
     "save_model",
     "sequence_logprobs",
 ]

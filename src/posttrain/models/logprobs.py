@@ -3,6 +3,8 @@
 The full-vocabulary fp32 logits ``[B, T, V]`` never exist at once: the decoder's hidden states
 are projected to the vocabulary ``chunk_size`` token positions at a time, and each chunk runs
 under activation checkpointing so its logits are recomputed (not stored) for the backward pass.
+Checkpointing is skipped when the whole batch's logits are small (``CHECKPOINT_ABOVE_BYTES``):
+there, keeping them costs less than recomputing them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+from posttrain.models.shared_prefix import decoder_hidden_states
+
+CHECKPOINT_ABOVE_BYTES = 256 * 2**20
 
 
 def _token_stats(
@@ -32,25 +38,35 @@ def sequence_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     with_entropy: bool = True,
+    prefix_lens: torch.Tensor | None = None,
+    checkpoint_chunks: bool | None = None,
+    score_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``logp[b, t] = log softmax(z_{t-1} / temperature)[input_ids[b, t]]`` and its entropy.
 
-    Returns ``[B, T]`` tensors aligned with ``input_ids`` (position 0 holds 0). Works for any
-    HF causal LM that exposes ``get_decoder()`` and ``get_output_embeddings()``.
+    Returns ``[B, T]`` tensors aligned with ``input_ids`` for right-padded rows. Only tokens
+    where ``score_mask`` (default: ``attention_mask``) is set are scored, the rest hold 0 (as
+    does position 0): a trainer passes its loss mask, so prompt tokens never reach the
+    vocabulary projection. With ``prefix_lens``, rows sharing their first ``prefix_lens[b]``
+    tokens encode them once (``shared_prefix``). ``checkpoint_chunks``: ``None`` decides by
+    logits size. Works for any HF causal LM that exposes ``get_decoder()`` and
+    ``get_output_embeddings()``.
     """
     if temperature <= 0:
         raise ValueError("log-probs need temperature > 0")
     decoder, head = model.get_decoder(), model.get_output_embeddings()
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    hidden = decoder(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
-    ).last_hidden_state
+    hidden = decoder_hidden_states(decoder, input_ids, attention_mask, prefix_lens)
     b, t, h = hidden.shape
-    flat_h = hidden[:, :-1].reshape(-1, h)
-    flat_y = input_ids[:, 1:].reshape(-1)
+    wanted = attention_mask if score_mask is None else score_mask
+    index = wanted[:, 1:].reshape(-1).nonzero().squeeze(-1)
+    flat_h = hidden[:, :-1].reshape(-1, h).index_select(0, index)
+    flat_y = input_ids[:, 1:].reshape(-1).index_select(0, index)
+    n = len(index)
+    if checkpoint_chunks is None:
+        checkpoint_chunks = n * head.weight.shape[0] * 4 > CHECKPOINT_ABOVE_BYTES
+    use_ckpt = checkpoint_chunks and torch.is_grad_enabled()
     logps, ents = [], []
-    use_ckpt = torch.is_grad_enabled()
-    for s in range(0, flat_h.shape[0], chunk_size):
+    for s in range(0, n, chunk_size) or [0]:  # an empty selection still yields a graph
         hc, yc = flat_h[s : s + chunk_size], flat_y[s : s + chunk_size]
         if use_ckpt:
             lp, ent = checkpoint(_token_stats, hc, yc, head, temperature, use_reentrant=False)
@@ -58,10 +74,14 @@ def sequence_logprobs(
             lp, ent = _token_stats(hc, yc, head, temperature)
         logps.append(lp)
         ents.append(ent)
-    pad = hidden.new_zeros((b, 1), dtype=torch.float32)
-    logp = torch.cat([pad, torch.cat(logps).view(b, t - 1)], dim=1)
-    entropy = torch.cat([pad, torch.cat(ents).view(b, t - 1)], dim=1) if with_entropy else None
-    return logp, entropy
+
+    def place(values: list[torch.Tensor]) -> torch.Tensor:
+        flat = hidden.new_zeros(b * (t - 1), dtype=torch.float32).index_copy(
+            0, index, torch.cat(values)
+        )
+        return torch.cat([flat.new_zeros((b, 1)), flat.view(b, t - 1)], dim=1)
+
+    return place(logps), place(ents) if with_entropy else None
 
 
 def naive_sequence_logprobs(

@@ -10,8 +10,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-import torch
-
 from posttrain.algos import ADVANTAGE_ESTIMATORS
 from posttrain.engines import Engine
 from posttrain.envs import ArithmeticTasks, Task
@@ -43,16 +41,13 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     return out
 
 
-def check_mismatch(batch: Batch, old_logprobs: torch.Tensor, tolerance: float) -> float:
-    """Mean |trainer - engine| log-prob over sampled tokens; above ``tolerance`` raises."""
-    mask = batch.loss_mask
-    diff = ((old_logprobs - batch.behaviour_logprobs).abs() * mask).sum() / mask.sum().clamp(min=1)
-    value = float(diff)
+def check_mismatch(value: float, tolerance: float) -> None:
+    """``value`` is the mean |trainer - engine| log-prob of the sampled tokens (the update's
+    ``mismatch`` metric); above ``tolerance`` the engine is not sampling from the policy."""
     if value > tolerance:
         raise MismatchError(
             f"train/inference log-prob mismatch {value:.4g} > rl.mismatch_tolerance={tolerance}"
         )
-    return value
 
 
 def run_rl(
@@ -73,6 +68,7 @@ def run_rl(
     """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made."""
     estimator = ADVANTAGE_ESTIMATORS.get(cfg.loss.adv_estimator)
     truncating = cfg.top_p < 1 or cfg.top_k > 0
+    on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
     evals = []
     reporter.start("RL", cfg.steps)
     for step in range(start_step, cfg.steps):
@@ -84,16 +80,18 @@ def run_rl(
         )
         episodes = rollout(engine, tokenizer, problems, reward_fn, sampling, cfg.group_size)
         batch = Batch.from_episodes(episodes, pad_token_id=tokenizer.pad_token_id)
-        old = trainer.compute_logprobs(batch, cfg.temperature)
-        metrics = rollout_metrics(episodes, accuracy_part)
-        if not truncating:
-            metrics["mismatch"] = check_mismatch(batch, old, cfg.mismatch_tolerance)
+        old = None if on_policy else trainer.compute_logprobs(batch, cfg.temperature)
         ref = trainer.compute_logprobs(batch, cfg.temperature, True) if cfg.loss.kl.coef else None
         adv = estimator(batch.rewards, batch.group_index, batch.loss_mask)
         batch = batch.replace(advantages=adv, old_logprobs=old, ref_logprobs=ref)
+        metrics = rollout_metrics(episodes, accuracy_part)
         metrics |= trainer.rl_update(
             batch, cfg.loss, cfg.epochs, cfg.mini_batches, cfg.temperature, cfg.max_new_tokens
         )
+        if truncating:  # behaviour log-probs are of the truncated distribution
+            del metrics["mismatch"]
+        else:
+            check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
         engine.update_weights(trainer.named_weights(), version=step + 1)
         if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
             result = evaluate(engine, tokenizer, eval_tasks, reward_fn, eval_cfg, accuracy_part)

@@ -7,7 +7,9 @@ import re
 from collections.abc import Callable
 
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-STRICT_FORMAT_RE = re.compile(r"^\s*(?:<think>.*?</think>\s*)?<answer>[^<]*</answer>\s*$", re.DOTALL)
+STRICT_FORMAT_RE = re.compile(
+    r"^\s*(?:<think>.*?</think>\s*)?<answer>[^<]*</answer>\s*$", re.DOTALL
+)
 
 Verifier = Callable[[str, str], float]
 

@@ -22,11 +22,13 @@ def rl_loss(
     norm: StepNorm,
     cfg: LossConfig,
     ref_logp: torch.Tensor | None = None,
+    behaviour_logp: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``agg(policy loss) + kl.coef * agg(KL) - entropy_coef * agg(H)``.
 
     Returns the loss and step-normalised (``token_mean``) statistics whose sums over the
-    micro-batches of a step are the step's values.
+    micro-batches of a step are the step's values; with ``behaviour_logp`` (the engine's), also
+    ``mismatch = mean |old_logp - behaviour_logp|``, the train/inference gap.
     """
     agg = LOSS_AGGREGATIONS.get(cfg.loss_agg_mode)
     pl = cfg.policy_loss
@@ -42,6 +44,8 @@ def rl_loss(
         "clip_frac": tok_mean(stats["clipped"], mask, norm),
         "approx_kl": tok_mean((old_logp - logp).detach(), mask, norm),
     }
+    if behaviour_logp is not None:
+        out["mismatch"] = tok_mean((old_logp - behaviour_logp).abs(), mask, norm)
     if cfg.kl.coef > 0:
         if ref_logp is None:
             raise ValueError("kl.coef > 0 needs reference log-probs")

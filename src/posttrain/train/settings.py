@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from posttrain.algos import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
 
@@ -16,6 +16,11 @@ def known_name(registry, name: str) -> str:
     except KeyError as e:
         raise ValueError(e.args[0]) from None
     return name
+
+
+def registered(registry) -> AfterValidator:
+    """Field annotation: the value must be a name in ``registry``."""
+    return AfterValidator(lambda name: known_name(registry, name))
 
 
 class Section(BaseModel):
@@ -45,51 +50,35 @@ class OptimConfig(Section):
 
 
 class PolicyLossConfig(Section):
-    name: str = "ppo_clip"
+    name: Annotated[str, registered(POLICY_LOSSES)] = "ppo_clip"
     eps_low: float = Field(0.2, ge=0, lt=1)
     eps_high: float = Field(0.2, ge=0)
     dual_clip: float | None = Field(None, gt=1)
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        return known_name(POLICY_LOSSES, v)
 
 
 class KLConfig(Section):
     """KL to the frozen reference, added to the loss: ``L += coef * agg(KL_t)``."""
 
-    estimator: str = "k3"
+    estimator: Annotated[str, registered(KL_ESTIMATORS)] = "k3"
     coef: float = Field(0.0, ge=0)
     placement: Literal["in_loss"] = "in_loss"
-
-    @field_validator("estimator")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        return known_name(KL_ESTIMATORS, v)
 
 
 class LossConfig(Section):
     """How a batch of rollouts becomes a loss (ALGORITHMS.md §1-4)."""
 
-    adv_estimator: str = "grpo"
+    adv_estimator: Annotated[str, registered(ADVANTAGE_ESTIMATORS)] = "grpo"
     policy_loss: PolicyLossConfig = PolicyLossConfig()
-    loss_agg_mode: str = "token_mean"
+    loss_agg_mode: Annotated[str, registered(LOSS_AGGREGATIONS)] = "token_mean"
     kl: KLConfig = KLConfig()
     entropy_coef: float = Field(0.0, ge=0)
 
-    @field_validator("adv_estimator")
-    @classmethod
-    def _adv(cls, v: str) -> str:
-        return known_name(ADVANTAGE_ESTIMATORS, v)
-
-    @field_validator("loss_agg_mode")
-    @classmethod
-    def _agg(cls, v: str) -> str:
-        return known_name(LOSS_AGGREGATIONS, v)
-
 
 class TrainerConfig(Section):
+    """``share_prefix``: rows of a micro-batch with the same prompt encode it once (a GRPO group
+    of ``G`` samples does ``1/G`` of the prompt work); same values and gradients."""
+
     micro_batch_size: int = Field(64, ge=1)
     logprob_chunk_size: int = Field(1024, ge=1)
     max_bad_steps: int = Field(3, ge=0)
+    share_prefix: bool = True

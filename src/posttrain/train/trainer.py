@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from posttrain.algos import StepNorm
-from posttrain.models import sequence_logprobs
+from posttrain.models import prefix_lengths, sequence_logprobs
 from posttrain.train.losses import rl_loss, sft_loss
 from posttrain.train.schedule import build_optimizer
 from posttrain.train.settings import LossConfig, OptimConfig, TrainerConfig
@@ -50,14 +50,19 @@ class Trainer:
 
     # -- log-probs ---------------------------------------------------------------------------
     def _logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
+        shared = None
+        if self.settings.share_prefix:
+            shared = prefix_lengths(mb.loss_mask, mb.attention_mask)
         return sequence_logprobs(
             model, mb.input_ids, mb.attention_mask, temperature,
-            chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy,
+            chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy, prefix_lens=shared,
+            score_mask=mb.loss_mask,
         )
 
     @torch.no_grad()
     def compute_logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False):
-        """``[B, T]`` log-probs of ``batch`` under the policy (or the reference), no gradient."""
+        """``[B, T]`` log-probs of ``batch``'s loss-mask tokens (0 elsewhere) under the policy
+        (or the reference), no gradient."""
         model = self.ref_model if reference else self.model
         if model is None:
             raise ValueError("no reference model was given to the Trainer")
@@ -85,17 +90,23 @@ class Trainer:
     def rl_step(
         self, batch: Batch, cfg: LossConfig, temperature: float = 1.0, max_len: int | None = None
     ) -> dict[str, float]:
-        """One optimiser step of the RL loss; ``batch`` carries advantages and old log-probs."""
-        if batch.advantages is None or batch.old_logprobs is None:
-            raise ValueError("rl_step needs batch.advantages and batch.old_logprobs")
+        """One optimiser step of the RL loss; ``batch`` carries advantages.
+
+        Without ``batch.old_logprobs`` the step is on-policy: the policy's own log-probs (no
+        gradient) stand in for them, so the ratio is exactly 1 and no separate log-prob pass
+        is needed. That is only right for the first optimiser step after the rollout.
+        """
+        if batch.advantages is None:
+            raise ValueError("rl_step needs batch.advantages")
         if cfg.kl.coef > 0 and batch.ref_logprobs is None:
             raise ValueError("kl.coef > 0 needs batch.ref_logprobs")
 
         def micro(mb: Batch, norm: StepNorm):
             logp, ent = self._logprobs(self.model, mb, temperature, entropy=True)
+            old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
             return rl_loss(
-                logp, ent, mb.old_logprobs, mb.advantages, mb.loss_mask, norm, cfg,
-                ref_logp=mb.ref_logprobs,
+                logp, ent, old, mb.advantages, mb.loss_mask, norm, cfg,
+                ref_logp=mb.ref_logprobs, behaviour_logp=mb.behaviour_logprobs,
             )
 
         return self._optimizer_step(batch, micro, max_len)
@@ -110,7 +121,15 @@ class Trainer:
         max_len: int | None = None,
     ) -> dict[str, float]:
         """``epochs`` passes over ``batch`` split into ``mini_batches`` optimiser steps each,
-        all against the stored ``old_logprobs`` (PPO's mu > 1). Returns mean metrics."""
+        all against the stored ``old_logprobs`` (PPO's mu > 1). Returns mean metrics.
+
+        ``old_logprobs`` may be omitted only when the update is a single optimiser step.
+        """
+        if batch.old_logprobs is None and epochs * mini_batches > 1:
+            raise ValueError(
+                f"{epochs} epochs x {mini_batches} mini-batches need batch.old_logprobs: "
+                "after the first optimiser step the policy is no longer the rollout policy"
+            )
         n = len(batch)
         size = math.ceil(n / mini_batches)
         history: list[dict[str, float]] = []
