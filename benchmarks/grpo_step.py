@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from posttrain.algos import ADVANTAGE_ESTIMATORS
+from posttrain.algos import get
 from posttrain.engines import TorchEngine
 from posttrain.models import build_tiny, encode_prompt, load_model, load_tokenizer
 from posttrain.train import LossConfig, OptimConfig, Trainer, TrainerConfig
@@ -53,7 +53,8 @@ def posttrain_steps(model_dir, steps: int) -> dict:
                        reward=float(len(o.token_ids) % 2), group_id=str(j // G))
                for j, o in enumerate(outs)]
         batch = Batch.from_episodes(eps, tok.pad_token_id)
-        adv = ADVANTAGE_ESTIMATORS.get("grpo")(batch.rewards, batch.group_index, batch.loss_mask)
+        adv = get("advantage", "grpo")(
+            rewards=batch.rewards, group_ids=batch.group_index, mask=batch.loss_mask)
         batch = batch.replace(advantages=adv)  # no old_logprobs: the update's forward gives them
         t2 = time.perf_counter()
         trainer.rl_update(batch, LossConfig())

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from posttrain.algos import ADVANTAGE_ESTIMATORS
+from posttrain.algos import get
 from posttrain.engines import TorchEngine
 from posttrain.models import encode_prompt
 from posttrain.train import (
@@ -32,7 +32,7 @@ def rl_batch(model, tok, n_prompts=3, group=4, seed=0):
                    reward=float(torch.rand((), generator=g)), group_id=str(j // group))
            for j, o in enumerate(outs)]
     b = Batch.from_episodes(eps, tok.pad_token_id)
-    adv = ADVANTAGE_ESTIMATORS.get("grpo")(b.rewards, b.group_index, b.loss_mask)
+    adv = get("advantage", "grpo")(rewards=b.rewards, group_ids=b.group_index, mask=b.loss_mask)
     return b.replace(advantages=adv, old_logprobs=b.behaviour_logprobs)
 
 

@@ -57,3 +57,15 @@ def test_bad_override_syntax_and_files(tmp_path):
     with pytest.raises(ConfigError, match="mapping"):
         load_config(tmp_path / "list.yaml")
     assert build_config({"seed": 3}).seed == 3
+
+
+def test_algorithm_names_accept_framework_spellings_and_store_canonical_ones():
+    cfg = load_config(None, ["rl.loss.kl.estimator=low_var_kl", "rl.loss.loss_agg_mode=token-mean",
+                             "rl.loss.adv_estimator=group_norm"])
+    assert (cfg.rl.loss.kl.estimator, cfg.rl.loss.loss_agg_mode, cfg.rl.loss.adv_estimator) == (
+        "k3", "token_mean", "grpo")
+
+
+def test_estimator_the_rl_pipeline_cannot_feed_is_rejected():
+    with pytest.raises(ConfigError, match="rl.loss.adv_estimator.*gae.*cannot be used here"):
+        load_config(None, ["rl.loss.adv_estimator=gae"])

@@ -1,19 +1,33 @@
-"""Layer 1: pure tensor functions, each registered by its canonical ALGORITHMS.md name."""
+"""Layer 1: the algorithm catalogue — pure tensor functions under their ALGORITHMS.md names.
 
-from posttrain.algos.advantages import ADVANTAGE_ESTIMATORS, grpo
-from posttrain.algos.aggregation import LOSS_AGGREGATIONS, StepNorm
-from posttrain.algos.kl import KL_ESTIMATORS
-from posttrain.algos.policy_losses import POLICY_LOSSES, importance_ratio, ppo_clip
-from posttrain.algos.registry import Registry
+``get(kind, name)`` returns a function (aliases and ``-``/``_`` spellings accepted),
+``names(kind)`` lists a kind; arguments are keyword tensors named as in the spec.
+"""
+
+from posttrain.algos import (  # noqa: F401  (importing registers the entries)
+    advantages,
+    aggregation,
+    credit,
+    kl,
+    multi_reward,
+    policy_losses,
+)
+from posttrain.algos.aggregation import StepNorm
+from posttrain.algos.credit import long_success_penalty
+from posttrain.algos.registry import KINDS, Entry, canonical, entries, entry, get, names, register
+from posttrain.algos.tensors import group_stats, importance_ratio
 
 __all__ = [
-    "ADVANTAGE_ESTIMATORS",
-    "KL_ESTIMATORS",
-    "LOSS_AGGREGATIONS",
-    "POLICY_LOSSES",
-    "Registry",
+    "KINDS",
+    "Entry",
     "StepNorm",
-    "grpo",
+    "canonical",
+    "entries",
+    "entry",
+    "get",
+    "group_stats",
     "importance_ratio",
-    "ppo_clip",
+    "long_success_penalty",
+    "names",
+    "register",
 ]

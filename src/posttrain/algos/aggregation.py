@@ -11,9 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posttrain.algos.registry import Registry
-
-LOSS_AGGREGATIONS: Registry = Registry("loss aggregation mode")
+from posttrain.algos.registry import register
 
 
 @dataclass(frozen=True)
@@ -41,29 +39,29 @@ def _safe(x: torch.Tensor, denom: float) -> torch.Tensor:
     return x / denom if denom > 0 else x * 0.0
 
 
-@LOSS_AGGREGATIONS.register("token_mean")
-def token_mean(loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
+@register("aggregation", "token_mean", aliases=("dapo",), source="DAPO, MiMo, Skywork")
+def token_mean(*, loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
     """``W = 1 / N_tok``: every token weighs the same."""
     return _safe((loss * mask).sum(), norm.num_tokens)
 
 
-@LOSS_AGGREGATIONS.register("seq_mean_token_mean")
-def seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
+@register("aggregation", "seq_mean_token_mean", aliases=("grpo",), source="GRPO, S22")
+def seq_mean_token_mean(*, loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
     """``W = 1 / (N_seq * n_i)``: every sequence weighs the same."""
     n = mask.sum(dim=1)
     per_seq = (loss * mask).sum(dim=1) / n.clamp(min=1)
     return _safe(per_seq.sum(), norm.num_seqs)
 
 
-@LOSS_AGGREGATIONS.register("seq_mean_token_sum")
-def seq_mean_token_sum(loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
+@register("aggregation", "seq_mean_token_sum", source="verl")
+def seq_mean_token_sum(*, loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
     """``W = 1 / N_seq``: sum over tokens, mean over sequences."""
     return _safe((loss * mask).sum(), norm.num_seqs)
 
 
-@LOSS_AGGREGATIONS.register("seq_mean_token_sum_norm")
+@register("aggregation", "seq_mean_token_sum_norm", aliases=("dr_grpo",), source="S21 (Dr.GRPO)")
 def seq_mean_token_sum_norm(
-    loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm
+    *, loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm
 ) -> torch.Tensor:
     """``W = 1 / (B * C)`` with ``C = max_len`` (Dr.GRPO)."""
     return _safe((loss * mask).sum(), norm.batch_size * norm.max_len)

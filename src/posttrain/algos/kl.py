@@ -1,28 +1,46 @@
-"""KL estimators (ALGORITHMS.md §4), per token, with ``delta = ref_logp - logp``."""
+"""KL estimators (ALGORITHMS.md §4), per token, with ``delta = ref_logp - logp``.
+
+Where the estimate goes (``in_reward`` with old log-probs, or ``in_loss`` with the current
+ones) is the caller's choice; §4's gradient-bias table is tested in tests/unit/test_kl.py.
+"""
 
 from __future__ import annotations
 
 import torch
 
-from posttrain.algos.registry import Registry
+from posttrain.algos.registry import register
+from posttrain.algos.tensors import LOG_RATIO_CLAMP, importance_ratio, require_finite
 
-KL_ESTIMATORS: Registry = Registry("KL estimator")
+
+def _delta(where: str, logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    require_finite(where, logp=logp, ref_logp=ref_logp)
+    return torch.clamp(ref_logp - logp, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
 
 
-@KL_ESTIMATORS.register("k1")
-def k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """``KL = -delta = logp - ref_logp``."""
+@register("kl", "k1", aliases=("kl",), source="S14")
+def k1(*, logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """``KL_t = -delta = logp - ref_logp``."""
+    require_finite("k1", logp=logp, ref_logp=ref_logp)
     return logp - ref_logp
 
 
-@KL_ESTIMATORS.register("k2")
-def k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """``KL = delta^2 / 2``."""
-    return 0.5 * (ref_logp - logp) ** 2
+@register("kl", "k2", aliases=("mse",), source="S14")
+def k2(*, logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """``KL_t = delta^2 / 2``."""
+    return 0.5 * _delta("k2", logp, ref_logp) ** 2
 
 
-@KL_ESTIMATORS.register("k3", "low_var_kl")
-def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """``KL = exp(delta) - delta - 1 >= 0`` (Schulman's low-variance estimator)."""
-    delta = torch.clamp(ref_logp - logp, -20.0, 20.0)
+@register("kl", "k3", aliases=("low_var_kl",), source="S14, S22")
+def k3(*, logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """``KL_t = exp(delta) - delta - 1 >= 0`` (Schulman's low-variance estimator)."""
+    delta = _delta("k3", logp, ref_logp)
     return torch.exp(delta) - delta - 1
+
+
+@register("kl", "is_k3", aliases=("unbiased_kl", "use_bias_correction_kl"),
+          source="PT (DeepSeek V3.2)")
+def is_k3(*, logp: torch.Tensor, ref_logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
+    """``KL_t = rho_old (exp(delta) - delta - 1)`` with ``rho_old = pi / pi_old`` keeping its
+    gradient: unbiased per token when tokens were sampled from ``pi_old``."""
+    require_finite("is_k3", old_logp=old_logp)
+    return importance_ratio(logp, old_logp) * k3(logp=logp, ref_logp=ref_logp)

@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import torch
 
-from posttrain.algos.registry import Registry
-
-POLICY_LOSSES: Registry = Registry("policy loss")
-
-LOG_RATIO_CLAMP = 20.0
+from posttrain.algos.registry import register
+from posttrain.algos.tensors import importance_ratio
 
 
-def importance_ratio(logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
-    """``rho = exp(clamp(logp - old_logp, -20, 20))``."""
-    return torch.exp(torch.clamp(logp - old_logp, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
-
-
-@POLICY_LOSSES.register("ppo_clip")
+@register("policy_loss", "ppo_clip", source="S21, S15, S20; dual-clip (standard)")
 def ppo_clip(
+    *,
     logp: torch.Tensor,
     old_logp: torch.Tensor,
     advantages: torch.Tensor,

@@ -1,52 +1,92 @@
-"""Name -> function registries. Config values are the canonical names of ALGORITHMS.md."""
+"""The algorithm catalogue: ``(kind, canonical name) -> function`` with aliases and sources.
+
+Config values are the canonical names of ALGORITHMS.md; the names other frameworks use (§12)
+are accepted as aliases, and ``-`` and ``_`` are interchangeable (``seq-mean-token-mean``).
+
+>>> from posttrain.algos import get, names
+>>> get("aggregation", "token-mean") is get("aggregation", "dapo")
+True
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from dataclasses import dataclass
 
-F = TypeVar("F", bound=Callable)
+KINDS = (
+    "advantage", "policy_loss", "aggregation", "kl", "offpolicy", "shaping", "divergence",
+    "preference", "reward_model", "metric",
+)
 
 
-class Registry(Generic[F]):
-    """A named table of functions of one kind, with aliases.
+@dataclass(frozen=True)
+class Entry:
+    """One registered algorithm; ``formula`` is the first paragraph of its docstring."""
 
-    >>> ADV = Registry("advantage estimator")
-    >>> @ADV.register("grpo")
-    ... def grpo(...): ...
-    """
+    kind: str
+    name: str
+    fn: Callable
+    aliases: tuple[str, ...]
+    source: str
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._table: dict[str, F] = {}
-        self._canonical: dict[str, str] = {}
+    @property
+    def formula(self) -> str:
+        doc = (self.fn.__doc__ or "").strip()
+        return " ".join(doc.split("\n\n")[0].split())
 
-    def register(self, name: str, *aliases: str) -> Callable[[F], F]:
-        def decorate(fn: F) -> F:
-            for key in (name, *aliases):
-                if key in self._table:
-                    raise ValueError(f"{self.kind} {key!r} is already registered")
-                self._table[key] = fn
-                self._canonical[key] = name
-            return fn
 
-        return decorate
+_ENTRIES: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+_LOOKUP: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
 
-    def get(self, name: str) -> F:
-        try:
-            return self._table[name]
-        except KeyError:
-            raise KeyError(
-                f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}"
-            ) from None
 
-    def canonical(self, name: str) -> str:
-        self.get(name)
-        return self._canonical[name]
+def _key(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
 
-    def names(self) -> list[str]:
-        """Every accepted name, aliases included, sorted."""
-        return sorted(self._table)
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._table
+def register(
+    kind: str, name: str, *, aliases: tuple[str, ...] = (), source: str
+) -> Callable[[Callable], Callable]:
+    """Decorator: add ``fn`` to the catalogue as ``kind``/``name``."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+
+    def decorate(fn: Callable) -> Callable:
+        keys = [_key(n) for n in (name, *aliases)]
+        for key in keys:
+            if key in _LOOKUP[kind]:
+                raise ValueError(f"{kind} {key!r} is already registered")
+        _LOOKUP[kind].update(dict.fromkeys(keys, name))
+        _ENTRIES[kind][name] = Entry(kind, name, fn, tuple(aliases), source)
+        return fn
+
+    return decorate
+
+
+def entry(kind: str, name: str) -> Entry:
+    """The entry for a canonical name or alias; unknown names raise ``KeyError`` listing
+    the known ones."""
+    if kind not in KINDS:
+        raise KeyError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+    try:
+        return _ENTRIES[kind][_LOOKUP[kind][_key(name)]]
+    except KeyError:
+        raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(names(kind))}") from None
+
+
+def get(kind: str, name: str) -> Callable:
+    """The function registered as ``kind``/``name`` (canonical or alias)."""
+    return entry(kind, name).fn
+
+
+def canonical(kind: str, name: str) -> str:
+    return entry(kind, name).name
+
+
+def names(kind: str) -> list[str]:
+    """Canonical names of ``kind``, sorted."""
+    return sorted(_ENTRIES[kind])
+
+
+def entries() -> list[Entry]:
+    """Every entry, by kind (in ``KINDS`` order) then name."""
+    return [_ENTRIES[k][n] for k in KINDS for n in names(k)]

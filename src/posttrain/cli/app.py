@@ -130,5 +130,28 @@ def build_tiny_cmd(
     console.print(f"wrote {build_tiny(out, preset, seed)}")
 
 
+@app.command()
+def algorithms(
+    kind: Annotated[str | None, typer.Option(help="only this kind (advantage, kl, ...)")] = None,
+    markdown: Annotated[bool, typer.Option(help="print docs/algorithms.md")] = False,
+) -> None:
+    """List the algorithm catalogue: canonical names, aliases, formulas, sources."""
+    from posttrain.algos import KINDS, entries
+    from posttrain.algos.docs import render_markdown
+
+    if markdown:
+        typer.echo(render_markdown(), nl=False)
+        return
+    if kind is not None and kind not in KINDS:
+        _fail(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+    table = Table(title="posttrain algorithms")
+    for col in ("kind", "name", "aliases", "formula"):
+        table.add_column(col, overflow="fold")
+    for e in entries():
+        if kind in (None, e.kind):
+            table.add_row(e.kind, e.name, ", ".join(e.aliases), e.formula)
+    Console().print(table)
+
+
 def main() -> None:
     app()

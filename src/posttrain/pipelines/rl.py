@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from posttrain.algos import ADVANTAGE_ESTIMATORS
+from posttrain.algos import get
 from posttrain.engines import Engine
 from posttrain.envs import ArithmeticTasks, Task
 from posttrain.pipelines.evaluation import evaluate
@@ -66,7 +66,7 @@ def run_rl(
     on_step_end: Callable[[int], None] | None = None,
 ) -> list[dict[str, float]]:
     """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made."""
-    estimator = ADVANTAGE_ESTIMATORS.get(cfg.loss.adv_estimator)
+    estimator = get("advantage", cfg.loss.adv_estimator)
     truncating = cfg.top_p < 1 or cfg.top_k > 0
     on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
     evals = []
@@ -82,7 +82,7 @@ def run_rl(
         batch = Batch.from_episodes(episodes, pad_token_id=tokenizer.pad_token_id)
         old = None if on_policy else trainer.compute_logprobs(batch, cfg.temperature)
         ref = trainer.compute_logprobs(batch, cfg.temperature, True) if cfg.loss.kl.coef else None
-        adv = estimator(batch.rewards, batch.group_index, batch.loss_mask)
+        adv = estimator(rewards=batch.rewards, group_ids=batch.group_index, mask=batch.loss_mask)
         batch = batch.replace(advantages=adv, old_logprobs=old, ref_logprobs=ref)
         metrics = rollout_metrics(episodes, accuracy_part)
         metrics |= trainer.rl_update(

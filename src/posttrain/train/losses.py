@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from posttrain.algos import KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES, StepNorm
+from posttrain.algos import StepNorm, get
 from posttrain.train.settings import LossConfig
 
 
 def sft_loss(logp: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
     """Negative log-likelihood of the trainable tokens, ``token_mean`` over the step."""
-    return LOSS_AGGREGATIONS.get("token_mean")(-logp, mask, norm)
+    return get("aggregation", "token_mean")(loss=-logp, mask=mask, norm=norm)
 
 
 def rl_loss(
@@ -30,30 +30,35 @@ def rl_loss(
     micro-batches of a step are the step's values; with ``behaviour_logp`` (the engine's), also
     ``mismatch = mean |old_logp - behaviour_logp|``, the train/inference gap.
     """
-    agg = LOSS_AGGREGATIONS.get(cfg.loss_agg_mode)
+    aggregate = get("aggregation", cfg.loss_agg_mode)
+    token_mean = get("aggregation", "token_mean")
+
+    def agg(values: torch.Tensor) -> torch.Tensor:
+        return aggregate(loss=values, mask=mask, norm=norm)
+
+    def mean(values: torch.Tensor) -> torch.Tensor:
+        return token_mean(loss=values.detach(), mask=mask, norm=norm)
+
     pl = cfg.policy_loss
-    per_tok, stats = POLICY_LOSSES.get(pl.name)(
-        logp, old_logp, advantages, eps_low=pl.eps_low, eps_high=pl.eps_high,
-        dual_clip=pl.dual_clip,
+    per_tok, stats = get("policy_loss", pl.name)(
+        logp=logp, old_logp=old_logp, advantages=advantages, eps_low=pl.eps_low,
+        eps_high=pl.eps_high, dual_clip=pl.dual_clip,
     )
-    pg = agg(per_tok, mask, norm)
+    pg = agg(per_tok)
     loss = pg
-    tok_mean = LOSS_AGGREGATIONS.get("token_mean")
-    out = {
-        "pg_loss": pg.detach(),
-        "clip_frac": tok_mean(stats["clipped"], mask, norm),
-        "approx_kl": tok_mean((old_logp - logp).detach(), mask, norm),
-    }
+    out = {"pg_loss": pg.detach(), "clip_frac": mean(stats["clipped"]),
+           "approx_kl": mean(old_logp - logp)}
     if behaviour_logp is not None:
-        out["mismatch"] = tok_mean((old_logp - behaviour_logp).abs(), mask, norm)
+        out["mismatch"] = mean((old_logp - behaviour_logp).abs())
     if cfg.kl.coef > 0:
         if ref_logp is None:
             raise ValueError("kl.coef > 0 needs reference log-probs")
-        kl = KL_ESTIMATORS.get(cfg.kl.estimator)(logp, ref_logp)
-        loss = loss + cfg.kl.coef * agg(kl, mask, norm)
-        out["ref_kl"] = tok_mean(kl.detach(), mask, norm)
+        extra = {"old_logp": old_logp} if cfg.kl.estimator == "is_k3" else {}
+        kl = get("kl", cfg.kl.estimator)(logp=logp, ref_logp=ref_logp, **extra)
+        loss = loss + cfg.kl.coef * agg(kl)
+        out["ref_kl"] = mean(kl)
     if entropy is not None:
         if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * agg(entropy, mask, norm)
-        out["entropy"] = tok_mean(entropy.detach(), mask, norm)
+            loss = loss - cfg.entropy_coef * agg(entropy)
+        out["entropy"] = mean(entropy)
     return loss, out

@@ -6,21 +6,28 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from posttrain.algos import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
+from posttrain.algos import canonical
+
+# advantage estimators the synchronous RL pipeline can feed (rewards, group ids, mask); the
+# others need a critic, multi-part rewards or episode structure and are wired elsewhere
+OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
 
 
-def known_name(registry, name: str) -> str:
-    """``name`` if ``registry`` has it; else a ``ValueError`` listing the known names."""
-    try:
-        registry.get(name)
-    except KeyError as e:
-        raise ValueError(e.args[0]) from None
-    return name
+def registered(kind: str, allowed: tuple[str, ...] | None = None) -> AfterValidator:
+    """Field annotation: the value names a ``kind`` entry of the catalogue (an alias is
+    replaced by its canonical name); with ``allowed``, one of those."""
 
+    def check(name: str) -> str:
+        try:
+            name = canonical(kind, name)
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        if allowed is not None and name not in allowed:
+            raise ValueError(f"{kind} {name!r} cannot be used here; use one of: "
+                             f"{', '.join(allowed)}")
+        return name
 
-def registered(registry) -> AfterValidator:
-    """Field annotation: the value must be a name in ``registry``."""
-    return AfterValidator(lambda name: known_name(registry, name))
+    return AfterValidator(check)
 
 
 class Section(BaseModel):
@@ -50,7 +57,7 @@ class OptimConfig(Section):
 
 
 class PolicyLossConfig(Section):
-    name: Annotated[str, registered(POLICY_LOSSES)] = "ppo_clip"
+    name: Annotated[str, registered("policy_loss")] = "ppo_clip"
     eps_low: float = Field(0.2, ge=0, lt=1)
     eps_high: float = Field(0.2, ge=0)
     dual_clip: float | None = Field(None, gt=1)
@@ -59,7 +66,7 @@ class PolicyLossConfig(Section):
 class KLConfig(Section):
     """KL to the frozen reference, added to the loss: ``L += coef * agg(KL_t)``."""
 
-    estimator: Annotated[str, registered(KL_ESTIMATORS)] = "k3"
+    estimator: Annotated[str, registered("kl")] = "k3"
     coef: float = Field(0.0, ge=0)
     placement: Literal["in_loss"] = "in_loss"
 
@@ -67,9 +74,9 @@ class KLConfig(Section):
 class LossConfig(Section):
     """How a batch of rollouts becomes a loss (ALGORITHMS.md §1-4)."""
 
-    adv_estimator: Annotated[str, registered(ADVANTAGE_ESTIMATORS)] = "grpo"
+    adv_estimator: Annotated[str, registered("advantage", OUTCOME_ESTIMATORS)] = "grpo"
     policy_loss: PolicyLossConfig = PolicyLossConfig()
-    loss_agg_mode: Annotated[str, registered(LOSS_AGGREGATIONS)] = "token_mean"
+    loss_agg_mode: Annotated[str, registered("aggregation")] = "token_mean"
     kl: KLConfig = KLConfig()
     entropy_coef: float = Field(0.0, ge=0)
 
