@@ -144,3 +144,24 @@ def test_checkpoint_is_atomic_and_latest(tmp_path, model, tokenizer):
     assert latest_checkpoint(tmp_path) == p2 and p1.is_dir()
     assert (p2 / "model.safetensors").is_file() and (p2 / "tokenizer.json").is_file()
     assert load_checkpoint_state(p2, tr) == {"step": 2}
+
+
+ACTOR_LOSS_SETTINGS = {
+    "ppo_clip": {}, "gspo": {}, "ecpo": {}, "gbpo": {}, "sapo": {}, "cispo": {"r_max": 2.0},
+    "reinforce": {}, "mimo_is_pg": {}, "kimi_k25": {"alpha": 0.5, "beta": 1.5, "tau": 0.1},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTOR_LOSS_SETTINGS))
+def test_every_actor_loss_trains_through_the_trainer(model, tokenizer, name):
+    from posttrain.train.settings import ACTOR_LOSSES
+
+    assert set(ACTOR_LOSSES) == set(ACTOR_LOSS_SETTINGS)
+    agg = "seq_mean_token_mean" if name == "gspo" else "token_mean"
+    cfg = LossConfig(policy_loss={"name": name, **ACTOR_LOSS_SETTINGS[name]}, loss_agg_mode=agg)
+    batch = rl_batch(model, tokenizer)
+    tr = Trainer(model, OptimConfig(lr=1e-2), 10, TrainerConfig(micro_batch_size=4))
+    before = [p.detach().clone() for p in model.parameters()]
+    stats = tr.rl_step(batch, cfg)
+    assert stats["skipped"] == 0.0 and math.isfinite(stats["loss"]) and stats["grad_norm"] > 0
+    assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))

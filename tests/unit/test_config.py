@@ -69,3 +69,17 @@ def test_algorithm_names_accept_framework_spellings_and_store_canonical_ones():
 def test_estimator_the_rl_pipeline_cannot_feed_is_rejected():
     with pytest.raises(ConfigError, match="rl.loss.adv_estimator.*gae.*cannot be used here"):
         load_config(None, ["rl.loss.adv_estimator=gae"])
+
+
+def test_policy_loss_hyperparameters_are_checked_against_the_loss():
+    cfg = load_config(None, ["rl.loss.policy_loss.name=cispo", "rl.loss.policy_loss.r_max=2"])
+    assert cfg.rl.loss.policy_loss.hyperparameters() == {"r_max": 2}
+    assert load_config(None).rl.loss.policy_loss.hyperparameters() == {}  # the loss's defaults
+    with pytest.raises(ConfigError, match="cispo.*does not take eps_low"):
+        load_config(None, ["rl.loss.policy_loss.name=cispo", "rl.loss.policy_loss.eps_low=0.1"])
+    with pytest.raises(ConfigError, match="kimi_k25.*needs alpha, beta, tau"):
+        load_config(None, ["rl.loss.policy_loss.name=kimi_k25"])
+    with pytest.raises(ConfigError, match="value_clip.*cannot be used here"):
+        load_config(None, ["rl.loss.policy_loss.name=value_clip"])
+    with pytest.raises(ConfigError, match="gspo.*seq_mean_token_mean"):
+        load_config(None, ["rl.loss.policy_loss.name=gspo"])

@@ -8,16 +8,20 @@ from posttrain.algos import (  # noqa: F401  (importing registers the entries)
     advantages,
     aggregation,
     credit,
+    is_losses,
     kl,
     multi_reward,
     policy_losses,
+    value_entropy,
 )
 from posttrain.algos.aggregation import StepNorm
 from posttrain.algos.credit import long_success_penalty
 from posttrain.algos.registry import KINDS, Entry, canonical, entries, entry, get, names, register
 from posttrain.algos.tensors import group_stats, importance_ratio
+from posttrain.algos.value_entropy import AdaptiveEntropyCoef
 
 __all__ = [
+    "AdaptiveEntropyCoef",
     "KINDS",
     "Entry",
     "StepNorm",

@@ -1,5 +1,6 @@
-"""Policy losses (ALGORITHMS.md §2). Each returns per-token loss ``[B, T]`` (to minimise) and
-per-token statistics; aggregation (§3) happens elsewhere."""
+"""Ratio-bounded policy losses (ALGORITHMS.md §2): ``ppo_clip``, ``gspo``, ``ecpo``, ``gbpo``,
+``sapo``. Each returns the per-token loss ``[B, T]`` (to minimise) and per-token statistics
+(``clipped``: the ratio left its trust region); aggregation (§3) happens elsewhere."""
 
 from __future__ import annotations
 
@@ -33,3 +34,78 @@ def ppo_clip(
         obj = torch.where(advantages < 0, torch.maximum(obj, dual_clip * advantages), obj)
     clipped = ((rho < 1 - eps_low) | (rho > 1 + eps_high)).to(logp.dtype)
     return -obj, {"clipped": clipped.detach(), "ratio": rho.detach()}
+
+
+@register("policy_loss", "gspo", source="standard (GSPO); S20 names it")
+def gspo(
+    *,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float = 3e-4,
+    eps_high: float = 4e-4,
+    token_level: bool = False,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Sequence ratio ``s_i = exp(mean_t log rho_it)``; ``L_i = -min(s_i A_i, clip(s_i, 1 -
+    eps_low, 1 + eps_high) A_i)`` on every token. Token variant: ``s_it = sg(s_i) pi / sg(pi)``.
+    Aggregate with ``seq_mean_token_mean``."""
+    n = mask.sum(dim=1).clamp(min=1)
+    log_s = ((logp - old_logp) * mask).sum(dim=1) / n
+    seq_adv = (advantages * mask).sum(dim=1) / n
+    s = torch.exp(log_s.clamp(-20, 20))[:, None]
+    if token_level:
+        s = s.detach() * torch.exp(logp - logp.detach())
+    s = s.expand_as(logp)
+    adv = seq_adv[:, None].expand_as(logp)
+    obj = torch.minimum(s * adv, torch.clamp(s, 1 - eps_low, 1 + eps_high) * adv)
+    clipped = ((s < 1 - eps_low) | (s > 1 + eps_high)).to(logp.dtype)
+    return -obj * mask, {"clipped": clipped.detach(), "ratio": s.detach()}
+
+
+@register("policy_loss", "ecpo", source="S15 (OneRec v1)")
+def ecpo(
+    *,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    eps: float = 0.2,
+    delta: float = 0.1,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``ppo_clip`` against ``pi'_old = max(sg(pi) / (1 + eps + delta), pi_old)``: the gradient
+    magnitude is at most ``(1 + eps + delta) |A| |grad log pi|``."""
+    if delta <= 0:
+        raise ValueError(f"ecpo: delta must be > 0, got {delta}")
+    floor = logp.detach() - torch.log1p(torch.as_tensor(eps + delta, dtype=logp.dtype))
+    return ppo_clip(logp=logp, old_logp=torch.maximum(floor, old_logp), advantages=advantages,
+                    eps_low=eps, eps_high=eps)
+
+
+@register("policy_loss", "gbpo", source="S15 (OneRec-V2)")
+def gbpo(
+    *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Clip-free and bounded: ``o = pi / pi'_old A`` with ``pi'_old = max(pi_old, sg pi)`` if
+    ``A >= 0`` and ``max(pi_old, 1 - sg pi)`` if ``A < 0`` (probabilities, per token)."""
+    pi, pi_old = logp.exp(), old_logp.exp()
+    bound = torch.where(advantages >= 0, pi.detach(), 1 - pi.detach())
+    denom = torch.maximum(pi_old, bound)
+    return -(pi / denom) * advantages, {"ratio": (pi / pi_old).detach()}
+
+
+@register("policy_loss", "sapo", source="standard (SAPO; verl, TRL, AReaL)")
+def sapo(
+    *,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    tau_pos: float = 1.0,
+    tau_neg: float = 1.05,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Soft gate instead of a hard clip: ``f(rho) = sigmoid(tau (rho - 1)) 4 / tau``,
+    ``L = -f(rho) A``, ``tau = tau_pos`` if ``A > 0`` else ``tau_neg``. Aggregate with
+    ``seq_mean_token_mean``."""
+    rho = importance_ratio(logp, old_logp)
+    tau = torch.where(advantages > 0, tau_pos, tau_neg).to(logp.dtype)
+    gate = torch.sigmoid(tau * (rho - 1)) * 4 / tau
+    return -gate * advantages, {"ratio": rho.detach()}

@@ -10,6 +10,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +34,15 @@ class Entry:
     def formula(self) -> str:
         doc = (self.fn.__doc__ or "").strip()
         return " ".join(doc.split("\n\n")[0].split())
+
+    def hyperparameters(self) -> dict[str, bool]:
+        """Keyword parameters that are not data (tensors, sequences): ``name -> required``."""
+        out = {}
+        for p in inspect.signature(self.fn).parameters.values():
+            annotation = str(p.annotation)
+            if "Tensor" not in annotation and "Sequence" not in annotation:
+                out[p.name] = p.default is inspect.Parameter.empty
+        return out
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from posttrain.algos import StepNorm, get
@@ -39,15 +41,17 @@ def rl_loss(
     def mean(values: torch.Tensor) -> torch.Tensor:
         return token_mean(loss=values.detach(), mask=mask, norm=norm)
 
-    pl = cfg.policy_loss
-    per_tok, stats = get("policy_loss", pl.name)(
-        logp=logp, old_logp=old_logp, advantages=advantages, eps_low=pl.eps_low,
-        eps_high=pl.eps_high, dual_clip=pl.dual_clip,
+    policy_loss = get("policy_loss", cfg.policy_loss.name)
+    inputs = {"logp": logp, "old_logp": old_logp, "advantages": advantages, "mask": mask}
+    wanted = inspect.signature(policy_loss).parameters
+    per_tok, stats = policy_loss(
+        **{k: v for k, v in inputs.items() if k in wanted}, **cfg.policy_loss.hyperparameters()
     )
     pg = agg(per_tok)
     loss = pg
-    out = {"pg_loss": pg.detach(), "clip_frac": mean(stats["clipped"]),
-           "approx_kl": mean(old_logp - logp)}
+    out = {"pg_loss": pg.detach(), "approx_kl": mean(old_logp - logp)}
+    if "clipped" in stats:
+        out["clip_frac"] = mean(stats["clipped"])
     if behaviour_logp is not None:
         out["mismatch"] = mean((old_logp - behaviour_logp).abs())
     if cfg.kl.coef > 0:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import inspect
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from posttrain.algos import canonical
+from posttrain.algos import canonical, entry, get, names
 
 # advantage estimators the synchronous RL pipeline can feed (rewards, group ids, mask); the
 # others need a critic, multi-part rewards or episode structure and are wired elsewhere
 OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
+# policy losses of the actor (those of log-probs; value_clip and entropy_bonus are terms)
+ACTOR_LOSSES = tuple(
+    n for n in names("policy_loss") if "logp" in inspect.signature(get("policy_loss", n)).parameters
+)
 
 
 def registered(kind: str, allowed: tuple[str, ...] | None = None) -> AfterValidator:
@@ -57,10 +62,35 @@ class OptimConfig(Section):
 
 
 class PolicyLossConfig(Section):
-    name: Annotated[str, registered("policy_loss")] = "ppo_clip"
-    eps_low: float = Field(0.2, ge=0, lt=1)
-    eps_high: float = Field(0.2, ge=0)
+    """A policy loss and its hyperparameters. The clip family's ``eps_low``, ``eps_high`` and
+    ``dual_clip`` are range-checked fields; any other hyperparameter of the chosen loss is an
+    extra key (``rl.loss.policy_loss.r_max=5``). Null means the loss's own default; a value the
+    loss does not take, or a missing required one, is an error."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: Annotated[str, registered("policy_loss", ACTOR_LOSSES)] = "ppo_clip"
+    eps_low: float | None = Field(None, ge=0, lt=1)
+    eps_high: float | None = Field(None, ge=0)
     dual_clip: float | None = Field(None, gt=1)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The keyword arguments to pass: every non-null value except ``name``."""
+        values = {**self.__dict__, **(self.model_extra or {})}
+        return {k: v for k, v in values.items() if k != "name" and v is not None}
+
+    @model_validator(mode="after")
+    def _takes_effect(self) -> PolicyLossConfig:
+        accepted = entry("policy_loss", self.name).hyperparameters()
+        given = self.hyperparameters()
+        unknown = sorted(set(given) - set(accepted))
+        if unknown:
+            raise ValueError(f"policy loss {self.name!r} does not take {', '.join(unknown)}; "
+                             f"it takes: {', '.join(accepted) or 'nothing'}")
+        missing = sorted(k for k, required in accepted.items() if required and k not in given)
+        if missing:
+            raise ValueError(f"policy loss {self.name!r} needs {', '.join(missing)}")
+        return self
 
 
 class KLConfig(Section):
@@ -79,6 +109,13 @@ class LossConfig(Section):
     loss_agg_mode: Annotated[str, registered("aggregation")] = "token_mean"
     kl: KLConfig = KLConfig()
     entropy_coef: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _gspo_aggregation(self) -> LossConfig:
+        if self.policy_loss.name == "gspo" and self.loss_agg_mode != "seq_mean_token_mean":
+            raise ValueError("policy loss gspo is defined with loss_agg_mode=seq_mean_token_mean, "
+                             f"not {self.loss_agg_mode}")
+        return self
 
 
 class TrainerConfig(Section):
