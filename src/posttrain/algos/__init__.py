@@ -11,12 +11,16 @@ from posttrain.algos import (  # noqa: F401  (importing registers the entries)
     is_losses,
     kl,
     multi_reward,
+    offpolicy,
     policy_losses,
+    shaping,
     value_entropy,
 )
 from posttrain.algos.aggregation import StepNorm
 from posttrain.algos.credit import long_success_penalty
+from posttrain.algos.offpolicy import importance_stats
 from posttrain.algos.registry import KINDS, Entry, canonical, entries, entry, get, names, register
+from posttrain.algos.shaping import effort_system_prompt, toggle_budget
 from posttrain.algos.tensors import group_stats, importance_ratio
 from posttrain.algos.value_entropy import AdaptiveEntropyCoef
 
@@ -31,7 +35,10 @@ __all__ = [
     "get",
     "group_stats",
     "importance_ratio",
+    "importance_stats",
     "long_success_penalty",
     "names",
     "register",
+    "effort_system_prompt",
+    "toggle_budget",
 ]

@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import torch
 
+from posttrain.algos.offpolicy import keep_sampling_mask
 from posttrain.types import SamplingParams
 
 
 def processed_logprobs(logits: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
-    """Log-probs ``[B, V]`` after temperature, top-k and top-p (truncated entries are -inf).
-
-    Top-p keeps the smallest prefix of tokens sorted by probability whose mass reaches ``top_p``
-    (the top token is always kept).
-    """
-    z = logits.float() / (sampling.temperature if sampling.temperature > 0 else 1.0)
-    if sampling.top_k and sampling.top_k < z.shape[-1]:
-        kth = torch.topk(z, sampling.top_k, dim=-1).values[:, -1:]
-        z = z.masked_fill(z < kth, float("-inf"))
-    if sampling.top_p < 1.0:
-        sorted_z, order = torch.sort(z, dim=-1, descending=True)
-        probs = torch.softmax(sorted_z, dim=-1)
-        mass_before = probs.cumsum(-1) - probs
-        drop_sorted = mass_before >= sampling.top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        z = z.masked_fill(drop, float("-inf"))
-    return torch.log_softmax(z, dim=-1)
+    """Log-probs ``[B, V]`` after temperature, top-k and top-p (truncated entries are -inf):
+    the catalogue's ``keep_sampling_mask``, so engine and trainer truncate the same way."""
+    return keep_sampling_mask(logits=logits, temperature=sampling.temperature,
+                              top_k=sampling.top_k, top_p=sampling.top_p)
 
 
 def sample_tokens(

@@ -1,0 +1,128 @@
+"""Off-policy and train/inference mismatch correction (ALGORITHMS.md §5).
+
+``lambda_t = old_logp_t - behaviour_logp_t`` (trainer vs engine). Every weight is detached and
+multiplies the per-token policy loss; masks multiply the loss mask.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posttrain.algos.registry import register
+from posttrain.algos.tensors import LOG_RATIO_CLAMP, require_finite
+
+
+def _log_ratio(old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor):
+    require_finite("off-policy weight", old_logp=old_logp, behaviour_logp=behaviour_logp)
+    return ((old_logp - behaviour_logp) * mask).detach().clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+
+
+@register("offpolicy", "tis_token", aliases=("token_truncate", "tis"), source="standard (TIS)")
+def tis_token(
+    *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
+    c_min: float = 0.0, c_max: float = 2.0,
+) -> torch.Tensor:
+    """``w_t = clip(exp(lambda_t), C_min, C_max)``."""
+    lam = _log_ratio(old_logp, behaviour_logp, mask)
+    return lam.exp().clamp(c_min, c_max) * mask
+
+
+@register("offpolicy", "tis_seq", aliases=("sequence_truncate",), source="standard (TIS)")
+def tis_seq(
+    *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
+    c_min: float = 0.0, c_max: float = 2.0,
+) -> torch.Tensor:
+    """``w_i = clip(exp(sum_t lambda_t), C_min, C_max)`` on every token of the sequence."""
+    lam = _log_ratio(old_logp, behaviour_logp, mask).sum(dim=1, keepdim=True)
+    return lam.clamp(max=LOG_RATIO_CLAMP).exp().clamp(c_min, c_max) * mask
+
+
+@register("offpolicy", "mis_token", aliases=("token_mask", "icepop"),
+          source="standard (IcePop); PT (MiMo IS mask)")
+def mis_token(
+    *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
+    c_lo: float = 0.5, c_hi: float = 5.0,
+) -> torch.Tensor:
+    """``w_t = exp(lambda_t) 1[C_lo <= exp(lambda_t) <= C_hi]``: outlier tokens are dropped."""
+    ratio = _log_ratio(old_logp, behaviour_logp, mask).exp()
+    return ratio * ((ratio >= c_lo) & (ratio <= c_hi)) * mask
+
+
+@register("offpolicy", "mis_seq", aliases=("sequence_mask", "seq_mask_tis"),
+          source="standard (IcePop); verl, OpenRLHF")
+def mis_seq(
+    *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
+    c_lo: float = 0.5, c_hi: float = 5.0,
+) -> torch.Tensor:
+    """``w_it = exp(lambda_t) 1[C_lo <= exp(mean_t lambda_t) <= C_hi]``: a sequence whose
+    geometric-mean ratio is an outlier is dropped whole."""
+    lam = _log_ratio(old_logp, behaviour_logp, mask)
+    geo = (lam.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).exp()[:, None]
+    return lam.exp() * ((geo >= c_lo) & (geo <= c_hi)) * mask
+
+
+def importance_stats(weights: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """Effective sample size ``(sum w)^2 / sum w^2`` as a share of the valid tokens."""
+    w = weights[mask > 0]
+    if w.numel() == 0 or float((w**2).sum()) == 0:
+        return {"ess": 0.0}
+    return {"ess": float(w.sum() ** 2 / (w**2).sum()) / w.numel()}
+
+
+@register("offpolicy", "staleness_mask",
+          source="PT (DeepSeek V4.1), AReaL, prime-rl")
+def staleness_mask(
+    *, versions: torch.Tensor, mask: torch.Tensor, current_version: int,
+    max_off_policy_steps: int | None = None,
+) -> torch.Tensor:
+    """``m_t <- m_t 1[v_now - v_t <= S_max]`` per token (a partial rollout may mix versions);
+    ``S_max = None`` keeps every token."""
+    if max_off_policy_steps is None:
+        return mask
+    return mask * ((current_version - versions) <= max_off_policy_steps).to(mask.dtype)
+
+
+@register("offpolicy", "opsm", source="PT (DeepSeek V3.2), S14")
+def opsm(
+    *, behaviour_logp: torch.Tensor, logp: torch.Tensor, advantages: torch.Tensor,
+    mask: torch.Tensor, delta: float,
+) -> torch.Tensor:
+    """Off-policy negative mask: a sequence is dropped iff ``A_i < 0`` and
+    ``mean_t (behaviour_logp - sg logp) > delta``. Returns the new loss mask."""
+    require_finite("opsm", behaviour_logp=behaviour_logp, logp=logp)
+    n = mask.sum(dim=1).clamp(min=1)
+    drift = ((behaviour_logp - logp.detach()) * mask).sum(dim=1) / n
+    seq_adv = advantages if advantages.dim() == 1 else (advantages * mask).sum(dim=1) / n
+    drop = (seq_adv < 0) & (drift > delta)
+    return mask * (~drop).to(mask.dtype)[:, None]
+
+
+@register("offpolicy", "keep_sampling_mask", source="PT (DeepSeek V3.2)")
+def keep_sampling_mask(
+    *, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
+    """Log-probs over the engine's truncated support: ``pi(v) 1[v in S] / sum_S pi`` (-inf
+    outside). Top-k keeps the k largest; top-p the smallest prefix by probability whose mass
+    reaches ``top_p`` (the top token always). The trainer applies this before log-probs, KL and
+    entropy so they describe the distribution actually sampled from."""
+    z = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    z = z / (temperature if temperature > 0 else 1.0)
+    if top_k and top_k < z.shape[-1]:
+        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_z, order = torch.sort(z, dim=-1, descending=True)
+        probs = torch.softmax(sorted_z, dim=-1)
+        drop_sorted = probs.cumsum(-1) - probs >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        z = z.masked_fill(drop, float("-inf"))
+    return torch.log_softmax(z, dim=-1)
+
+
+@register("offpolicy", "routing_replay", aliases=("r3", "rollout_routing_replay"),
+          source="PT (DeepSeek V3.2 Keep Routing), S03")
+def routing_replay(*, router_logits: torch.Tensor, forced_experts: torch.Tensor) -> torch.Tensor:
+    """MoE gate weights over the replayed experts: ``softmax`` of the current router logits
+    restricted to ``forced_experts [..., k]`` (the engine's choices), so the router keeps its
+    gradient while the trainer uses the experts the engine used."""
+    return torch.softmax(router_logits.gather(-1, forced_experts), dim=-1)
