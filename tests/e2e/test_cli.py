@@ -31,11 +31,11 @@ def test_reduced_quickstart_rl_beats_sft(tmp_path):
 
 def test_invalid_config_names_the_key(tmp_path):
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text("rl:\n  loss:\n    policy_loss:\n      eps_low: 1.5\n  bogus: 1\n")
+    cfg.write_text("actor:\n  policy_loss:\n    eps_low: 1.5\nrl:\n  bogus: 1\n")
     result = runner.invoke(app, ["train", str(cfg)])
     assert result.exit_code == 2
     text = " ".join(result.output.split())
-    assert "rl.loss.policy_loss.eps_low" in text and "rl.bogus: unknown key" in text
+    assert "actor.policy_loss.eps_low" in text and "rl.bogus: unknown key" in text
 
 
 def test_missing_model_dir_is_a_clear_error(tmp_path):

@@ -8,6 +8,7 @@ from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_model, load_tokenizer
 from posttrain.pipelines import (
+    AlgoConfig,
     EvalConfig,
     Reporter,
     RLConfig,
@@ -18,6 +19,7 @@ from posttrain.pipelines import (
 )
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.train import (
+    ActorConfig,
     OptimConfig,
     Trainer,
     TrainerConfig,
@@ -57,7 +59,7 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
     else:
         engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start)
         run_rl(trainer, engine, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), RL,
-               EvalConfig(), "correct", rep, 0, start, on_step_end)
+               AlgoConfig(), ActorConfig(), EvalConfig(), "correct", rep, 0, start, on_step_end)
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 

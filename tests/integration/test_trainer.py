@@ -8,7 +8,8 @@ from posttrain.algos import get
 from posttrain.engines import TorchEngine
 from posttrain.models import encode_prompt
 from posttrain.train import (
-    LossConfig,
+    ActorConfig,
+    KLConfig,
     OptimConfig,
     Trainer,
     TrainerConfig,
@@ -39,7 +40,7 @@ def rl_batch(model, tok, n_prompts=3, group=4, seed=0):
 @pytest.mark.parametrize("agg", ["token_mean", "seq_mean_token_mean"])
 def test_micro_batching_gives_same_update(model, tokenizer, agg):
     batch = rl_batch(model, tokenizer)
-    cfg = LossConfig(loss_agg_mode=agg)
+    cfg = ActorConfig(loss_agg_mode=agg)
     updated = []
     for mbs in (len(batch), 5, 1):
         m = copy.deepcopy(model)
@@ -58,10 +59,10 @@ def test_micro_batching_gives_same_update(model, tokenizer, agg):
 def test_rl_metrics_and_ppo_epochs(model, tokenizer):
     batch = rl_batch(model, tokenizer)
     tr = Trainer(model, OptimConfig(lr=5e-2), 10, TrainerConfig(micro_batch_size=4))
-    first = tr.rl_step(batch, LossConfig())
+    first = tr.rl_step(batch)
     assert first["clip_frac"] == 0.0 and abs(first["approx_kl"]) < 1e-5
     assert {"loss", "pg_loss", "entropy", "grad_norm", "lr"} <= set(first)
-    again = tr.rl_update(batch, LossConfig(), epochs=2, mini_batches=2)
+    again = tr.rl_update(batch, epochs=2, mini_batches=2)
     assert tr.step == 5
     assert again["clip_frac"] > 0 and again["approx_kl"] != 0
 
@@ -73,7 +74,7 @@ def test_on_policy_step_equals_step_with_recomputed_old_logprobs(model, tokenize
         m = copy.deepcopy(model)
         tr = Trainer(m, OptimConfig(lr=1e-2, grad_clip=None), 10, TrainerConfig(micro_batch_size=5))
         b = batch if old is None else batch.replace(old_logprobs=tr.compute_logprobs(batch))
-        stats.append(tr.rl_step(b, LossConfig()))
+        stats.append(tr.rl_step(b))
         grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
     torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-4)
     assert stats[0]["approx_kl"] == 0.0
@@ -82,17 +83,17 @@ def test_on_policy_step_equals_step_with_recomputed_old_logprobs(model, tokenize
     assert stats[0]["mismatch"] < 1e-4
     tr = Trainer(copy.deepcopy(model), OptimConfig(), 10)
     with pytest.raises(ValueError, match="need batch.old_logprobs"):
-        tr.rl_update(batch, LossConfig(), epochs=2)
+        tr.rl_update(batch, epochs=2)
 
 
 def test_kl_term_needs_reference_and_reports_it(model, tokenizer):
     batch = rl_batch(model, tokenizer)
-    cfg = LossConfig(kl={"coef": 0.1, "estimator": "k3"})
+    kl = KLConfig(coef=0.1, estimator="k3")
     tr = Trainer(model, OptimConfig(), 10, ref_model=copy.deepcopy(model))
     with pytest.raises(ValueError, match="ref_logprobs"):
-        tr.rl_step(batch, cfg)
+        tr.rl_step(batch, kl=kl)
     ref = tr.compute_logprobs(batch, reference=True)
-    stats = tr.rl_step(batch.replace(ref_logprobs=ref), cfg)
+    stats = tr.rl_step(batch.replace(ref_logprobs=ref), kl=kl)
     assert stats["ref_kl"] == pytest.approx(0.0, abs=1e-6)
     with pytest.raises(ValueError, match="reference"):
         Trainer(model, OptimConfig(), 1).compute_logprobs(batch, reference=True)
@@ -104,15 +105,15 @@ def test_nan_loss_skips_step_then_aborts(model, tokenizer):
     tr = Trainer(model, OptimConfig(lr=1e-2), 10, TrainerConfig(max_bad_steps=2))
     before = [p.detach().clone() for p in model.parameters()]
     for i in range(2):
-        stats = tr.rl_step(bad, LossConfig())
+        stats = tr.rl_step(bad)
         assert stats["skipped"] == 1.0 and stats["bad_steps"] == i + 1
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
     assert tr.step == 0
-    assert tr.rl_step(batch, LossConfig())["skipped"] == 0.0  # a good step resets the streak
+    assert tr.rl_step(batch)["skipped"] == 0.0  # a good step resets the streak
     for _ in range(2):
-        tr.rl_step(bad, LossConfig())
+        tr.rl_step(bad)
     with pytest.raises(TrainingDivergedError, match="max_bad_steps=2"):
-        tr.rl_step(bad, LossConfig())
+        tr.rl_step(bad)
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -158,10 +159,22 @@ def test_every_actor_loss_trains_through_the_trainer(model, tokenizer, name):
 
     assert set(ACTOR_LOSSES) == set(ACTOR_LOSS_SETTINGS)
     agg = "seq_mean_token_mean" if name == "gspo" else "token_mean"
-    cfg = LossConfig(policy_loss={"name": name, **ACTOR_LOSS_SETTINGS[name]}, loss_agg_mode=agg)
+    cfg = ActorConfig(policy_loss={"name": name, **ACTOR_LOSS_SETTINGS[name]}, loss_agg_mode=agg)
     batch = rl_batch(model, tokenizer)
     tr = Trainer(model, OptimConfig(lr=1e-2), 10, TrainerConfig(micro_batch_size=4))
     before = [p.detach().clone() for p in model.parameters()]
     stats = tr.rl_step(batch, cfg)
     assert stats["skipped"] == 0.0 and math.isfinite(stats["loss"]) and stats["grad_norm"] > 0
     assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_adaptive_entropy_bonus_follows_the_controller(model, tokenizer):
+    batch = rl_batch(model, tokenizer)
+    tr = Trainer(model, OptimConfig(lr=1e-4), 10, TrainerConfig(micro_batch_size=4))
+    always_low = ActorConfig(entropy_bonus={"adaptive": True, "target": 1e6, "delta": 0.005})
+    applied = [tr.rl_step(batch, always_low)["entropy_coef"] for _ in range(3)]
+    assert applied == pytest.approx([0.0, 0.005, 0.01])  # lagged one step: no entropy yet at 0
+    never_low = ActorConfig(entropy_bonus={"adaptive": True, "target": 1e-9})
+    assert tr.rl_step(batch, never_low)["entropy_coef"] == pytest.approx(0.015)
+    assert tr.rl_step(batch, never_low)["entropy_coef"] == 0.0
+    assert tr.state_dict()["entropy_alpha"] == pytest.approx(0.015)  # alpha is kept

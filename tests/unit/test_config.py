@@ -6,7 +6,7 @@ from posttrain.config import ConfigError, RunConfig, apply_override, build_confi
 def test_defaults_are_the_quickstart():
     cfg = load_config(None)
     assert cfg.stages == ["sft", "rl"] and cfg.model.preset == "micro"
-    assert cfg.rl.loss.adv_estimator == "grpo" and cfg.rl.loss.policy_loss.name == "ppo_clip"
+    assert cfg.algo.adv_estimator == "grpo" and cfg.actor.policy_loss.name == "ppo_clip"
 
 
 def test_shipped_quickstart_yaml_equals_defaults():
@@ -15,17 +15,17 @@ def test_shipped_quickstart_yaml_equals_defaults():
 
 def test_overrides_parse_yaml_values():
     cfg = load_config(None, ["rl.optim.lr=3e-4", "task.ops=[+, '-']", "model.preset=null",
-                             "model.path=/x", "rl.loss.policy_loss.dual_clip=3"])
+                             "model.path=/x", "actor.policy_loss.dual_clip=3"])
     assert cfg.rl.optim.lr == 3e-4 and cfg.task.ops == ["+", "-"]
-    assert cfg.model.path == "/x" and cfg.rl.loss.policy_loss.dual_clip == 3.0
+    assert cfg.model.path == "/x" and cfg.actor.policy_loss.dual_clip == 3.0
 
 
 @pytest.mark.parametrize(
     "overrides,key",
     [
-        (["rl.loss.policy_loss.eps_low=1.2"], "rl.loss.policy_loss.eps_low"),
-        (["rl.loss.adv_estimator=magic"], "rl.loss.adv_estimator"),
-        (["rl.loss.kl.estimator=k9"], "rl.loss.kl.estimator"),
+        (["actor.policy_loss.eps_low=1.2"], "actor.policy_loss.eps_low"),
+        (["algo.adv_estimator=magic"], "algo.adv_estimator"),
+        (["algo.kl.estimator=k9"], "algo.kl.estimator"),
         (["sft.steps=-1"], "sft.steps"),
         (["rl.nope=1"], "rl.nope"),
         (["rl.group_size=1"], "rl.group_size"),
@@ -33,7 +33,7 @@ def test_overrides_parse_yaml_values():
         (["reward.accuracy_part=speed"], "reward.accuracy_part"),
         (["reward.parts.correct.verifier=psychic"], "reward.parts.correct.verifier"),
         (["stages=[rl]", "sft.data=x.jsonl"], "sft.data"),
-        (["rl.loss.policy_loss.dual_clip=0.5"], "rl.loss.policy_loss.dual_clip"),
+        (["actor.policy_loss.dual_clip=0.5"], "actor.policy_loss.dual_clip"),
     ],
 )
 def test_errors_name_the_key(overrides, key):
@@ -43,7 +43,7 @@ def test_errors_name_the_key(overrides, key):
 
 
 def test_kl_estimator_with_coef_is_fine():
-    assert load_config(None, ["rl.loss.kl.estimator=k1", "rl.loss.kl.coef=0.01"]).rl.loss.kl.coef
+    assert load_config(None, ["algo.kl.estimator=k1", "algo.kl.coef=0.01"]).algo.kl.coef
 
 
 def test_bad_override_syntax_and_files(tmp_path):
@@ -60,26 +60,26 @@ def test_bad_override_syntax_and_files(tmp_path):
 
 
 def test_algorithm_names_accept_framework_spellings_and_store_canonical_ones():
-    cfg = load_config(None, ["rl.loss.kl.estimator=low_var_kl", "rl.loss.loss_agg_mode=token-mean",
-                             "rl.loss.adv_estimator=group_norm"])
-    assert (cfg.rl.loss.kl.estimator, cfg.rl.loss.loss_agg_mode, cfg.rl.loss.adv_estimator) == (
+    cfg = load_config(None, ["algo.kl.estimator=low_var_kl", "actor.loss_agg_mode=token-mean",
+                             "algo.adv_estimator=group_norm"])
+    assert (cfg.algo.kl.estimator, cfg.actor.loss_agg_mode, cfg.algo.adv_estimator) == (
         "k3", "token_mean", "grpo")
 
 
 def test_estimator_the_rl_pipeline_cannot_feed_is_rejected():
-    with pytest.raises(ConfigError, match="rl.loss.adv_estimator.*gae.*cannot be used here"):
-        load_config(None, ["rl.loss.adv_estimator=gae"])
+    with pytest.raises(ConfigError, match="algo.adv_estimator.*gae.*cannot be used here"):
+        load_config(None, ["algo.adv_estimator=gae"])
 
 
 def test_policy_loss_hyperparameters_are_checked_against_the_loss():
-    cfg = load_config(None, ["rl.loss.policy_loss.name=cispo", "rl.loss.policy_loss.r_max=2"])
-    assert cfg.rl.loss.policy_loss.hyperparameters() == {"r_max": 2}
-    assert load_config(None).rl.loss.policy_loss.hyperparameters() == {}  # the loss's defaults
+    cfg = load_config(None, ["actor.policy_loss.name=cispo", "actor.policy_loss.r_max=2"])
+    assert cfg.actor.policy_loss.hyperparameters() == {"r_max": 2}
+    assert load_config(None).actor.policy_loss.hyperparameters() == {}  # the loss's defaults
     with pytest.raises(ConfigError, match="cispo.*does not take eps_low"):
-        load_config(None, ["rl.loss.policy_loss.name=cispo", "rl.loss.policy_loss.eps_low=0.1"])
+        load_config(None, ["actor.policy_loss.name=cispo", "actor.policy_loss.eps_low=0.1"])
     with pytest.raises(ConfigError, match="kimi_k25.*needs alpha, beta, tau"):
-        load_config(None, ["rl.loss.policy_loss.name=kimi_k25"])
+        load_config(None, ["actor.policy_loss.name=kimi_k25"])
     with pytest.raises(ConfigError, match="value_clip.*cannot be used here"):
-        load_config(None, ["rl.loss.policy_loss.name=value_clip"])
+        load_config(None, ["actor.policy_loss.name=value_clip"])
     with pytest.raises(ConfigError, match="gspo.*seq_mean_token_mean"):
-        load_config(None, ["rl.loss.policy_loss.name=gspo"])
+        load_config(None, ["actor.policy_loss.name=gspo"])

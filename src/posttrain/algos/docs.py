@@ -20,11 +20,14 @@ from posttrain.algos import get
 adv = get("advantage", "grpo")(rewards=rewards, group_ids=group_ids, mask=loss_mask)
 ```
 
-Config: `rl.loss.adv_estimator` takes the outcome estimators (`grpo`, `dr_grpo`,
-`mean_baseline`, `rloo`, `reinforce_plus_plus_baseline`), `rl.loss.policy_loss.name`,
-`rl.loss.loss_agg_mode` and `rl.loss.kl.estimator` any entry of their kind. Each entry is
-tested against the spec's worked examples, and the spec's claims (unbiasedness, invariances)
-as claims: `tests/unit/algos/`.
+Config: `algo.adv_estimator` takes the outcome estimators (`grpo`, `dr_grpo`,
+`mean_baseline`, `rloo`, `reinforce_plus_plus_baseline`) and the multi-reward ones (`gdpo`,
+`gd2po`, `dvao`, over `reward.parts`); `actor.policy_loss.name` any actor loss with its
+hyperparameters as keys; `actor.loss_agg_mode` any aggregation; `algo.kl` an estimator, a
+coefficient and a placement (`in_loss`, `in_reward`); `algo.offpolicy` a `tis_*`/`mis_*`
+correction and `opsm`; `algo.dynamic_sampling`; `actor.entropy_bonus` (fixed or adaptive).
+Each entry is tested against the spec's worked examples, and the spec's claims (unbiasedness,
+invariances) as claims: `tests/unit/algos/`.
 """
 
 TITLES = {

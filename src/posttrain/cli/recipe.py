@@ -144,12 +144,12 @@ class Recipe:
                 evals: dict) -> None:
         cfg = self.cfg
         ref = None
-        if cfg.rl.loss.kl.coef > 0:
+        if cfg.algo.kl.coef > 0:
             ref_dir = self.out / "sft_model" if "sft" in cfg.stages else self.base_model_dir()
             ref = load_model(ref_dir, cfg.model.dtype) if ckpt else copy.deepcopy(model)
         trainer = Trainer(model, cfg.rl.optim, cfg.rl.steps, cfg.trainer, ref_model=ref)
         start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
         engine.update_weights(trainer.named_weights(), start)
         run_rl(trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
-               cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed, start,
-               self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals))
+               cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
+               start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals))

@@ -7,9 +7,10 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from posttrain.models import PRESETS
-from posttrain.pipelines import EvalConfig, RLConfig, SFTConfig
+from posttrain.pipelines import AlgoConfig, EvalConfig, RLConfig, SFTConfig
+from posttrain.pipelines.settings import MULTI_REWARD_ESTIMATORS
 from posttrain.rewards import VERIFIERS
-from posttrain.train import Section, TrainerConfig
+from posttrain.train import ActorConfig, Section, TrainerConfig
 
 
 class ModelConfig(Section):
@@ -89,6 +90,8 @@ class RunConfig(Section):
     reward: RewardConfig = RewardConfig()
     sft: SFTConfig = SFTConfig()
     rl: RLConfig = RLConfig()
+    algo: AlgoConfig = AlgoConfig()
+    actor: ActorConfig = ActorConfig()
     eval: EvalConfig = EvalConfig()
     trainer: TrainerConfig = TrainerConfig()
 
@@ -96,9 +99,16 @@ class RunConfig(Section):
     def _combinations(self) -> RunConfig:
         rl = self.rl
         if "rl" in self.stages:
-            if rl.group_size == 1 and rl.loss.adv_estimator == "grpo":
-                raise ValueError("rl.group_size: grpo needs group_size >= 2 (a group of 1 has "
-                                 "advantage 0, so nothing would be learned)")
+            if rl.group_size == 1:
+                raise ValueError(f"rl.group_size: {self.algo.adv_estimator} needs group_size >= 2 "
+                                 "(a group of 1 has advantage 0, so nothing would be learned)")
+            multi = self.algo.adv_estimator in MULTI_REWARD_ESTIMATORS
+            if multi and len(self.reward.parts) < 2:
+                raise ValueError(f"algo.adv_estimator: {self.algo.adv_estimator} combines "
+                                 "several reward.parts; there is only one")
+            if multi and self.algo.kl.coef > 0 and self.algo.kl.placement == "in_reward":
+                raise ValueError("algo.kl.placement: in_reward applies to one scalar reward, not "
+                                 f"to {self.algo.adv_estimator}'s reward parts; use in_loss")
             if rl.mini_batches > rl.prompts_per_step * rl.group_size:
                 raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
         if self.sft.data is not None and "sft" not in self.stages:

@@ -5,11 +5,19 @@ from posttrain.pipelines.plots import plot_curves
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rl import MismatchError, run_rl
 from posttrain.pipelines.rollout import rollout
-from posttrain.pipelines.settings import EvalConfig, RLConfig, SFTConfig
+from posttrain.pipelines.settings import (
+    AlgoConfig,
+    DynamicSamplingConfig,
+    EvalConfig,
+    RLConfig,
+    SFTConfig,
+)
 from posttrain.pipelines.sft import run_sft
 from posttrain.pipelines.sft_data import ChatData, generate_arithmetic_sft, load_chat_jsonl
 
 __all__ = [
+    "AlgoConfig",
+    "DynamicSamplingConfig",
     "ChatData",
     "EvalConfig",
     "MismatchError",

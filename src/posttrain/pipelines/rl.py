@@ -10,15 +10,18 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+import torch
+
 from posttrain.algos import get
 from posttrain.engines import Engine
 from posttrain.envs import ArithmeticTasks, Task
+from posttrain.pipelines.advantages import compute_advantages
 from posttrain.pipelines.evaluation import evaluate
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rollout import rollout
-from posttrain.pipelines.settings import EvalConfig, RLConfig
+from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig
 from posttrain.rewards import RewardFunction
-from posttrain.train import Trainer
+from posttrain.train import ActorConfig, Trainer
 from posttrain.types import Batch, Episode, SamplingParams
 
 
@@ -50,6 +53,17 @@ def check_mismatch(value: float, tolerance: float) -> None:
         )
 
 
+def informative(episodes: list[Episode]) -> list[Episode]:
+    """The episodes of groups whose rewards are not all equal (``dynamic_sampling``)."""
+    if not episodes:
+        return []
+    groups = {g: i for i, g in enumerate(dict.fromkeys(e.group_id for e in episodes))}
+    keep = get("shaping", "dynamic_sampling")(
+        rewards=torch.tensor([e.reward for e in episodes]),
+        group_ids=torch.tensor([groups[e.group_id] for e in episodes]))
+    return [e for e, k in zip(episodes, keep.tolist()) if k]
+
+
 def run_rl(
     trainer: Trainer,
     engine: Engine,
@@ -58,6 +72,8 @@ def run_rl(
     eval_tasks: Sequence[Task],
     reward_fn: RewardFunction,
     cfg: RLConfig,
+    algo: AlgoConfig,
+    actor: ActorConfig,
     eval_cfg: EvalConfig,
     accuracy_part: str,
     reporter: Reporter,
@@ -66,33 +82,58 @@ def run_rl(
     on_step_end: Callable[[int], None] | None = None,
 ) -> list[dict[str, float]]:
     """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made."""
-    estimator = get("advantage", cfg.loss.adv_estimator)
     truncating = cfg.top_p < 1 or cfg.top_k > 0
     on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
+    kl = algo.kl if algo.kl.coef > 0 else None
+    need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
+    part_weights = {name: weight for name, (_, weight) in reward_fn.weights.items()}
     evals = []
     reporter.start("RL", cfg.steps)
     for step in range(start_step, cfg.steps):
-        problems = tasks.sample(cfg.prompts_per_step, random.Random(f"{seed}:rl:{step}"))
-        sampling = SamplingParams(
-            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-            top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
-            seed=step_seed(seed, step),
-        )
-        episodes = rollout(engine, tokenizer, problems, reward_fn, sampling, cfg.group_size)
-        batch = Batch.from_episodes(episodes, pad_token_id=tokenizer.pad_token_id)
-        old = None if on_policy else trainer.compute_logprobs(batch, cfg.temperature)
-        ref = trainer.compute_logprobs(batch, cfg.temperature, True) if cfg.loss.kl.coef else None
-        adv = estimator(rewards=batch.rewards, group_ids=batch.group_index, mask=batch.loss_mask)
-        batch = batch.replace(advantages=adv, old_logprobs=old, ref_logprobs=ref)
-        metrics = rollout_metrics(episodes, accuracy_part)
-        metrics |= trainer.rl_update(
-            batch, cfg.loss, cfg.epochs, cfg.mini_batches, cfg.temperature, cfg.max_new_tokens
-        )
-        if truncating:  # behaviour log-probs are of the truncated distribution
-            del metrics["mismatch"]
-        else:
-            check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
-        engine.update_weights(trainer.named_weights(), version=step + 1)
+
+        def sample(n: int, round_: int) -> list[Episode]:
+            problems = tasks.sample(n, random.Random(f"{seed}:rl:{step}:{round_}"))
+            sampling = SamplingParams(
+                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                top_p=cfg.top_p, top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
+                seed=step_seed(seed, step) + round_,
+            )
+            return rollout(engine, tokenizer, problems, reward_fn, sampling, cfg.group_size,
+                           group_prefix=f"{round_}-")
+
+        first = sample(cfg.prompts_per_step, 0)
+        metrics = rollout_metrics(first, accuracy_part)
+        episodes = first
+        if algo.dynamic_sampling.enabled:
+            episodes, extra = informative(first), 0
+            if algo.dynamic_sampling.mode == "resample":
+                for round_ in range(1, algo.dynamic_sampling.max_rounds + 1):
+                    missing = cfg.prompts_per_step - len(episodes) // cfg.group_size
+                    if missing <= 0:
+                        break
+                    more = sample(missing, round_)
+                    extra += len(more)
+                    episodes += informative(more)
+                episodes = episodes[: cfg.prompts_per_step * cfg.group_size]
+            metrics["extra_generations"] = float(extra)
+            metrics["kept_groups"] = float(len(episodes) // cfg.group_size)
+        if episodes:
+            batch = Batch.from_episodes(episodes, pad_token_id=tokenizer.pad_token_id)
+            old = trainer.compute_logprobs(batch, cfg.temperature) if need_old else None
+            ref = trainer.compute_logprobs(batch, cfg.temperature, True) if kl else None
+            batch = batch.replace(old_logprobs=old, ref_logprobs=ref)
+            batch = batch.replace(advantages=compute_advantages(batch, episodes, algo,
+                                                                part_weights))
+            metrics |= trainer.rl_update(
+                batch, actor, kl=kl, offpolicy=algo.offpolicy, epochs=cfg.epochs,
+                mini_batches=cfg.mini_batches, temperature=cfg.temperature,
+                max_len=cfg.max_new_tokens,
+            )
+            if truncating:  # behaviour log-probs are of the truncated distribution
+                del metrics["mismatch"]
+            else:
+                check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
+            engine.update_weights(trainer.named_weights(), version=step + 1)
         if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
             result = evaluate(engine, tokenizer, eval_tasks, reward_fn, eval_cfg, accuracy_part)
             metrics |= {f"eval/{k}": v for k, v in result.items()}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import Field
 
-from posttrain.train import LossConfig, OptimConfig, Section
+from posttrain.train import KLConfig, OffPolicyConfig, OptimConfig, Section
+from posttrain.train.settings import registered
 
 
 class EvalConfig(Section):
@@ -42,5 +45,32 @@ class RLConfig(Section):
     mini_batches: int = Field(1, ge=1)
     eval_every: int = Field(20, ge=0)
     mismatch_tolerance: float = Field(0.05, gt=0)
-    loss: LossConfig = LossConfig()
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
+
+
+# estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
+# parts (multi-reward); the others need a critic or episode structure
+OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
+MULTI_REWARD_ESTIMATORS = ("gdpo", "gd2po", "dvao")
+
+
+class DynamicSamplingConfig(Section):
+    """DAPO dynamic sampling: a group whose rewards are all equal carries no signal. ``drop``
+    trains on the other groups; ``resample`` draws fresh prompts (at most ``max_rounds`` extra
+    rounds) until ``rl.prompts_per_step`` groups carry signal."""
+
+    enabled: bool = False
+    mode: Literal["drop", "resample"] = "resample"
+    max_rounds: int = Field(3, ge=1)
+
+
+class AlgoConfig(Section):
+    """How rewards become advantages (ALGORITHMS.md §1, §4-§6). A multi-reward estimator
+    (``gdpo``, ``gd2po``, ``dvao``) combines ``reward.parts`` with their weights."""
+
+    adv_estimator: Annotated[
+        str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS)
+    ] = "grpo"
+    kl: KLConfig = KLConfig()
+    offpolicy: OffPolicyConfig = OffPolicyConfig()
+    dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()

@@ -1,11 +1,13 @@
 """Layer 5: the trainer, its losses, optimiser schedule and checkpoints."""
 
 from posttrain.train.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
-from posttrain.train.losses import rl_loss, sft_loss
+from posttrain.train.losses import RLTokens, rl_loss, sft_loss
 from posttrain.train.schedule import build_optimizer, lr_factor
 from posttrain.train.settings import (
+    ActorConfig,
+    EntropyBonusConfig,
     KLConfig,
-    LossConfig,
+    OffPolicyConfig,
     OptimConfig,
     PolicyLossConfig,
     Section,
@@ -14,10 +16,13 @@ from posttrain.train.settings import (
 from posttrain.train.trainer import Trainer, TrainingDivergedError
 
 __all__ = [
+    "ActorConfig",
+    "EntropyBonusConfig",
     "KLConfig",
-    "LossConfig",
+    "OffPolicyConfig",
     "OptimConfig",
     "PolicyLossConfig",
+    "RLTokens",
     "Section",
     "Trainer",
     "TrainerConfig",

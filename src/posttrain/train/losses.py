@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
 import torch
 
 from posttrain.algos import StepNorm, get
-from posttrain.train.settings import LossConfig
+from posttrain.train.settings import ActorConfig, KLConfig, OffPolicyConfig
 
 
 def sft_loss(logp: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
@@ -15,54 +16,84 @@ def sft_loss(logp: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Te
     return get("aggregation", "token_mean")(loss=-logp, mask=mask, norm=norm)
 
 
+@dataclass
+class RLTokens:
+    """One micro-batch's per-token tensors ``[B, T]``: current log-probs (with gradient) and
+    entropy, and the fixed ones the loss compares them with."""
+
+    logp: torch.Tensor
+    entropy: torch.Tensor | None
+    old_logp: torch.Tensor
+    advantages: torch.Tensor
+    mask: torch.Tensor
+    behaviour_logp: torch.Tensor | None = None
+    ref_logp: torch.Tensor | None = None
+
+
+def _policy_term(t: RLTokens, mask: torch.Tensor, actor: ActorConfig):
+    policy_loss = get("policy_loss", actor.policy_loss.name)
+    inputs = {"logp": t.logp, "old_logp": t.old_logp, "advantages": t.advantages, "mask": mask}
+    wanted = inspect.signature(policy_loss).parameters
+    return policy_loss(**{k: v for k, v in inputs.items() if k in wanted},
+                       **actor.policy_loss.hyperparameters())
+
+
 def rl_loss(
-    logp: torch.Tensor,
-    entropy: torch.Tensor | None,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
+    t: RLTokens,
     norm: StepNorm,
-    cfg: LossConfig,
-    ref_logp: torch.Tensor | None = None,
-    behaviour_logp: torch.Tensor | None = None,
+    actor: ActorConfig,
+    kl: KLConfig | None = None,
+    offpolicy: OffPolicyConfig | None = None,
+    entropy_coef: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``agg(policy loss) + kl.coef * agg(KL) - entropy_coef * agg(H)``.
+    """``agg(w * policy loss) + [kl in loss] coef agg(KL) - entropy_coef agg(H)``.
 
-    Returns the loss and step-normalised (``token_mean``) statistics whose sums over the
-    micro-batches of a step are the step's values; with ``behaviour_logp`` (the engine's), also
-    ``mismatch = mean |old_logp - behaviour_logp|``, the train/inference gap.
+    ``w`` is the off-policy correction weight (1 without one); ``opsm`` removes drifted
+    negative sequences from the policy term. Returns the loss and step-normalised
+    (``token_mean``) statistics whose sums over the micro-batches of a step are the step's
+    values; with behaviour log-probs, ``mismatch = mean |old_logp - behaviour_logp|``.
     """
-    aggregate = get("aggregation", cfg.loss_agg_mode)
+    aggregate = get("aggregation", actor.loss_agg_mode)
     token_mean = get("aggregation", "token_mean")
+    mask = t.mask
 
-    def agg(values: torch.Tensor) -> torch.Tensor:
-        return aggregate(loss=values, mask=mask, norm=norm)
+    def agg(values: torch.Tensor, m: torch.Tensor = mask) -> torch.Tensor:
+        return aggregate(loss=values, mask=m, norm=norm)
 
     def mean(values: torch.Tensor) -> torch.Tensor:
         return token_mean(loss=values.detach(), mask=mask, norm=norm)
 
-    policy_loss = get("policy_loss", cfg.policy_loss.name)
-    inputs = {"logp": logp, "old_logp": old_logp, "advantages": advantages, "mask": mask}
-    wanted = inspect.signature(policy_loss).parameters
-    per_tok, stats = policy_loss(
-        **{k: v for k, v in inputs.items() if k in wanted}, **cfg.policy_loss.hyperparameters()
-    )
-    pg = agg(per_tok)
+    policy_mask = mask
+    weight = torch.ones_like(t.logp)
+    if offpolicy is not None and t.behaviour_logp is not None:
+        if offpolicy.opsm_delta is not None:
+            policy_mask = get("offpolicy", "opsm")(
+                behaviour_logp=t.behaviour_logp, logp=t.logp, advantages=t.advantages,
+                mask=mask, delta=offpolicy.opsm_delta)
+        if offpolicy.correction is not None:
+            weight = get("offpolicy", offpolicy.correction)(
+                old_logp=t.old_logp, behaviour_logp=t.behaviour_logp, mask=mask,
+                **offpolicy.weight_options())
+    per_tok, stats = _policy_term(t, policy_mask, actor)
+    pg = agg(weight * per_tok, policy_mask)
     loss = pg
-    out = {"pg_loss": pg.detach(), "approx_kl": mean(old_logp - logp)}
+    out = {"pg_loss": pg.detach(), "approx_kl": mean(t.old_logp - t.logp)}
     if "clipped" in stats:
         out["clip_frac"] = mean(stats["clipped"])
-    if behaviour_logp is not None:
-        out["mismatch"] = mean((old_logp - behaviour_logp).abs())
-    if cfg.kl.coef > 0:
-        if ref_logp is None:
+    if t.behaviour_logp is not None:
+        out["mismatch"] = mean((t.old_logp - t.behaviour_logp).abs())
+    if offpolicy is not None and offpolicy.correction is not None:
+        out["is_weight"] = mean(weight)
+    if kl is not None and kl.coef > 0 and kl.placement == "in_loss":
+        if t.ref_logp is None:
             raise ValueError("kl.coef > 0 needs reference log-probs")
-        extra = {"old_logp": old_logp} if cfg.kl.estimator == "is_k3" else {}
-        kl = get("kl", cfg.kl.estimator)(logp=logp, ref_logp=ref_logp, **extra)
-        loss = loss + cfg.kl.coef * agg(kl)
-        out["ref_kl"] = mean(kl)
-    if entropy is not None:
-        if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * agg(entropy)
-        out["entropy"] = mean(entropy)
+        extra = {"old_logp": t.old_logp} if kl.estimator == "is_k3" else {}
+        kl_t = get("kl", kl.estimator)(logp=t.logp, ref_logp=t.ref_logp, **extra)
+        loss = loss + kl.coef * agg(kl_t)
+        out["ref_kl"] = mean(kl_t)
+    if t.entropy is not None:
+        if entropy_coef > 0:
+            bonus, _ = get("policy_loss", "entropy_bonus")(entropy=t.entropy, coef=entropy_coef)
+            loss = loss + agg(bonus)
+        out["entropy"] = mean(t.entropy)
     return loss, out

@@ -9,9 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from posttrain.algos import canonical, entry, get, names
 
-# advantage estimators the synchronous RL pipeline can feed (rewards, group ids, mask); the
-# others need a critic, multi-part rewards or episode structure and are wired elsewhere
-OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
+MISMATCH_WEIGHTS = ("tis_token", "tis_seq", "mis_token", "mis_seq")
 # policy losses of the actor (those of log-probs; value_clip and entropy_bonus are terms)
 ACTOR_LOSSES = tuple(
     n for n in names("policy_loss") if "logp" in inspect.signature(get("policy_loss", n)).parameters
@@ -64,7 +62,7 @@ class OptimConfig(Section):
 class PolicyLossConfig(Section):
     """A policy loss and its hyperparameters. The clip family's ``eps_low``, ``eps_high`` and
     ``dual_clip`` are range-checked fields; any other hyperparameter of the chosen loss is an
-    extra key (``rl.loss.policy_loss.r_max=5``). Null means the loss's own default; a value the
+    extra key (``actor.policy_loss.r_max=5``). Null means the loss's own default; a value the
     loss does not take, or a missing required one, is an error."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
@@ -94,24 +92,68 @@ class PolicyLossConfig(Section):
 
 
 class KLConfig(Section):
-    """KL to the frozen reference, added to the loss: ``L += coef * agg(KL_t)``."""
+    """KL to the frozen reference (ALGORITHMS.md §4). ``in_loss``: ``L += coef agg(KL_t)`` on
+    the current log-probs; ``in_reward``: ``R_i -= coef sum_t KL_t`` on the old log-probs before
+    advantages. ``coef > 0`` loads the reference model."""
 
     estimator: Annotated[str, registered("kl")] = "k3"
     coef: float = Field(0.0, ge=0)
-    placement: Literal["in_loss"] = "in_loss"
-
-
-class LossConfig(Section):
-    """How a batch of rollouts becomes a loss (ALGORITHMS.md §1-4)."""
-
-    adv_estimator: Annotated[str, registered("advantage", OUTCOME_ESTIMATORS)] = "grpo"
-    policy_loss: PolicyLossConfig = PolicyLossConfig()
-    loss_agg_mode: Annotated[str, registered("aggregation")] = "token_mean"
-    kl: KLConfig = KLConfig()
-    entropy_coef: float = Field(0.0, ge=0)
+    placement: Literal["in_loss", "in_reward"] = "in_loss"
 
     @model_validator(mode="after")
-    def _gspo_aggregation(self) -> LossConfig:
+    def _is_k3_in_loss(self) -> KLConfig:
+        if self.estimator == "is_k3" and self.placement != "in_loss":
+            raise ValueError("kl estimator is_k3 corrects the loss for off-policy samples; "
+                             "use placement in_loss")
+        return self
+
+
+class OffPolicyConfig(Section):
+    """Train/inference mismatch correction (ALGORITHMS.md §5): ``correction`` weights the
+    per-token loss by ``tis_*``/``mis_*`` of ``old - behaviour`` log-probs within ``bounds``
+    (``(C_min, C_max)`` or ``(C_lo, C_hi)``; null: the spec's defaults); ``opsm_delta`` drops
+    negative-advantage sequences that drifted more than it."""
+
+    correction: Annotated[str, registered("offpolicy", MISMATCH_WEIGHTS)] | None = None
+    bounds: tuple[float, float] | None = None
+    opsm_delta: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> OffPolicyConfig:
+        if self.bounds is not None:
+            if self.correction is None:
+                raise ValueError("offpolicy.bounds is set but offpolicy.correction is null")
+            if not 0 <= self.bounds[0] < self.bounds[1]:
+                raise ValueError(f"offpolicy.bounds must satisfy 0 <= low < high, got "
+                                 f"{self.bounds}")
+        return self
+
+    def weight_options(self) -> dict[str, float]:
+        if self.bounds is None:
+            return {}
+        names = ("c_min", "c_max") if self.correction.startswith("tis") else ("c_lo", "c_hi")
+        return dict(zip(names, self.bounds))
+
+
+class EntropyBonusConfig(Section):
+    """``L -= alpha agg(H)``: a fixed ``coef``, or ``adaptive`` (Skywork-OR1): alpha rises by
+    ``delta`` on each step whose previous-step entropy was below ``target``."""
+
+    coef: float = Field(0.0, ge=0)
+    adaptive: bool = False
+    target: float = Field(0.2, gt=0)
+    delta: float = Field(0.005, gt=0)
+
+
+class ActorConfig(Section):
+    """How the policy's loss is built from a batch with advantages (ALGORITHMS.md §2-3)."""
+
+    policy_loss: PolicyLossConfig = PolicyLossConfig()
+    loss_agg_mode: Annotated[str, registered("aggregation")] = "token_mean"
+    entropy_bonus: EntropyBonusConfig = EntropyBonusConfig()
+
+    @model_validator(mode="after")
+    def _gspo_aggregation(self) -> ActorConfig:
         if self.policy_loss.name == "gspo" and self.loss_agg_mode != "seq_mean_token_mean":
             raise ValueError("policy loss gspo is defined with loss_agg_mode=seq_mean_token_mean, "
                              f"not {self.loss_agg_mode}")

@@ -13,11 +13,17 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from posttrain.algos import StepNorm
+from posttrain.algos import AdaptiveEntropyCoef, StepNorm
 from posttrain.models import prefix_lengths, sequence_logprobs
-from posttrain.train.losses import rl_loss, sft_loss
+from posttrain.train.losses import RLTokens, rl_loss, sft_loss
 from posttrain.train.schedule import build_optimizer
-from posttrain.train.settings import LossConfig, OptimConfig, TrainerConfig
+from posttrain.train.settings import (
+    ActorConfig,
+    KLConfig,
+    OffPolicyConfig,
+    OptimConfig,
+    TrainerConfig,
+)
 from posttrain.types import Batch
 
 MicroLoss = Callable[[Batch, StepNorm], tuple[torch.Tensor, dict[str, torch.Tensor]]]
@@ -47,6 +53,8 @@ class Trainer:
         self.step = 0
         self.bad_steps = 0
         self.consecutive_bad = 0
+        self.entropy_alpha = 0.0  # adaptive entropy bonus: the controller's alpha
+        self.entropy_next = 0.0  # and the coefficient the next step applies
 
     # -- log-probs ---------------------------------------------------------------------------
     def _logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
@@ -88,7 +96,14 @@ class Trainer:
         return self._optimizer_step(batch, micro)
 
     def rl_step(
-        self, batch: Batch, cfg: LossConfig, temperature: float = 1.0, max_len: int | None = None
+        self,
+        batch: Batch,
+        actor: ActorConfig | None = None,
+        *,
+        kl: KLConfig | None = None,
+        offpolicy: OffPolicyConfig | None = None,
+        temperature: float = 1.0,
+        max_len: int | None = None,
     ) -> dict[str, float]:
         """One optimiser step of the RL loss; ``batch`` carries advantages.
 
@@ -96,25 +111,38 @@ class Trainer:
         gradient) stand in for them, so the ratio is exactly 1 and no separate log-prob pass
         is needed. That is only right for the first optimiser step after the rollout.
         """
+        actor = actor or ActorConfig()
         if batch.advantages is None:
             raise ValueError("rl_step needs batch.advantages")
-        if cfg.kl.coef > 0 and batch.ref_logprobs is None:
+        kl_in_loss = kl is not None and kl.coef > 0 and kl.placement == "in_loss"
+        if kl_in_loss and batch.ref_logprobs is None:
             raise ValueError("kl.coef > 0 needs batch.ref_logprobs")
+        bonus = actor.entropy_bonus
+        entropy_coef = self.entropy_next if bonus.adaptive else bonus.coef
 
         def micro(mb: Batch, norm: StepNorm):
             logp, ent = self._logprobs(self.model, mb, temperature, entropy=True)
             old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
-            return rl_loss(
-                logp, ent, old, mb.advantages, mb.loss_mask, norm, cfg,
-                ref_logp=mb.ref_logprobs, behaviour_logp=mb.behaviour_logprobs,
-            )
+            tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask,
+                              mb.behaviour_logprobs, mb.ref_logprobs)
+            return rl_loss(tokens, norm, actor, kl, offpolicy, entropy_coef)
 
-        return self._optimizer_step(batch, micro, max_len)
+        metrics = self._optimizer_step(batch, micro, max_len)
+        metrics["entropy_coef"] = entropy_coef
+        if bonus.adaptive and "entropy" in metrics:  # sets the next step's coefficient
+            ctl = AdaptiveEntropyCoef(bonus.target, bonus.delta)
+            ctl.alpha = self.entropy_alpha
+            self.entropy_next = ctl.step(metrics["entropy"])
+            self.entropy_alpha = ctl.alpha
+        return metrics
 
     def rl_update(
         self,
         batch: Batch,
-        cfg: LossConfig,
+        actor: ActorConfig | None = None,
+        *,
+        kl: KLConfig | None = None,
+        offpolicy: OffPolicyConfig | None = None,
         epochs: int = 1,
         mini_batches: int = 1,
         temperature: float = 1.0,
@@ -136,7 +164,8 @@ class Trainer:
         for _ in range(epochs):
             for i in range(0, n, size):
                 part = batch.select(range(i, min(i + size, n)))
-                history.append(self.rl_step(part, cfg, temperature, max_len))
+                history.append(self.rl_step(part, actor, kl=kl, offpolicy=offpolicy,
+                                            temperature=temperature, max_len=max_len))
         keys = {k for h in history for k in h}
         return {k: sum(h[k] for h in history if k in h) / len(history) for k in sorted(keys)}
 
@@ -189,6 +218,8 @@ class Trainer:
             "step": self.step,
             "bad_steps": self.bad_steps,
             "consecutive_bad": self.consecutive_bad,
+            "entropy_alpha": self.entropy_alpha,
+            "entropy_next": self.entropy_next,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -197,3 +228,5 @@ class Trainer:
         self.step = state["step"]
         self.bad_steps = state["bad_steps"]
         self.consecutive_bad = state["consecutive_bad"]
+        self.entropy_alpha = state["entropy_alpha"]
+        self.entropy_next = state["entropy_next"]

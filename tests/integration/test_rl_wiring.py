@@ -1,0 +1,103 @@
+"""The RL loop wires the catalogue: KL in the reward, multi-reward estimators, dynamic sampling,
+the adaptive entropy bonus."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+from posttrain.algos import get
+from posttrain.config import ConfigError, load_config
+from posttrain.engines import TorchEngine
+from posttrain.envs import ArithmeticTasks
+from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig, run_rl
+from posttrain.pipelines.advantages import compute_advantages, reward_parts
+from posttrain.pipelines.rl import informative
+from posttrain.rewards import VERIFIERS, RewardFunction
+from posttrain.train import ActorConfig, KLConfig, OptimConfig, Trainer
+from posttrain.types import Batch, Episode, Segment
+
+TASKS = ArithmeticTasks(("+",), 1)
+
+
+def episodes(rewards, parts=None, groups=None):
+    out = []
+    for i, r in enumerate(rewards):
+        seg = Segment.from_prompt_completion([1, 2], [3, 4], [-0.5, -0.5])
+        out.append(Episode([seg], rewards=(parts or [{"a": r}])[i % len(parts or [1])],
+                           reward=r, group_id=str((groups or [0] * len(rewards))[i])))
+    return out
+
+
+def test_kl_in_reward_lowers_each_reward_by_the_sequence_kl():
+    eps = episodes([1.0, 0.0, 1.0, 0.0])
+    b = Batch.from_episodes(eps, 0)
+    old = torch.zeros(b.input_ids.shape)
+    ref = old - 0.25 * b.loss_mask  # k1 = 0.25 on each of the 2 completion tokens
+    b = b.replace(old_logprobs=old, ref_logprobs=ref)
+    algo = AlgoConfig(adv_estimator="dr_grpo", kl=KLConfig(coef=2.0, estimator="k1",
+                                                           placement="in_reward"))
+    adv = compute_advantages(b, eps, algo, {"a": 1.0})
+    plain = compute_advantages(b, eps, AlgoConfig(adv_estimator="dr_grpo"), {"a": 1.0})
+    torch.testing.assert_close(adv, plain)  # the same KL everywhere: centring removes it
+    ref[0] = old[0] - 1.0 * b.loss_mask[0]  # row 0 drifted further: its reward drops by 2*2*1
+    adv = compute_advantages(b.replace(ref_logprobs=ref), eps, algo, {"a": 1.0})
+    rewards = torch.tensor([1.0 - 4.0, 0.0 - 1.0, 1.0 - 1.0, 0.0 - 1.0])
+    expected = get("advantage", "dr_grpo")(rewards=rewards, group_ids=b.group_index,
+                                           mask=b.loss_mask)
+    torch.testing.assert_close(adv, expected.to(adv.dtype))
+
+
+def test_multi_reward_estimator_uses_the_named_parts_and_weights():
+    parts = [{"c": 1.0, "f": 1.0}, {"c": 1.0, "f": 0.0}, {"c": 0.0, "f": 1.0}, {"c": 0.0, "f": 0.0}]
+    eps = episodes([2.0, 1.0, 1.0, 0.0], parts=parts)
+    b = Batch.from_episodes(eps, 0)
+    assert reward_parts(eps, ["f", "c"])[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0]
+    adv = compute_advantages(b, eps, AlgoConfig(adv_estimator="gdpo"), {"c": 1.0, "f": 1.0})
+    torch.testing.assert_close(adv[:, -1], torch.tensor([1.2247, 0.0, 0.0, -1.2247]),
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_informative_keeps_groups_with_reward_spread():
+    eps = episodes([1, 1, 0, 1, 0, 0], groups=[0, 0, 1, 1, 2, 2])
+    assert [e.group_id for e in informative(eps)] == ["1", "1"]
+    assert informative([]) == []
+
+
+def run_dynamic(model, tokenizer, tmp_path, mode):
+    cfg = RLConfig(steps=2, prompts_per_step=3, group_size=2, max_new_tokens=5, eval_every=0,
+                   optim=OptimConfig(lr=1e-3))
+    algo = AlgoConfig(dynamic_sampling={"enabled": True, "mode": mode, "max_rounds": 2})
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    run_rl(Trainer(model, cfg.optim, 2), engine, tokenizer, TASKS, [],
+           RewardFunction({"len": ("length_mod2", 1.0)}), cfg, algo, ActorConfig(), EvalConfig(),
+           "len", Reporter(tmp_path / mode, quiet=True))
+    lines = (tmp_path / mode / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_dynamic_sampling_drops_or_refills_groups_without_signal(model, tokenizer, tmp_path,
+                                                                 monkeypatch):
+    # the untrained model never answers correctly; a length-based reward gives some spread
+    monkeypatch.setitem(VERIFIERS, "length_mod2", lambda text, ref: len(text) % 2)
+    drop = run_dynamic(copy.deepcopy(model), tokenizer, tmp_path, "drop")
+    refill = run_dynamic(copy.deepcopy(model), tokenizer, tmp_path, "resample")
+    assert [r["extra_generations"] for r in drop] == [0.0, 0.0]
+    assert drop[0]["kept_groups"] < 3  # the first round lacked signal in some group
+    assert refill[0]["extra_generations"] > 0 and refill[0]["extra_generations"] % 2 == 0
+    assert refill[0]["kept_groups"] > drop[0]["kept_groups"]  # same first round, then refilled
+    assert all(r["kept_groups"] <= 3 for r in drop + refill)
+
+
+def test_config_rejects_combinations_that_cannot_take_effect():
+    with pytest.raises(ConfigError, match="combines several reward.parts"):
+        load_config(None, ["algo.adv_estimator=gdpo",
+                           "reward.parts={correct: {verifier: numeric}}"])
+    with pytest.raises(ConfigError, match="in_reward applies to one scalar reward"):
+        load_config(None, ["algo.adv_estimator=gdpo", "algo.kl.coef=0.1",
+                           "algo.kl.placement=in_reward"])
+    with pytest.raises(ConfigError, match="offpolicy.correction is null"):
+        load_config(None, ["algo.offpolicy.bounds=[0.5, 2]"])
+    with pytest.raises(ConfigError, match="is_k3"):
+        load_config(None, ["algo.kl.estimator=is_k3", "algo.kl.placement=in_reward"])
