@@ -1,12 +1,12 @@
 """A run interrupted after a checkpoint and resumed ends with the same weights as one that ran
-through, for both the SFT and the RL loop."""
+through, for the SFT loop, the RL loop and PPO with a critic (policy and critic weights)."""
 
 import pytest
 import torch
 
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.models import load_model, load_tokenizer
+from posttrain.models import load_model, load_tokenizer, load_value_model
 from posttrain.pipelines import (
     AlgoConfig,
     EvalConfig,
@@ -20,6 +20,7 @@ from posttrain.pipelines import (
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.train import (
     ActorConfig,
+    CriticConfig,
     OptimConfig,
     Trainer,
     TrainerConfig,
@@ -27,6 +28,7 @@ from posttrain.train import (
     load_checkpoint_state,
     save_checkpoint,
 )
+from posttrain.train.checkpoint import CRITIC_DIR
 
 TASKS = ArithmeticTasks(("+",), 1)
 REWARD_PARTS = {"correct": ("numeric", 1.0), "varied": ("length_mod3", 1.0)}
@@ -45,10 +47,15 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
     model = load_model(ckpt or model_dir)
     cfg = SFT if stage == "sft" else RL
     trainer = Trainer(model, cfg.optim, cfg.steps, TrainerConfig(micro_batch_size=2))
-    start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
+    critic = None
+    if stage == "ppo":
+        torch.manual_seed(0)  # the fresh value head
+        critic = Trainer(load_value_model(ckpt / CRITIC_DIR if ckpt else model_dir),
+                         CriticConfig().optim, cfg.steps, TrainerConfig(micro_batch_size=2))
+    start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
 
     def on_step_end(step):
-        save_checkpoint(tmp / "ckpt", trainer, tok, {"step": step}, f"{stage}-{step}")
+        save_checkpoint(tmp / "ckpt", trainer, tok, {"step": step}, f"{stage}-{step}", critic)
         if step == stop_at:
             raise Interrupt
 
@@ -57,13 +64,18 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
         data = generate_arithmetic_sft(TASKS, SFT.num_examples, 0.5, seed=0).conversations
         run_sft(trainer, tok, data, SFT, rep, 0, start, on_step_end)
     else:
+        algo = AlgoConfig(adv_estimator="gae") if critic else AlgoConfig()
         engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start)
         run_rl(trainer, engine, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), RL,
-               AlgoConfig(), ActorConfig(), EvalConfig(), "correct", rep, 0, start, on_step_end)
+               algo, ActorConfig(), EvalConfig(), "correct", rep, 0, start, on_step_end,
+               critic, CriticConfig(enabled=critic is not None))
+        if critic is not None:
+            return torch.cat([p.detach().flatten() for p in (*model.parameters(),
+                                                              *critic.model.parameters())])
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-@pytest.mark.parametrize("stage", ["sft", "rl"])
+@pytest.mark.parametrize("stage", ["sft", "rl", "ppo"])
 def test_resume_continues_exactly(stage, tiny_dir, tmp_path, monkeypatch):
     # an untrained model never answers correctly; a length-based part gives nonzero advantages
     monkeypatch.setitem(VERIFIERS, "length_mod3", lambda text, ref: len(text) % 3)

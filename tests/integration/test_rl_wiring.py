@@ -101,3 +101,34 @@ def test_config_rejects_combinations_that_cannot_take_effect():
         load_config(None, ["algo.offpolicy.bounds=[0.5, 2]"])
     with pytest.raises(ConfigError, match="is_k3"):
         load_config(None, ["algo.kl.estimator=is_k3", "algo.kl.placement=in_reward"])
+
+
+def test_critic_fits_returns(tiny_dir):
+    from posttrain.models import load_value_model
+    from posttrain.train import CriticConfig, TrainerConfig, critic_step, critic_values
+
+    torch.manual_seed(0)
+    critic = Trainer(load_value_model(tiny_dir), OptimConfig(lr=1e-3), 20,
+                     TrainerConfig(micro_batch_size=2))
+    b = Batch.from_episodes(episodes([1.0, 0.0, 1.0]), 0)
+    values = critic_values(critic, b)
+    assert values.shape == b.input_ids.shape and torch.all(values[b.loss_mask == 0] == 0)
+    with pytest.raises(ValueError, match="old_values"):
+        critic_step(critic, b, 0.2, "token_mean")
+    returns = b.rewards[:, None] * b.loss_mask
+    losses = []
+    for _ in range(8):
+        b = b.replace(old_values=critic_values(critic, b), returns=returns)
+        losses.append(critic_step(critic, b, CriticConfig().cliprange_value, "token_mean")
+                      ["critic/loss"])
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_gae_and_critic_go_together():
+    load_config(None, ["algo.adv_estimator=gae", "critic.enabled=true", "algo.lam=0.9"])
+    with pytest.raises(ConfigError, match="gae and critic.enabled go together"):
+        load_config(None, ["algo.adv_estimator=gae"])
+    with pytest.raises(ConfigError, match="gae and critic.enabled go together"):
+        load_config(None, ["critic.enabled=true"])
+    with pytest.raises(ConfigError, match="only act with adv_estimator=gae"):
+        load_config(None, ["algo.gamma=0.9"])

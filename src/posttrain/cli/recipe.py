@@ -19,7 +19,7 @@ import torch
 from posttrain.config import RunConfig
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.models import build_tiny, load_model, load_tokenizer, save_model
+from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model, save_model
 from posttrain.pipelines import (
     Reporter,
     evaluate,
@@ -31,6 +31,7 @@ from posttrain.pipelines import (
 )
 from posttrain.rewards import RewardFunction
 from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
+from posttrain.train.checkpoint import CRITIC_DIR
 
 
 def seed_everything(seed: int) -> None:
@@ -69,11 +70,13 @@ class Recipe:
         return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
                         self.cfg.reward.accuracy_part, seed=self.cfg.seed)
 
-    def _checkpointer(self, trainer: Trainer, tokenizer, stage: str, every: int, evals: dict):
+    def _checkpointer(self, trainer: Trainer, tokenizer, stage: str, every: int, evals: dict,
+                      critic: Trainer | None = None):
         def on_step_end(step: int) -> None:
             if every and step % every == 0:
                 cursor = {"stage": stage, "step": step, "evals": evals}
-                save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}")
+                save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
+                                critic)
 
         return on_step_end
 
@@ -143,13 +146,19 @@ class Recipe:
     def _run_rl(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None,
                 evals: dict) -> None:
         cfg = self.cfg
+        start_dir = self.out / "sft_model" if "sft" in cfg.stages else self.base_model_dir()
         ref = None
         if cfg.algo.kl.coef > 0:
-            ref_dir = self.out / "sft_model" if "sft" in cfg.stages else self.base_model_dir()
-            ref = load_model(ref_dir, cfg.model.dtype) if ckpt else copy.deepcopy(model)
+            ref = load_model(start_dir, cfg.model.dtype) if ckpt else copy.deepcopy(model)
         trainer = Trainer(model, cfg.rl.optim, cfg.rl.steps, cfg.trainer, ref_model=ref)
-        start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
+        critic = None
+        if cfg.critic.enabled:
+            value_model = load_value_model(ckpt / CRITIC_DIR if ckpt else start_dir,
+                                           cfg.model.dtype)
+            critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps, cfg.trainer)
+        start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
         engine.update_weights(trainer.named_weights(), start)
         run_rl(trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
                cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
-               start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals))
+               start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
+                                         critic), critic, cfg.critic)

@@ -10,7 +10,7 @@ from posttrain.models import PRESETS
 from posttrain.pipelines import AlgoConfig, EvalConfig, RLConfig, SFTConfig
 from posttrain.pipelines.settings import MULTI_REWARD_ESTIMATORS
 from posttrain.rewards import VERIFIERS
-from posttrain.train import ActorConfig, Section, TrainerConfig
+from posttrain.train import ActorConfig, CriticConfig, Section, TrainerConfig
 
 
 class ModelConfig(Section):
@@ -92,6 +92,7 @@ class RunConfig(Section):
     rl: RLConfig = RLConfig()
     algo: AlgoConfig = AlgoConfig()
     actor: ActorConfig = ActorConfig()
+    critic: CriticConfig = CriticConfig()
     eval: EvalConfig = EvalConfig()
     trainer: TrainerConfig = TrainerConfig()
 
@@ -99,7 +100,11 @@ class RunConfig(Section):
     def _combinations(self) -> RunConfig:
         rl = self.rl
         if "rl" in self.stages:
-            if rl.group_size == 1:
+            gae = self.algo.adv_estimator == "gae"
+            if gae != self.critic.enabled:
+                raise ValueError("algo.adv_estimator=gae and critic.enabled go together: GAE "
+                                 "needs the critic's values, and only GAE uses a critic")
+            if rl.group_size == 1 and not gae:
                 raise ValueError(f"rl.group_size: {self.algo.adv_estimator} needs group_size >= 2 "
                                  "(a group of 1 has advantage 0, so nothing would be learned)")
             multi = self.algo.adv_estimator in MULTI_REWARD_ESTIMATORS

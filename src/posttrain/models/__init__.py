@@ -1,10 +1,17 @@
 """Layer 2: models and tokenizers from local directories, tiny-model factory, log-probs."""
 
 from posttrain.models.chat import ChatTemplateError, encode_chat, encode_prompt
-from posttrain.models.loading import ModelNotFoundError, load_model, load_tokenizer, save_model
+from posttrain.models.loading import (
+    ModelNotFoundError,
+    load_model,
+    load_tokenizer,
+    load_value_model,
+    save_model,
+)
 from posttrain.models.logprobs import naive_sequence_logprobs, sequence_logprobs
 from posttrain.models.shared_prefix import prefix_lengths
 from posttrain.models.tiny import PRESETS, build_tiny, build_tokenizer
+from posttrain.models.values import sequence_values
 
 __all__ = [
     "PRESETS",
@@ -16,8 +23,10 @@ __all__ = [
     "encode_prompt",
     "load_model",
     "load_tokenizer",
+    "load_value_model",
     "naive_sequence_logprobs",
     "prefix_lengths",
     "save_model",
     "sequence_logprobs",
+    "sequence_values",
 ]

@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+)
 from transformers.utils import logging as hf_logging
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -41,6 +46,24 @@ def load_model(path: str | Path, dtype: str = "float32") -> PreTrainedModel:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     hf_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(_check_dir(path), dtype=DTYPES[dtype])
+    model.config.use_cache = False
+    return model
+
+
+def load_value_model(path: str | Path, dtype: str = "float32") -> PreTrainedModel:
+    """A value model for PPO's critic: the backbone at ``path`` (a causal LM's, or a saved
+    critic's) with a one-output token head (``AutoModelForTokenClassification``,
+    ``num_labels=1``); a causal LM's head is dropped and the value head starts fresh."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    hf_logging.disable_progress_bar()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the fresh head is expected, not worth a warning
+    try:
+        model = AutoModelForTokenClassification.from_pretrained(
+            _check_dir(path), num_labels=1, dtype=DTYPES[dtype])
+    finally:
+        hf_logging.set_verbosity(verbosity)
     model.config.use_cache = False
     return model
 

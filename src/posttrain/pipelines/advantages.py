@@ -17,10 +17,15 @@ def reward_parts(episodes: Sequence[Episode], names: Sequence[str]) -> torch.Ten
                         dtype=torch.float64)
 
 
+def token_kl(batch: Batch, algo: AlgoConfig) -> torch.Tensor:
+    """``KL_t(old, ref)`` on the loss-mask tokens."""
+    kl = get("kl", algo.kl.estimator)(logp=batch.old_logprobs, ref_logp=batch.ref_logprobs)
+    return kl * batch.loss_mask
+
+
 def kl_in_reward(batch: Batch, algo: AlgoConfig) -> torch.Tensor:
     """``R_i - coef sum_t KL_t(old, ref)``: the group estimators' reward with KL inside."""
-    kl = get("kl", algo.kl.estimator)(logp=batch.old_logprobs, ref_logp=batch.ref_logprobs)
-    return batch.rewards - algo.kl.coef * (kl * batch.loss_mask).sum(dim=1)
+    return batch.rewards - algo.kl.coef * token_kl(batch, algo).sum(dim=1)
 
 
 def compute_advantages(
@@ -34,5 +39,9 @@ def compute_advantages(
         return estimator(rewards=reward_parts(episodes, names),
                          weights=[part_weights[n] for n in names], **common)
     in_reward = algo.kl.coef > 0 and algo.kl.placement == "in_reward"
+    if algo.adv_estimator == "gae":  # KL per token: r_t = -coef KL_t + 1[t = T] R
+        kl = token_kl(batch, algo) if in_reward else None
+        return estimator(rewards=batch.rewards, values=batch.old_values, mask=batch.loss_mask,
+                         kl=kl, kl_coef=algo.kl.coef, **algo.gae_options())
     rewards = kl_in_reward(batch, algo) if in_reward else batch.rewards
     return estimator(rewards=rewards, **common)

@@ -7,6 +7,7 @@ the data cursor and a resumed run repeats the uninterrupted one exactly.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 
@@ -21,7 +22,7 @@ from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig
 from posttrain.rewards import RewardFunction
-from posttrain.train import ActorConfig, Trainer
+from posttrain.train import ActorConfig, CriticConfig, Trainer, critic_step, critic_values
 from posttrain.types import Batch, Episode, SamplingParams
 
 
@@ -64,6 +65,21 @@ def informative(episodes: list[Episode]) -> list[Episode]:
     return [e for e, k in zip(episodes, keep.tolist()) if k]
 
 
+def update_critic(
+    critic: Trainer, batch: Batch, cfg: RLConfig, critic_cfg: CriticConfig, loss_agg_mode: str
+) -> dict[str, float]:
+    """The critic's ``epochs x mini_batches`` optimiser steps on the step's returns; mean
+    metrics."""
+    n = len(batch)
+    size = math.ceil(n / cfg.mini_batches)
+    history = [
+        critic_step(critic, batch.select(range(i, min(i + size, n))), critic_cfg.cliprange_value,
+                    loss_agg_mode, cfg.max_new_tokens)
+        for _ in range(cfg.epochs) for i in range(0, n, size)
+    ]
+    return {k: sum(h[k] for h in history) / len(history) for k in history[0]}
+
+
 def run_rl(
     trainer: Trainer,
     engine: Engine,
@@ -80,8 +96,11 @@ def run_rl(
     seed: int = 0,
     start_step: int = 0,
     on_step_end: Callable[[int], None] | None = None,
+    critic: Trainer | None = None,
+    critic_cfg: CriticConfig | None = None,
 ) -> list[dict[str, float]]:
-    """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made."""
+    """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made. With a
+    ``critic`` (PPO), its values feed GAE and it trains on the returns alongside the actor."""
     truncating = cfg.top_p < 1 or cfg.top_k > 0
     on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
     kl = algo.kl if algo.kl.coef > 0 else None
@@ -122,13 +141,19 @@ def run_rl(
             old = trainer.compute_logprobs(batch, cfg.temperature) if need_old else None
             ref = trainer.compute_logprobs(batch, cfg.temperature, True) if kl else None
             batch = batch.replace(old_logprobs=old, ref_logprobs=ref)
-            batch = batch.replace(advantages=compute_advantages(batch, episodes, algo,
-                                                                part_weights))
+            if critic is not None:
+                batch = batch.replace(old_values=critic_values(critic, batch))
+            adv = compute_advantages(batch, episodes, algo, part_weights)
+            batch = batch.replace(advantages=adv)
+            if critic is not None:
+                batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
             metrics |= trainer.rl_update(
                 batch, actor, kl=kl, offpolicy=algo.offpolicy, epochs=cfg.epochs,
                 mini_batches=cfg.mini_batches, temperature=cfg.temperature,
                 max_len=cfg.max_new_tokens,
             )
+            if critic is not None:
+                metrics |= update_critic(critic, batch, cfg, critic_cfg, actor.loss_agg_mode)
             if truncating:  # behaviour log-probs are of the truncated distribution
                 del metrics["mismatch"]
             else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from posttrain.train import KLConfig, OffPolicyConfig, OptimConfig, Section
 from posttrain.train.settings import registered
@@ -66,11 +66,24 @@ class DynamicSamplingConfig(Section):
 
 class AlgoConfig(Section):
     """How rewards become advantages (ALGORITHMS.md §1, §4-§6). A multi-reward estimator
-    (``gdpo``, ``gd2po``, ``dvao``) combines ``reward.parts`` with their weights."""
+    (``gdpo``, ``gd2po``, ``dvao``) combines ``reward.parts`` with their weights; ``gae`` needs
+    the critic (``critic.enabled``) and takes ``gamma``/``lam`` (null: 1.0 and 0.95)."""
 
     adv_estimator: Annotated[
-        str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS)
+        str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS + ("gae",))
     ] = "grpo"
+    gamma: float | None = Field(None, gt=0, le=1)
+    lam: float | None = Field(None, ge=0, le=1)
     kl: KLConfig = KLConfig()
     offpolicy: OffPolicyConfig = OffPolicyConfig()
     dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
+
+    def gae_options(self) -> dict[str, float]:
+        return {k: v for k, v in (("gamma", self.gamma), ("lam", self.lam)) if v is not None}
+
+    @model_validator(mode="after")
+    def _gae_only(self) -> AlgoConfig:
+        if self.adv_estimator != "gae" and self.gae_options():
+            raise ValueError(f"algo.gamma/algo.lam only act with adv_estimator=gae, not "
+                             f"{self.adv_estimator}")
+        return self

@@ -22,6 +22,7 @@ from posttrain.train.trainer import Trainer
 
 STATE_FILE = "trainer_state.pt"
 LATEST = "latest"
+CRITIC_DIR = "critic"
 
 
 def rng_state() -> dict[str, Any]:
@@ -44,15 +45,20 @@ def _fsync_dir(path: Path) -> None:
 
 
 def save_checkpoint(
-    root: str | Path, trainer: Trainer, tokenizer, cursor: dict[str, Any], tag: str
+    root: str | Path, trainer: Trainer, tokenizer, cursor: dict[str, Any], tag: str,
+    critic: Trainer | None = None,
 ) -> Path:
-    """Write ``root/tag`` atomically and point ``root/latest`` at it."""
+    """Write ``root/tag`` atomically and point ``root/latest`` at it; a critic's model goes to
+    ``root/tag/critic``."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final, tmp = root / tag, root / f".tmp-{tag}"
     shutil.rmtree(tmp, ignore_errors=True)
     save_model(trainer.model, tokenizer, tmp)
     state = {"trainer": trainer.state_dict(), "rng": rng_state(), "cursor": cursor}
+    if critic is not None:
+        save_model(critic.model, tokenizer, tmp / CRITIC_DIR)
+        state["critic"] = critic.state_dict()
     with open(tmp / STATE_FILE, "wb") as f:
         torch.save(state, f)
         f.flush()
@@ -77,10 +83,14 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return path if (path / STATE_FILE).is_file() else None
 
 
-def load_checkpoint_state(path: str | Path, trainer: Trainer) -> dict[str, Any]:
+def load_checkpoint_state(
+    path: str | Path, trainer: Trainer, critic: Trainer | None = None
+) -> dict[str, Any]:
     """Restore optimiser, scheduler, counters and RNG into ``trainer`` (whose model was loaded
-    from ``path``); returns the data cursor."""
+    from ``path``) and ``critic`` (model from ``path/critic``); returns the data cursor."""
     state = torch.load(Path(path) / STATE_FILE, weights_only=False)
     trainer.load_state_dict(state["trainer"])
+    if critic is not None:
+        critic.load_state_dict(state["critic"])
     set_rng_state(state["rng"])
     return state["cursor"]

@@ -160,6 +160,15 @@ class ActorConfig(Section):
         return self
 
 
+class CriticConfig(Section):
+    """PPO's value model (``algo.adv_estimator=gae``): the policy's backbone with a fresh scalar
+    head, trained on GAE returns with ``value_clip`` and its own optimiser."""
+
+    enabled: bool = False
+    cliprange_value: float = Field(0.2, gt=0)
+    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
+
+
 class TrainerConfig(Section):
     """``share_prefix``: rows of a micro-batch with the same prompt encode it once (a GRPO group
     of ``G`` samples does ``1/G`` of the prompt work); same values and gradients."""

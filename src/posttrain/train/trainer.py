@@ -93,7 +93,7 @@ class Trainer:
             logp, _ = self._logprobs(self.model, mb, 1.0, entropy=False)
             return sft_loss(logp, mb.loss_mask, norm), {}
 
-        return self._optimizer_step(batch, micro)
+        return self.optimizer_step(batch, micro)
 
     def rl_step(
         self,
@@ -127,7 +127,7 @@ class Trainer:
                               mb.behaviour_logprobs, mb.ref_logprobs)
             return rl_loss(tokens, norm, actor, kl, offpolicy, entropy_coef)
 
-        metrics = self._optimizer_step(batch, micro, max_len)
+        metrics = self.optimizer_step(batch, micro, max_len)
         metrics["entropy_coef"] = entropy_coef
         if bonus.adaptive and "entropy" in metrics:  # sets the next step's coefficient
             ctl = AdaptiveEntropyCoef(bonus.target, bonus.delta)
@@ -169,9 +169,11 @@ class Trainer:
         keys = {k for h in history for k in h}
         return {k: sum(h[k] for h in history if k in h) / len(history) for k in sorted(keys)}
 
-    def _optimizer_step(
+    def optimizer_step(
         self, batch: Batch, micro: MicroLoss, max_len: int | None = None
     ) -> dict[str, float]:
+        """One optimiser step of any loss given per micro-batch: ``micro(mb, norm)`` returns the
+        micro-batch's share of the step loss and its statistics (normalised by ``norm``)."""
         self.model.train()
         norm = StepNorm.from_mask(batch.loss_mask, max_len)
         self.optimizer.zero_grad(set_to_none=True)

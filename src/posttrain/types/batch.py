@@ -20,7 +20,8 @@ class Batch:
 
     ``input_ids``/``attention_mask``/``loss_mask``/``behaviour_logprobs``/``versions``: ``[B, T]``.
     ``rewards``/``group_index``: ``[B]``. Optional per-token fields filled in by a pipeline:
-    ``old_logprobs`` (trainer recompute at rollout weights), ``ref_logprobs``, ``advantages``.
+    ``old_logprobs`` (trainer recompute at rollout weights), ``ref_logprobs``, ``advantages``,
+    and for a critic ``old_values`` (at rollout) and ``returns`` (its targets).
     """
 
     input_ids: torch.Tensor
@@ -33,6 +34,8 @@ class Batch:
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
 
     @classmethod
     def from_episodes(cls, episodes: Sequence[Episode], pad_token_id: int) -> Batch:

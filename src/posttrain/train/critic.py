@@ -1,0 +1,50 @@
+"""PPO's critic: one ``value_clip`` optimiser step of a value model on GAE returns."""
+
+from __future__ import annotations
+
+import torch
+
+from posttrain.algos import StepNorm, get
+from posttrain.models import sequence_values
+from posttrain.train.trainer import Trainer
+from posttrain.types import Batch
+
+
+@torch.no_grad()
+def critic_values(critic: Trainer, batch: Batch) -> torch.Tensor:
+    """``[B, T]`` values at rollout time (no gradient), zero outside the loss mask."""
+    was_training = critic.model.training
+    critic.model.eval()
+    out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    size = critic.settings.micro_batch_size
+    for i in range(0, len(batch), size):
+        mb = batch.select(range(i, min(i + size, len(batch))))
+        v = sequence_values(critic.model, mb.input_ids, mb.attention_mask)
+        out[i : i + len(mb), : v.shape[1]] = v
+    critic.model.train(was_training)
+    return out * batch.loss_mask
+
+
+def critic_step(
+    critic: Trainer, batch: Batch, cliprange_value: float, loss_agg_mode: str,
+    max_len: int | None = None,
+) -> dict[str, float]:
+    """One optimiser step of ``agg(value_clip(V, V_old, returns))``; metrics ``critic/*``."""
+    if batch.old_values is None or batch.returns is None:
+        raise ValueError("critic_step needs batch.old_values and batch.returns")
+    aggregate = get("aggregation", loss_agg_mode)
+    token_mean = get("aggregation", "token_mean")
+
+    def micro(mb: Batch, norm: StepNorm):
+        v = sequence_values(critic.model, mb.input_ids, mb.attention_mask)
+        loss, stats = get("policy_loss", "value_clip")(
+            values=v, old_values=mb.old_values, returns=mb.returns,
+            cliprange_value=cliprange_value)
+        mask = mb.loss_mask
+        return aggregate(loss=loss, mask=mask, norm=norm), {
+            "clip_frac": token_mean(loss=stats["clipped"], mask=mask, norm=norm),
+            "value": token_mean(loss=v.detach(), mask=mask, norm=norm),
+        }
+
+    metrics = critic.optimizer_step(batch, micro, max_len)
+    return {f"critic/{k}": v for k, v in metrics.items() if k not in ("lr", "bad_steps")}
