@@ -18,7 +18,7 @@ import torch
 
 from posttrain.config import RunConfig
 from posttrain.engines import TorchEngine
-from posttrain.envs import ArithmeticTasks
+from posttrain.envs import ArithmeticTasks, EffortTask
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model, save_model
 from posttrain.pipelines import (
     Reporter,
@@ -53,6 +53,8 @@ class Recipe:
             tuple(cfg.task.ops), cfg.task.digits, cfg.seed, cfg.task.eval_fraction
         )
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
+        if cfg.rl.efforts:  # evaluate at the highest effort level
+            self.eval_tasks = [EffortTask(t, max(cfg.rl.efforts)) for t in self.eval_tasks]
         self.reward_fn = RewardFunction(
             {n: (p.verifier, p.weight) for n, p in cfg.reward.parts.items()}
         )
@@ -161,4 +163,4 @@ class Recipe:
         run_rl(trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
                cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
                start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
-                                         critic), critic, cfg.critic)
+                                         critic), critic, cfg.critic, cfg.reward.shaping)

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from posttrain.models import PRESETS
 from posttrain.pipelines import AlgoConfig, EvalConfig, RLConfig, SFTConfig
-from posttrain.pipelines.settings import MULTI_REWARD_ESTIMATORS
+from posttrain.pipelines.settings import MULTI_REWARD_ESTIMATORS, ShapingRule
 from posttrain.rewards import VERIFIERS
 from posttrain.train import ActorConfig, CriticConfig, Section, TrainerConfig
 
@@ -62,10 +62,12 @@ def _default_parts() -> dict[str, RewardPart]:
 
 
 class RewardConfig(Section):
-    """Reward = sum of weighted named parts; ``accuracy_part`` is the one reported as accuracy."""
+    """Reward = sum of weighted named parts, then the ``shaping`` rules in order;
+    ``accuracy_part`` is the one reported as accuracy."""
 
     parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
     accuracy_part: str = "correct"
+    shaping: list[ShapingRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _accuracy_known(self) -> RewardConfig:
@@ -111,6 +113,12 @@ class RunConfig(Section):
             if multi and len(self.reward.parts) < 2:
                 raise ValueError(f"algo.adv_estimator: {self.algo.adv_estimator} combines "
                                  "several reward.parts; there is only one")
+            if multi and self.reward.shaping:
+                raise ValueError(f"reward.shaping reshapes the scalar reward, which "
+                                 f"{self.algo.adv_estimator} does not use")
+            effort_rule = any(r.name == "effort_length_penalty" for r in self.reward.shaping)
+            if effort_rule and not rl.efforts:
+                raise ValueError("reward.shaping effort_length_penalty needs rl.efforts")
             if multi and self.algo.kl.coef > 0 and self.algo.kl.placement == "in_reward":
                 raise ValueError("algo.kl.placement: in_reward applies to one scalar reward, not "
                                  f"to {self.algo.adv_estimator}'s reward parts; use in_loss")

@@ -2,5 +2,14 @@
 
 from posttrain.envs.arithmetic import ArithmeticEnv, ArithmeticTasks, Problem
 from posttrain.envs.base import Environment, StepResult, Task
+from posttrain.envs.effort import EffortTask
 
-__all__ = ["ArithmeticEnv", "ArithmeticTasks", "Environment", "Problem", "StepResult", "Task"]
+__all__ = [
+    "ArithmeticEnv",
+    "ArithmeticTasks",
+    "EffortTask",
+    "Environment",
+    "Problem",
+    "StepResult",
+    "Task",
+]

@@ -15,12 +15,13 @@ import torch
 
 from posttrain.algos import get
 from posttrain.engines import Engine
-from posttrain.envs import ArithmeticTasks, Task
+from posttrain.envs import ArithmeticTasks, EffortTask, Task
 from posttrain.pipelines.advantages import compute_advantages
 from posttrain.pipelines.evaluation import evaluate
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rollout import rollout
-from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig
+from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig, ShapingRule
+from posttrain.pipelines.shaping import shape_rewards
 from posttrain.rewards import RewardFunction
 from posttrain.train import ActorConfig, CriticConfig, Trainer, critic_step, critic_values
 from posttrain.types import Batch, Episode, SamplingParams
@@ -98,27 +99,34 @@ def run_rl(
     on_step_end: Callable[[int], None] | None = None,
     critic: Trainer | None = None,
     critic_cfg: CriticConfig | None = None,
+    shaping: Sequence[ShapingRule] = (),
 ) -> list[dict[str, float]]:
     """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made. With a
-    ``critic`` (PPO), its values feed GAE and it trains on the returns alongside the actor."""
+    ``critic`` (PPO), its values feed GAE and it trains on the returns alongside the actor;
+    ``shaping`` rules reshape each round's rewards before groups are filtered and scored."""
     truncating = cfg.top_p < 1 or cfg.top_k > 0
     on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
     kl = algo.kl if algo.kl.coef > 0 else None
     need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
     part_weights = {name: weight for name, (_, weight) in reward_fn.weights.items()}
+    groups_per_prompt = len(cfg.efforts) if cfg.efforts else 1
+    target_groups = cfg.prompts_per_step * groups_per_prompt
     evals = []
     reporter.start("RL", cfg.steps)
     for step in range(start_step, cfg.steps):
 
         def sample(n: int, round_: int) -> list[Episode]:
             problems = tasks.sample(n, random.Random(f"{seed}:rl:{step}:{round_}"))
+            if cfg.efforts:  # one group per (prompt, effort)
+                problems = [EffortTask(p, b) for p in problems for b in cfg.efforts]
             sampling = SamplingParams(
                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                 top_p=cfg.top_p, top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
                 seed=step_seed(seed, step) + round_,
             )
-            return rollout(engine, tokenizer, problems, reward_fn, sampling, cfg.group_size,
-                           group_prefix=f"{round_}-")
+            episodes = rollout(engine, tokenizer, problems, reward_fn, sampling,
+                               cfg.group_size, group_prefix=f"{round_}-")
+            return shape_rewards(episodes, shaping, step, cfg.efforts)
 
         first = sample(cfg.prompts_per_step, 0)
         metrics = rollout_metrics(first, accuracy_part)
@@ -127,13 +135,13 @@ def run_rl(
             episodes, extra = informative(first), 0
             if algo.dynamic_sampling.mode == "resample":
                 for round_ in range(1, algo.dynamic_sampling.max_rounds + 1):
-                    missing = cfg.prompts_per_step - len(episodes) // cfg.group_size
+                    missing = target_groups - len(episodes) // cfg.group_size
                     if missing <= 0:
                         break
-                    more = sample(missing, round_)
+                    more = sample(math.ceil(missing / groups_per_prompt), round_)
                     extra += len(more)
                     episodes += informative(more)
-                episodes = episodes[: cfg.prompts_per_step * cfg.group_size]
+                episodes = episodes[: target_groups * cfg.group_size]
             metrics["extra_generations"] = float(extra)
             metrics["kept_groups"] = float(len(episodes) // cfg.group_size)
         if episodes:

@@ -43,7 +43,8 @@ def rollout(
             Episode(
                 segments=[segment], rewards=parts, reward=total,
                 group_id=f"{group_prefix}{j // group_size}", finish_reason=out.finish_reason,
-                meta={"completion": text, "reference": task.reference},
+                meta={"completion": text, "reference": task.reference,
+                      "effort": getattr(task, "effort", None)},
             )
         )
     return episodes

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from posttrain.algos import entry
 from posttrain.train import KLConfig, OffPolicyConfig, OptimConfig, Section
 from posttrain.train.settings import registered
 
@@ -32,7 +33,9 @@ class SFTConfig(Section):
 
 
 class RLConfig(Section):
-    """Synchronous GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples."""
+    """Synchronous GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples. With
+    ``efforts`` (levels in 1-100), every prompt is asked at each level (a ``Reasoning Effort``
+    system line) and each (prompt, effort) is its own group; evaluation uses the highest."""
 
     steps: int = Field(60, ge=0)
     prompts_per_step: int = Field(16, ge=1)
@@ -45,7 +48,15 @@ class RLConfig(Section):
     mini_batches: int = Field(1, ge=1)
     eval_every: int = Field(20, ge=0)
     mismatch_tolerance: float = Field(0.05, gt=0)
+    efforts: list[int] | None = None
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
+
+    @field_validator("efforts")
+    @classmethod
+    def _efforts(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (len(set(v)) < 2 or not all(1 <= b <= 100 for b in v)):
+            raise ValueError("efforts: at least two distinct levels, each in 1..100")
+        return v
 
 
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
@@ -86,4 +97,39 @@ class AlgoConfig(Section):
         if self.adv_estimator != "gae" and self.gae_options():
             raise ValueError(f"algo.gamma/algo.lam only act with adv_estimator=gae, not "
                              f"{self.adv_estimator}")
+        return self
+
+
+SHAPING_RULES = ("dapo_overlong", "effort_length_penalty", "budget_penalty", "toggle",
+                 "concave_length_penalty")
+# per rule: keys the pipeline supplies, and keys this config adds to the function's own
+SUPPLIED = {"step"}
+RULE_KEYS = {"budget_penalty": {"budget"}, "toggle": {"budget"}, "concave_length_penalty": {"coef"}}
+
+
+class ShapingRule(Section):
+    """One reward-shaping rule (ALGORITHMS.md §6) with its hyperparameters as keys; lengths
+    are completion tokens. ``budget_penalty`` and ``toggle`` take a token ``budget`` (``b_0``,
+    ``B``: one for all prompts), ``concave_length_penalty`` a ``coef`` (``R -= coef C``)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: Annotated[str, registered("shaping", SHAPING_RULES)]
+
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _takes_effect(self) -> ShapingRule:
+        params = entry("shaping", self.name).hyperparameters()
+        accepted = {k: r for k, r in params.items() if k not in SUPPLIED}
+        accepted |= dict.fromkeys(RULE_KEYS.get(self.name, ()), True)
+        given = set(self.options())
+        if given - set(accepted):
+            raise ValueError(f"shaping {self.name!r} does not take "
+                             f"{', '.join(sorted(given - set(accepted)))}; it takes: "
+                             f"{', '.join(sorted(accepted))}")
+        missing = sorted(k for k, required in accepted.items() if required and k not in given)
+        if missing:
+            raise ValueError(f"shaping {self.name!r} needs {', '.join(missing)}")
         return self
