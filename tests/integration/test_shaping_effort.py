@@ -53,14 +53,15 @@ def test_effort_task_puts_the_level_in_the_system_prompt():
 
 
 def test_shaping_config_validation():
-    cfg = load_config(None, ["rl.efforts=[50, 100]", "reward.shaping=[{name: effort_length_penalty,"
-                             " k_p: 1, lam: 1, c_max: 0.5, l_norm: 64}]"])
+    cfg = load_config(None, ["task.efforts=[50, 100]",
+                             "reward.shaping=[{name: effort_length_penalty, k_p: 1, lam: 1, "
+                             "c_max: 0.5, l_norm: 64}]"])
     assert cfg.reward.shaping[0].options()["l_norm"] == 64
-    with pytest.raises(ConfigError, match="needs rl.efforts"):
+    with pytest.raises(ConfigError, match="needs task.efforts"):
         load_config(None, ["reward.shaping=[{name: effort_length_penalty, k_p: 1, lam: 1, "
                            "c_max: 0.5, l_norm: 64}]"])
     with pytest.raises(ConfigError, match="does not take tau"):
         load_config(None, ["reward.shaping=[{name: dapo_overlong, max_length: 9, "
                            "cache_length: 3, tau: 1}]"])
     with pytest.raises(ConfigError, match="at least two distinct levels"):
-        load_config(None, ["rl.efforts=[50]"])
+        load_config(None, ["task.efforts=[50]"])

@@ -83,3 +83,9 @@ def test_policy_loss_hyperparameters_are_checked_against_the_loss():
         load_config(None, ["actor.policy_loss.name=value_clip"])
     with pytest.raises(ConfigError, match="gspo.*seq_mean_token_mean"):
         load_config(None, ["actor.policy_loss.name=gspo"])
+
+
+@pytest.mark.parametrize("path", sorted(__import__("pathlib").Path("configs").glob("*.yaml")))
+def test_every_shipped_recipe_loads(path):
+    cfg = load_config(path)
+    assert cfg.out_dir.startswith("runs/")

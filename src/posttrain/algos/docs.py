@@ -20,6 +20,17 @@ from posttrain.algos import get
 adv = get("advantage", "grpo")(rewards=rewards, group_ids=group_ids, mask=loss_mask)
 ```
 
+Adding one is a registered function (its docstring's first paragraph is the formula below):
+
+```python
+from posttrain.algos import register
+
+@register("advantage", "my_baseline", aliases=("their_name",), source="paper or seed key")
+def my_baseline(*, rewards, group_ids, mask):
+    \"\"\"``A_i = r_i - median_g``.\"\"\"
+    ...
+```
+
 Config: `algo.adv_estimator` takes the outcome estimators (`grpo`, `dr_grpo`,
 `mean_baseline`, `rloo`, `reinforce_plus_plus_baseline`) and the multi-reward ones (`gdpo`,
 `gd2po`, `dvao`, over `reward.parts`); `actor.policy_loss.name` any actor loss with its

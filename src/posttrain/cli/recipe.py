@@ -53,8 +53,8 @@ class Recipe:
             tuple(cfg.task.ops), cfg.task.digits, cfg.seed, cfg.task.eval_fraction
         )
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
-        if cfg.rl.efforts:  # evaluate at the highest effort level
-            self.eval_tasks = [EffortTask(t, max(cfg.rl.efforts)) for t in self.eval_tasks]
+        if cfg.task.efforts:  # evaluate at the highest effort level
+            self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
         self.reward_fn = RewardFunction(
             {n: (p.verifier, p.weight) for n, p in cfg.reward.parts.items()}
         )
@@ -93,7 +93,8 @@ class Recipe:
                 )
         else:
             data = generate_arithmetic_sft(
-                self.tasks, self.cfg.sft.num_examples, self.cfg.sft.error_rate, self.cfg.seed
+                self.tasks, self.cfg.sft.num_examples, self.cfg.sft.error_rate, self.cfg.seed,
+                self.cfg.task.efforts,
             )
         return data.conversations
 
@@ -163,4 +164,5 @@ class Recipe:
         run_rl(trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
                cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
                start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
-                                         critic), critic, cfg.critic, cfg.reward.shaping)
+                                         critic), critic, cfg.critic, cfg.reward.shaping,
+               cfg.task.efforts)

@@ -36,10 +36,22 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
+    """The task family. With ``efforts`` (levels in 1-100) every prompt carries a ``Reasoning
+    Effort`` system line: SFT examples a random level, RL asks each prompt at every level (one
+    group per (prompt, effort)), evaluation uses the highest."""
+
     name: Literal["arithmetic"] = "arithmetic"
     ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
     digits: int = Field(2, ge=1, le=9)
     eval_fraction: float = Field(0.1, gt=0, lt=1)
+    efforts: list[int] | None = None
+
+    @field_validator("efforts")
+    @classmethod
+    def _efforts(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (len(set(v)) < 2 or not all(1 <= b <= 100 for b in v)):
+            raise ValueError("at least two distinct levels, each in 1..100")
+        return v
 
 
 class RewardPart(Section):
@@ -117,8 +129,8 @@ class RunConfig(Section):
                 raise ValueError(f"reward.shaping reshapes the scalar reward, which "
                                  f"{self.algo.adv_estimator} does not use")
             effort_rule = any(r.name == "effort_length_penalty" for r in self.reward.shaping)
-            if effort_rule and not rl.efforts:
-                raise ValueError("reward.shaping effort_length_penalty needs rl.efforts")
+            if effort_rule and not self.task.efforts:
+                raise ValueError("reward.shaping effort_length_penalty needs task.efforts")
             if multi and self.algo.kl.coef > 0 and self.algo.kl.placement == "in_reward":
                 raise ValueError("algo.kl.placement: in_reward applies to one scalar reward, not "
                                  f"to {self.algo.adv_estimator}'s reward parts; use in_loss")

@@ -100,16 +100,18 @@ def run_rl(
     critic: Trainer | None = None,
     critic_cfg: CriticConfig | None = None,
     shaping: Sequence[ShapingRule] = (),
+    efforts: Sequence[int] | None = None,
 ) -> list[dict[str, float]]:
     """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made. With a
     ``critic`` (PPO), its values feed GAE and it trains on the returns alongside the actor;
-    ``shaping`` rules reshape each round's rewards before groups are filtered and scored."""
+    ``shaping`` rules reshape each round's rewards before groups are filtered and scored; with
+    ``efforts`` every prompt is asked at each level, one group per (prompt, effort)."""
     truncating = cfg.top_p < 1 or cfg.top_k > 0
     on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
     kl = algo.kl if algo.kl.coef > 0 else None
     need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
     part_weights = {name: weight for name, (_, weight) in reward_fn.weights.items()}
-    groups_per_prompt = len(cfg.efforts) if cfg.efforts else 1
+    groups_per_prompt = len(efforts) if efforts else 1
     target_groups = cfg.prompts_per_step * groups_per_prompt
     evals = []
     reporter.start("RL", cfg.steps)
@@ -117,8 +119,8 @@ def run_rl(
 
         def sample(n: int, round_: int) -> list[Episode]:
             problems = tasks.sample(n, random.Random(f"{seed}:rl:{step}:{round_}"))
-            if cfg.efforts:  # one group per (prompt, effort)
-                problems = [EffortTask(p, b) for p in problems for b in cfg.efforts]
+            if efforts:  # one group per (prompt, effort)
+                problems = [EffortTask(p, b) for p in problems for b in efforts]
             sampling = SamplingParams(
                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                 top_p=cfg.top_p, top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
@@ -126,7 +128,7 @@ def run_rl(
             )
             episodes = rollout(engine, tokenizer, problems, reward_fn, sampling,
                                cfg.group_size, group_prefix=f"{round_}-")
-            return shape_rewards(episodes, shaping, step, cfg.efforts)
+            return shape_rewards(episodes, shaping, step, efforts)
 
         first = sample(cfg.prompts_per_step, 0)
         metrics = rollout_metrics(first, accuracy_part)

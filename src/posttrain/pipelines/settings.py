@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from posttrain.algos import entry
 from posttrain.train import KLConfig, OffPolicyConfig, OptimConfig, Section
@@ -33,9 +33,8 @@ class SFTConfig(Section):
 
 
 class RLConfig(Section):
-    """Synchronous GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples. With
-    ``efforts`` (levels in 1-100), every prompt is asked at each level (a ``Reasoning Effort``
-    system line) and each (prompt, effort) is its own group; evaluation uses the highest."""
+    """Synchronous GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the
+    task's effort levels, if any)."""
 
     steps: int = Field(60, ge=0)
     prompts_per_step: int = Field(16, ge=1)
@@ -48,15 +47,7 @@ class RLConfig(Section):
     mini_batches: int = Field(1, ge=1)
     eval_every: int = Field(20, ge=0)
     mismatch_tolerance: float = Field(0.05, gt=0)
-    efforts: list[int] | None = None
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
-
-    @field_validator("efforts")
-    @classmethod
-    def _efforts(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and (len(set(v)) < 2 or not all(1 <= b <= 100 for b in v)):
-            raise ValueError("efforts: at least two distinct levels, each in 1..100")
-        return v
 
 
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward

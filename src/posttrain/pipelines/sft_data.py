@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posttrain.envs import ArithmeticTasks
+from posttrain.envs import ArithmeticTasks, EffortTask
 
 VALID_ROLES = {"system", "user", "assistant", "tool"}
 
@@ -55,8 +56,16 @@ def load_chat_jsonl(path: str | Path) -> ChatData:
 
 
 def generate_arithmetic_sft(
-    tasks: ArithmeticTasks, n: int, error_rate: float, seed: int
+    tasks: ArithmeticTasks, n: int, error_rate: float, seed: int,
+    efforts: Sequence[int] | None = None,
 ) -> ChatData:
-    """``n`` train-split conversations, a share ``error_rate`` answered by the flawed solver."""
+    """``n`` train-split conversations, a share ``error_rate`` answered by the flawed solver;
+    with ``efforts``, each prompt at a random level (a ``Reasoning Effort`` system line)."""
     rng = random.Random(f"sft:{seed}")
-    return ChatData([tasks.sft_conversation(p, error_rate, rng) for p in tasks.sample(n, rng)])
+    conversations = []
+    for p in tasks.sample(n, rng):
+        conv = tasks.sft_conversation(p, error_rate, rng)
+        if efforts:
+            conv = EffortTask(p, rng.choice(list(efforts))).messages() + conv[-1:]
+        conversations.append(conv)
+    return ChatData(conversations)

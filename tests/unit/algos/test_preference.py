@@ -67,3 +67,21 @@ def test_gradcheck_and_nan(name, extra):
     assert torch.autograd.gradcheck(lambda c: fn(chosen_logp=c, **other), (x,))
     with pytest.raises(ValueError, match="NaN"):
         fn(chosen_logp=t([float("nan"), 0.0]), **other)
+
+
+def test_gradcheck_reference_free_losses():
+    c, r = t([-10.0, -3.0]).requires_grad_(True), t([-12.0, -2.5])
+    lengths = {"chosen_length": t([5.0, 3.0]), "rejected_length": t([4.0, 2.0])}
+    assert torch.autograd.gradcheck(
+        lambda x: get("preference", "simpo")(chosen_logp=x, rejected_logp=r, **lengths), (c,))
+    assert torch.autograd.gradcheck(
+        lambda x: get("preference", "cpo")(chosen_logp=x, rejected_logp=r), (c,))
+    mean_c = t([-0.7, -0.2]).requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda x: get("preference", "orpo")(chosen_mean_logp=x, rejected_mean_logp=t([-1.4, -0.9])),
+        (mean_c,))
+    lp = t([-8.0, -6.0]).requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda x: get("preference", "kto")(logp=x, ref_logp=t([-10.0, -5.0]),
+                                           desirable=torch.tensor([True, False]),
+                                           reference_point=0.05), (lp,))

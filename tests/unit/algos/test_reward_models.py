@@ -46,3 +46,20 @@ def test_group_binary_comparison_spec_example():
     both_over = get("reward_model", "group_binary_comparison")(
         outcomes=t([[0, 1], [0, 0]]), over_budget=torch.tensor([True, True]))
     torch.testing.assert_close(both_over, t([0.5, 0.5]))
+
+
+def test_gradcheck_reward_model_losses():
+    s = t([0.3, -1.2]).requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda x: get("reward_model", "bradley_terry")(chosen_scores=x,
+                                                       rejected_scores=t([0.1, 0.4])), (s,))
+    assert torch.autograd.gradcheck(
+        lambda x: get("reward_model", "pairwise_classifier")(scores=x, targets=t([1.0, 0.0])),
+        (s,))
+    vc = t([[0.1, 0.5, -0.3]]).requires_grad_(True)
+    ids = torch.tensor([[1, 2, 3]])
+    assert torch.autograd.gradcheck(
+        lambda x: get("reward_model", "bt_token_span")(
+            chosen_values=x, rejected_values=t([[0.0, 0.2, 0.1]]), chosen_ids=ids,
+            rejected_ids=torch.tensor([[1, 4, 5]]), chosen_lengths=torch.tensor([3]),
+            rejected_lengths=torch.tensor([3])), (vc,))
