@@ -132,3 +132,21 @@ def test_gae_and_critic_go_together():
         load_config(None, ["critic.enabled=true"])
     with pytest.raises(ConfigError, match="only act with adv_estimator=gae"):
         load_config(None, ["algo.gamma=0.9"])
+
+
+@pytest.mark.parametrize("placement", ["in_loss", "in_reward"])
+def test_adaptive_kl_controller_steers_the_coefficient(model, tokenizer, tmp_path, placement):
+    cfg = RLConfig(steps=3, prompts_per_step=2, group_size=2, max_new_tokens=4, eval_every=0,
+                   optim=OptimConfig(lr=1e-4))
+    algo = AlgoConfig(kl={"coef": 0.1, "estimator": "k1", "placement": placement,
+                          "controller": "adaptive", "target": 10.0})
+    trainer = Trainer(model, cfg.optim, 3, ref_model=copy.deepcopy(model))
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    run_rl(trainer, engine, tokenizer, TASKS, [], RewardFunction({"c": ("numeric", 1.0)}), cfg,
+           algo, ActorConfig(), EvalConfig(), "c", Reporter(tmp_path, quiet=True))
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    # the measured KL stays far below the target: the coefficient halves every step
+    assert [r["kl_coef"] for r in rows] == pytest.approx([0.1, 0.05, 0.025])
+    assert trainer.state_dict()["kl_coef"] == pytest.approx(0.0125)
+    with pytest.raises(ConfigError, match="adaptive and kl.target go together"):
+        load_config(None, ["algo.kl.controller=adaptive"])

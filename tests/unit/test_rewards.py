@@ -2,8 +2,7 @@ import math
 
 import pytest
 
-from posttrain.rewards import RewardFunction, exact, extract_answer, format_ok, numeric
-from posttrain.rewards.verifiers import VERIFIERS
+from posttrain.rewards import VERIFIERS, RewardFunction, exact, extract_answer, format_ok, numeric
 
 
 def test_extract_answer_takes_last():

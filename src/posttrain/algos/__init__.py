@@ -23,6 +23,7 @@ from posttrain.algos import (  # noqa: F401  (importing registers the entries)
 from posttrain.algos.aggregation import StepNorm
 from posttrain.algos.credit import long_success_penalty
 from posttrain.algos.divergences import rl_kd_objective
+from posttrain.algos.kl import adaptive_kl_coef
 from posttrain.algos.metrics import standard_error
 from posttrain.algos.offpolicy import importance_stats
 from posttrain.algos.preference import kto_reference_point
@@ -33,6 +34,7 @@ from posttrain.algos.value_entropy import AdaptiveEntropyCoef
 
 __all__ = [
     "AdaptiveEntropyCoef",
+    "adaptive_kl_coef",
     "KINDS",
     "Entry",
     "StepNorm",

@@ -44,3 +44,14 @@ def is_k3(*, logp: torch.Tensor, ref_logp: torch.Tensor, old_logp: torch.Tensor)
     gradient: unbiased per token when tokens were sampled from ``pi_old``."""
     require_finite("is_k3", old_logp=old_logp)
     return importance_ratio(logp, old_logp) * k3(logp=logp, ref_logp=ref_logp)
+
+
+def adaptive_kl_coef(coef: float, measured_kl: float, target: float) -> float:
+    """PPO's adaptive penalty: halve ``coef`` if the measured KL is below ``target / 1.5``,
+    double it above ``1.5 * target``, else keep it (the seed's ``delta / 1.5`` on both branches
+    is a typo, ALGORITHMS.md §13)."""
+    if measured_kl < target / 1.5:
+        return coef / 2
+    if measured_kl > 1.5 * target:
+        return coef * 2
+    return coef

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from posttrain.algos import get
+from posttrain.algos import adaptive_kl_coef, get
 from posttrain.engines import Engine
 from posttrain.envs import ArithmeticTasks, EffortTask, Task
-from posttrain.pipelines.advantages import compute_advantages
+from posttrain.pipelines.advantages import compute_advantages, token_kl
 from posttrain.pipelines.evaluation import evaluate
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rollout import rollout
@@ -108,8 +108,8 @@ def run_rl(
     ``efforts`` every prompt is asked at each level, one group per (prompt, effort)."""
     truncating = cfg.top_p < 1 or cfg.top_k > 0
     on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
-    kl = algo.kl if algo.kl.coef > 0 else None
-    need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
+    kl_cfg = algo.kl if algo.kl.coef > 0 else None
+    need_old = not on_policy or (kl_cfg is not None and kl_cfg.placement == "in_reward")
     part_weights = {name: weight for name, (_, weight) in reward_fn.weights.items()}
     groups_per_prompt = len(efforts) if efforts else 1
     target_groups = cfg.prompts_per_step * groups_per_prompt
@@ -130,6 +130,9 @@ def run_rl(
                                cfg.group_size, group_prefix=f"{round_}-")
             return shape_rewards(episodes, shaping, step, efforts)
 
+        kl = None if kl_cfg is None else kl_cfg.model_copy(
+            update={"coef": trainer.kl_coef if trainer.kl_coef is not None else kl_cfg.coef})
+        step_algo = algo.model_copy(update={"kl": kl or algo.kl})
         first = sample(cfg.prompts_per_step, 0)
         metrics = rollout_metrics(first, accuracy_part)
         episodes = first
@@ -153,7 +156,7 @@ def run_rl(
             batch = batch.replace(old_logprobs=old, ref_logprobs=ref)
             if critic is not None:
                 batch = batch.replace(old_values=critic_values(critic, batch))
-            adv = compute_advantages(batch, episodes, algo, part_weights)
+            adv = compute_advantages(batch, episodes, step_algo, part_weights)
             batch = batch.replace(advantages=adv)
             if critic is not None:
                 batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
@@ -164,6 +167,12 @@ def run_rl(
             )
             if critic is not None:
                 metrics |= update_critic(critic, batch, cfg, critic_cfg, actor.loss_agg_mode)
+            if kl is not None:
+                metrics["kl_coef"] = kl.coef
+                if kl.controller == "adaptive":
+                    measured = metrics["ref_kl"] if kl.placement == "in_loss" else float(
+                        token_kl(batch, step_algo).sum() / batch.loss_mask.sum().clamp(min=1))
+                    trainer.kl_coef = adaptive_kl_coef(kl.coef, measured, kl.target)
             if truncating:  # behaviour log-probs are of the truncated distribution
                 del metrics["mismatch"]
             else:

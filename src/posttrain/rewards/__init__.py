@@ -1,6 +1,18 @@
 """Layer 3: verifiers and reward composition (reward = dict of named parts)."""
 
 from posttrain.rewards.compose import RewardFunction
-from posttrain.rewards.verifiers import VERIFIERS, exact, extract_answer, format_ok, numeric
+from posttrain.rewards.registry import VERIFIERS
+from posttrain.rewards.rule_verifiers import gsm8k_gold, parse_numeric, tau_product
+from posttrain.rewards.verifiers import exact, extract_answer, format_ok, numeric
 
-__all__ = ["VERIFIERS", "RewardFunction", "exact", "extract_answer", "format_ok", "numeric"]
+__all__ = [
+    "VERIFIERS",
+    "RewardFunction",
+    "exact",
+    "extract_answer",
+    "format_ok",
+    "gsm8k_gold",
+    "numeric",
+    "parse_numeric",
+    "tau_product",
+]

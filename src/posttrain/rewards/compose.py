@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from posttrain.rewards.verifiers import VERIFIERS
+from posttrain.rewards.registry import VERIFIERS
 
 
 @dataclass(frozen=True)

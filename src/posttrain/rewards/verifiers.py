@@ -46,6 +46,3 @@ def numeric(completion: str, reference: str, rel_tol: float = 1e-9) -> float:
 def format_ok(completion: str, reference: str = "") -> float:
     """1 if the whole completion is ``[<think>...</think>] <answer>...</answer>``."""
     return float(bool(STRICT_FORMAT_RE.match(completion or "")))
-
-
-VERIFIERS: dict[str, Verifier] = {"exact": exact, "numeric": numeric, "format": format_ok}

@@ -94,14 +94,20 @@ class PolicyLossConfig(Section):
 class KLConfig(Section):
     """KL to the frozen reference (ALGORITHMS.md §4). ``in_loss``: ``L += coef agg(KL_t)`` on
     the current log-probs; ``in_reward``: ``R_i -= coef sum_t KL_t`` on the old log-probs before
-    advantages. ``coef > 0`` loads the reference model."""
+    advantages. ``coef > 0`` loads the reference model. ``adaptive``: after each step the
+    coefficient halves or doubles to keep the measured KL near ``target``."""
 
     estimator: Annotated[str, registered("kl")] = "k3"
     coef: float = Field(0.0, ge=0)
     placement: Literal["in_loss", "in_reward"] = "in_loss"
+    controller: Literal["fixed", "adaptive"] = "fixed"
+    target: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _is_k3_in_loss(self) -> KLConfig:
+        if (self.controller == "adaptive") != (self.target is not None):
+            raise ValueError("kl.controller=adaptive and kl.target go together (the adaptive "
+                             "controller steers the measured KL towards target)")
         if self.estimator == "is_k3" and self.placement != "in_loss":
             raise ValueError("kl estimator is_k3 corrects the loss for off-policy samples; "
                              "use placement in_loss")

@@ -55,6 +55,7 @@ class Trainer:
         self.consecutive_bad = 0
         self.entropy_alpha = 0.0  # adaptive entropy bonus: the controller's alpha
         self.entropy_next = 0.0  # and the coefficient the next step applies
+        self.kl_coef: float | None = None  # adaptive KL: the current coefficient
 
     # -- log-probs ---------------------------------------------------------------------------
     def _logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
@@ -222,6 +223,7 @@ class Trainer:
             "consecutive_bad": self.consecutive_bad,
             "entropy_alpha": self.entropy_alpha,
             "entropy_next": self.entropy_next,
+            "kl_coef": self.kl_coef,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -232,3 +234,4 @@ class Trainer:
         self.consecutive_bad = state["consecutive_bad"]
         self.entropy_alpha = state["entropy_alpha"]
         self.entropy_next = state["entropy_next"]
+        self.kl_coef = state["kl_coef"]

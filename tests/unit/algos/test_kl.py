@@ -113,3 +113,11 @@ class TestGradientBiasTable:
             assert (freq * values).sum().item() == pytest.approx(exact.item(), rel=0.03)
         mc = self.estimate("k2", "in_loss", weights=freq)
         torch.testing.assert_close(mc, self.reverse_kl(), atol=0.01, rtol=0)
+
+
+def test_adaptive_kl_coef_spec_example():
+    from posttrain.algos import adaptive_kl_coef
+
+    assert adaptive_kl_coef(0.2, 0.05, target=0.1) == 0.1
+    assert adaptive_kl_coef(0.2, 0.2, target=0.1) == 0.4
+    assert adaptive_kl_coef(0.2, 0.1, target=0.1) == 0.2

@@ -1,0 +1,10 @@
+"""Every verifier by the name a reward part's config uses."""
+
+from __future__ import annotations
+
+from posttrain.rewards.rule_verifiers import RULE_VERIFIERS
+from posttrain.rewards.verifiers import Verifier, exact, format_ok, numeric
+
+# short names of the quickstart, then the spec's rule verifiers (ALGORITHMS.md §9)
+VERIFIERS: dict[str, Verifier] = {"exact": exact, "numeric": numeric, "format": format_ok,
+                                  **RULE_VERIFIERS}

@@ -1,0 +1,58 @@
+"""§9 rule verifiers: the spec's examples and their known weaknesses."""
+
+import pytest
+
+from posttrain.rewards import VERIFIERS, gsm8k_gold, parse_numeric, tau_product
+
+
+@pytest.mark.parametrize("text,value", [
+    ("x = 3.5", 3.5), ("10%", 10.0), (".5", 0.5), ("42.0", 42.0), ("$7", 7.0),
+    ("1,000", None), ("The answer is 42.", None), ("5 apples", None), (None, None),
+])
+def test_parse_numeric_spec_examples(text, value):
+    assert parse_numeric(text) == value
+
+
+def test_strip_commas_option_and_numeric_equivalence():
+    assert parse_numeric("1,000", strip_commas=True) == 1000.0
+    assert VERIFIERS["numeric_match"]("<answer>42.0</answer>", "42") == 1.0
+    assert VERIFIERS["numeric_match"]("<answer>41</answer>", "42") == 0.0
+
+
+def test_answer_tag_and_exact_match():
+    assert VERIFIERS["exact_match"]("<answer>1</answer> <answer> 42 </answer>", "42") == 1.0
+    assert VERIFIERS["exact_match"]("<answer>...</answer>", "...") == 0.0  # placeholder
+    assert VERIFIERS["exact_match"]("42", "42") == 0.0  # no tag
+    assert gsm8k_gold("Natalia sold 48 clips... #### 72") == "72"
+
+
+def test_gsm8k_combined_spec_examples():
+    score = VERIFIERS["gsm8k_combined"]
+    assert score("<reasoning>r</reasoning><answer>42</answer>", "42") == pytest.approx(2.8)
+    assert score("<answer>42.0</answer>", "42") == pytest.approx(1.9)
+    assert score("nothing", "42") == 0.0
+
+
+def test_dapo_think_lang():
+    assert VERIFIERS["dapo_pm1"]("<answer>5</answer>", "5") == 1.0
+    assert VERIFIERS["dapo_pm1"]("<answer>6</answer>", "5") == -1.0
+    assert VERIFIERS["think_format"]("<think>a</think><answer>1</answer>") == 1.0
+    assert VERIFIERS["think_format"]("<answer>1</answer>") == 0.0
+    assert VERIFIERS["lang_consistency"]("so 12 plus 7 is 19") == 1.0
+    assert VERIFIERS["lang_consistency"]("so 12 plus 7 是 19") == pytest.approx(2 / 3)
+    assert VERIFIERS["lang_consistency"]("") == 0.0
+
+
+def test_math_equiv_is_symbolic_and_never_raises():
+    eq = VERIFIERS["math_equiv"]
+    assert eq(r"so \boxed{\frac{1}{2}}", "0.5") == 1.0
+    assert eq(r"\boxed{2 \cdot \sqrt{2}}", r"\sqrt{8}") == 1.0
+    assert eq(r"\boxed{x^2 - 1}", "(x-1)*(x+1)") == 1.0
+    assert eq(r"\boxed{3}", "4") == 0.0
+    assert eq("no box", "4") == 0.0
+    assert eq(r"\boxed{(((}", "4") == 0.0  # unparseable: wrong, not a crash
+
+
+def test_tau_product():
+    assert tau_product({"db": 1.0, "comm": 1.0, "x": 0.0}, ["db", "comm"]) == (1.0, True)
+    assert tau_product({"db": 1.0, "comm": 0.0}, ["db", "comm"]) == (0.0, False)
