@@ -1,0 +1,123 @@
+"""Tool schemas from signatures, validation, and every failure as an observation."""
+
+import asyncio
+import time
+
+import pytest
+
+from posttrain.harness import Tool, ToolCall, ToolRegistry
+
+
+def add(a: int, b: int = 2) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+async def slow_echo(text: str) -> str:
+    """Echo after a pause.
+
+    Args:
+        text: What to echo.
+    """
+    await asyncio.sleep(0.05)
+    return text
+
+
+def explode(x: int) -> int:
+    """Always fails.
+
+    Args:
+        x: Ignored.
+    """
+    raise ValueError("boom")
+
+
+def hang(seconds: float) -> str:
+    """Sleep.
+
+    Args:
+        seconds: How long.
+    """
+    time.sleep(seconds)
+    return "woke"
+
+
+def call(name, **arguments):
+    return ToolCall(name, arguments, call_id=f"c-{name}")
+
+
+@pytest.fixture
+def registry():
+    return ToolRegistry([add, slow_echo, explode, Tool(hang, timeout=0.3, isolated=True)],
+                        max_output_lines=3)
+
+
+def test_schema_comes_from_signature_and_docstring(registry):
+    schema = registry.tools["add"].schema
+    assert schema["function"]["name"] == "add"
+    assert schema["function"]["parameters"]["required"] == ["a"]
+    params = schema["function"]["parameters"]
+    assert params["properties"]["b"]["description"] == "The second number."
+    assert [s["function"]["name"] for s in registry.schemas()] == ["add", "slow_echo", "explode",
+                                                                   "hang"]
+
+
+def test_sync_and_async_tools_run_concurrently_in_call_order(registry):
+    results = registry.execute_sync([call("slow_echo", text="hi"), call("add", a="3"),
+                                     call("slow_echo", text="yo")])
+    assert [(r.call_id, r.output, r.error) for r in results] == [
+        ("c-slow_echo", "hi", False), ("c-add", "5", False), ("c-slow_echo", "yo", False)]
+
+
+@pytest.mark.parametrize("bad,fragment", [
+    (ToolCall(None, {}, "c0", error="malformed tool call JSON: x"), "malformed"),
+    (ToolCall("nope", {}, "c1"), "unknown tool 'nope'; available: add, slow_echo"),
+    (ToolCall("add", {"a": "seven"}, "c2"), "bad arguments for add"),
+    (ToolCall("add", {"c": 1}, "c3"), "bad arguments for add"),
+    (ToolCall("explode", {"x": 1}, "c4"), "tool explode failed: ValueError: boom"),
+])
+def test_failures_are_error_observations(registry, bad, fragment):
+    (result,) = registry.execute_sync([bad])
+    assert result.error and fragment in result.output
+
+
+def test_hanging_isolated_tool_is_killed_at_its_timeout(registry):
+    start = time.perf_counter()
+    (result,) = registry.execute_sync([call("hang", seconds=30)])
+    assert result.error and "timed out after 0.3 s" in result.output
+    assert time.perf_counter() - start < 5
+    (ok,) = registry.execute_sync([call("hang", seconds=0.01)])
+    assert ok.output == "woke" and not ok.error
+
+
+def test_non_isolated_timeout_returns_an_error_observation():
+    reg = ToolRegistry([Tool(hang, timeout=0.1)])
+    (result,) = reg.execute_sync([call("hang", seconds=0.5)])
+    assert result.error and "timed out" in result.output
+
+
+def test_output_is_truncated_for_the_model_but_recorded_in_full():
+    def many(n: int) -> str:
+        """Lines.
+
+        Args:
+            n: How many.
+        """
+        return "\n".join(str(i) for i in range(n))
+
+    (result,) = ToolRegistry([many], max_output_lines=4).execute_sync([call("many", n=10)])
+    assert "[... omitted 6 of 10 lines ...]" in result.output
+    assert result.full_output.count("\n") == 9 and not result.error
+
+
+def test_duplicate_and_bad_tools_are_refused():
+    reg = ToolRegistry([add])
+    with pytest.raises(ValueError, match="already registered"):
+        reg.add(add)
+    with pytest.raises(ValueError, match="cannot run isolated"):
+        Tool(slow_echo, isolated=True)
