@@ -1,11 +1,15 @@
-"""Layer 4: the agent harness — tools and their calls (the loop, sandbox, context managers and
-guards build on these)."""
+"""Layer 4: the agent harness — the multi-turn loop with exact token bookkeeping, tools and
+their calls (sandbox, context managers and guards build on these)."""
 
+from posttrain.harness.loop import STOP_REASONS, AgentLoop, LoopLimits
 from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
 from posttrain.harness.tools import Tool, ToolRegistry, ToolResult
 from posttrain.harness.truncation import truncate_output
 
 __all__ = [
+    "STOP_REASONS",
+    "AgentLoop",
+    "LoopLimits",
     "HERMES_PATTERN",
     "Tool",
     "ToolCall",

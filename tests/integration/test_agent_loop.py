@@ -1,0 +1,105 @@
+"""AgentLoop: the recorded tokens are exactly what the engine saw; masks, stop reasons, and a
+garbage-emitting model never crashes."""
+
+import pytest
+
+from posttrain.engines import GenerationOutput, TorchEngine
+from posttrain.harness import STOP_REASONS, AgentLoop, LoopLimits, ToolRegistry
+from posttrain.rewards import RewardFunction
+from posttrain.types import SamplingParams
+
+REWARD = RewardFunction({"correct": ("numeric", 1.0)})
+TASK = [{"role": "user", "content": "What is 2+3?"}]
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: First.
+        b: Second.
+    """
+    return a + b
+
+
+class ScriptedEngine:
+    """Replies with fixed texts in turn and records every prompt it is given."""
+
+    version = 0
+
+    def __init__(self, tokenizer, replies, eos=True):
+        self.tok, self.replies, self.prompts, self.eos = tokenizer, list(replies), [], eos
+
+    def generate(self, prompts, sampling):
+        self.prompts.append(list(prompts[0]))
+        ids = self.tok.encode(self.replies.pop(0), add_special_tokens=False)
+        ids = ids + [self.tok.eos_token_id] if self.eos else ids[: sampling.max_new_tokens]
+        return [GenerationOutput(list(prompts[0]), ids, [-0.5] * len(ids),
+                                 "stop" if self.eos else "length", 0)]
+
+    def update_weights(self, named_tensors, version):
+        pass
+
+
+CALL = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+
+
+def run(tokenizer, replies, limits=LoopLimits(), eos=True, **kw):
+    engine = ScriptedEngine(tokenizer, replies, eos)
+    loop = AgentLoop(engine, tokenizer, ToolRegistry([add]), limits, **kw)
+    return engine, loop.run(TASK, SamplingParams(max_new_tokens=64), REWARD, "5")
+
+
+def test_recorded_tokens_are_the_engine_stream_and_only_samples_train(tokenizer):
+    engine, ep = run(tokenizer, [CALL, "<answer>5</answer>"],
+                     state_key=lambda msgs: len(msgs))
+    seg = ep.segments[0]
+    assert ep.finish_reason == "answer" and ep.reward == 1.0 and ep.meta["final"].endswith(
+        "</answer>")
+    for prompt in engine.prompts:  # each turn's input is a prefix of the record
+        assert seg.token_ids[: len(prompt)] == prompt
+    second = engine.prompts[1]
+    text = tokenizer.decode(second)
+    assert "<|im_start|>tool\n5<|im_end|>\n<|im_start|>assistant\n" in text
+    trained = tokenizer.decode([t for t, m in zip(seg.token_ids, seg.loss_mask) if m])
+    assert trained == CALL + "<|im_end|><answer>5</answer><|im_end|>"
+    assert [s.end - s.start for s in seg.steps] == [
+        len(tokenizer.encode(CALL)) + 1, len(tokenizer.encode("<answer>5</answer>")) + 1]
+    assert all(lp == -0.5 for lp, m in zip(seg.logprobs, seg.loss_mask) if m)
+    assert ep.meta["state_keys"] == [1, 3] and ep.meta["tool_errors"] == 0
+    # the final record equals a fresh rendering of the whole conversation with the template
+    rendered = tokenizer.apply_chat_template(ep.meta["messages"], tools=[
+        ToolRegistry([add]).schemas()[0]], tokenize=False)
+    assert tokenizer.decode(seg.token_ids) + "\n" == rendered
+
+
+@pytest.mark.parametrize("replies,limits,eos,stop", [
+    ([CALL] * 5, LoopLimits(max_turns=2, loop_repeats=9), True, "max_turns"),
+    ([CALL] * 5, LoopLimits(loop_repeats=3), True, "loop"),
+    (['<tool_call>{"name": "nope"}</tool_call>'] * 5, LoopLimits(max_tool_errors=1), True,
+     "tool_errors"),
+    (["<answer>5</answer>" * 50], LoopLimits(), False, "max_tokens"),
+    ([CALL] * 5, LoopLimits(max_tokens=70, loop_repeats=9), True, "max_tokens"),
+    ([CALL] * 5, LoopLimits(timeout_s=0.0), True, "timeout"),
+])
+def test_stop_reasons(tokenizer, replies, limits, eos, stop):
+    _, ep = run(tokenizer, replies, limits, eos)
+    assert ep.finish_reason == stop and stop in STOP_REASONS
+    assert ep.reward == 0.0  # no final answer
+
+
+def test_errors_are_observations_the_model_reads(tokenizer):
+    engine, ep = run(tokenizer, ['<tool_call>{"name": "add", "arguments": {"a": "x"}}'
+                                 "</tool_call>", "<answer>5</answer>"])
+    assert ep.finish_reason == "answer" and ep.meta["tool_errors"] == 1
+    assert "bad arguments for add" in tokenizer.decode(engine.prompts[1])
+
+
+def test_a_random_model_gets_a_stop_reason_and_reward_zero(model, tokenizer):
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    loop = AgentLoop(engine, tokenizer, ToolRegistry([add]),
+                     LoopLimits(max_turns=3, max_new_tokens=16, max_tokens=400))
+    for seed in range(3):
+        ep = loop.run(TASK, SamplingParams(max_new_tokens=16, seed=seed), REWARD, "5")
+        assert ep.finish_reason in STOP_REASONS and ep.reward == 0.0
+        assert ep.segments[0].num_trainable > 0
