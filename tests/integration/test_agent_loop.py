@@ -103,3 +103,30 @@ def test_a_random_model_gets_a_stop_reason_and_reward_zero(model, tokenizer):
         ep = loop.run(TASK, SamplingParams(max_new_tokens=16, seed=seed), REWARD, "5")
         assert ep.finish_reason in STOP_REASONS and ep.reward == 0.0
         assert ep.segments[0].num_trainable > 0
+
+
+def test_replay_finds_recorded_episodes_consistent_and_flags_tampering(tokenizer, tiny_dir,
+                                                                      tmp_path):
+    from typer.testing import CliRunner
+
+    from posttrain.cli.app import app
+    from posttrain.harness import episode_problems
+    from posttrain.types import write_episodes
+
+    _, good = run(tokenizer, [CALL, "<answer>5</answer>"])
+    assert episode_problems(good, tokenizer) == []
+    _, bad = run(tokenizer, [CALL, "<answer>5</answer>"])
+    seg = bad.segments[0]
+    first_scaffold = seg.loss_mask.index(0, seg.steps[0].end)
+    seg.loss_mask[first_scaffold] = 1  # a tool-output token marked trainable
+    bad.meta["messages"][-1]["content"] = "<answer>6</answer>"  # record disagrees with tokens
+    problems = episode_problems(bad, tokenizer)
+    assert any("no weight version" in p for p in problems)
+    assert any("do not decode" in p for p in problems)
+    path = tmp_path / "episodes.jsonl"
+    write_episodes(path, [good, bad])
+    runner = CliRunner()
+    result = runner.invoke(app, ["replay", str(path), "--model", str(tiny_dir)])
+    assert result.exit_code == 1 and "1 of 2 episodes consistent" in result.output
+    write_episodes(path, [good])
+    assert runner.invoke(app, ["replay", str(path), "--model", str(tiny_dir)]).exit_code == 0

@@ -131,6 +131,30 @@ def build_tiny_cmd(
 
 
 @app.command()
+def replay(
+    episodes: Annotated[Path, typer.Argument(help="episodes JSONL")],
+    model: Annotated[Path | None, typer.Option(help="tokenizer directory, to re-render")] = None,
+) -> None:
+    """Check recorded episodes: tokens, masks and segments agree (and, with --model, decode to
+    the recorded conversation). Exit code 1 lists the inconsistent ones."""
+    from posttrain.harness import episode_problems
+    from posttrain.models import ModelNotFoundError, load_tokenizer
+    from posttrain.types import read_episodes
+
+    try:
+        tok = load_tokenizer(model) if model is not None else None
+        checked = [(i, episode_problems(ep, tok)) for i, ep in enumerate(read_episodes(episodes))]
+    except (ModelNotFoundError, FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    bad = [(i, p) for i, p in checked if p]
+    for i, problems in bad:
+        console.print(f"episode {i}: " + "; ".join(problems))
+    console.print(f"{len(checked) - len(bad)} of {len(checked)} episodes consistent")
+    if bad:
+        raise typer.Exit(code=1)
+
+
+@app.command()
 def algorithms(
     kind: Annotated[str | None, typer.Option(help="only this kind (advantage, kl, ...)")] = None,
     markdown: Annotated[bool, typer.Option(help="print docs/algorithms.md")] = False,

@@ -18,7 +18,8 @@ import torch
 
 from posttrain.config import RunConfig
 from posttrain.engines import TorchEngine
-from posttrain.envs import ArithmeticTasks, EffortTask
+from posttrain.envs import ArithmeticTasks, CalculatorTasks, EffortTask, calculate
+from posttrain.harness import LoopLimits, ToolRegistry
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model, save_model
 from posttrain.pipelines import (
     Reporter,
@@ -29,6 +30,8 @@ from posttrain.pipelines import (
     run_rl,
     run_sft,
 )
+from posttrain.pipelines.agent_rollout import AgentRollout
+from posttrain.pipelines.rollout import rollout
 from posttrain.rewards import RewardFunction
 from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
 from posttrain.train.checkpoint import CRITIC_DIR
@@ -49,9 +52,14 @@ class Recipe:
         self.out.mkdir(parents=True, exist_ok=True)
         self.reporter = reporter or Reporter(self.out)
         self.ckpt_dir = self.out / "checkpoints"
-        self.tasks = ArithmeticTasks(
+        task_cls = CalculatorTasks if cfg.task.name == "calculator" else ArithmeticTasks
+        self.tasks = task_cls(
             tuple(cfg.task.ops), cfg.task.digits, cfg.seed, cfg.task.eval_fraction
         )
+        # the calculator task runs through the agent loop with its tool; arithmetic is 1 turn
+        self.tools = ToolRegistry([calculate]) if cfg.task.name == "calculator" else None
+        self.rollout_fn = rollout if self.tools is None else AgentRollout(
+            self.tools, LoopLimits(**cfg.agent.model_dump()))
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
@@ -70,7 +78,8 @@ class Recipe:
 
     def evaluate(self, engine: TorchEngine, tokenizer) -> dict[str, float]:
         return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
-                        self.cfg.reward.accuracy_part, seed=self.cfg.seed)
+                        self.cfg.reward.accuracy_part, seed=self.cfg.seed,
+                        rollout_fn=self.rollout_fn)
 
     def _checkpointer(self, trainer: Trainer, tokenizer, stage: str, every: int, evals: dict,
                       critic: Trainer | None = None):
@@ -144,7 +153,8 @@ class Recipe:
         trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)
         start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
         run_sft(trainer, tokenizer, self._sft_data(), cfg.sft, self.reporter, cfg.seed, start,
-                self._checkpointer(trainer, tokenizer, "sft", cfg.checkpoint_every, evals))
+                self._checkpointer(trainer, tokenizer, "sft", cfg.checkpoint_every, evals),
+                tools=self.tools.schemas() if self.tools else None)
 
     def _run_rl(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None,
                 evals: dict) -> None:
@@ -165,4 +175,4 @@ class Recipe:
                cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
                start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
                                          critic), critic, cfg.critic, cfg.reward.shaping,
-               cfg.task.efforts)
+               cfg.task.efforts, self.rollout_fn)

@@ -35,12 +35,25 @@ class ModelConfig(Section):
         return self
 
 
-class TaskConfig(Section):
-    """The task family. With ``efforts`` (levels in 1-100) every prompt carries a ``Reasoning
-    Effort`` system line: SFT examples a random level, RL asks each prompt at every level (one
-    group per (prompt, effort)), evaluation uses the highest."""
+class AgentConfig(Section):
+    """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
+    budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation)."""
 
-    name: Literal["arithmetic"] = "arithmetic"
+    max_turns: int = Field(4, ge=1)
+    max_tokens: int = Field(512, ge=16)
+    timeout_s: float = Field(120.0, gt=0)
+    max_tool_errors: int = Field(3, ge=0)
+    loop_repeats: int = Field(3, ge=2)
+
+
+class TaskConfig(Section):
+    """The task family: ``arithmetic`` (single turn) or ``calculator`` (a ``calculate`` tool
+    through the agent loop; SFT on tool-use traces). With ``efforts`` (levels in 1-100) every
+    prompt carries a ``Reasoning Effort`` system line: SFT examples a random level, RL asks
+    each prompt at every level (one group per (prompt, effort)), evaluation uses the
+    highest."""
+
+    name: Literal["arithmetic", "calculator"] = "arithmetic"
     ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
     digits: int = Field(2, ge=1, le=9)
     eval_fraction: float = Field(0.1, gt=0, lt=1)
@@ -107,6 +120,7 @@ class RunConfig(Section):
     algo: AlgoConfig = AlgoConfig()
     actor: ActorConfig = ActorConfig()
     critic: CriticConfig = CriticConfig()
+    agent: AgentConfig = AgentConfig()
     eval: EvalConfig = EvalConfig()
     trainer: TrainerConfig = TrainerConfig()
 

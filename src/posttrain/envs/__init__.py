@@ -2,14 +2,17 @@
 
 from posttrain.envs.arithmetic import ArithmeticEnv, ArithmeticTasks, Problem
 from posttrain.envs.base import Environment, StepResult, Task
+from posttrain.envs.calculator import CalculatorTasks, calculate
 from posttrain.envs.effort import EffortTask
 
 __all__ = [
     "ArithmeticEnv",
     "ArithmeticTasks",
+    "CalculatorTasks",
     "EffortTask",
     "Environment",
     "Problem",
     "StepResult",
     "Task",
+    "calculate",
 ]

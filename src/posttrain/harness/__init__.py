@@ -2,6 +2,7 @@
 their calls (sandbox, context managers and guards build on these)."""
 
 from posttrain.harness.loop import STOP_REASONS, AgentLoop, LoopLimits
+from posttrain.harness.replay import episode_problems
 from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
 from posttrain.harness.tools import Tool, ToolRegistry, ToolResult
 from posttrain.harness.truncation import truncate_output
@@ -15,6 +16,7 @@ __all__ = [
     "ToolCall",
     "ToolRegistry",
     "ToolResult",
+    "episode_problems",
     "parse_tool_calls",
     "truncate_output",
 ]

@@ -93,64 +93,105 @@ class AgentLoop:
         group_id: str = "",
     ) -> Episode:
         """Play one episode and score its final answer (empty when there is none)."""
-        limits, msgs = self.limits, list(messages)
-        start_text = self._render(msgs, True)
-        trace = _Trace(self._encode(start_text), start_text)
-        eos = self.tokenizer.eos_token
-        stop, final, errors, repeats, last = "max_turns", "", 0, 0, None
-        records: list[dict[str, Any]] = []
-        state_keys: list[Hashable] = []
-        started = time.monotonic()
-        for _ in range(limits.max_turns):
-            budget = min(limits.max_new_tokens, limits.max_tokens - len(trace.ids))
-            if budget <= 0:
-                stop = "max_tokens"
+        return self.run_many([(messages, reference, group_id)], sampling, reward_fn)[0]
+
+    def run_many(
+        self,
+        items: Sequence[tuple[Sequence[dict], str, str]],
+        sampling: SamplingParams,
+        reward_fn: RewardFunction,
+    ) -> list[Episode]:
+        """Play ``(messages, reference, group_id)`` episodes in lockstep: every round, one
+        batched ``generate`` for all episodes still running."""
+        states = [_Episode(self, list(m), ref, gid) for m, ref, gid in items]
+        for _ in range(self.limits.max_turns):
+            active = [st for st in states if st.stop is None and st.ready()]
+            if not active:
                 break
-            if time.monotonic() - started > limits.timeout_s:
-                stop = "timeout"
-                break
-            if self.state_key is not None:
-                state_keys.append(self.state_key(msgs))
-            out = self.engine.generate([trace.ids], replace(sampling, max_new_tokens=budget))[0]
-            sampled_text = self.tokenizer.decode(out.token_ids, skip_special_tokens=False)
-            begin = len(trace.ids)
-            trace.add(list(out.token_ids), sampled_text, out.logprobs, out.version)
-            trace.steps.append(StepSpan(begin, len(trace.ids)))
-            content = sampled_text.removesuffix(eos)
-            msgs.append({"role": "assistant", "content": content})
-            if out.finish_reason != "stop":
-                stop = "max_tokens"
-                break
-            calls = parse_tool_calls(content, self.call_pattern)
-            if not calls:
-                stop, final = "answer", content
-                break
-            results = self.tools.execute_sync(calls)
-            errors += sum(r.error for r in results)
-            records.append({"calls": [c.raw for c in calls],
-                            "results": [r.full_output for r in results],
-                            "errors": [r.error for r in results]})
-            key = [(c.name, json.dumps(c.arguments, sort_keys=True)) for c in calls]
-            repeats, last = (repeats + 1 if key == last else 1), key
-            if errors > limits.max_tool_errors:
-                stop = "tool_errors"
-                break
-            if repeats >= limits.loop_repeats:
-                stop = "loop"
-                break
-            msgs += [{"role": "tool", "content": r.output} for r in results]
-            following = self._render(msgs, True)
-            if not following.startswith(trace.text):
-                raise ChatTemplateError("the chat template does not extend the rendered "
-                                        "conversation with the tool turn; cannot append tokens")
-            scaffold = following[len(trace.text):]
-            trace.add(self._encode(scaffold), scaffold)
-        parts, total = reward_fn(final, reference)
-        segment = Segment(trace.ids, trace.mask, trace.logprobs, trace.versions, trace.steps)
+            for st in active:
+                if self.state_key is not None:
+                    st.state_keys.append(self.state_key(st.msgs))
+            budget = min(st.budget() for st in active)
+            outs = self.engine.generate([st.trace.ids for st in active],
+                                        replace(sampling, max_new_tokens=budget))
+            for st, out in zip(active, outs):
+                st.take(out)
+        for st in states:
+            if st.stop is None:
+                st.stop = "max_turns"
+        return [st.episode(reward_fn) for st in states]
+
+
+class _Episode:
+    """One episode's running state inside ``AgentLoop.run_many``."""
+
+    def __init__(self, loop: AgentLoop, msgs: list[dict], reference: str, group_id: str):
+        self.loop, self.msgs, self.reference, self.group_id = loop, msgs, reference, group_id
+        text = loop._render(msgs, True)
+        self.trace = _Trace(loop._encode(text), text)
+        self.stop: str | None = None
+        self.final, self.errors, self.repeats, self.last = "", 0, 0, None
+        self.records: list[dict[str, Any]] = []
+        self.state_keys: list[Hashable] = []
+        self.started = time.monotonic()
+
+    def budget(self) -> int:
+        limits = self.loop.limits
+        return min(limits.max_new_tokens, limits.max_tokens - len(self.trace.ids))
+
+    def ready(self) -> bool:
+        """Whether another turn may start; sets the stop reason when not."""
+        if self.budget() <= 0:
+            self.stop = "max_tokens"
+        elif time.monotonic() - self.started > self.loop.limits.timeout_s:
+            self.stop = "timeout"
+        return self.stop is None
+
+    def take(self, out) -> None:
+        """Record one sampled turn, run its tool calls and append the observations."""
+        loop, limits, tok = self.loop, self.loop.limits, self.loop.tokenizer
+        sampled_text = tok.decode(out.token_ids, skip_special_tokens=False)
+        begin = len(self.trace.ids)
+        self.trace.add(list(out.token_ids), sampled_text, out.logprobs, out.version)
+        self.trace.steps.append(StepSpan(begin, len(self.trace.ids)))
+        content = sampled_text.removesuffix(tok.eos_token)
+        self.msgs.append({"role": "assistant", "content": content})
+        if out.finish_reason != "stop":
+            self.stop = "max_tokens"
+            return
+        calls = parse_tool_calls(content, loop.call_pattern)
+        if not calls:
+            self.stop, self.final = "answer", content
+            return
+        results = loop.tools.execute_sync(calls)
+        self.errors += sum(r.error for r in results)
+        self.records.append({"calls": [c.raw for c in calls],
+                             "results": [r.full_output for r in results],
+                             "errors": [r.error for r in results]})
+        key = [(c.name, json.dumps(c.arguments, sort_keys=True)) for c in calls]
+        self.repeats, self.last = (self.repeats + 1 if key == self.last else 1), key
+        if self.errors > limits.max_tool_errors:
+            self.stop = "tool_errors"
+            return
+        if self.repeats >= limits.loop_repeats:
+            self.stop = "loop"
+            return
+        self.msgs += [{"role": "tool", "content": r.output} for r in results]
+        following = loop._render(self.msgs, True)
+        if not following.startswith(self.trace.text):
+            raise ChatTemplateError("the chat template does not extend the rendered "
+                                    "conversation with the tool turn; cannot append tokens")
+        scaffold = following[len(self.trace.text):]
+        self.trace.add(loop._encode(scaffold), scaffold)
+
+    def episode(self, reward_fn: RewardFunction) -> Episode:
+        parts, total = reward_fn(self.final, self.reference)
+        t = self.trace
         return Episode(
-            segments=[segment], rewards=parts, reward=total, group_id=group_id,
-            finish_reason=stop,
-            meta={"final": final, "messages": msgs, "tool_records": records,
-                  "tool_errors": errors, "turns": len(trace.steps), "state_keys": state_keys,
-                  "reference": reference},
+            segments=[Segment(t.ids, t.mask, t.logprobs, t.versions, t.steps)], rewards=parts,
+            reward=total, group_id=self.group_id, finish_reason=self.stop,
+            meta={"final": self.final, "messages": self.msgs, "tool_records": self.records,
+                  "tool_errors": self.errors, "turns": len(t.steps),
+                  "state_keys": self.state_keys, "reference": self.reference,
+                  "tools": self.loop.tools.schemas()},
         )

@@ -9,15 +9,20 @@ class ChatTemplateError(ValueError):
     """The tokenizer's chat template cannot be rendered incrementally."""
 
 
-def encode_prompt(tokenizer, messages: Sequence[dict], add_generation_prompt: bool = True):
-    """Token ids of ``messages`` rendered with the chat template."""
+def encode_prompt(
+    tokenizer, messages: Sequence[dict], add_generation_prompt: bool = True,
+    tools: list[dict] | None = None,
+):
+    """Token ids of ``messages`` rendered with the chat template (and ``tools`` schemas)."""
     text = tokenizer.apply_chat_template(
-        list(messages), tokenize=False, add_generation_prompt=add_generation_prompt
+        list(messages), tools=tools, tokenize=False, add_generation_prompt=add_generation_prompt
     )
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-def encode_chat(tokenizer, messages: Sequence[dict]) -> tuple[list[int], list[int]]:
+def encode_chat(
+    tokenizer, messages: Sequence[dict], tools: list[dict] | None = None
+) -> tuple[list[int], list[int]]:
     """``(token_ids, loss_mask)`` of a conversation; mask is 1 on assistant tokens only.
 
     Each assistant turn is rendered as ``prefix + generation prompt`` (mask 0) followed by the
@@ -33,11 +38,11 @@ def encode_chat(tokenizer, messages: Sequence[dict]) -> tuple[list[int], list[in
         if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
             raise ValueError(f"message {i} must be a dict with 'role' and 'content'")
         if msg["role"] == "assistant":
-            prompt = encode_prompt(tokenizer, messages[:i], add_generation_prompt=True)
-            full = encode_prompt(tokenizer, messages[: i + 1], add_generation_prompt=False)
+            prompt = encode_prompt(tokenizer, messages[:i], True, tools)
+            full = encode_prompt(tokenizer, messages[: i + 1], False, tools)
         else:
             prompt = ids
-            full = encode_prompt(tokenizer, messages[: i + 1], add_generation_prompt=False)
+            full = encode_prompt(tokenizer, messages[: i + 1], False, tools)
         if full[: len(ids)] != ids or full[: len(prompt)] != prompt:
             raise ChatTemplateError(
                 f"chat template is not prefix-stable at message {i}; cannot mask per turn"

@@ -22,10 +22,11 @@ SPECIAL_TOKENS = [PAD, BOS, IM_START, EOS]
 EXTRA_TOKENS = ["<answer>", "</answer>", "<think>", "</think>"]
 
 CHAT_TEMPLATE = (
-    "{% if tools %}{{ '<|im_start|>system\n# Tools\n' }}"
-    "{% for tool in tools %}{{ tool | tojson }}{{ '\n' }}{% endfor %}"
-    "{{ 'Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>"
-    "<|im_end|>\n' }}{% endif %}"
+    "{% if tools %}{{ '<|im_start|>system\nTools:' }}"
+    "{% for tool in tools %}{{ ' ' + tool.function.name + '(' }}"
+    "{{ tool.function.parameters.properties | list | join(', ') }}{{ ')' }}{% endfor %}"
+    "{{ '\nCall: <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call><|im_end|>\n' }}"
+    "{% endif %}"
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}"

@@ -17,6 +17,7 @@ from posttrain.algos import adaptive_kl_coef, get
 from posttrain.engines import Engine
 from posttrain.envs import ArithmeticTasks, EffortTask, Task
 from posttrain.pipelines.advantages import compute_advantages, token_kl
+from posttrain.pipelines.agent_rollout import tool_use_rate
 from posttrain.pipelines.evaluation import evaluate
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rollout import rollout
@@ -24,7 +25,7 @@ from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig, Shapi
 from posttrain.pipelines.shaping import shape_rewards
 from posttrain.rewards import RewardFunction
 from posttrain.train import ActorConfig, CriticConfig, Trainer, critic_step, critic_values
-from posttrain.types import Batch, Episode, SamplingParams
+from posttrain.types import Batch, Episode, SamplingParams, write_episodes
 
 
 class MismatchError(RuntimeError):
@@ -42,7 +43,10 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
         out[f"reward/{name}"] = sum(e.rewards[name] for e in episodes) / n
     out["accuracy"] = out[f"reward/{accuracy_part}"]
     out["response_length"] = sum(e.segments[0].num_trainable for e in episodes) / n
-    out["truncated"] = sum(e.finish_reason == "length" for e in episodes) / n
+    out["truncated"] = sum(e.finish_reason in ("length", "max_tokens") for e in episodes) / n
+    if any("tool_records" in e.meta for e in episodes):
+        out["tool_use"] = tool_use_rate(episodes)
+        out["turns"] = sum(e.meta["turns"] for e in episodes) / n
     return out
 
 
@@ -101,11 +105,13 @@ def run_rl(
     critic_cfg: CriticConfig | None = None,
     shaping: Sequence[ShapingRule] = (),
     efforts: Sequence[int] | None = None,
+    rollout_fn: Callable[..., list[Episode]] = rollout,
 ) -> list[dict[str, float]]:
     """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made. With a
     ``critic`` (PPO), its values feed GAE and it trains on the returns alongside the actor;
     ``shaping`` rules reshape each round's rewards before groups are filtered and scored; with
-    ``efforts`` every prompt is asked at each level, one group per (prompt, effort)."""
+    ``efforts`` every prompt is asked at each level, one group per (prompt, effort);
+    ``rollout_fn`` (``rollout`` or an ``AgentRollout``) plays the episodes."""
     truncating = cfg.top_p < 1 or cfg.top_k > 0
     on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
     kl_cfg = algo.kl if algo.kl.coef > 0 else None
@@ -126,14 +132,16 @@ def run_rl(
                 top_p=cfg.top_p, top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
                 seed=step_seed(seed, step) + round_,
             )
-            episodes = rollout(engine, tokenizer, problems, reward_fn, sampling,
-                               cfg.group_size, group_prefix=f"{round_}-")
+            episodes = rollout_fn(engine, tokenizer, problems, reward_fn, sampling,
+                                  cfg.group_size, group_prefix=f"{round_}-")
             return shape_rewards(episodes, shaping, step, efforts)
 
         kl = None if kl_cfg is None else kl_cfg.model_copy(
             update={"coef": trainer.kl_coef if trainer.kl_coef is not None else kl_cfg.coef})
         step_algo = algo.model_copy(update={"kl": kl or algo.kl})
         first = sample(cfg.prompts_per_step, 0)
+        if cfg.save_episodes:
+            write_episodes(reporter.path.parent / "episodes.jsonl", first, append=True)
         metrics = rollout_metrics(first, accuracy_part)
         episodes = first
         if algo.dynamic_sampling.enabled:
@@ -179,7 +187,8 @@ def run_rl(
                 check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
             engine.update_weights(trainer.named_weights(), version=step + 1)
         if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
-            result = evaluate(engine, tokenizer, eval_tasks, reward_fn, eval_cfg, accuracy_part)
+            result = evaluate(engine, tokenizer, eval_tasks, reward_fn, eval_cfg, accuracy_part,
+                              rollout_fn=rollout_fn)
             metrics |= {f"eval/{k}": v for k, v in result.items()}
             evals.append({"step": step + 1, **result})
         reporter.log("rl", step + 1, metrics)

@@ -34,7 +34,8 @@ class SFTConfig(Section):
 
 class RLConfig(Section):
     """Synchronous GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the
-    task's effort levels, if any)."""
+    task's effort levels, if any). ``save_episodes`` appends every step's episodes to
+    ``episodes.jsonl`` in the run directory (``posttrain replay`` checks them)."""
 
     steps: int = Field(60, ge=0)
     prompts_per_step: int = Field(16, ge=1)
@@ -47,6 +48,7 @@ class RLConfig(Section):
     mini_batches: int = Field(1, ge=1)
     eval_every: int = Field(20, ge=0)
     mismatch_tolerance: float = Field(0.05, gt=0)
+    save_episodes: bool = False
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
 
 

@@ -30,8 +30,10 @@ def batch_indices(step: int, batch_size: int, n: int, seed: int) -> list[int]:
     return [epoch_permutation(n, seed, pos // n)[pos % n] for pos in positions]
 
 
-def conversation_segment(tokenizer, conversation: list[dict]) -> Segment:
-    ids, mask = encode_chat(tokenizer, conversation)
+def conversation_segment(
+    tokenizer, conversation: list[dict], tools: list[dict] | None = None
+) -> Segment:
+    ids, mask = encode_chat(tokenizer, conversation, tools)
     return Segment(ids, mask, [0.0] * len(ids), [-1] * len(ids))
 
 
@@ -44,15 +46,17 @@ def run_sft(
     seed: int = 0,
     start_step: int = 0,
     on_step_end: Callable[[int], None] | None = None,
+    tools: list[dict] | None = None,
 ) -> None:
-    """Train for ``cfg.steps`` optimiser steps starting at ``start_step``."""
+    """Train for ``cfg.steps`` optimiser steps starting at ``start_step``; ``tools`` (schemas)
+    are rendered into every conversation, as the agent loop renders them."""
     cache: dict[int, Segment] = {}
     reporter.start("SFT", cfg.steps)
     for step in range(start_step, cfg.steps):
         idx = batch_indices(step, cfg.batch_size, len(conversations), seed)
         for i in idx:
             if i not in cache:
-                cache[i] = conversation_segment(tokenizer, conversations[i])
+                cache[i] = conversation_segment(tokenizer, conversations[i], tools)
         batch = Batch.from_episodes(
             [Episode([cache[i]]) for i in idx], pad_token_id=tokenizer.pad_token_id
         )
