@@ -1,6 +1,13 @@
 """Layer 4: the agent harness — the multi-turn loop with exact token bookkeeping, tools and
 their calls (sandbox, context managers and guards build on these)."""
 
+from posttrain.harness.context import (
+    discard_tool_turns,
+    microcompact,
+    retain_reasoning,
+    select_recent_user_messages,
+    should_compact,
+)
 from posttrain.harness.loop import STOP_REASONS, AgentLoop, LoopLimits
 from posttrain.harness.replay import episode_problems
 from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
@@ -16,7 +23,12 @@ __all__ = [
     "ToolCall",
     "ToolRegistry",
     "ToolResult",
+    "discard_tool_turns",
     "episode_problems",
+    "microcompact",
     "parse_tool_calls",
+    "retain_reasoning",
+    "select_recent_user_messages",
+    "should_compact",
     "truncate_output",
 ]
