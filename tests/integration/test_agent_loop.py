@@ -130,3 +130,29 @@ def test_replay_finds_recorded_episodes_consistent_and_flags_tampering(tokenizer
     assert result.exit_code == 1 and "1 of 2 episodes consistent" in result.output
     write_episodes(path, [good])
     assert runner.invoke(app, ["replay", str(path), "--model", str(tiny_dir)]).exit_code == 0
+
+
+def test_guard_blocks_or_zeroes_and_the_rollout_continues(tokenizer):
+    from posttrain.harness.guard import BLOCKED, Guard
+
+    hack = '<tool_call>{"name": "add_any", "arguments": {"a": 2, "b": 3, "note": "git log"}}' \
+           "</tool_call>"
+    def add_any(a: int, b: int, note: str = "") -> int:
+        """Add.
+
+        Args:
+            a: First.
+            b: Second.
+            note: Anything.
+        """
+        return a + b
+
+    for policy, reward in (("block", 1.0), ("zero_reward", 0.0)):
+        engine = ScriptedEngine(tokenizer, [hack, "<answer>5</answer>"])
+        loop = AgentLoop(engine, tokenizer, ToolRegistry([add_any]), guard=Guard(on_hack=policy))
+        ep = loop.run(TASK, SamplingParams(max_new_tokens=64), REWARD, "5")
+        assert ep.finish_reason == "answer" and ep.reward == reward
+        assert ep.meta["guard_flags"] == 1 and ep.meta["guard_blocks"] == (policy == "block")
+        shown = tokenizer.decode(engine.prompts[1])
+        assert (BLOCKED in shown) == (policy == "block") and ("5<|im_end|>" in shown) != (
+            policy == "block")

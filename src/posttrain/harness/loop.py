@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from posttrain.engines import Engine
-from posttrain.harness.tool_calls import HERMES_PATTERN, parse_tool_calls
-from posttrain.harness.tools import ToolRegistry
+from posttrain.harness.guard import BLOCKED, Guard
+from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
+from posttrain.harness.tools import ToolRegistry, ToolResult
 from posttrain.models import ChatTemplateError
 from posttrain.rewards import RewardFunction
 from posttrain.types import Episode, SamplingParams, Segment, StepSpan
@@ -62,7 +63,8 @@ class _Trace:
 
 class AgentLoop:
     """One engine, one tokenizer, one tool set. ``state_key(messages)`` (optional) names the
-    state each step acts in, for step-level credit (``gigpo``)."""
+    state each step acts in, for step-level credit (``gigpo``); a ``guard`` inspects every call
+    before it runs."""
 
     def __init__(
         self,
@@ -72,9 +74,11 @@ class AgentLoop:
         limits: LoopLimits = LoopLimits(),
         call_pattern: str = HERMES_PATTERN,
         state_key: Callable[[list[dict]], Hashable] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.engine, self.tokenizer, self.tools = engine, tokenizer, tools
         self.limits, self.call_pattern, self.state_key = limits, call_pattern, state_key
+        self.guard = guard
 
     def _render(self, messages: list[dict], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
@@ -134,6 +138,7 @@ class _Episode:
         self.records: list[dict[str, Any]] = []
         self.state_keys: list[Hashable] = []
         self.started = time.monotonic()
+        self.flags, self.blocks, self.hacked = 0, 0, False
 
     def budget(self) -> int:
         limits = self.loop.limits
@@ -163,7 +168,7 @@ class _Episode:
         if not calls:
             self.stop, self.final = "answer", content
             return
-        results = loop.tools.execute_sync(calls)
+        results = self._execute(calls)
         self.errors += sum(r.error for r in results)
         self.records.append({"calls": [c.raw for c in calls],
                              "results": [r.full_output for r in results],
@@ -184,8 +189,23 @@ class _Episode:
         scaffold = following[len(self.trace.text):]
         self.trace.add(loop._encode(scaffold), scaffold)
 
+    def _execute(self, calls: list[ToolCall]) -> list[ToolResult]:
+        """Run the calls the guard lets through; blocked ones get a dummy result."""
+        guard = self.loop.guard
+        verdicts = [guard.inspect(c) for c in calls] if guard else []
+        for v in verdicts:
+            self.flags += bool(v.flags)
+            self.blocks += v.blocked
+            self.hacked |= v.confirmed and guard.on_hack == "zero_reward"
+        blocked = {v.call_id for v in verdicts if v.blocked}
+        ran = iter(self.loop.tools.execute_sync([c for c in calls if c.call_id not in blocked]))
+        return [ToolResult(c.call_id, c.name, BLOCKED, BLOCKED, False, 0.0)
+                if c.call_id in blocked else next(ran) for c in calls]
+
     def episode(self, reward_fn: RewardFunction) -> Episode:
         parts, total = reward_fn(self.final, self.reference)
+        if self.hacked:  # the guard's zero_reward policy
+            parts, total = dict.fromkeys(parts, 0.0), 0.0
         t = self.trace
         return Episode(
             segments=[Segment(t.ids, t.mask, t.logprobs, t.versions, t.steps)], rewards=parts,
@@ -193,5 +213,6 @@ class _Episode:
             meta={"final": self.final, "messages": self.msgs, "tool_records": self.records,
                   "tool_errors": self.errors, "turns": len(t.steps),
                   "state_keys": self.state_keys, "reference": self.reference,
-                  "tools": self.loop.tools.schemas()},
+                  "tools": self.loop.tools.schemas(), "guard_flags": self.flags,
+                  "guard_blocks": self.blocks},
         )
