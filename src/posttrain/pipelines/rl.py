@@ -25,6 +25,7 @@ from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig, Shapi
 from posttrain.pipelines.shaping import shape_rewards
 from posttrain.rewards import RewardFunction
 from posttrain.train import ActorConfig, CriticConfig, Trainer, critic_step, critic_values
+from posttrain.train.trainer import mean_metrics
 from posttrain.types import Batch, Episode, SamplingParams, write_episodes
 
 
@@ -75,14 +76,11 @@ def update_critic(
 ) -> dict[str, float]:
     """The critic's ``epochs x mini_batches`` optimiser steps on the step's returns; mean
     metrics."""
-    n = len(batch)
-    size = math.ceil(n / cfg.mini_batches)
-    history = [
-        critic_step(critic, batch.select(range(i, min(i + size, n))), critic_cfg.cliprange_value,
-                    loss_agg_mode, cfg.max_new_tokens)
-        for _ in range(cfg.epochs) for i in range(0, n, size)
-    ]
-    return {k: sum(h[k] for h in history) / len(history) for k in history[0]}
+    size = math.ceil(len(batch) / cfg.mini_batches)
+    return mean_metrics([
+        critic_step(critic, part, critic_cfg.cliprange_value, loss_agg_mode, cfg.max_new_tokens)
+        for _ in range(cfg.epochs) for part in batch.split(size)
+    ])
 
 
 def run_rl(

@@ -8,7 +8,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from posttrain.algos import entry
 from posttrain.train import KLConfig, OffPolicyConfig, OptimConfig, Section
-from posttrain.train.settings import registered
+from posttrain.train.settings import check_hyperparameters, registered
 
 
 class EvalConfig(Section):
@@ -117,12 +117,5 @@ class ShapingRule(Section):
         params = entry("shaping", self.name).hyperparameters()
         accepted = {k: r for k, r in params.items() if k not in SUPPLIED}
         accepted |= dict.fromkeys(RULE_KEYS.get(self.name, ()), True)
-        given = set(self.options())
-        if given - set(accepted):
-            raise ValueError(f"shaping {self.name!r} does not take "
-                             f"{', '.join(sorted(given - set(accepted)))}; it takes: "
-                             f"{', '.join(sorted(accepted))}")
-        missing = sorted(k for k, required in accepted.items() if required and k not in given)
-        if missing:
-            raise ValueError(f"shaping {self.name!r} needs {', '.join(missing)}")
+        check_hyperparameters(f"shaping {self.name!r}", accepted, set(self.options()))
         return self

@@ -10,19 +10,12 @@ from posttrain.train.trainer import Trainer
 from posttrain.types import Batch
 
 
-@torch.no_grad()
 def critic_values(critic: Trainer, batch: Batch) -> torch.Tensor:
     """``[B, T]`` values at rollout time (no gradient), zero outside the loss mask."""
-    was_training = critic.model.training
-    critic.model.eval()
-    out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
-    size = critic.settings.micro_batch_size
-    for i in range(0, len(batch), size):
-        mb = batch.select(range(i, min(i + size, len(batch))))
-        v = sequence_values(critic.model, mb.input_ids, mb.attention_mask)
-        out[i : i + len(mb), : v.shape[1]] = v
-    critic.model.train(was_training)
-    return out * batch.loss_mask
+    values = critic.score_tokens(
+        batch, critic.model, lambda mb: sequence_values(critic.model, mb.input_ids,
+                                                        mb.attention_mask))
+    return values * batch.loss_mask
 
 
 def critic_step(

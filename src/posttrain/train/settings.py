@@ -33,6 +33,18 @@ def registered(kind: str, allowed: tuple[str, ...] | None = None) -> AfterValida
     return AfterValidator(check)
 
 
+def check_hyperparameters(label: str, accepted: dict[str, bool], given: set[str]) -> None:
+    """``given`` keys must be among ``accepted`` (``name -> required``) and include every
+    required one; the error names ``label`` (``policy loss 'cispo'``)."""
+    unknown = sorted(given - set(accepted))
+    if unknown:
+        raise ValueError(f"{label} does not take {', '.join(unknown)}; it takes: "
+                         f"{', '.join(sorted(accepted)) or 'nothing'}")
+    missing = sorted(k for k, required in accepted.items() if required and k not in given)
+    if missing:
+        raise ValueError(f"{label} needs {', '.join(missing)}")
+
+
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors."""
 
@@ -79,15 +91,9 @@ class PolicyLossConfig(Section):
 
     @model_validator(mode="after")
     def _takes_effect(self) -> PolicyLossConfig:
-        accepted = entry("policy_loss", self.name).hyperparameters()
-        given = self.hyperparameters()
-        unknown = sorted(set(given) - set(accepted))
-        if unknown:
-            raise ValueError(f"policy loss {self.name!r} does not take {', '.join(unknown)}; "
-                             f"it takes: {', '.join(accepted) or 'nothing'}")
-        missing = sorted(k for k, required in accepted.items() if required and k not in given)
-        if missing:
-            raise ValueError(f"policy loss {self.name!r} needs {', '.join(missing)}")
+        check_hyperparameters(f"policy loss {self.name!r}",
+                              entry("policy_loss", self.name).hyperparameters(),
+                              set(self.hyperparameters()))
         return self
 
 

@@ -29,6 +29,12 @@ from posttrain.types import Batch
 MicroLoss = Callable[[Batch, StepNorm], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
+def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:
+    """Per-key mean over optimiser steps (a key a step lacks counts as 0)."""
+    keys = {k for h in history for k in h}
+    return {k: sum(h[k] for h in history if k in h) / len(history) for k in sorted(keys)}
+
+
 class TrainingDivergedError(RuntimeError):
     """Too many consecutive non-finite steps."""
 
@@ -69,22 +75,29 @@ class Trainer:
         )
 
     @torch.no_grad()
+    def score_tokens(
+        self, batch: Batch, model: torch.nn.Module, fn: Callable[[Batch], torch.Tensor]
+    ) -> torch.Tensor:
+        """``[B, T]`` of ``fn(micro_batch)`` over micro-batches, in eval mode, no gradient."""
+        was_training = model.training
+        model.eval()
+        out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+        i = 0
+        for mb in batch.split(self.settings.micro_batch_size):
+            values = fn(mb)
+            out[i : i + len(mb), : values.shape[1]] = values
+            i += len(mb)
+        model.train(was_training)
+        return out
+
     def compute_logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False):
         """``[B, T]`` log-probs of ``batch``'s loss-mask tokens (0 elsewhere) under the policy
         (or the reference), no gradient."""
         model = self.ref_model if reference else self.model
         if model is None:
             raise ValueError("no reference model was given to the Trainer")
-        was_training = model.training
-        model.eval()
-        t = batch.input_ids.shape[1]
-        out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
-        for i in range(0, len(batch), self.settings.micro_batch_size):
-            mb = batch.select(range(i, min(i + self.settings.micro_batch_size, len(batch))))
-            lp, _ = self._logprobs(model, mb, temperature, entropy=False)
-            out[i : i + len(mb), : lp.shape[1]] = lp
-        model.train(was_training)
-        return out[:, :t]
+        return self.score_tokens(
+            batch, model, lambda mb: self._logprobs(model, mb, temperature, entropy=False)[0])
 
     # -- steps -------------------------------------------------------------------------------
     def sft_step(self, batch: Batch) -> dict[str, float]:
@@ -159,16 +172,12 @@ class Trainer:
                 f"{epochs} epochs x {mini_batches} mini-batches need batch.old_logprobs: "
                 "after the first optimiser step the policy is no longer the rollout policy"
             )
-        n = len(batch)
-        size = math.ceil(n / mini_batches)
-        history: list[dict[str, float]] = []
-        for _ in range(epochs):
-            for i in range(0, n, size):
-                part = batch.select(range(i, min(i + size, n)))
-                history.append(self.rl_step(part, actor, kl=kl, offpolicy=offpolicy,
-                                            temperature=temperature, max_len=max_len))
-        keys = {k for h in history for k in h}
-        return {k: sum(h[k] for h in history if k in h) / len(history) for k in sorted(keys)}
+        size = math.ceil(len(batch) / mini_batches)
+        return mean_metrics([
+            self.rl_step(part, actor, kl=kl, offpolicy=offpolicy, temperature=temperature,
+                         max_len=max_len)
+            for _ in range(epochs) for part in batch.split(size)
+        ])
 
     def optimizer_step(
         self, batch: Batch, micro: MicroLoss, max_len: int | None = None
