@@ -2,46 +2,11 @@
 garbage-emitting model never crashes."""
 
 import pytest
+from agent_helpers import CALL, REWARD, TASK, ScriptedEngine, add
 
-from posttrain.engines import GenerationOutput, TorchEngine
+from posttrain.engines import TorchEngine
 from posttrain.harness import STOP_REASONS, AgentLoop, LoopLimits, ToolRegistry
-from posttrain.rewards import RewardFunction
 from posttrain.types import SamplingParams
-
-REWARD = RewardFunction({"correct": ("numeric", 1.0)})
-TASK = [{"role": "user", "content": "What is 2+3?"}]
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: First.
-        b: Second.
-    """
-    return a + b
-
-
-class ScriptedEngine:
-    """Replies with fixed texts in turn and records every prompt it is given."""
-
-    version = 0
-
-    def __init__(self, tokenizer, replies, eos=True):
-        self.tok, self.replies, self.prompts, self.eos = tokenizer, list(replies), [], eos
-
-    def generate(self, prompts, sampling):
-        self.prompts.append(list(prompts[0]))
-        ids = self.tok.encode(self.replies.pop(0), add_special_tokens=False)
-        ids = ids + [self.tok.eos_token_id] if self.eos else ids[: sampling.max_new_tokens]
-        return [GenerationOutput(list(prompts[0]), ids, [-0.5] * len(ids),
-                                 "stop" if self.eos else "length", 0)]
-
-    def update_weights(self, named_tensors, version):
-        pass
-
-
-CALL = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
 
 
 def run(tokenizer, replies, limits=LoopLimits(), eos=True, **kw):

@@ -2,15 +2,18 @@
 
 import json
 
+import pytest
+
 from posttrain.engines import TorchEngine
 from posttrain.envs import CalculatorTasks, calculate
-from posttrain.harness import LoopLimits, ToolRegistry
+from posttrain.harness import Compaction, LoopLimits, ToolRegistry, episode_problems
 from posttrain.models import encode_chat
 from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig, run_rl
 from posttrain.pipelines.agent_rollout import AgentRollout
+from posttrain.pipelines.settings import BehaviourRegConfig
 from posttrain.rewards import RewardFunction
 from posttrain.train import ActorConfig, OptimConfig, Trainer
-from posttrain.types import Batch
+from posttrain.types import Batch, read_episodes
 
 TOOLS = ToolRegistry([calculate])
 REWARD = RewardFunction({"correct": ("numeric", 1.0), "format": ("format", 0.1)})
@@ -42,6 +45,34 @@ def test_rl_on_calculator_episodes_trains_with_engine_and_trainer_agreeing(model
     assert {"tool_use", "turns", "eval/tool_use", "loss", "grad_norm"} <= set(rows[-1])
     # the trainer re-scores every sampled token of every turn as the engine sampled it
     assert all(r["mismatch"] < 1e-3 for r in rows)
+
+
+@pytest.mark.parametrize("algo,rollout", [
+    (AlgoConfig(adv_estimator="gigpo", behaviour_reg=BehaviourRegConfig(k_err=2.0)),
+     AgentRollout(TOOLS, LoopLimits(max_turns=3, max_tokens=300),
+                  Compaction("discard_all", ratio=0.3))),
+    (AlgoConfig(adv_estimator="tree_grpo"),
+     AgentRollout(TOOLS, LoopLimits(max_turns=3, max_tokens=300), tree=(1, 1))),
+])
+def test_step_and_tree_credit_train_on_agent_episodes(model, tokenizer, tmp_path, algo, rollout):
+    class Alternating:  # rewards 0, 1, 0, ... whatever the random model says: gradients flow
+        weights, k = {"correct": ("alternating", 1.0)}, 0
+
+        def __call__(self, completion, reference, env_parts=None):
+            self.k += 1
+            return {"correct": float(self.k % 2)}, float(self.k % 2)
+
+    cfg = RLConfig(steps=1, prompts_per_step=2, group_size=4, max_new_tokens=48, eval_every=0,
+                   save_episodes=True, optim=OptimConfig(lr=1e-3))
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    tasks = CalculatorTasks(digits=2)
+    run_rl(Trainer(model, cfg.optim, 2), engine, tokenizer, tasks, [], Alternating(), cfg, algo,
+           ActorConfig(), EvalConfig(), "correct", Reporter(tmp_path, quiet=True),
+           rollout_fn=rollout)
+    (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert row["mismatch"] < 1e-3 and row["grad_norm"] > 0
+    episodes = list(read_episodes(tmp_path / "episodes.jsonl"))
+    assert len(episodes) == 8 and all(episode_problems(e, tokenizer) == [] for e in episodes)
 
 
 def test_sft_trace_renders_with_tools_and_trains_only_assistant_turns(tokenizer):

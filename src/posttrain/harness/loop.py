@@ -4,24 +4,24 @@ The conversation is rendered with the tokenizer's chat template once, then only 
 each turn adds the tokens the engine sampled (loss mask 1) and then the tokens of the template
 text that follows them up to the next generation prompt — the end of the assistant turn, the
 tool observations, the next ``<|im_start|>assistant`` (loss mask 0). Earlier turns are never
-re-tokenised, so the recorded ids are exactly the ids the engine was given.
+re-tokenised, so the recorded ids are exactly the ids the engine was given. A compaction
+closes the segment and starts the next one from the rebuilt context (``Compaction``).
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from posttrain.engines import Engine
-from posttrain.harness.guard import BLOCKED, Guard
-from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
-from posttrain.harness.tools import ToolRegistry, ToolResult
-from posttrain.models import ChatTemplateError
+from posttrain.harness.compaction import Compaction
+from posttrain.harness.episode_env import EpisodeEnv
+from posttrain.harness.episode_state import EpisodeState
+from posttrain.harness.guard import Guard
+from posttrain.harness.tool_calls import HERMES_PATTERN
+from posttrain.harness.tools import ToolRegistry
 from posttrain.rewards import RewardFunction
-from posttrain.types import Episode, SamplingParams, Segment, StepSpan
+from posttrain.types import Episode, SamplingParams
 
 STOP_REASONS = ("answer", "max_turns", "max_tokens", "timeout", "loop", "tool_errors")
 
@@ -31,40 +31,19 @@ class LoopLimits:
     """When an episode ends, besides a final answer (a turn without tool calls)."""
 
     max_turns: int = 8
-    max_tokens: int = 2048  # the whole episode's context
+    max_tokens: int = 2048  # the context window: one segment's tokens
     max_new_tokens: int = 256  # one assistant turn
     timeout_s: float = 120.0
     max_tool_errors: int = 3
     loop_repeats: int = 3  # the same calls this many turns in a row
 
 
-@dataclass
-class _Trace:
-    ids: list[int]
-    text: str
-    mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    steps: list[StepSpan] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        n = len(self.ids)
-        self.mask, self.logprobs, self.versions = [0] * n, [0.0] * n, [-1] * n
-
-    def add(self, ids: list[int], text: str, logprobs: list[float] | None = None,
-            version: int = -1) -> None:
-        sampled = logprobs is not None
-        self.ids += ids
-        self.text += text
-        self.mask += [int(sampled)] * len(ids)
-        self.logprobs += list(logprobs) if sampled else [0.0] * len(ids)
-        self.versions += [version if sampled else -1] * len(ids)
-
-
 class AgentLoop:
     """One engine, one tokenizer, one tool set. ``state_key(messages)`` (optional) names the
     state each step acts in, for step-level credit (``gigpo``); a ``guard`` inspects every call
-    before it runs."""
+    before it runs; ``compaction`` manages the context window. With ``env_factory`` every
+    episode gets its own ``EpisodeEnv`` (made from its reference): its tools replace ``tools``
+    and its verdict gives the reward parts scored by the ``env`` verifier."""
 
     def __init__(
         self,
@@ -75,17 +54,21 @@ class AgentLoop:
         call_pattern: str = HERMES_PATTERN,
         state_key: Callable[[list[dict]], Hashable] | None = None,
         guard: Guard | None = None,
+        compaction: Compaction = Compaction(),
+        env_factory: Callable[[str], EpisodeEnv] | None = None,
     ) -> None:
         self.engine, self.tokenizer, self.tools = engine, tokenizer, tools
         self.limits, self.call_pattern, self.state_key = limits, call_pattern, state_key
-        self.guard = guard
+        self.guard, self.compaction, self.env_factory = guard, compaction, env_factory
 
-    def _render(self, messages: list[dict], generation_prompt: bool) -> str:
+    def render(self, messages: list[dict], generation_prompt: bool,
+               tools: ToolRegistry | None = None) -> str:
+        schemas = (tools or self.tools).schemas()
         return self.tokenizer.apply_chat_template(
-            messages, tools=self.tools.schemas() or None, tokenize=False,
+            messages, tools=schemas or None, tokenize=False,
             add_generation_prompt=generation_prompt)
 
-    def _encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def run(
@@ -105,114 +88,21 @@ class AgentLoop:
         sampling: SamplingParams,
         reward_fn: RewardFunction,
     ) -> list[Episode]:
-        """Play ``(messages, reference, group_id)`` episodes in lockstep: every round, one
-        batched ``generate`` for all episodes still running."""
-        states = [_Episode(self, list(m), ref, gid) for m, ref, gid in items]
-        for _ in range(self.limits.max_turns):
-            active = [st for st in states if st.stop is None and st.ready()]
-            if not active:
-                break
-            for st in active:
-                if self.state_key is not None:
-                    st.state_keys.append(self.state_key(st.msgs))
+        """Play ``(messages, reference, group_id)`` episodes in lockstep."""
+        states = self.start(items, sampling)
+        self.play(states, sampling)
+        return [st.episode(reward_fn) for st in states]
+
+    def start(self, items: Sequence[tuple[Sequence[dict], str, str]],
+              sampling: SamplingParams) -> list[EpisodeState]:
+        return [EpisodeState(self, m, ref, gid, sampling) for m, ref, gid in items]
+
+    def play(self, states: Sequence[EpisodeState], sampling: SamplingParams) -> None:
+        """Run ``states`` to their ends: every round, one batched ``generate`` for all episodes
+        still running, with the smallest remaining turn budget among them."""
+        while active := [st for st in states if st.stop is None and st.ready()]:
             budget = min(st.budget() for st in active)
             outs = self.engine.generate([st.trace.ids for st in active],
                                         replace(sampling, max_new_tokens=budget))
             for st, out in zip(active, outs):
                 st.take(out)
-        for st in states:
-            if st.stop is None:
-                st.stop = "max_turns"
-        return [st.episode(reward_fn) for st in states]
-
-
-class _Episode:
-    """One episode's running state inside ``AgentLoop.run_many``."""
-
-    def __init__(self, loop: AgentLoop, msgs: list[dict], reference: str, group_id: str):
-        self.loop, self.msgs, self.reference, self.group_id = loop, msgs, reference, group_id
-        text = loop._render(msgs, True)
-        self.trace = _Trace(loop._encode(text), text)
-        self.stop: str | None = None
-        self.final, self.errors, self.repeats, self.last = "", 0, 0, None
-        self.records: list[dict[str, Any]] = []
-        self.state_keys: list[Hashable] = []
-        self.started = time.monotonic()
-        self.flags, self.blocks, self.hacked = 0, 0, False
-
-    def budget(self) -> int:
-        limits = self.loop.limits
-        return min(limits.max_new_tokens, limits.max_tokens - len(self.trace.ids))
-
-    def ready(self) -> bool:
-        """Whether another turn may start; sets the stop reason when not."""
-        if self.budget() <= 0:
-            self.stop = "max_tokens"
-        elif time.monotonic() - self.started > self.loop.limits.timeout_s:
-            self.stop = "timeout"
-        return self.stop is None
-
-    def take(self, out) -> None:
-        """Record one sampled turn, run its tool calls and append the observations."""
-        loop, limits, tok = self.loop, self.loop.limits, self.loop.tokenizer
-        sampled_text = tok.decode(out.token_ids, skip_special_tokens=False)
-        begin = len(self.trace.ids)
-        self.trace.add(list(out.token_ids), sampled_text, out.logprobs, out.version)
-        self.trace.steps.append(StepSpan(begin, len(self.trace.ids)))
-        content = sampled_text.removesuffix(tok.eos_token)
-        self.msgs.append({"role": "assistant", "content": content})
-        if out.finish_reason != "stop":
-            self.stop = "max_tokens"
-            return
-        calls = parse_tool_calls(content, loop.call_pattern)
-        if not calls:
-            self.stop, self.final = "answer", content
-            return
-        results = self._execute(calls)
-        self.errors += sum(r.error for r in results)
-        self.records.append({"calls": [c.raw for c in calls],
-                             "results": [r.full_output for r in results],
-                             "errors": [r.error for r in results]})
-        key = [(c.name, json.dumps(c.arguments, sort_keys=True)) for c in calls]
-        self.repeats, self.last = (self.repeats + 1 if key == self.last else 1), key
-        if self.errors > limits.max_tool_errors:
-            self.stop = "tool_errors"
-            return
-        if self.repeats >= limits.loop_repeats:
-            self.stop = "loop"
-            return
-        self.msgs += [{"role": "tool", "content": r.output} for r in results]
-        following = loop._render(self.msgs, True)
-        if not following.startswith(self.trace.text):
-            raise ChatTemplateError("the chat template does not extend the rendered "
-                                    "conversation with the tool turn; cannot append tokens")
-        scaffold = following[len(self.trace.text):]
-        self.trace.add(loop._encode(scaffold), scaffold)
-
-    def _execute(self, calls: list[ToolCall]) -> list[ToolResult]:
-        """Run the calls the guard lets through; blocked ones get a dummy result."""
-        guard = self.loop.guard
-        verdicts = [guard.inspect(c) for c in calls] if guard else []
-        for v in verdicts:
-            self.flags += bool(v.flags)
-            self.blocks += v.blocked
-            self.hacked |= v.confirmed and guard.on_hack == "zero_reward"
-        blocked = {v.call_id for v in verdicts if v.blocked}
-        ran = iter(self.loop.tools.execute_sync([c for c in calls if c.call_id not in blocked]))
-        return [ToolResult(c.call_id, c.name, BLOCKED, BLOCKED, False, 0.0)
-                if c.call_id in blocked else next(ran) for c in calls]
-
-    def episode(self, reward_fn: RewardFunction) -> Episode:
-        parts, total = reward_fn(self.final, self.reference)
-        if self.hacked:  # the guard's zero_reward policy
-            parts, total = dict.fromkeys(parts, 0.0), 0.0
-        t = self.trace
-        return Episode(
-            segments=[Segment(t.ids, t.mask, t.logprobs, t.versions, t.steps)], rewards=parts,
-            reward=total, group_id=self.group_id, finish_reason=self.stop,
-            meta={"final": self.final, "messages": self.msgs, "tool_records": self.records,
-                  "tool_errors": self.errors, "turns": len(t.steps),
-                  "state_keys": self.state_keys, "reference": self.reference,
-                  "tools": self.loop.tools.schemas(), "guard_flags": self.flags,
-                  "guard_blocks": self.blocks},
-        )

@@ -2,8 +2,8 @@
 
 An episode is consistent when every per-token list has the token list's length, only sampled
 tokens train (weight version set, nothing before the first token), every trained token lies in
-a step span, and — for an agent episode that recorded its conversation — the tokens decode to
-the chat template's rendering of that conversation.
+a step span, and — for an agent episode that recorded its conversations — each segment's tokens
+decode to the chat template's rendering of that segment's conversation.
 """
 
 from __future__ import annotations
@@ -30,11 +30,29 @@ def episode_problems(episode: Episode, tokenizer=None) -> list[str]:
         covered = {t for s in seg.steps for t in range(s.start, s.end)}
         if seg.steps and any(m and t not in covered for t, m in enumerate(seg.loss_mask)):
             problems.append(f"{where}: a trained token lies outside every step span")
-    messages = episode.meta.get("messages")
-    if tokenizer is not None and messages and len(episode.segments) == 1:
-        rendered = tokenizer.apply_chat_template(
-            messages, tools=episode.meta.get("tools") or None, tokenize=False)
-        decoded = tokenizer.decode(episode.segments[0].token_ids, skip_special_tokens=False)
-        if not rendered.startswith(decoded) or rendered[len(decoded):] not in ("", "\n"):
-            problems.append("tokens do not decode to the recorded conversation's rendering")
+    conversations = episode.meta.get("segment_messages") or (
+        [episode.meta["messages"]] if episode.meta.get("messages") else [])
+    if tokenizer is None or not conversations:
+        return problems
+    if len(conversations) != len(episode.segments):
+        return [*problems, f"{len(conversations)} recorded conversations for "
+                           f"{len(episode.segments)} segments"]
+    for k, (seg, messages) in enumerate(zip(episode.segments, conversations)):
+        if not _renders_as(tokenizer, seg.token_ids, messages, episode.meta.get("tools")):
+            problems.append(f"segment {k}: tokens do not decode to the recorded "
+                            "conversation's rendering")
     return problems
+
+
+def _renders_as(tokenizer, ids: list[int], messages: list[dict], tools) -> bool:
+    """The tokens are the conversation rendered: whole (up to the template's closing of the
+    last turn, which a truncated turn lacks) or followed by the next generation prompt."""
+    def render(prompt: bool) -> str:
+        return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                             add_generation_prompt=prompt)
+
+    decoded = tokenizer.decode(ids, skip_special_tokens=False)
+    rendered = render(False)
+    closing = ("", "\n", f"{tokenizer.eos_token}\n")
+    return (rendered.startswith(decoded) and rendered[len(decoded):] in closing) or (
+        decoded == render(True))

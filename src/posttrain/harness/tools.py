@@ -24,18 +24,31 @@ from transformers.utils import get_json_schema
 from posttrain.harness.tool_calls import ToolCall
 from posttrain.harness.truncation import MAX_BYTES, MAX_LINES, truncate_output
 
+# How a call ended. The first three are the model's fault (``behaviour_reg``'s error tokens).
+MALFORMED = ("format", "unknown_tool", "arguments")
+OUTCOMES = ("ok", "blocked", *MALFORMED, "failed", "timeout")
+
 
 @dataclass
 class ToolResult:
     """The observation for one call: ``output`` is what the model sees (truncated),
-    ``full_output`` what the episode records."""
+    ``full_output`` what the episode records; ``outcome`` one of ``OUTCOMES``."""
 
     call_id: str
     name: str | None
     output: str
     full_output: str
-    error: bool
+    outcome: str
     seconds: float
+
+    @property
+    def error(self) -> bool:
+        """The call failed (a guard's block is not an error: the tool answered)."""
+        return self.outcome not in ("ok", "blocked")
+
+    @property
+    def malformed(self) -> bool:
+        return self.outcome in MALFORMED
 
 
 def _as_text(value: Any) -> str:
@@ -121,22 +134,23 @@ class ToolRegistry:
 
     async def _one(self, call: ToolCall) -> ToolResult:
         start = time.perf_counter()
-        error, text = True, ""
         tool = self.tools.get(call.name) if call.name else None
         if call.error is not None:
-            text = call.error
+            outcome, text = "format", call.error
         elif tool is None:
+            outcome = "unknown_tool"
             text = f"unknown tool {call.name!r}; available: {', '.join(self.tools) or 'none'}"
         else:
             try:
-                text, error = await tool(call.arguments), False
+                outcome, text = "ok", await tool(call.arguments)
             except pydantic.ValidationError as e:
+                outcome = "arguments"
                 text = f"bad arguments for {call.name}: {e.error_count()} error(s): " + "; ".join(
                     f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in e.errors())
             except (TimeoutError, ToolTimeout):
-                text = f"tool {call.name} timed out after {tool.timeout:g} s"
+                outcome, text = "timeout", f"tool {call.name} timed out after {tool.timeout:g} s"
             except Exception as e:  # the tool's own failure is an observation, not a crash
-                text = f"tool {call.name} failed: {type(e).__name__}: {e}"
+                outcome, text = "failed", f"tool {call.name} failed: {type(e).__name__}: {e}"
         shown = truncate_output(text, self.max_output_lines, self.max_output_bytes)
-        return ToolResult(call.call_id, call.name, shown, text, error,
+        return ToolResult(call.call_id, call.name, shown, text, outcome,
                           time.perf_counter() - start)

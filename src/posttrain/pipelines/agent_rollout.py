@@ -3,21 +3,43 @@ signature, so the RL loop and evaluation take either."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from posttrain.engines import Engine
 from posttrain.envs import Task
-from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry
+from posttrain.harness import (
+    AgentLoop,
+    Compaction,
+    EpisodeEnv,
+    LoopLimits,
+    ToolRegistry,
+    run_tree,
+)
 from posttrain.rewards import RewardFunction
 from posttrain.types import Episode, SamplingParams
 
 
+def observation_state(messages: list[dict]) -> tuple:
+    """The default ``state_key``: what the environment has shown (every message but the
+    policy's own), so steps that saw the same task and the same tool results share a state."""
+    return tuple((m["role"], m["content"]) for m in messages if m["role"] != "assistant")
+
+
 class AgentRollout:
     """``group_size`` agent episodes per task, played in lockstep; the per-turn token budget is
-    ``sampling.max_new_tokens``."""
+    ``sampling.max_new_tokens``. With ``tree=(branches, rounds)`` a group is
+    ``group_size / (rounds * branches + 1)`` trees (``tree_grpo``); ``env_factory`` gives each
+    episode its own environment (``AgentLoop``)."""
 
-    def __init__(self, tools: ToolRegistry, limits: LoopLimits = LoopLimits()) -> None:
-        self.tools, self.limits = tools, limits
+    def __init__(self, tools: ToolRegistry, limits: LoopLimits = LoopLimits(),
+                 compaction: Compaction = Compaction(),
+                 state_key: Callable[[list[dict]], Hashable] = observation_state,
+                 tree: tuple[int, int] | None = None,
+                 env_factory: Callable[[str], EpisodeEnv] | None = None) -> None:
+        if tree is not None and env_factory is not None:
+            raise ValueError("tree rollouts cannot branch episodes that own environment state")
+        self.tools, self.limits, self.compaction = tools, limits, compaction
+        self.state_key, self.tree, self.env_factory = state_key, tree, env_factory
 
     def __call__(
         self,
@@ -30,10 +52,15 @@ class AgentRollout:
         group_prefix: str = "",
     ) -> list[Episode]:
         limits = LoopLimits(**{**self.limits.__dict__, "max_new_tokens": sampling.max_new_tokens})
-        loop = AgentLoop(engine, tokenizer, self.tools, limits)
+        loop = AgentLoop(engine, tokenizer, self.tools, limits, state_key=self.state_key,
+                         compaction=self.compaction, env_factory=self.env_factory)
+        tree = self.tree if group_size > 1 else None  # evaluation plays single episodes
+        per_task = group_size if tree is None else group_size // (tree[0] * tree[1] + 1)
         items = [(t.messages(), t.reference, f"{group_prefix}{k}")
-                 for k, t in enumerate(tasks) for _ in range(group_size)]
-        return loop.run_many(items, sampling, reward_fn)
+                 for k, t in enumerate(tasks) for _ in range(per_task)]
+        if tree is None:
+            return loop.run_many(items, sampling, reward_fn)
+        return run_tree(loop, items, sampling, reward_fn, *tree, seed=sampling.seed or 0)
 
 
 def tool_use_rate(episodes: Sequence[Episode]) -> float:

@@ -56,6 +56,7 @@ class RLConfig(Section):
 # parts (multi-reward); the others need a critic or episode structure
 OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
 MULTI_REWARD_ESTIMATORS = ("gdpo", "gd2po", "dvao")
+EPISODE_ESTIMATORS = ("gigpo", "tree_grpo")  # need agent episodes: state keys, trees
 
 
 class DynamicSamplingConfig(Section):
@@ -68,28 +69,50 @@ class DynamicSamplingConfig(Section):
     max_rounds: int = Field(3, ge=1)
 
 
+class BehaviourRegConfig(Section):
+    """``behaviour_reg``'s token rule on the tokens of steps whose tool calls were malformed
+    (format, unknown tool, bad arguments): they lose positive credit and get ``k_err`` times the
+    blame; other tokens scale by ``1 + up`` (A > 0) or ``1 - down`` (A < 0)."""
+
+    k_err: float = Field(gt=1)
+    up: float = Field(0.0, ge=0)
+    down: float = Field(0.0, ge=0, le=1)
+
+
+# estimator options and the estimators they act on
+ESTIMATOR_OPTIONS = {"gamma": ("gae", "gigpo"), "lam": ("gae",), "omega": ("gigpo",)}
+
+
 class AlgoConfig(Section):
     """How rewards become advantages (ALGORITHMS.md §1, §4-§6). A multi-reward estimator
     (``gdpo``, ``gd2po``, ``dvao``) combines ``reward.parts`` with their weights; ``gae`` needs
-    the critic (``critic.enabled``) and takes ``gamma``/``lam`` (null: 1.0 and 0.95)."""
+    the critic (``critic.enabled``) and takes ``gamma``/``lam`` (null: 1.0 and 0.95); ``gigpo``
+    (step credit over the environment's state keys) takes ``gamma``/``omega`` (null: 0.95 and
+    1.0); ``tree_grpo`` needs ``agent.tree``. ``behaviour_reg`` modifies the advantages of
+    agent episodes per token."""
 
     adv_estimator: Annotated[
-        str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS + ("gae",))
+        str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS
+                        + EPISODE_ESTIMATORS + ("gae",))
     ] = "grpo"
     gamma: float | None = Field(None, gt=0, le=1)
     lam: float | None = Field(None, ge=0, le=1)
+    omega: float | None = Field(None, ge=0)
     kl: KLConfig = KLConfig()
     offpolicy: OffPolicyConfig = OffPolicyConfig()
     dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
+    behaviour_reg: BehaviourRegConfig | None = None
 
-    def gae_options(self) -> dict[str, float]:
-        return {k: v for k, v in (("gamma", self.gamma), ("lam", self.lam)) if v is not None}
+    def estimator_options(self) -> dict[str, float]:
+        """The options set (not null), for the configured estimator."""
+        return {k: getattr(self, k) for k in ESTIMATOR_OPTIONS if getattr(self, k) is not None}
 
     @model_validator(mode="after")
-    def _gae_only(self) -> AlgoConfig:
-        if self.adv_estimator != "gae" and self.gae_options():
-            raise ValueError(f"algo.gamma/algo.lam only act with adv_estimator=gae, not "
-                             f"{self.adv_estimator}")
+    def _options_act(self) -> AlgoConfig:
+        for key in self.estimator_options():
+            if self.adv_estimator not in ESTIMATOR_OPTIONS[key]:
+                raise ValueError(f"algo.{key} only acts with adv_estimator in "
+                                 f"{ESTIMATOR_OPTIONS[key]}, not {self.adv_estimator}")
         return self
 
 

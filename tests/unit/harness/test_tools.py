@@ -74,22 +74,25 @@ def test_sync_and_async_tools_run_concurrently_in_call_order(registry):
         ("c-slow_echo", "hi", False), ("c-add", "5", False), ("c-slow_echo", "yo", False)]
 
 
-@pytest.mark.parametrize("bad,fragment", [
-    (ToolCall(None, {}, "c0", error="malformed tool call JSON: x"), "malformed"),
-    (ToolCall("nope", {}, "c1"), "unknown tool 'nope'; available: add, slow_echo"),
-    (ToolCall("add", {"a": "seven"}, "c2"), "bad arguments for add"),
-    (ToolCall("add", {"c": 1}, "c3"), "bad arguments for add"),
-    (ToolCall("explode", {"x": 1}, "c4"), "tool explode failed: ValueError: boom"),
+@pytest.mark.parametrize("bad,fragment,outcome", [
+    (ToolCall(None, {}, "c0", error="malformed tool call JSON: x"), "malformed", "format"),
+    (ToolCall("nope", {}, "c1"), "unknown tool 'nope'; available: add, slow_echo",
+     "unknown_tool"),
+    (ToolCall("add", {"a": "seven"}, "c2"), "bad arguments for add", "arguments"),
+    (ToolCall("add", {"c": 1}, "c3"), "bad arguments for add", "arguments"),
+    (ToolCall("explode", {"x": 1}, "c4"), "tool explode failed: ValueError: boom", "failed"),
 ])
-def test_failures_are_error_observations(registry, bad, fragment):
+def test_failures_are_error_observations(registry, bad, fragment, outcome):
     (result,) = registry.execute_sync([bad])
-    assert result.error and fragment in result.output
+    assert result.error and fragment in result.output and result.outcome == outcome
+    assert result.malformed == (outcome != "failed")  # the model's fault, not the tool's
 
 
 def test_hanging_isolated_tool_is_killed_at_its_timeout(registry):
     start = time.perf_counter()
     (result,) = registry.execute_sync([call("hang", seconds=30)])
     assert result.error and "timed out after 0.3 s" in result.output
+    assert result.outcome == "timeout" and not result.malformed
     assert time.perf_counter() - start < 5
     (ok,) = registry.execute_sync([call("hang", seconds=0.01)])
     assert ok.output == "woke" and not ok.error

@@ -1,0 +1,109 @@
+"""Context compaction inside the agent loop (ALGORITHMS.md §11): the policy, the summary
+requests, and the rebuilt context each strategy restarts from.
+
+The loop checks the trigger before every turn (``used > ratio * window``, the window being
+``LoopLimits.max_tokens``). Deterministic strategies edit the message list; summarising ones
+first ask the policy for a summary (a trainable turn of its own when ``train_summary``). Either
+way the loop closes the current ``Segment`` and renders the rebuilt context as the next one.
+Messages the harness injects carry ``"injected": True`` (chat templates ignore the key), so the
+real user messages stay known.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pydantic import ConfigDict
+
+from posttrain.harness.context import (
+    discard_tool_turns,
+    microcompact,
+    select_recent_user_messages,
+)
+
+STRATEGIES = ("none", "microcompact", "discard_75", "discard_all", "summary", "codex_compact",
+              "claude_code_compact")
+SUMMARISING = ("summary", "codex_compact", "claude_code_compact")
+
+SUMMARY_PROMPT = ("Context is nearly full. Summarise the work so far: the task, what you tried, "
+                  "the results you got and what remains to do.")
+CODEX_PROMPT = ("Write a hand-off summary for the model that will continue this task: the "
+                "progress made, key results, decisions, and the next steps.")
+CODEX_PREFIX = "A previous model worked on this task and left this summary of its progress:"
+CLAUDE_CODE_PROMPT = ("Summarise this conversation. First think in <analysis>...</analysis>, "
+                      "then write <summary>...</summary> with sections: request, key concepts, "
+                      "files and code, errors and fixes, problem solving, user messages, "
+                      "pending tasks, current work, next step.")
+CLAUDE_CODE_CONTINUED = ("This session continues an earlier conversation that ran out of "
+                         "context. Its summary:")
+_PROMPTS = {"summary": SUMMARY_PROMPT, "codex_compact": CODEX_PROMPT,
+            "claude_code_compact": CLAUDE_CODE_PROMPT}
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """When and how the loop compacts. ``keep_last``: results ``microcompact`` keeps;
+    ``user_budget``: tokens of real user messages ``codex_compact`` keeps; ``max_compactions``
+    per episode (later triggers are ignored and the token limit ends the episode)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # as a config section: no unknown keys
+
+    strategy: str = "none"
+    ratio: float = 0.8
+    keep_last: int = 5
+    user_budget: int = 20_000
+    max_compactions: int = 3
+    train_summary: bool = True
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown compaction strategy {self.strategy!r}; one of "
+                             f"{', '.join(STRATEGIES)}")
+        if not 0 < self.ratio <= 1:
+            raise ValueError(f"compaction ratio must lie in (0, 1], got {self.ratio}")
+
+    @property
+    def summarises(self) -> bool:
+        return self.strategy in SUMMARISING
+
+    def due(self, used_tokens: int, window: int, done: int) -> bool:
+        return (self.strategy != "none" and done < self.max_compactions
+                and used_tokens > self.ratio * window)
+
+    def summary_request(self, messages: Sequence[dict]) -> list[dict]:
+        """The history with the strategy's summary prompt appended as a user turn."""
+        return [*messages, {"role": "user", "content": _PROMPTS[self.strategy],
+                            "injected": True}]
+
+    def rebuild(self, task: Sequence[dict], messages: Sequence[dict], summary: str,
+                count_tokens: Callable[[str], int]) -> list[dict]:
+        """The context the episode continues from. ``task``: the opening messages."""
+        s = self.strategy
+        if s == "microcompact":
+            return microcompact(messages, self.keep_last)
+        if s in ("discard_75", "discard_all"):
+            return discard_tool_turns(messages, 0.75 if s == "discard_75" else 1.0)
+        system = [dict(m) for m in task if m["role"] == "system"]
+        if s == "summary":  # V3.2: system + task + summary
+            return [*map(dict, task), _injected(f"Summary of the work so far:\n{summary}")]
+        if s == "claude_code_compact":  # the summary alone; no user message kept
+            return [*system, _injected(f"{CLAUDE_CODE_CONTINUED}\n{claude_code_summary(summary)}")]
+        users = [m for m in messages if m["role"] == "user" and not m.get("injected")]
+        earlier = users[:-1]
+        kept = select_recent_user_messages([count_tokens(m["content"]) for m in earlier],
+                                           self.user_budget)
+        return [*system, *(dict(earlier[i]) for i in kept),
+                _injected(f"{CODEX_PREFIX}\n{summary}"), *map(dict, users[-1:])]
+
+
+def _injected(content: str) -> dict:
+    return {"role": "user", "content": content, "injected": True}
+
+
+def claude_code_summary(text: str) -> str:
+    """The ``<summary>`` body with the ``<analysis>`` stripped (the whole text without tags)."""
+    text = re.sub(r"<analysis>.*?(</analysis>|$)", "", text, flags=re.DOTALL)
+    m = re.search(r"<summary>(.*?)(</summary>|$)", text, flags=re.DOTALL)
+    return (m.group(1) if m else text).strip()

@@ -1,0 +1,59 @@
+"""Tree rollouts for ``tree_grpo`` (ALGORITHMS.md §1): ``M`` backbone episodes per prompt,
+then ``L`` rounds in which ``N`` intermediate turns of each tree are sampled and expanded into
+new branches; a prompt's group holds ``M (L N + 1)`` episodes.
+
+A branch continues from the state before the chosen step; the shared prefix is context (loss
+mask 0) and belongs to its parent. A tree with no intermediate turn yet (every episode ended
+in one turn) grows a fresh episode from the root instead, so group sizes stay fixed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+
+from posttrain.harness.loop import AgentLoop
+from posttrain.rewards import RewardFunction
+from posttrain.types import Episode, SamplingParams
+
+
+def run_tree(
+    loop: AgentLoop,
+    items: Sequence[tuple[Sequence[dict], str, str]],
+    sampling: SamplingParams,
+    reward_fn: RewardFunction,
+    branches: int,
+    rounds: int,
+    seed: int = 0,
+) -> list[Episode]:
+    """One tree per item (an item is one backbone). Episodes carry ``meta["tree_id"]``
+    (``"<group>/<tree>"``) and ``meta["branched_at"]`` (the parent's step, or None)."""
+    if branches < 1 or rounds < 1:
+        raise ValueError(f"tree rollouts need branches >= 1 and rounds >= 1, got {branches}, "
+                         f"{rounds}")
+    trees = [[st] for st in loop.start(items, sampling)]
+    loop.play([t[0] for t in trees], sampling)
+    rng = random.Random(seed)
+    for round_ in range(1, rounds + 1):
+        grown = []
+        for item, tree in zip(items, trees):
+            nodes = [(st, i) for st in tree for i in st.branch_points()]
+            for _ in range(branches):
+                if nodes:
+                    parent, step = rng.choice(nodes)
+                    grown.append((tree, parent.branch(step)))
+                else:
+                    grown.append((tree, loop.start([item], sampling)[0]))
+        round_sampling = sampling if sampling.seed is None else replace(
+            sampling, seed=sampling.seed + 7919 * round_)
+        loop.play([st for _, st in grown], round_sampling)
+        for tree, st in grown:
+            tree.append(st)
+    episodes = []
+    for k, tree in enumerate(trees):
+        for st in tree:
+            ep = st.episode(reward_fn)
+            ep.meta["tree_id"] = f"{ep.group_id}/{k}"
+            episodes.append(ep)
+    return episodes
