@@ -19,7 +19,7 @@ from transformers.utils import logging as hf_logging
 PAD, EOS, BOS = "<|pad|>", "<|im_end|>", "<|endoftext|>"
 IM_START = "<|im_start|>"
 SPECIAL_TOKENS = [PAD, BOS, IM_START, EOS]
-EXTRA_TOKENS = ["<answer>", "</answer>", "<think>", "</think>"]
+EXTRA_TOKENS = ["<answer>", "</answer>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
 
 CHAT_TEMPLATE = (
     "{% if tools %}{{ '<|im_start|>system\nTools:' }}"
@@ -57,6 +57,9 @@ _WORDS = (
 ).split()
 
 
+_TOOL_ARGS = (("calculate", "expression"), ("search", "query"))
+
+
 def _corpus(n_lines: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     lines = []
@@ -65,6 +68,13 @@ def _corpus(n_lines: int, seed: int) -> list[str]:
         a, b = rng.randint(0, 9999), rng.randint(0, 9999)
         op = rng.choice("+-*")
         lines.append(f"{words.capitalize()}: {a}{op}{b}? <answer>{a}</answer>\n{words}.")
+    for _ in range(n_lines // 4):  # tool calls in the Hermes JSON format
+        name, arg = rng.choice(_TOOL_ARGS)
+        if arg == "query":
+            value = rng.choice(_WORDS)
+        else:
+            value = f"{rng.randint(0, 999)}*{rng.randint(0, 99)}"
+        lines.append(f'{{"name": "{name}", "arguments": {{"{arg}": "{value}"}}}}')
     return lines
 
 
