@@ -10,6 +10,7 @@ import copy
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,16 @@ import torch
 
 from posttrain.config import RunConfig
 from posttrain.engines import TorchEngine
-from posttrain.envs import ArithmeticTasks, CalculatorTasks, EffortTask, calculate
-from posttrain.harness import LoopLimits, ToolRegistry
+from posttrain.envs import (
+    ArithmeticTasks,
+    CalculatorTasks,
+    CodeTasks,
+    EffortTask,
+    ReasoningGymTasks,
+    SearchTasks,
+    calculate,
+)
+from posttrain.harness import ToolRegistry
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model, save_model
 from posttrain.pipelines import (
     Reporter,
@@ -43,6 +52,25 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def task_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | None]:
+    """The task source, the tools the model is shown (None: single turn, no agent loop) and
+    the per-episode environment factory (tasks whose tools hold per-episode state)."""
+    t = cfg.task
+    if t.name == "search":
+        tasks = SearchTasks(cfg.seed, t.eval_fraction)
+        return tasks, ToolRegistry([tasks.tool]), None
+    if t.name == "code":
+        tasks = CodeTasks(cfg.seed, t.eval_fraction, policy=t.submissions)
+        return tasks, tasks.tools, tasks.make_env
+    if t.name == "reasoning_gym":
+        return ReasoningGymTasks(t.dataset, cfg.seed, t.eval_fraction,
+                                 config=t.dataset_config), None, None
+    if t.name == "calculator":
+        tasks = CalculatorTasks(tuple(t.ops), t.digits, cfg.seed, t.eval_fraction)
+        return tasks, ToolRegistry([calculate]), None
+    return ArithmeticTasks(tuple(t.ops), t.digits, cfg.seed, t.eval_fraction), None, None
+
+
 class Recipe:
     """Wires config -> model, task, reward, engine, trainers, and runs the stages."""
 
@@ -52,14 +80,11 @@ class Recipe:
         self.out.mkdir(parents=True, exist_ok=True)
         self.reporter = reporter or Reporter(self.out)
         self.ckpt_dir = self.out / "checkpoints"
-        task_cls = CalculatorTasks if cfg.task.name == "calculator" else ArithmeticTasks
-        self.tasks = task_cls(
-            tuple(cfg.task.ops), cfg.task.digits, cfg.seed, cfg.task.eval_fraction
-        )
-        # the calculator task runs through the agent loop with its tool; arithmetic is 1 turn
-        self.tools = ToolRegistry([calculate]) if cfg.task.name == "calculator" else None
+        self.tasks, self.tools, env_factory = task_family(cfg)
+        tree = cfg.agent.tree
         self.rollout_fn = rollout if self.tools is None else AgentRollout(
-            self.tools, LoopLimits(**cfg.agent.model_dump()))
+            self.tools, cfg.agent.limits(cfg.rl.max_new_tokens), cfg.agent.compaction,
+            tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from posttrain.harness import Compaction, LoopLimits
+from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.models import PRESETS
 from posttrain.pipelines import AlgoConfig, EvalConfig, RLConfig, SFTConfig
-from posttrain.pipelines.settings import MULTI_REWARD_ESTIMATORS, ShapingRule
-from posttrain.rewards import VERIFIERS
+from posttrain.pipelines.settings import EPISODE_ESTIMATORS, MULTI_REWARD_ESTIMATORS, ShapingRule
+from posttrain.rewards import ENV, VERIFIERS
 from posttrain.train import ActorConfig, CriticConfig, Section, TrainerConfig
 
 
@@ -35,29 +37,64 @@ class ModelConfig(Section):
         return self
 
 
+class TreeConfig(Section):
+    """``tree_grpo`` rollouts: each of ``M`` backbone episodes per prompt grows ``rounds`` (L)
+    times ``branches`` (N) branches from intermediate turns; ``rl.group_size`` is
+    ``M (L N + 1)``."""
+
+    branches: int = Field(2, ge=1)
+    rounds: int = Field(1, ge=1)
+
+    @property
+    def per_backbone(self) -> int:
+        return self.rounds * self.branches + 1
+
+
 class AgentConfig(Section):
     """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
-    budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation)."""
+    budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
+    the context window. ``compaction`` manages the window (docs/agents.md); ``tree`` shapes
+    ``tree_grpo`` rollouts."""
 
     max_turns: int = Field(4, ge=1)
     max_tokens: int = Field(512, ge=16)
     timeout_s: float = Field(120.0, gt=0)
     max_tool_errors: int = Field(3, ge=0)
     loop_repeats: int = Field(3, ge=2)
+    compaction: Compaction = Compaction()
+    tree: TreeConfig | None = None
+
+    def limits(self, max_new_tokens: int) -> LoopLimits:
+        return LoopLimits(max_new_tokens=max_new_tokens,
+                          **self.model_dump(exclude={"compaction", "tree"}))
 
 
 class TaskConfig(Section):
-    """The task family: ``arithmetic`` (single turn) or ``calculator`` (a ``calculate`` tool
-    through the agent loop; SFT on tool-use traces). With ``efforts`` (levels in 1-100) every
-    prompt carries a ``Reasoning Effort`` system line: SFT examples a random level, RL asks
-    each prompt at every level (one group per (prompt, effort)), evaluation uses the
-    highest."""
+    """The task family: ``arithmetic`` (single turn), ``calculator`` (a ``calculate`` tool
+    through the agent loop; SFT on tool-use traces) or ``search`` (likewise, with a BM25
+    ``search`` tool over fictional fact cards; ``ops`` and ``digits`` do not apply) or ``code``
+    (write a function in a sandbox; ``run_python`` and ``submit`` tools; hidden tests decide the
+    reward parts ``correct``, ``f2p``, ``p2p`` and ``submissions``, scored with verifier
+    ``env``; ``submissions`` caps submissions, each after the first costing ``penalty``). With
+    ``efforts`` (levels in 1-100) every prompt carries a ``Reasoning Effort`` system line: SFT
+    examples a random level, RL asks each prompt at every level (one group per (prompt,
+    effort)), evaluation uses the highest."""
 
-    name: Literal["arithmetic", "calculator"] = "arithmetic"
+    name: Literal["arithmetic", "calculator", "search", "code", "reasoning_gym"] = "arithmetic"
     ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
     digits: int = Field(2, ge=1, le=9)
     eval_fraction: float = Field(0.1, gt=0, lt=1)
     efforts: list[int] | None = None
+    submissions: SubmissionPolicy = SubmissionPolicy()
+    dataset: str | None = None
+    dataset_config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _dataset(self) -> TaskConfig:
+        if (self.name == "reasoning_gym") != (self.dataset is not None):
+            raise ValueError("task.dataset (a reasoning-gym dataset name) goes with "
+                             "task.name=reasoning_gym")
+        return self
 
     @field_validator("efforts")
     @classmethod
@@ -74,8 +111,9 @@ class RewardPart(Section):
     @field_validator("verifier")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in VERIFIERS:
-            raise ValueError(f"unknown verifier {v!r}; known: {', '.join(sorted(VERIFIERS))}")
+        if v not in VERIFIERS and v != ENV:
+            known = ", ".join(sorted([*VERIFIERS, ENV]))
+            raise ValueError(f"unknown verifier {v!r}; known: {known}")
         return v
 
 
@@ -154,4 +192,33 @@ class RunConfig(Section):
             raise ValueError("sft.data is set but 'sft' is not in stages")
         if len(set(self.stages)) != len(self.stages):
             raise ValueError(f"stages: {self.stages} lists a stage twice")
+        return self
+
+    @model_validator(mode="after")
+    def _agent_algorithms(self) -> RunConfig:
+        """What reads agent episodes (steps, state keys, trees) needs a tool task."""
+        algo, tree = self.algo, self.agent.tree
+        reads = [name for name, on in (
+            (f"algo.adv_estimator={algo.adv_estimator}", algo.adv_estimator in EPISODE_ESTIMATORS),
+            ("algo.behaviour_reg", algo.behaviour_reg is not None)) if on]
+        if reads and self.task.name == "arithmetic":
+            raise ValueError(f"{reads[0]} reads agent episodes (tool steps); task.name="
+                             "arithmetic is single-turn")
+        if (algo.adv_estimator == "tree_grpo") != (tree is not None):
+            raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
+        gym_parts = {p.verifier for p in self.reward.parts.values()} - {"format"}
+        if (self.task.name == "reasoning_gym") != ("reasoning_gym" in gym_parts) or (
+                self.task.name == "reasoning_gym" and gym_parts != {"reasoning_gym"}):
+            raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "
+                             "(plus format, if wanted), and that verifier needs the task")
+        env_parts = [n for n, p in self.reward.parts.items() if p.verifier == ENV]
+        if (self.task.name == "code") != bool(env_parts):
+            raise ValueError("reward parts with verifier env (scored by the episode's "
+                             "environment) go with task.name=code, and it needs at least one")
+        if self.task.name == "code" and tree is not None:
+            raise ValueError("agent.tree: tree rollouts cannot branch code episodes (their "
+                             "sandbox state cannot be copied)")
+        if tree is not None and self.rl.group_size % tree.per_backbone:
+            raise ValueError(f"rl.group_size={self.rl.group_size} must be a multiple of "
+                             f"agent.tree.rounds * branches + 1 = {tree.per_backbone}")
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,3 +33,28 @@ class Environment(Protocol):
         ...
 
     def step(self, action: str) -> StepResult: ...
+
+
+class SplitTasks:
+    """Problems in a ``train`` and an ``eval`` split (``splits``, set by the subclass)."""
+
+    splits: dict[str, list]
+
+    @staticmethod
+    def held_out(total: int, eval_fraction: float) -> int:
+        """How many of ``total`` items the eval split holds (at least one)."""
+        if not 0 < eval_fraction < 1:
+            raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}")
+        return max(1, round(eval_fraction * total))
+
+    def sample(self, n: int, rng: random.Random, split: str = "train") -> list:
+        """``n`` problems of ``split`` drawn with replacement with ``rng``."""
+        return [rng.choice(self.splits[split]) for _ in range(n)]
+
+    def eval_set(self, n: int) -> list:
+        """The first ``n`` held-out problems (a fixed order); more than the split holds
+        raises."""
+        if n > len(self.splits["eval"]):
+            raise ValueError(f"eval set of {n} asked, the eval split has "
+                             f"{len(self.splits['eval'])} problems; raise task.eval_fraction")
+        return self.splits["eval"][:n]

@@ -66,6 +66,7 @@ def generate_arithmetic_sft(
     for p in tasks.sample(n, rng):
         conv = tasks.sft_conversation(p, error_rate, rng)
         if efforts:
-            conv = EffortTask(p, rng.choice(list(efforts))).messages() + conv[-1:]
+            opening = len(p.messages())  # the task's messages, then the solution's turns
+            conv = EffortTask(p, rng.choice(list(efforts))).messages() + conv[opening:]
         conversations.append(conv)
     return ChatData(conversations)

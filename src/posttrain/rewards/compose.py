@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from posttrain.rewards.registry import VERIFIERS
 
+ENV = "env"  # the verifier name of a part the episode's environment scores
+
 
 @dataclass(frozen=True)
 class RewardFunction:
@@ -15,21 +17,30 @@ class RewardFunction:
 
     ``weights`` maps a part name to ``(verifier name, weight)``. A verifier that raises or
     returns a non-finite value scores 0 for that part: bad model output never crashes a run.
+    The verifier ``env`` takes the part from ``env_parts``, the verdict of the episode's own
+    environment (hidden tests, a submission penalty); without one it scores 0.
     """
 
     weights: Mapping[str, tuple[str, float]]
 
     def __post_init__(self) -> None:
         for name, (verifier, _) in self.weights.items():
-            if verifier not in VERIFIERS:
+            if verifier not in VERIFIERS and verifier != ENV:
                 raise ValueError(
                     f"reward part {name!r}: unknown verifier {verifier!r}; "
-                    f"known: {', '.join(sorted(VERIFIERS))}"
+                    f"known: {', '.join(sorted([*VERIFIERS, ENV]))}"
                 )
 
-    def __call__(self, completion: str, reference: str) -> tuple[dict[str, float], float]:
+    def __call__(self, completion: str, reference: str,
+                 env_parts: Mapping[str, float] | None = None) -> tuple[dict[str, float], float]:
         parts: dict[str, float] = {}
         for name, (verifier, _) in self.weights.items():
+            if verifier == ENV:
+                if env_parts is not None and name not in env_parts:
+                    raise KeyError(f"reward part {name!r}: the environment gives only "
+                                   f"{', '.join(env_parts)}")
+                parts[name] = float((env_parts or {}).get(name, 0.0))
+                continue
             try:
                 value = float(VERIFIERS[verifier](completion, reference))
             except Exception:  # a verifier must not take the run down; the part scores 0

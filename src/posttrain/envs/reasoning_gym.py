@@ -1,0 +1,45 @@
+"""Adapter for reasoning-gym's procedural generators: single-turn tasks scored by the
+dataset's own ``score_answer`` (verifier ``reasoning_gym``). Optional: ``pip install
+'posttrain[rgym]'``."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+from posttrain.envs.base import SplitTasks
+from posttrain.rewards.reasoning_gym import gym_dataset, gym_reference
+
+INSTRUCTION = "Give the final answer in <answer></answer> tags."
+
+
+@dataclass(frozen=True)
+class GymProblem:
+    question: str
+    answer: str
+    reference: str  # names the entry for the verifier
+
+    def messages(self) -> list[dict]:
+        return [{"role": "user", "content": f"{self.question}\n{INSTRUCTION}"}]
+
+
+class ReasoningGymTasks(SplitTasks):
+    """``size`` entries of dataset ``name`` (its ``config`` as keyword arguments), the last
+    ``eval_fraction`` held out."""
+
+    def __init__(self, name: str, seed: int = 0, eval_fraction: float = 0.1, size: int = 2000,
+                 config: dict | None = None) -> None:
+        n_eval = self.held_out(size, eval_fraction)
+        config = dict(config or {})
+        ds = gym_dataset(name, seed, size, json.dumps(config, sort_keys=True))
+        problems = [GymProblem(e["question"], str(e["answer"]),
+                               gym_reference(name, seed, size, config, i))
+                    for i, e in enumerate(ds)]
+        self.splits = {"train": problems[:-n_eval], "eval": problems[-n_eval:]}
+
+    def sft_conversation(self, p: GymProblem, error_rate: float,
+                         rng: random.Random) -> list[dict]:
+        """The gold answer; with probability ``error_rate`` another train problem's answer."""
+        answer = rng.choice(self.splits["train"]).answer if rng.random() < error_rate else p.answer
+        return p.messages() + [{"role": "assistant", "content": f"<answer>{answer}</answer>"}]
