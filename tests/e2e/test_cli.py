@@ -43,6 +43,14 @@ def test_missing_model_dir_is_a_clear_error(tmp_path):
     assert result.exit_code == 2 and "does not exist" in " ".join(result.output.split())
 
 
+def test_out_dir_that_is_a_file_is_a_clear_error(tmp_path):
+    (tmp_path / "taken").write_text("not a directory")
+    result = runner.invoke(app, ["train", "configs/quickstart.yaml",
+                                 f"out_dir={tmp_path / 'taken'}"])
+    assert result.exit_code == 2
+    assert "cannot be a run directory" in " ".join(result.output.split())
+
+
 def test_build_tiny_and_eval(tmp_path):
     built = runner.invoke(app, ["build-tiny", str(tmp_path / "m"), "--preset", "nano"])
     assert built.exit_code == 0

@@ -111,3 +111,20 @@ def test_config_ties_env_rewards_to_the_code_task(overrides, message):
 def test_unknown_env_part_is_a_clear_error():
     with pytest.raises(KeyError, match="the environment gives only correct"):
         RewardFunction({"style": ("env", 1.0)})("", "", {"correct": 1.0})
+
+
+def test_guard_blocks_reading_hidden_tests_and_metrics_count_it(tokenizer):
+    from posttrain.harness import Guard
+    from posttrain.pipelines.agent_rollout import AgentRollout
+    from posttrain.pipelines.rl import rollout_metrics
+
+    p = problem()
+    peek = ('<tool_call>{"name": "run_python", "arguments": {"code": '
+            '"print(open(\'hidden_tests.json\').read())"}}</tool_call>')
+    engine = ScriptedEngine(tokenizer, [peek, "Submitted."])
+    roll = AgentRollout(TASKS.tools, env_factory=TASKS.make_env, guard=Guard())
+    (ep,) = roll(engine, tokenizer, [p], REWARD, SamplingParams(max_new_tokens=128))
+    assert ep.meta["guard_blocks"] == 1
+    assert ep.meta["tool_records"][0]["results"] == ["[blocked: this action is not allowed in "
+                                                     "this environment]"]
+    assert rollout_metrics([ep], "correct")["guard_blocks"] == 1.0

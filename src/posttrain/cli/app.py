@@ -61,6 +61,8 @@ def _run(cfg, resume: bool) -> None:
         summary = Recipe(cfg).run(resume=resume)
     except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError) as e:
         _fail(str(e))
+    except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
+        _fail(f"out_dir {cfg.out_dir!r} cannot be a run directory: {e}")
     console.print(_summary_table(summary))
     console.print(f"wall time {summary['wall_seconds']:.0f} s; summary.json, metrics.jsonl and "
                   f"curves.png in {cfg.out_dir}")

@@ -28,7 +28,7 @@ from posttrain.envs import (
     SearchTasks,
     calculate,
 )
-from posttrain.harness import ToolRegistry
+from posttrain.harness import Guard, ToolRegistry
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model, save_model
 from posttrain.pipelines import (
     Reporter,
@@ -81,10 +81,12 @@ class Recipe:
         self.reporter = reporter or Reporter(self.out)
         self.ckpt_dir = self.out / "checkpoints"
         self.tasks, self.tools, env_factory = task_family(cfg)
-        tree = cfg.agent.tree
+        tree, guard = cfg.agent.tree, cfg.agent.guard
         self.rollout_fn = rollout if self.tools is None else AgentRollout(
             self.tools, cfg.agent.limits(cfg.rl.max_new_tokens), cfg.agent.compaction,
-            tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory)
+            tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
+            guard=None if guard is None else Guard(protected_paths=guard.protected_paths,
+                                                   on_hack=guard.on_hack))
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]

@@ -50,11 +50,19 @@ class TreeConfig(Section):
         return self.rounds * self.branches + 1
 
 
+class GuardConfig(Section):
+    """The online anti-hack guard (docs/agents.md): the default rules plus
+    ``protected_paths``; ``on_hack`` ``block`` (dummy result) or ``zero_reward``."""
+
+    protected_paths: list[str] = Field(default_factory=list)
+    on_hack: Literal["block", "zero_reward"] = "block"
+
+
 class AgentConfig(Section):
     """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
     budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
     the context window. ``compaction`` manages the window (docs/agents.md); ``tree`` shapes
-    ``tree_grpo`` rollouts."""
+    ``tree_grpo`` rollouts; ``guard`` (null: off) inspects every tool call."""
 
     max_turns: int = Field(4, ge=1)
     max_tokens: int = Field(512, ge=16)
@@ -63,10 +71,11 @@ class AgentConfig(Section):
     loop_repeats: int = Field(3, ge=2)
     compaction: Compaction = Compaction()
     tree: TreeConfig | None = None
+    guard: GuardConfig | None = None
 
     def limits(self, max_new_tokens: int) -> LoopLimits:
         return LoopLimits(max_new_tokens=max_new_tokens,
-                          **self.model_dump(exclude={"compaction", "tree"}))
+                          **self.model_dump(exclude={"compaction", "tree", "guard"}))
 
 
 class TaskConfig(Section):

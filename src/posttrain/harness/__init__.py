@@ -10,6 +10,7 @@ from posttrain.harness.context import (
     should_compact,
 )
 from posttrain.harness.episode_env import EpisodeEnv
+from posttrain.harness.guard import Guard, GuardRule
 from posttrain.harness.loop import STOP_REASONS, AgentLoop, LoopLimits
 from posttrain.harness.replay import episode_problems
 from posttrain.harness.sandbox import (
@@ -31,6 +32,8 @@ __all__ = [
     "AgentLoop",
     "Compaction",
     "EpisodeEnv",
+    "Guard",
+    "GuardRule",
     "LoopLimits",
     "HERMES_PATTERN",
     "Sandbox",

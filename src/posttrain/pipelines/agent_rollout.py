@@ -11,6 +11,7 @@ from posttrain.harness import (
     AgentLoop,
     Compaction,
     EpisodeEnv,
+    Guard,
     LoopLimits,
     ToolRegistry,
     run_tree,
@@ -29,17 +30,19 @@ class AgentRollout:
     """``group_size`` agent episodes per task, played in lockstep; the per-turn token budget is
     ``sampling.max_new_tokens``. With ``tree=(branches, rounds)`` a group is
     ``group_size / (rounds * branches + 1)`` trees (``tree_grpo``); ``env_factory`` gives each
-    episode its own environment (``AgentLoop``)."""
+    episode its own environment and ``guard`` inspects every call (``AgentLoop``)."""
 
     def __init__(self, tools: ToolRegistry, limits: LoopLimits = LoopLimits(),
                  compaction: Compaction = Compaction(),
                  state_key: Callable[[list[dict]], Hashable] = observation_state,
                  tree: tuple[int, int] | None = None,
-                 env_factory: Callable[[str], EpisodeEnv] | None = None) -> None:
+                 env_factory: Callable[[str], EpisodeEnv] | None = None,
+                 guard: Guard | None = None) -> None:
         if tree is not None and env_factory is not None:
             raise ValueError("tree rollouts cannot branch episodes that own environment state")
         self.tools, self.limits, self.compaction = tools, limits, compaction
         self.state_key, self.tree, self.env_factory = state_key, tree, env_factory
+        self.guard = guard
 
     def __call__(
         self,
@@ -53,7 +56,8 @@ class AgentRollout:
     ) -> list[Episode]:
         limits = LoopLimits(**{**self.limits.__dict__, "max_new_tokens": sampling.max_new_tokens})
         loop = AgentLoop(engine, tokenizer, self.tools, limits, state_key=self.state_key,
-                         compaction=self.compaction, env_factory=self.env_factory)
+                         guard=self.guard, compaction=self.compaction,
+                         env_factory=self.env_factory)
         tree = self.tree if group_size > 1 else None  # evaluation plays single episodes
         per_task = group_size if tree is None else group_size // (tree[0] * tree[1] + 1)
         items = [(t.messages(), t.reference, f"{group_prefix}{k}")

@@ -47,7 +47,8 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     out["truncated"] = sum(e.finish_reason in ("length", "max_tokens") for e in episodes) / n
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
-        out["turns"] = sum(e.meta["turns"] for e in episodes) / n
+        for key in ("turns", "compactions", "guard_flags", "guard_blocks"):
+            out[key] = sum(e.meta[key] for e in episodes) / n
     return out
 
 
