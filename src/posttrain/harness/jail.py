@@ -151,23 +151,24 @@ def _copy_entry(source: str, target: str) -> None:
         _bind(source, target)
 
 
-def _interpreter_dirs() -> list[str]:
+def _interpreter_dirs(prefixes: list[str]) -> list[str]:
     """The interpreter's install trees outside the system directories, outermost first."""
     dirs: list[str] = []
-    for d in sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                                   sys.base_exec_prefix)}):
+    for d in sorted({os.path.realpath(p) for p in prefixes}):
         if not any(d == t or d.startswith(t + "/") for t in (*SYSTEM_DIRS, *dirs)):
             dirs.append(d)
     return dirs
 
 
-def _build_root(root: str, workspace: str, tmp_mb: int) -> None:
+def _build_root(root: str, workspace: str, tmp_mb: int, prefixes: list[str]) -> None:
     """Assemble the jail's file system at ``root`` and pivot into it."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
     for d in SYSTEM_DIRS:
         _copy_entry(d, root + d)
-    for d in _interpreter_dirs():
+    os.mkdir(root + "/tmp")  # before the interpreter: a virtualenv may live under /tmp
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
+    for d in _interpreter_dirs(prefixes):
         _bind(d, root + d)
     os.mkdir(root + "/etc")
     for name, text in ETC_FILES.items():
@@ -182,8 +183,6 @@ def _build_root(root: str, workspace: str, tmp_mb: int) -> None:
     for name, target in DEV_LINKS.items():
         os.symlink(target, f"{root}/dev/{name}")
     _bind(workspace, root + WORKSPACE, writable=True)
-    os.mkdir(root + "/tmp")
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
     os.mkdir(root + "/proc")
     try:  # the PID namespace's own /proc; a kernel may refuse it (e.g. under a masked /proc)
         _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -200,7 +199,7 @@ def _init(spec: dict, status: int) -> None:
     """PID 1 of the jail: build it, run the program, report its status."""
     _sys("prctl", PR_SET_PDEATHSIG, signal.SIGKILL)
     _sys("prctl", PR_SET_DUMPABLE, 0)
-    _build_root(spec["root"], spec["workspace"], spec["limits"]["tmp_mb"])
+    _build_root(spec["root"], spec["workspace"], spec["limits"]["tmp_mb"], spec["prefixes"])
     _sys("sethostname", b"sandbox", 7)
     pid = os.fork()
     if pid == 0:

@@ -172,7 +172,10 @@ def _run_jail(mode: str, argv: list[str], env: dict[str, str], workspace: Path, 
               limits: SandboxLimits, stdin: bytes) -> SandboxResult:
     """Start ``jail.py`` with the spec, collect the output, interpret the jail's status."""
     spec = {"mode": mode, "argv": argv, "env": env, "workspace": str(workspace),
-            "root": str(root), "limits": dataclasses.asdict(limits)}
+            "root": str(root), "limits": dataclasses.asdict(limits),
+            # the install trees as this process sees them: the jail runs with -S, which
+            # hides a virtualenv's prefix from it
+            "prefixes": [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]}
     spec_r, spec_w = os.pipe()
     status_r, status_w = os.pipe()
     start = time.monotonic()
