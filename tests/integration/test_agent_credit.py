@@ -135,8 +135,18 @@ def test_a_tree_without_intermediate_turns_grows_from_the_root(tokenizer):
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["algo.adv_estimator=gigpo"], "gigpo reads agent episodes"),
-    (["algo.behaviour_reg.k_err=2"], "behaviour_reg reads agent episodes"),
+    (["algo.adv_estimator=gigpo"], "gigpo acts on agent episodes"),
+    (["algo.behaviour_reg.k_err=2"], "behaviour_reg acts on agent episodes"),
+    (["agent.compaction.strategy=summary"], "agent.compaction acts on agent episodes"),
+    (["task.name=reasoning_gym", "task.dataset=chain_sum",
+      "reward.parts={correct: {verifier: reasoning_gym}}", "agent.guard.on_hack=block"],
+     r"agent.guard acts on agent episodes \(tool steps\); task.name=reasoning_gym is"),
+    (["task.name=search", "task.digits=3"], "task.digits applies to"),
+    (["task.name=calculator", "task.submissions.penalty=0.5"], "task.submissions applies to"),
+    (["task.name=code", "reward.parts={accuracy: {verifier: env}}",
+      "reward.accuracy_part=accuracy"],
+     "the code environment scores only"),
+    (["agent.compaction.keep_last=-1"], "must be >= 0"),
     (["task.name=calculator", "algo.adv_estimator=tree_grpo"], "tree_grpo and agent.tree go"),
     (["task.name=calculator", "agent.tree.branches=2"], "tree_grpo and agent.tree go"),
     (["task.name=calculator", "algo.adv_estimator=tree_grpo", "agent.tree.branches=2",
@@ -153,4 +163,4 @@ def test_config_accepts_agent_credit_on_tool_tasks():
                              "agent.tree.branches=1", "rl.group_size=8",
                              "algo.behaviour_reg.k_err=1.5"])
     assert cfg.agent.tree.per_backbone == 2 and cfg.algo.behaviour_reg.k_err == 1.5
-    assert cfg.agent.limits(16) == LoopLimits(max_turns=4, max_tokens=512, max_new_tokens=16)
+    assert cfg.agent.limits() == LoopLimits(max_turns=4, max_tokens=512)

@@ -121,3 +121,41 @@ def test_guard_blocks_or_zeroes_and_the_rollout_continues(tokenizer):
         shown = tokenizer.decode(engine.prompts[1])
         assert (BLOCKED in shown) == (policy == "block") and ("5<|im_end|>" in shown) != (
             policy == "block")
+
+
+def test_a_sibling_near_its_window_does_not_cut_other_turns_short(tokenizer):
+    answer = "<answer>5</answer>"
+    short = [{"role": "user", "content": "What is 2+3?"}]
+    long_ = [{"role": "user", "content": "What is 2+3? " + "Please think. " * 20}]
+    engine = ScriptedEngine(tokenizer, [answer, answer])
+    loop = AgentLoop(engine, tokenizer, ToolRegistry([add]), LoopLimits(max_new_tokens=64))
+    long_len = len(loop.encode(loop.render(long_, True)))
+    loop.limits = LoopLimits(max_tokens=long_len + 2, max_new_tokens=64)
+    near, free = loop.run_many([(long_, "5", "a"), (short, "5", "b")],
+                               SamplingParams(max_new_tokens=64), REWARD)
+    assert near.finish_reason == "max_tokens" and near.segments[0].num_trainable == 2
+    assert free.finish_reason == "answer" and free.reward == 1.0
+
+
+def test_every_environment_is_closed_when_a_batch_fails(tokenizer):
+    closed = []
+
+    class Env:
+        tools = ToolRegistry([add])
+
+        def verdict(self, final):
+            return {}
+
+        def close(self):
+            closed.append(True)
+
+    class DeadEngine:
+        version = 0
+
+        def generate(self, prompts, sampling):
+            raise RuntimeError("engine died")
+
+    loop = AgentLoop(DeadEngine(), tokenizer, ToolRegistry([add]), env_factory=lambda r: Env())
+    with pytest.raises(RuntimeError, match="engine died"):
+        loop.run_many([(TASK, "5", "a")] * 2, SamplingParams(max_new_tokens=8), REWARD)
+    assert closed == [True, True]

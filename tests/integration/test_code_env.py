@@ -128,3 +128,44 @@ def test_guard_blocks_reading_hidden_tests_and_metrics_count_it(tokenizer):
     assert ep.meta["tool_records"][0]["results"] == ["[blocked: this action is not allowed in "
                                                      "this environment]"]
     assert rollout_metrics([ep], "correct")["guard_blocks"] == 1.0
+
+
+@pytest.mark.parametrize("solution", [
+    "def f(x):\n    return '\ud800'\n",  # a lone surrogate: the file cannot even be written
+    "import atexit\natexit.register(lambda: print('[]'))\n",  # forges an empty result line
+    "print('5')\n",  # a result line of the wrong shape
+])
+def test_hostile_submissions_fail_their_tests_and_never_crash(solution):
+    env = TASKS.make_env(problem().name)
+    try:
+        feedback = env.submissions.submit(solution)
+        assert feedback.startswith("submission 1/3: 0/2 public tests passed")
+        assert env.verdict("") == {"correct": 0.0, "f2p": 0.0, "p2p": 0.0, "submissions": 0.0}
+    finally:
+        env.close()
+
+
+def test_tests_run_the_submitted_module_alone():
+    p = problem()
+    env = TASKS.make_env(p.name)
+    try:  # a package written through run_python would shadow solution.py in the workspace
+        plant = ("import os; os.mkdir('solution'); open('solution/__init__.py', 'w')"
+                 f".write({p.solution!r})")
+        (ran,) = env.tools.execute_sync([ToolCall("run_python", {"code": plant}, "c")])
+        assert ran.outcome == "ok" and ran.output.startswith("exit code 0")
+        env.submissions.submit("garbage(((")
+        assert env.verdict("")["correct"] == 0.0
+        both = env.tools.execute_sync([ToolCall("submit", {"solution": s}, f"c{i}")
+                                       for i, s in enumerate((p.stub, p.solution))])
+        assert [r.output.split(": ", 1)[1] for r in both] == [
+            feedback_of(p, p.stub), "2/2 public tests passed"]  # no race between the two
+    finally:
+        env.close()
+
+
+def feedback_of(p, solution):
+    env = TASKS.make_env(p.name)
+    try:
+        return env._public(solution)
+    finally:
+        env.close()

@@ -83,7 +83,7 @@ class Recipe:
         self.tasks, self.tools, env_factory = task_family(cfg)
         tree, guard = cfg.agent.tree, cfg.agent.guard
         self.rollout_fn = rollout if self.tools is None else AgentRollout(
-            self.tools, cfg.agent.limits(cfg.rl.max_new_tokens), cfg.agent.compaction,
+            self.tools, cfg.agent.limits(), cfg.agent.compaction,
             tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
             guard=None if guard is None else Guard(protected_paths=guard.protected_paths,
                                                    on_hack=guard.on_hack))

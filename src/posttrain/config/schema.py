@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from posttrain.envs.code import VERDICT_PARTS
 from posttrain.harness import Compaction, LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.models import PRESETS
@@ -35,6 +36,11 @@ class ModelConfig(Section):
         if (self.path is None) == (self.preset is None):
             raise ValueError("set exactly one of model.path and model.preset (the other to null)")
         return self
+
+
+SINGLE_TURN_TASKS = ("arithmetic", "reasoning_gym")
+TASK_KEYS = {"ops": ("arithmetic", "calculator"), "digits": ("arithmetic", "calculator"),
+             "submissions": ("code",), "dataset_config": ("reasoning_gym",)}
 
 
 class TreeConfig(Section):
@@ -73,9 +79,9 @@ class AgentConfig(Section):
     tree: TreeConfig | None = None
     guard: GuardConfig | None = None
 
-    def limits(self, max_new_tokens: int) -> LoopLimits:
-        return LoopLimits(max_new_tokens=max_new_tokens,
-                          **self.model_dump(exclude={"compaction", "tree", "guard"}))
+    def limits(self) -> LoopLimits:
+        """The episode limits (the per-turn budget comes with each call's sampling)."""
+        return LoopLimits(**self.model_dump(exclude={"compaction", "tree", "guard"}))
 
 
 class TaskConfig(Section):
@@ -204,30 +210,47 @@ class RunConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _agent_algorithms(self) -> RunConfig:
-        """What reads agent episodes (steps, state keys, trees) needs a tool task."""
-        algo, tree = self.algo, self.agent.tree
-        reads = [name for name, on in (
+    def _agent_settings(self) -> RunConfig:
+        """What reads or shapes agent episodes (steps, state keys, trees, the context, tool
+        calls) needs a tool task; tree rollouts need a group of whole trees."""
+        algo, agent = self.algo, self.agent
+        needs_agent = [name for name, on in (
             (f"algo.adv_estimator={algo.adv_estimator}", algo.adv_estimator in EPISODE_ESTIMATORS),
-            ("algo.behaviour_reg", algo.behaviour_reg is not None)) if on]
-        if reads and self.task.name == "arithmetic":
-            raise ValueError(f"{reads[0]} reads agent episodes (tool steps); task.name="
-                             "arithmetic is single-turn")
-        if (algo.adv_estimator == "tree_grpo") != (tree is not None):
+            ("algo.behaviour_reg", algo.behaviour_reg is not None),
+            ("agent.compaction", agent.compaction.strategy != "none"),
+            ("agent.guard", agent.guard is not None)) if on]
+        if needs_agent and self.task.name in SINGLE_TURN_TASKS:
+            raise ValueError(f"{needs_agent[0]} acts on agent episodes (tool steps); "
+                             f"task.name={self.task.name} is single-turn")
+        if (algo.adv_estimator == "tree_grpo") != (agent.tree is not None):
             raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
-        gym_parts = {p.verifier for p in self.reward.parts.values()} - {"format"}
-        if (self.task.name == "reasoning_gym") != ("reasoning_gym" in gym_parts) or (
-                self.task.name == "reasoning_gym" and gym_parts != {"reasoning_gym"}):
-            raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "
-                             "(plus format, if wanted), and that verifier needs the task")
-        env_parts = [n for n, p in self.reward.parts.items() if p.verifier == ENV]
-        if (self.task.name == "code") != bool(env_parts):
-            raise ValueError("reward parts with verifier env (scored by the episode's "
-                             "environment) go with task.name=code, and it needs at least one")
-        if self.task.name == "code" and tree is not None:
+        if self.task.name == "code" and agent.tree is not None:
             raise ValueError("agent.tree: tree rollouts cannot branch code episodes (their "
                              "sandbox state cannot be copied)")
-        if tree is not None and self.rl.group_size % tree.per_backbone:
+        if agent.tree is not None and self.rl.group_size % agent.tree.per_backbone:
             raise ValueError(f"rl.group_size={self.rl.group_size} must be a multiple of "
-                             f"agent.tree.rounds * branches + 1 = {tree.per_backbone}")
+                             f"agent.tree.rounds * branches + 1 = {agent.tree.per_backbone}")
+        return self
+
+    @model_validator(mode="after")
+    def _task_settings(self) -> RunConfig:
+        """Task keys set away from their defaults act on their own task only; a task's rewards
+        come from its own verifiers."""
+        task = self.task
+        for key, tasks in TASK_KEYS.items():
+            default = TaskConfig.model_fields[key].get_default(call_default_factory=True)
+            if getattr(task, key) != default and task.name not in tasks:
+                raise ValueError(f"task.{key} applies to task.name in {tasks}, not {task.name}")
+        gym_parts = {p.verifier for p in self.reward.parts.values()} - {"format"}
+        if (task.name == "reasoning_gym") != ("reasoning_gym" in gym_parts) or (
+                task.name == "reasoning_gym" and gym_parts != {"reasoning_gym"}):
+            raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "
+                             "(plus format, if wanted), and that verifier needs the task")
+        env_parts = {n for n, p in self.reward.parts.items() if p.verifier == ENV}
+        if (task.name == "code") != bool(env_parts):
+            raise ValueError("reward parts with verifier env (scored by the episode's "
+                             "environment) go with task.name=code, and it needs at least one")
+        if env_parts - set(VERDICT_PARTS):
+            raise ValueError(f"reward parts {sorted(env_parts - set(VERDICT_PARTS))}: the code "
+                             f"environment scores only {', '.join(VERDICT_PARTS)}")
         return self

@@ -2,12 +2,12 @@
 
 Each episode owns a ``Sandbox`` workspace holding ``solution.py`` (an existing ``double``
 function and a stub of the function to write) and ``tests_public.json``. The model has two
-tools: ``run_python`` (run code in the workspace) and ``submit`` (write the module, run the
-public tests, read the feedback). Hidden tests decide the reward on the last submission,
-SWE-style: fail-to-pass (``f2p``: the new function, failing on the stub) and pass-to-pass
-(``p2p``: ``double``, which must keep working). The hidden expected values never enter the
-sandbox: the jailed runner only reports what each call returned, and the comparison happens
-outside.
+tools: ``run_python`` (run code in the workspace) and ``submit`` (run the public tests on the
+module, read the feedback). Tests run the submitted module alone, in a fresh sandbox. Hidden
+tests decide the reward on the last submission, SWE-style: fail-to-pass (``f2p``: the new
+function, failing on the stub) and pass-to-pass (``p2p``: ``double``, which must keep
+working). The hidden expected values never enter the sandbox: the jailed runner only reports
+what each call returned, and the comparison happens outside.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from posttrain.envs.base import SplitTasks
-from posttrain.harness import ToolRegistry
-from posttrain.harness.sandbox import Sandbox, SandboxLimits
+from posttrain.harness import Tool, ToolRegistry
+from posttrain.harness.sandbox import Sandbox, SandboxError, SandboxLimits
 from posttrain.harness.verifier import SubmissionPolicy, Submissions
 
 HELPER = "def double(x):\n    return 2 * x\n"
@@ -44,7 +44,8 @@ for call in calls:
 print(json.dumps(out))
 """
 LIMITS = SandboxLimits(cpu_s=5, memory_mb=512, wall_s=10.0, max_output_bytes=16 * 1024)
-ENV_PARTS = ("correct", "f2p", "p2p")
+ENV_PARTS = ("correct", "f2p", "p2p")  # the hidden tests' parts
+VERDICT_PARTS = (*ENV_PARTS, "submissions")
 
 # family -> (signature, description, solution body, input maker)
 FAMILIES: dict[str, tuple[str, str, str, Callable[[random.Random], str]]] = {
@@ -110,7 +111,10 @@ def make_problem(name: str, rng: random.Random) -> CodeProblem:
     c = rng.randint(-5, 9)
     values = {"k": rng.randint(2, 5), "c": c, "c_hi": c + rng.randint(3, 12)}
     body = body.format(**values)
-    cases = expected(module(signature, body), [f"f({make_input(rng)})" for _ in range(6)])
+    while True:  # public and hidden calls that no constant answer passes
+        cases = expected(module(signature, body), [f"f({make_input(rng)})" for _ in range(6)])
+        if len({e for _, e in cases[:2]}) == 2 and len({e for _, e in cases[2:]}) > 1:
+            break
     return CodeProblem(name, signature, description.format(**values), body, cases[:2], cases[2:])
 
 
@@ -120,6 +124,19 @@ def compare(cases, out) -> list[tuple[bool, str]]:
     return [(ok and got == want, "" if ok and got == want else
              f"{call}: {f'returned {got}, expected {want}' if ok else got}")
             for (call, want), (ok, got) in zip(cases, out)]
+
+
+def runner_output(stdout: str, n: int) -> list | None:
+    """The runner's last line if it is ``n`` pairs ``[ran, repr or error]``, else None (the
+    module printed after it, or the run died)."""
+    try:
+        out = json.loads(stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return None
+    pairs = isinstance(out, list) and len(out) == n and all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], bool) and isinstance(p[1], str)
+        for p in out)
+    return out if pairs else None
 
 
 def feedback(results: list[tuple[bool, str]]) -> str:
@@ -138,7 +155,9 @@ class CodeEnv:
         self.problem, self.limits = problem, limits
         self._sandbox: Sandbox | None = None
         self.submissions = Submissions(self._public, self._hidden, ENV_PARTS, policy)
-        self.tools = ToolRegistry([self._run_python_tool(), self.submissions.tool()])
+        timeout = limits.wall_s + 5  # the sandbox's own limit ends a run first
+        self.tools = ToolRegistry([Tool(self._run_python_tool(), timeout),
+                                   Tool(self.submissions.tool(), timeout)])
 
     @property
     def sandbox(self) -> Sandbox:
@@ -162,12 +181,16 @@ class CodeEnv:
         return run_python
 
     def _results(self, solution: str, cases) -> list[tuple[bool, str]]:
-        """``(passed, message)`` per case: the jailed runner returns values, compared here."""
-        self.sandbox.write("solution.py", solution)
-        r = self.sandbox.run_python(RUNNER, stdin=json.dumps([c for c, _ in cases]))
+        """``(passed, message)`` per case. The submitted module runs alone in a fresh sandbox
+        (nothing the episode wrote can shadow it); the jailed runner returns values, compared
+        here. Whatever goes wrong fails every case, never the rollout."""
         try:
-            out = json.loads(r.stdout.strip().splitlines()[-1])
-        except (json.JSONDecodeError, IndexError):
+            with Sandbox({"solution.py": solution}, self.limits) as sandbox:
+                r = sandbox.run_python(RUNNER, stdin=json.dumps([c for c, _ in cases]))
+        except (OSError, UnicodeError, SandboxError) as e:  # e.g. text that cannot be written
+            return [(False, f"the tests could not run: {type(e).__name__}")] * len(cases)
+        out = runner_output(r.stdout, len(cases))
+        if out is None:
             reason = "timed out" if r.timed_out else f"the tests crashed: {r.stderr[-200:]}"
             return [(False, reason)] * len(cases)
         return compare(cases, out)
@@ -188,6 +211,7 @@ class CodeEnv:
     def close(self) -> None:
         if self._sandbox is not None:
             self._sandbox.close()
+            self._sandbox = None
 
 
 class CodeTasks(SplitTasks):
@@ -215,15 +239,18 @@ class CodeTasks(SplitTasks):
     def sft_conversation(self, p: CodeProblem, error_rate: float,
                          rng: random.Random) -> list[dict]:
         """Submit the solution and finish; with probability ``error_rate`` first submit a wrong
-        one (the constant off by one), read the failing public tests and fix it. Tool turns
+        one (the constant off by one, or ``return None`` where that still passes the public
+        tests), read the failing public tests and fix it. Tool turns
         carry the feedback the tools give (no sandbox needed: the outcome is known)."""
         turns, limit = [], self.policy.max_submissions
         if rng.random() < error_rate:
-            wrong = module(p.signature, _off_by_one(p.body))
             calls = [c for c, _ in p.public]
-            ran = [(True, got) for _, got in expected(wrong, calls)]
-            turns += _submit_turns(wrong, f"submission 1/{limit}: "
-                                          f"{feedback(compare(p.public, ran))}")
+            for body in (_off_by_one(p.body), "return None"):  # the first that fails a test
+                wrong = module(p.signature, body)
+                results = compare(p.public, [(True, got) for _, got in expected(wrong, calls)])
+                if not all(ok for ok, _ in results):
+                    break
+            turns += _submit_turns(wrong, f"submission 1/{limit}: {feedback(results)}")
         passed = feedback([(True, "")] * len(p.public))
         turns += _submit_turns(p.solution, f"submission {len(turns) // 2 + 1}/{limit}: {passed}")
         return p.messages() + turns + [{"role": "assistant", "content": "Submitted."}]

@@ -21,6 +21,7 @@ from posttrain.harness.context import (
     discard_tool_turns,
     microcompact,
     select_recent_user_messages,
+    should_compact,
 )
 
 STRATEGIES = ("none", "microcompact", "discard_75", "discard_all", "summary", "codex_compact",
@@ -63,6 +64,8 @@ class Compaction:
                              f"{', '.join(STRATEGIES)}")
         if not 0 < self.ratio <= 1:
             raise ValueError(f"compaction ratio must lie in (0, 1], got {self.ratio}")
+        if min(self.keep_last, self.user_budget, self.max_compactions) < 0:
+            raise ValueError("compaction keep_last, user_budget and max_compactions must be >= 0")
 
     @property
     def summarises(self) -> bool:
@@ -70,7 +73,7 @@ class Compaction:
 
     def due(self, used_tokens: int, window: int, done: int) -> bool:
         return (self.strategy != "none" and done < self.max_compactions
-                and used_tokens > self.ratio * window)
+                and should_compact(used_tokens, window, self.ratio))
 
     def summary_request(self, messages: Sequence[dict]) -> list[dict]:
         """The history with the strategy's summary prompt appended as a user turn."""

@@ -10,7 +10,9 @@ from posttrain.harness.tools import ToolRegistry
 
 class EpisodeEnv(Protocol):
     """Made by ``AgentLoop``'s ``env_factory(reference)`` for every episode; ``verdict`` feeds
-    the reward parts whose verifier is ``env``; ``close`` releases the state."""
+    the reward parts whose verifier is ``env`` and must not raise (bad model output scores 0);
+    ``close`` releases the state and may be called more than once (the loop closes every
+    environment, also when an episode fails)."""
 
     tools: ToolRegistry
 

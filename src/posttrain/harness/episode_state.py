@@ -18,9 +18,8 @@ from posttrain.harness.guard import BLOCKED
 from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
 from posttrain.harness.tools import ToolResult
 from posttrain.harness.trace import Trace
-from posttrain.models import ChatTemplateError
 from posttrain.rewards import RewardFunction
-from posttrain.types import Episode, SamplingParams, Segment, StepSpan
+from posttrain.types import ChatTemplateError, Episode, SamplingParams, Segment, StepSpan
 
 if TYPE_CHECKING:
     from posttrain.harness.loop import AgentLoop
@@ -165,8 +164,8 @@ class EpisodeState:
 
     def _compact(self) -> None:
         """Close the segment and continue from the rebuilt context; a summarising strategy
-        first plays the summary turn as a segment of its own. A rebuild that changes nothing
-        is skipped (the segment goes on)."""
+        first plays the summary turn as a segment of its own. A rebuild that changes nothing,
+        or a summary request that does not fit the window, is skipped (the segment goes on)."""
         loop, compaction = self.loop, self.loop.compaction
 
         def rebuild(summary: str) -> list[dict]:
@@ -179,13 +178,15 @@ class EpisodeState:
                 return
             self._close()
         else:
-            self._close()
-            self._restart(compaction.summary_request(self.msgs))
-            if self.budget() <= 0:
-                self.stop = "max_tokens"
+            request = compaction.summary_request(self.msgs)
+            text = self.render(request, True)
+            ids = loop.encode(text)
+            budget = min(loop.limits.max_new_tokens, loop.limits.max_tokens - len(ids))
+            if budget <= 0:  # no room to ask for a summary: go on without compacting
                 return
-            (out,) = loop.engine.generate(
-                [self.trace.ids], replace(self.sampling, max_new_tokens=self.budget()))
+            self._close()
+            self.msgs, self.trace = request, Trace(ids, text)
+            (out,) = loop.engine.generate([ids], replace(self.sampling, max_new_tokens=budget))
             summary = self._add_step(out, self.msgs, compaction.train_summary)
             self.msgs.append({"role": "assistant", "content": summary})
             self._close()
@@ -226,11 +227,13 @@ class EpisodeState:
 
     # -- result --------------------------------------------------------------------------
 
-    def episode(self, reward_fn: RewardFunction) -> Episode:
-        verdict = None
+    def close(self) -> None:
+        """Release the episode's environment (idempotent)."""
         if self.env is not None:
-            verdict = self.env.verdict(self.final)
             self.env.close()
+
+    def episode(self, reward_fn: RewardFunction) -> Episode:
+        verdict = self.env.verdict(self.final) if self.env is not None else None
         parts, total = reward_fn(self.final, self.reference, verdict)
         if self.hacked:  # the guard's zero_reward policy
             parts, total = dict.fromkeys(parts, 0.0), 0.0

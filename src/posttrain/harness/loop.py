@@ -90,8 +90,12 @@ class AgentLoop:
     ) -> list[Episode]:
         """Play ``(messages, reference, group_id)`` episodes in lockstep."""
         states = self.start(items, sampling)
-        self.play(states, sampling)
-        return [st.episode(reward_fn) for st in states]
+        try:
+            self.play(states, sampling)
+            return [st.episode(reward_fn) for st in states]
+        finally:
+            for st in states:
+                st.close()
 
     def start(self, items: Sequence[tuple[Sequence[dict], str, str]],
               sampling: SamplingParams) -> list[EpisodeState]:
@@ -99,10 +103,15 @@ class AgentLoop:
 
     def play(self, states: Sequence[EpisodeState], sampling: SamplingParams) -> None:
         """Run ``states`` to their ends: every round, one batched ``generate`` for all episodes
-        still running, with the smallest remaining turn budget among them."""
+        still running, with the largest remaining turn budget among them; a turn longer than
+        its own episode's budget is cut there (a prefix of a sample is a sample: its tokens
+        and log-probs stand) and ends as truncated. Summary turns of a compaction and tool
+        calls run per episode."""
         while active := [st for st in states if st.stop is None and st.ready()]:
-            budget = min(st.budget() for st in active)
+            budgets = [st.budget() for st in active]
             outs = self.engine.generate([st.trace.ids for st in active],
-                                        replace(sampling, max_new_tokens=budget))
-            for st, out in zip(active, outs):
-                st.take(out)
+                                        replace(sampling, max_new_tokens=max(budgets)))
+            for st, out, budget in zip(active, outs, budgets):
+                st.take(out if len(out.token_ids) <= budget else replace(
+                    out, token_ids=out.token_ids[:budget], logprobs=out.logprobs[:budget],
+                    finish_reason="length"))

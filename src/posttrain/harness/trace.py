@@ -14,9 +14,9 @@ class Trace:
 
     ids: list[int]
     text: str
-    mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
+    mask: list[int] = field(init=False)
+    logprobs: list[float] = field(init=False)
+    versions: list[int] = field(init=False)
     steps: list[StepSpan] = field(default_factory=list)
 
     def __post_init__(self) -> None:

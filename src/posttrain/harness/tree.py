@@ -1,6 +1,6 @@
 """Tree rollouts for ``tree_grpo`` (ALGORITHMS.md §1): ``M`` backbone episodes per prompt,
-then ``L`` rounds in which ``N`` intermediate turns of each tree are sampled and expanded into
-new branches; a prompt's group holds ``M (L N + 1)`` episodes.
+then ``L`` rounds in which ``N`` intermediate turns of each tree are drawn (distinct while there
+are enough) and expanded into new branches; a prompt's group holds ``M (L N + 1)`` episodes.
 
 A branch continues from the state before the chosen step; the shared prefix is context (loss
 mask 0) and belongs to its parent. A tree with no intermediate turn yet (every episode ended
@@ -33,27 +33,35 @@ def run_tree(
         raise ValueError(f"tree rollouts need branches >= 1 and rounds >= 1, got {branches}, "
                          f"{rounds}")
     trees = [[st] for st in loop.start(items, sampling)]
-    loop.play([t[0] for t in trees], sampling)
-    rng = random.Random(seed)
-    for round_ in range(1, rounds + 1):
-        grown = []
-        for item, tree in zip(items, trees):
-            nodes = [(st, i) for st in tree for i in st.branch_points()]
-            for _ in range(branches):
-                if nodes:
-                    parent, step = rng.choice(nodes)
-                    grown.append((tree, parent.branch(step)))
-                else:
-                    grown.append((tree, loop.start([item], sampling)[0]))
-        round_sampling = sampling if sampling.seed is None else replace(
-            sampling, seed=sampling.seed + 7919 * round_)
-        loop.play([st for _, st in grown], round_sampling)
-        for tree, st in grown:
-            tree.append(st)
-    episodes = []
-    for k, tree in enumerate(trees):
-        for st in tree:
-            ep = st.episode(reward_fn)
-            ep.meta["tree_id"] = f"{ep.group_id}/{k}"
-            episodes.append(ep)
-    return episodes
+    try:
+        loop.play([t[0] for t in trees], sampling)
+        rng = random.Random(seed)
+        for round_ in range(1, rounds + 1):
+            grown = []
+            for item, tree in zip(items, trees):
+                nodes = [(st, i) for st in tree for i in st.branch_points()]
+                new = [parent.branch(step) for parent, step in _draw(nodes, branches, rng)]
+                new += loop.start([item] * (branches if not nodes else 0), sampling)
+                tree += new
+                grown += new
+            round_sampling = sampling if sampling.seed is None else replace(
+                sampling, seed=sampling.seed + 7919 * round_)
+            loop.play(grown, round_sampling)
+        episodes = []
+        for k, tree in enumerate(trees):
+            for st in tree:
+                ep = st.episode(reward_fn)
+                ep.meta["tree_id"] = f"{ep.group_id}/{k}"
+                episodes.append(ep)
+        return episodes
+    finally:
+        for tree in trees:
+            for st in tree:
+                st.close()
+
+
+def _draw(nodes: list, k: int, rng: random.Random) -> list:
+    """``k`` nodes, distinct while there are enough (then with replacement)."""
+    if not nodes:
+        return []
+    return rng.sample(nodes, k) if len(nodes) >= k else [rng.choice(nodes) for _ in range(k)]

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-
-class ChatTemplateError(ValueError):
-    """The tokenizer's chat template cannot be rendered incrementally."""
+from posttrain.types import ChatTemplateError
 
 
 def encode_prompt(

@@ -22,8 +22,10 @@ from posttrain.types import Episode, SamplingParams
 
 def observation_state(messages: list[dict]) -> tuple:
     """The default ``state_key``: what the environment has shown (every message but the
-    policy's own), so steps that saw the same task and the same tool results share a state."""
-    return tuple((m["role"], m["content"]) for m in messages if m["role"] != "assistant")
+    policy's own and the harness's injected ones, such as a compaction's summary), so steps
+    that saw the same task and the same tool results share a state."""
+    return tuple((m["role"], m["content"]) for m in messages
+                 if m["role"] != "assistant" and not m.get("injected"))
 
 
 class AgentRollout:

@@ -2,11 +2,13 @@
 
 from posttrain.types.batch import Batch
 from posttrain.types.episode import Episode, Group, Segment, StepSpan
+from posttrain.types.errors import ChatTemplateError
 from posttrain.types.jsonl import read_episodes, write_episodes
 from posttrain.types.sampling import SamplingParams
 
 __all__ = [
     "Batch",
+    "ChatTemplateError",
     "Episode",
     "Group",
     "SamplingParams",
