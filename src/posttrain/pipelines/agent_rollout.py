@@ -61,7 +61,11 @@ class AgentRollout:
                          guard=self.guard, compaction=self.compaction,
                          env_factory=self.env_factory)
         tree = self.tree if group_size > 1 else None  # evaluation plays single episodes
-        per_task = group_size if tree is None else group_size // (tree[0] * tree[1] + 1)
+        per_tree = 1 if tree is None else tree[0] * tree[1] + 1
+        if group_size % per_tree:
+            raise ValueError(f"group_size {group_size} is not a multiple of the "
+                             f"{per_tree} episodes of a tree")
+        per_task = group_size // per_tree
         items = [(t.messages(), t.reference, f"{group_prefix}{k}")
                  for k, t in enumerate(tasks) for _ in range(per_task)]
         if tree is None:
