@@ -45,6 +45,8 @@ def test_rl_on_calculator_episodes_trains_with_engine_and_trainer_agreeing(model
     assert {"tool_use", "turns", "eval/tool_use", "loss", "grad_norm"} <= set(rows[-1])
     # the trainer re-scores every sampled token of every turn as the engine sampled it
     assert all(r["mismatch"] < 1e-3 for r in rows)
+    # every step's weight sync was verified: same checksum, probes scored alike
+    assert all(r["sync/mismatch"] < 1e-4 for r in rows)
 
 
 @pytest.mark.parametrize("algo,rollout", [

@@ -54,12 +54,14 @@ def _run(cfg, resume: bool) -> None:
     from posttrain.cli.recipe import Recipe
     from posttrain.models import ModelNotFoundError
     from posttrain.pipelines import MismatchError
+    from posttrain.pipelines.weight_sync import WeightSyncError
     from posttrain.train import TrainingDivergedError
 
     console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
     try:
         summary = Recipe(cfg).run(resume=resume)
-    except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError) as e:
+    except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError,
+            WeightSyncError) as e:
         _fail(str(e))
     except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
         _fail(f"out_dir {cfg.out_dir!r} cannot be a run directory: {e}")

@@ -41,6 +41,7 @@ from posttrain.pipelines import (
 )
 from posttrain.pipelines.agent_rollout import AgentRollout
 from posttrain.pipelines.rollout import rollout
+from posttrain.pipelines.weight_sync import sync_weights
 from posttrain.rewards import RewardFunction
 from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
 from posttrain.train.checkpoint import CRITIC_DIR
@@ -197,7 +198,7 @@ class Recipe:
                                            cfg.model.dtype)
             critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps, cfg.trainer)
         start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
-        engine.update_weights(trainer.named_weights(), start)
+        sync_weights(trainer, engine, start, cfg=cfg.rl.sync)
         run_rl(trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
                cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
                start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,

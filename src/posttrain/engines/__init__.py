@@ -3,6 +3,7 @@
 from posttrain.engines.base import Engine, FinishReason, GenerationOutput
 from posttrain.engines.sampling import processed_logprobs, sample_tokens
 from posttrain.engines.torch_engine import TorchEngine
+from posttrain.engines.weights import weights_checksum
 
 __all__ = [
     "Engine",
@@ -11,4 +12,5 @@ __all__ = [
     "TorchEngine",
     "processed_logprobs",
     "sample_tokens",
+    "weights_checksum",
 ]

@@ -27,7 +27,8 @@ class GenerationOutput:
 
 @runtime_checkable
 class Engine(Protocol):
-    """Generates completions and accepts new weights."""
+    """Generates completions, accepts new weights, and can prove which weights it holds: a
+    checksum of them and the log-probs it gives to fixed sequences (weight-sync checks)."""
 
     @property
     def version(self) -> int: ...
@@ -39,3 +40,12 @@ class Engine(Protocol):
     def update_weights(
         self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
     ) -> None: ...
+
+    def weights_checksum(self) -> str:
+        """``weights_checksum`` of the weights the engine holds."""
+        ...
+
+    def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
+        """Log-prob of every token given the ones before it (0.0 for the first), at
+        temperature 1."""
+        ...

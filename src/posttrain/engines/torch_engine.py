@@ -11,6 +11,7 @@ from transformers import PreTrainedModel
 from posttrain.engines.base import GenerationOutput
 from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder
 from posttrain.engines.sampling import sample_tokens
+from posttrain.engines.weights import weights_checksum
 from posttrain.types import SamplingParams
 
 
@@ -71,6 +72,24 @@ class TorchEngine:
                     )
                 target.copy_(tensor)
         self._version = version
+
+    def weights_checksum(self) -> str:
+        return weights_checksum(self._params.items())
+
+    @torch.inference_mode()
+    def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
+        """Log-prob of every token given the ones before it (0.0 for the first), through the
+        model's own forward (not the decoding path), at temperature 1."""
+        if any(len(s) == 0 for s in sequences):
+            raise ValueError("every sequence needs at least one token")
+        n = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), n), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(sequences), n), dtype=torch.long)
+        for i, s in enumerate(sequences):
+            ids[i, : len(s)], mask[i, : len(s)] = torch.tensor(s, dtype=torch.long), 1
+        logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+        return [[0.0] + logp[i, : len(s) - 1].tolist() for i, s in enumerate(sequences)]
 
     @torch.inference_mode()
     def generate(

@@ -23,6 +23,7 @@ from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig, ShapingRule
 from posttrain.pipelines.shaping import shape_rewards
+from posttrain.pipelines.weight_sync import sync_weights
 from posttrain.rewards import RewardFunction
 from posttrain.train import ActorConfig, CriticConfig, Trainer, critic_step, critic_values
 from posttrain.train.trainer import mean_metrics
@@ -184,7 +185,8 @@ def run_rl(
                 del metrics["mismatch"]
             else:
                 check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
-            engine.update_weights(trainer.named_weights(), version=step + 1)
+            probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
+            metrics |= sync_weights(trainer, engine, step + 1, probes, cfg.sync).metrics()
         if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
             result = evaluate(engine, tokenizer, eval_tasks, reward_fn, eval_cfg, accuracy_part,
                               rollout_fn=rollout_fn)

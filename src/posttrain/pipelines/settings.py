@@ -32,10 +32,20 @@ class SFTConfig(Section):
     log_every: int = Field(10, ge=1)
 
 
+class SyncConfig(Section):
+    """``timeout_s`` per sync; ``probes`` sequences (taken from the step's rollouts) scored by
+    both sides; above ``tolerance`` (mean |trainer - engine| log-prob) the run stops."""
+
+    timeout_s: float = Field(120.0, gt=0)
+    probes: int = Field(4, ge=0)
+    tolerance: float = Field(1e-3, gt=0)
+
+
 class RLConfig(Section):
     """Synchronous GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the
     task's effort levels, if any). ``save_episodes`` appends every step's episodes to
-    ``episodes.jsonl`` in the run directory (``posttrain replay`` checks them)."""
+    ``episodes.jsonl`` in the run directory (``posttrain replay`` checks them); ``sync``
+    verifies every weight sync (``pipelines.weight_sync``)."""
 
     steps: int = Field(60, ge=0)
     prompts_per_step: int = Field(16, ge=1)
@@ -50,6 +60,7 @@ class RLConfig(Section):
     mismatch_tolerance: float = Field(0.05, gt=0)
     save_episodes: bool = False
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
+    sync: SyncConfig = SyncConfig()
 
 
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward

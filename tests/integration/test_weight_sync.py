@@ -1,0 +1,87 @@
+"""Verified weight sync: checksums, timeouts and probe scoring catch hangs, silent corruption
+and an engine that scores differently from the trainer."""
+
+import time
+
+import pytest
+import torch
+
+from posttrain.engines import TorchEngine, weights_checksum
+from posttrain.pipelines.settings import SyncConfig
+from posttrain.pipelines.weight_sync import WeightSyncError, sync_weights
+from posttrain.train import OptimConfig, Trainer
+
+PROBES = [[1, 5, 9, 13, 2], [4, 4, 8]]
+
+
+def test_checksum_tells_weights_apart():
+    a = [("w", torch.arange(6.0).reshape(2, 3)), ("b", torch.ones(3))]
+    assert weights_checksum(a) == weights_checksum(list(reversed(a)))  # name order, not input
+    changed = [("w", a[0][1].clone()), ("b", a[1][1])]
+    changed[0][1][1, 2] += 1e-3
+    assert weights_checksum(changed) != weights_checksum(a)
+    assert weights_checksum([("w", a[0][1].to(torch.bfloat16))]) != weights_checksum(a[:1])
+
+
+@pytest.fixture
+def trainer_and_engine(model, tokenizer):
+    trainer = Trainer(model, OptimConfig(lr=1e-3), 10)
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    with torch.no_grad():  # the trainer moved on: the engine is one version behind
+        next(model.parameters()).add_(0.01)
+    return trainer, engine
+
+
+def test_a_sync_is_verified_by_checksum_and_probes(trainer_and_engine):
+    trainer, engine = trainer_and_engine
+    assert engine.weights_checksum() != weights_checksum(trainer.named_weights())
+    report = sync_weights(trainer, engine, 3, PROBES)
+    assert engine.version == 3 and engine.weights_checksum() == report.checksum
+    assert report.mismatch < 1e-5 and set(report.metrics()) == {"sync/mismatch",
+                                                                "sync/seconds"}
+
+
+class Corrupting(TorchEngine):
+    """Loads the weights, then silently flips one value (a bad transfer)."""
+
+    def update_weights(self, named_tensors, version):
+        super().update_weights(named_tensors, version)
+        with torch.no_grad():
+            next(iter(self._params.values())).view(-1)[0] += 1.0
+
+
+class Hanging(TorchEngine):
+    def update_weights(self, named_tensors, version):
+        time.sleep(3)
+
+
+class Drifting(TorchEngine):
+    """Holds the right weights but scores with another temperature (a config mismatch)."""
+
+    def score(self, sequences):
+        return [[lp / 0.9 for lp in row] for row in super().score(sequences)]
+
+
+def swap(engine, cls):
+    engine.__class__ = cls
+    return engine
+
+
+def test_silent_corruption_is_caught_by_the_checksum(trainer_and_engine):
+    trainer, engine = trainer_and_engine
+    with pytest.raises(WeightSyncError, match="sync to version 4: the engine holds weights"):
+        sync_weights(trainer, swap(engine, Corrupting), 4, PROBES)
+
+
+def test_a_hanging_sync_becomes_an_error(trainer_and_engine):
+    trainer, engine = trainer_and_engine
+    start = time.perf_counter()
+    with pytest.raises(WeightSyncError, match="version 5 did not finish within 0.2 s"):
+        sync_weights(trainer, swap(engine, Hanging), 5, PROBES, SyncConfig(timeout_s=0.2))
+    assert time.perf_counter() - start < 2
+
+
+def test_an_engine_scoring_differently_stops_the_run(trainer_and_engine):
+    trainer, engine = trainer_and_engine
+    with pytest.raises(WeightSyncError, match=r"version 6 \(engine version 6\).*differ"):
+        sync_weights(trainer, swap(engine, Drifting), 6, PROBES)
