@@ -24,7 +24,7 @@ class SubmissionPolicy:
 
 
 class SubmissionLimit(RuntimeError):
-    pass
+    """A submission past the cap: the model reads it as the tool's error."""
 
 
 class Submissions:

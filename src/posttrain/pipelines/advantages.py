@@ -101,7 +101,7 @@ def compute_advantages(
         adv = estimator(rewards=rewards, tree_ids=trees, **common)
     else:
         adv = estimator(rewards=rewards, **common)
-    scalar = adv.sum(dim=1) / common["mask"].sum(dim=1).clamp(min=1)
+    scalar = (adv.sum(dim=1) / common["mask"].sum(dim=1).clamp(min=1)).to(batch.loss_mask.dtype)
     return _modified(scalar[rows][:, None] * batch.loss_mask, episodes, batch, algo)
 
 
