@@ -4,6 +4,7 @@ signature, so the RL loop and evaluation take either."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 
 from posttrain.engines import Engine
 from posttrain.envs import Task
@@ -56,7 +57,7 @@ class AgentRollout:
         group_size: int = 1,
         group_prefix: str = "",
     ) -> list[Episode]:
-        limits = LoopLimits(**{**self.limits.__dict__, "max_new_tokens": sampling.max_new_tokens})
+        limits = replace(self.limits, max_new_tokens=sampling.max_new_tokens)
         loop = AgentLoop(engine, tokenizer, self.tools, limits, state_key=self.state_key,
                          guard=self.guard, compaction=self.compaction,
                          env_factory=self.env_factory)

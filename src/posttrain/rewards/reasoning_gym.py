@@ -11,13 +11,9 @@ from functools import lru_cache
 from posttrain.rewards.verifiers import extract_answer
 
 
-def gym_dataset(name: str, seed: int, size: int, config: str = "{}"):
-    """The procedural dataset (``config``: JSON of its keyword arguments)."""
-    return _dataset(name, seed, size, config)
-
-
 @lru_cache(maxsize=16)
-def _dataset(name: str, seed: int, size: int, config: str):
+def gym_dataset(name: str, seed: int, size: int, config: str = "{}"):
+    """The procedural dataset (``config``: JSON of its keyword arguments), built once."""
     try:
         import reasoning_gym
     except ImportError as e:
