@@ -33,7 +33,7 @@ class ScriptedEngine:
             return self.replies(self.tok.decode(prompt))
         return self.replies.pop(0)
 
-    def generate(self, prompts, sampling):
+    def generate(self, prompts, sampling, seeds=None):
         outs = []
         for prompt in prompts:
             self.prompts.append(list(prompt))

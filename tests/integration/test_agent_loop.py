@@ -152,7 +152,7 @@ def test_every_environment_is_closed_when_a_batch_fails(tokenizer):
     class DeadEngine:
         version = 0
 
-        def generate(self, prompts, sampling):
+        def generate(self, prompts, sampling, seeds=None):
             raise RuntimeError("engine died")
 
     loop = AgentLoop(DeadEngine(), tokenizer, ToolRegistry([add]), env_factory=lambda r: Env())

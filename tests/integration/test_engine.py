@@ -1,7 +1,14 @@
 import pytest
 import torch
 
-from posttrain.engines import Engine, TorchEngine, processed_logprobs, sample_tokens
+from posttrain.engines import (
+    Engine,
+    TorchEngine,
+    counter_uniforms,
+    processed_logprobs,
+    row_seeds,
+    sample_tokens,
+)
 from posttrain.models import encode_prompt, sequence_logprobs
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
@@ -48,6 +55,26 @@ def test_seed_reproducible_and_different_seeds_differ(engine, tokenizer):
     c = engine.generate(ps, SamplingParams(max_new_tokens=10, seed=8))
     assert [o.token_ids for o in a] == [o.token_ids for o in b]
     assert [o.token_ids for o in a] != [o.token_ids for o in c]
+
+
+def test_a_rows_completion_does_not_depend_on_its_batch(engine, tokenizer):
+    ps = prompts(tokenizer, 3) * 2
+    sampling = SamplingParams(max_new_tokens=10, seed=5)
+    together = engine.generate(ps, sampling)
+    seeds = row_seeds(5, len(ps))
+    alone = [engine.generate([p], sampling, seeds=[s])[0] for p, s in zip(ps, seeds)]
+    assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+    assert len({tuple(o.token_ids) for o in together}) > 3  # same prompt, different rows
+
+
+def test_resuming_a_cut_generation_continues_it_exactly(engine, tokenizer):
+    p = prompts(tokenizer, 1)[0]
+    whole = engine.generate([p], SamplingParams(max_new_tokens=12), seeds=[99])[0]
+    head = engine.generate([p], SamplingParams(max_new_tokens=5), seeds=[99])[0]
+    tail = engine.generate([p + head.token_ids], SamplingParams(max_new_tokens=7),
+                           seeds=[99])[0]
+    assert head.token_ids + tail.token_ids == whole.token_ids
+    torch.testing.assert_close(head.logprobs + tail.logprobs, whole.logprobs, atol=1e-5, rtol=0)
 
 
 def test_stop_tokens_and_length_finish(engine, tokenizer):
@@ -103,7 +130,8 @@ def test_empty_prompt_rejected(engine):
 def test_sampler_frequencies_follow_the_distribution():
     probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
     logits = torch.log(probs).expand(20000, 4)
-    tokens, logp = sample_tokens(logits, SamplingParams(), torch.Generator().manual_seed(0))
+    uniforms = counter_uniforms(torch.full((20000,), 3), torch.arange(20000))
+    tokens, logp = sample_tokens(logits, SamplingParams(), uniforms)
     freq = torch.bincount(tokens, minlength=4) / len(tokens)
     torch.testing.assert_close(freq, probs, atol=0.015, rtol=0)  # ~4 standard errors
     assert freq[3] == 0

@@ -40,6 +40,7 @@ from posttrain.pipelines import (
     run_sft,
 )
 from posttrain.pipelines.agent_rollout import AgentRollout
+from posttrain.pipelines.async_rl import run_async_rl
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.weight_sync import sync_weights
 from posttrain.rewards import RewardFunction
@@ -199,8 +200,11 @@ class Recipe:
             critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps, cfg.trainer)
         start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
         sync_weights(trainer, engine, start, cfg=cfg.rl.sync)
-        run_rl(trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
-               cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
-               start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
-                                         critic), critic, cfg.critic, cfg.reward.shaping,
-               cfg.task.efforts, self.rollout_fn)
+        args = (trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
+                cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
+                start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
+                                          critic), critic, cfg.critic, cfg.reward.shaping)
+        if cfg.rl.mode == "async":
+            run_async_rl(*args)
+        else:
+            run_rl(*args, cfg.task.efforts, self.rollout_fn)

@@ -227,6 +227,12 @@ class RunConfig(Section):
         if self.task.name == "code" and agent.tree is not None:
             raise ValueError("agent.tree: tree rollouts cannot branch code episodes (their "
                              "sandbox state cannot be copied)")
+        if self.rl.mode == "async" and self.task.name not in SINGLE_TURN_TASKS:
+            raise ValueError(f"rl.mode=async generates single-turn samples; task.name="
+                             f"{self.task.name} is an agent task (use rl.mode=sync)")
+        if self.rl.mode == "async" and self.task.efforts:
+            raise ValueError("rl.mode=async does not ask prompts at several task.efforts; "
+                             "use rl.mode=sync")
         if agent.tree is not None and self.rl.group_size % agent.tree.per_backbone:
             raise ValueError(f"rl.group_size={self.rl.group_size} must be a multiple of "
                              f"agent.tree.rounds * branches + 1 = {agent.tree.per_backbone}")

@@ -1,7 +1,12 @@
 """Layer 3: rollout engines behind the ``Engine`` protocol."""
 
 from posttrain.engines.base import Engine, FinishReason, GenerationOutput
-from posttrain.engines.sampling import processed_logprobs, sample_tokens
+from posttrain.engines.sampling import (
+    counter_uniforms,
+    processed_logprobs,
+    row_seeds,
+    sample_tokens,
+)
 from posttrain.engines.torch_engine import TorchEngine
 from posttrain.engines.weights import weights_checksum
 
@@ -10,7 +15,9 @@ __all__ = [
     "FinishReason",
     "GenerationOutput",
     "TorchEngine",
+    "counter_uniforms",
     "processed_logprobs",
+    "row_seeds",
     "sample_tokens",
     "weights_checksum",
 ]

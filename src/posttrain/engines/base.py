@@ -34,8 +34,14 @@ class Engine(Protocol):
     def version(self) -> int: ...
 
     def generate(
-        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams
-    ) -> list[GenerationOutput]: ...
+        self,
+        prompts: Sequence[Sequence[int]],
+        sampling: SamplingParams,
+        seeds: Sequence[int] | None = None,
+    ) -> list[GenerationOutput]:
+        """One completion a prompt. ``seeds[i]`` (default: derived from ``sampling.seed`` and
+        ``i``) fixes row ``i``'s random draws, independently of the batch it shares."""
+        ...
 
     def update_weights(
         self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int

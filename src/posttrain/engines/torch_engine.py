@@ -10,7 +10,7 @@ from transformers import PreTrainedModel
 
 from posttrain.engines.base import GenerationOutput
 from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder
-from posttrain.engines.sampling import sample_tokens
+from posttrain.engines.sampling import counter_uniforms, resolve_seeds, sample_tokens
 from posttrain.engines.weights import weights_checksum
 from posttrain.types import SamplingParams
 
@@ -20,8 +20,9 @@ class TorchEngine:
 
     Prompts of different lengths share one batch (left padding, explicit position ids);
     identical prompts (a GRPO group) are encoded once and their cache shared; rows that stop
-    leave the batch. Each ``generate`` call uses a ``torch.Generator`` seeded from
-    ``sampling.seed`` (or drawn from the global RNG), so a seeded call is reproducible.
+    leave the batch. Row ``i`` samples with seed ``seeds[i]`` (default: ``row_seeds`` of
+    ``sampling.seed``) through counter-based draws (``engines.sampling``), so its completion is
+    the same whatever else shares the batch and however generation is chunked.
 
     Decoding a tiny model is overhead-bound, not FLOP-bound, so Llama-family models decode
     through ``LlamaDecoder`` (``fast=False`` or another architecture: ``HFDecoder``, the model's
@@ -93,19 +94,22 @@ class TorchEngine:
 
     @torch.inference_mode()
     def generate(
-        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams
+        self,
+        prompts: Sequence[Sequence[int]],
+        sampling: SamplingParams,
+        seeds: Sequence[int] | None = None,
     ) -> list[GenerationOutput]:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
-        seed = sampling.seed if sampling.seed is not None else int(torch.randint(2**62, ()).item())
-        generator = torch.Generator().manual_seed(seed)
+        row_seeds = torch.tensor(resolve_seeds(len(prompts), sampling, seeds), dtype=torch.long)
         outs: list[GenerationOutput] = []
         for i in range(0, len(prompts), self.max_batch_size):
-            outs += self._generate_batch(prompts[i : i + self.max_batch_size], sampling, generator)
+            rows = slice(i, i + self.max_batch_size)
+            outs += self._generate_batch(prompts[rows], sampling, row_seeds[rows])
         return outs
 
     def _generate_batch(
-        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, gen: torch.Generator
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, seeds: torch.Tensor
     ) -> list[GenerationOutput]:
         distinct: dict[tuple[int, ...], int] = {}
         group = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts])
@@ -129,8 +133,10 @@ class TorchEngine:
         lengths = torch.full((b,), max_new, dtype=torch.long)
         stopped = torch.zeros(b, dtype=torch.bool)
         active = torch.arange(b)  # request index of each decoder row
+        start = torch.tensor([len(p) for p in prompts], dtype=torch.long)  # first new position
         for t in range(max_new):
-            tok, lp = sample_tokens(logits, sampling, gen)
+            tok, lp = sample_tokens(logits, sampling, counter_uniforms(seeds[active],
+                                                                       start[active] + t))
             tokens[active, t], logps[active, t] = tok, lp
             hit = torch.isin(tok, stop_ids)
             if bool(hit.any()):

@@ -13,21 +13,20 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from posttrain.algos import adaptive_kl_coef, get
+from posttrain.algos import get
 from posttrain.engines import Engine
 from posttrain.envs import ArithmeticTasks, EffortTask, Task
-from posttrain.pipelines.advantages import compute_advantages, token_kl
 from posttrain.pipelines.agent_rollout import tool_use_rate
 from posttrain.pipelines.evaluation import evaluate
+from posttrain.pipelines.policy_update import PolicyUpdate
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig, ShapingRule
 from posttrain.pipelines.shaping import shape_rewards
 from posttrain.pipelines.weight_sync import sync_weights
 from posttrain.rewards import RewardFunction
-from posttrain.train import ActorConfig, CriticConfig, Trainer, critic_step, critic_values
-from posttrain.train.trainer import mean_metrics
-from posttrain.types import Batch, Episode, SamplingParams, write_episodes
+from posttrain.train import ActorConfig, CriticConfig, Trainer
+from posttrain.types import Episode, SamplingParams, write_episodes
 
 
 class MismatchError(RuntimeError):
@@ -73,18 +72,6 @@ def informative(episodes: list[Episode]) -> list[Episode]:
     return [e for e, k in zip(episodes, keep.tolist()) if k]
 
 
-def update_critic(
-    critic: Trainer, batch: Batch, cfg: RLConfig, critic_cfg: CriticConfig, loss_agg_mode: str
-) -> dict[str, float]:
-    """The critic's ``epochs x mini_batches`` optimiser steps on the step's returns; mean
-    metrics."""
-    size = math.ceil(len(batch) / cfg.mini_batches)
-    return mean_metrics([
-        critic_step(critic, part, critic_cfg.cliprange_value, loss_agg_mode, cfg.max_new_tokens)
-        for _ in range(cfg.epochs) for part in batch.split(size)
-    ])
-
-
 def run_rl(
     trainer: Trainer,
     engine: Engine,
@@ -113,10 +100,9 @@ def run_rl(
     ``efforts`` every prompt is asked at each level, one group per (prompt, effort);
     ``rollout_fn`` (``rollout`` or an ``AgentRollout``) plays the episodes."""
     truncating = cfg.top_p < 1 or cfg.top_k > 0
-    on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old log-prob pass
-    kl_cfg = algo.kl if algo.kl.coef > 0 else None
-    need_old = not on_policy or (kl_cfg is not None and kl_cfg.placement == "in_reward")
-    part_weights = {name: weight for name, (_, weight) in reward_fn.weights.items()}
+    update = PolicyUpdate(
+        trainer, cfg, algo, actor, tokenizer.pad_token_id,
+        {name: weight for name, (_, weight) in reward_fn.weights.items()}, critic, critic_cfg)
     groups_per_prompt = len(efforts) if efforts else 1
     target_groups = cfg.prompts_per_step * groups_per_prompt
     evals = []
@@ -136,9 +122,6 @@ def run_rl(
                                   cfg.group_size, group_prefix=f"{round_}-")
             return shape_rewards(episodes, shaping, step, efforts)
 
-        kl = None if kl_cfg is None else kl_cfg.model_copy(
-            update={"coef": trainer.kl_coef if trainer.kl_coef is not None else kl_cfg.coef})
-        step_algo = algo.model_copy(update={"kl": kl or algo.kl})
         first = sample(cfg.prompts_per_step, 0)
         if cfg.save_episodes:
             write_episodes(reporter.path.parent / "episodes.jsonl", first, append=True)
@@ -158,29 +141,7 @@ def run_rl(
             metrics["extra_generations"] = float(extra)
             metrics["kept_groups"] = float(len(episodes) // cfg.group_size)
         if episodes:
-            batch = Batch.from_episodes(episodes, pad_token_id=tokenizer.pad_token_id)
-            old = trainer.compute_logprobs(batch, cfg.temperature) if need_old else None
-            ref = trainer.compute_logprobs(batch, cfg.temperature, True) if kl else None
-            batch = batch.replace(old_logprobs=old, ref_logprobs=ref)
-            if critic is not None:
-                batch = batch.replace(old_values=critic_values(critic, batch))
-            adv = compute_advantages(batch, episodes, step_algo, part_weights)
-            batch = batch.replace(advantages=adv)
-            if critic is not None:
-                batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
-            metrics |= trainer.rl_update(
-                batch, actor, kl=kl, offpolicy=algo.offpolicy, epochs=cfg.epochs,
-                mini_batches=cfg.mini_batches, temperature=cfg.temperature,
-                max_len=cfg.max_new_tokens,
-            )
-            if critic is not None:
-                metrics |= update_critic(critic, batch, cfg, critic_cfg, actor.loss_agg_mode)
-            if kl is not None:
-                metrics["kl_coef"] = kl.coef
-                if kl.controller == "adaptive":
-                    measured = metrics["ref_kl"] if kl.placement == "in_loss" else float(
-                        token_kl(batch, step_algo).sum() / batch.loss_mask.sum().clamp(min=1))
-                    trainer.kl_coef = adaptive_kl_coef(kl.coef, measured, kl.target)
+            metrics |= update(episodes)
             if truncating:  # behaviour log-probs are of the truncated distribution
                 del metrics["mismatch"]
             else:

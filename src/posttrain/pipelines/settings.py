@@ -41,11 +41,36 @@ class SyncConfig(Section):
     tolerance: float = Field(1e-3, gt=0)
 
 
+class AsyncConfig(Section):
+    """Asynchronous RL (``rl.mode: async``, docs/async.md). Pacing keeps at most
+    ``(max_staleness + 1) * prompts_per_step`` groups started and not yet trained on; tokens
+    older than ``max_staleness`` policy versions are masked out of the loss (``stale: mask``) or
+    their groups dropped and replaced (``stale: drop``). The rollout thread generates
+    ``capacity`` samples at once (null: one step's ``prompts_per_step x group_size``),
+    ``chunk_tokens`` at a time (null: whole completions); at a weight update a
+    ``partial_rollout`` resumes its in-flight samples under the new weights at the next chunk
+    boundary, otherwise the update waits for them to finish. Length-bias control:
+    ``max_inflight_per_group`` samples of a group at once (null: all), and a finished group is
+    held back while more than ``max_overtake`` older groups are unfinished (null: never)."""
+
+    max_staleness: int = Field(1, ge=0)
+    stale: Literal["mask", "drop"] = "mask"
+    capacity: int | None = Field(None, ge=1)
+    chunk_tokens: int | None = Field(8, ge=1)
+    partial_rollout: bool = True
+    max_inflight_per_group: int | None = Field(None, ge=1)
+    max_overtake: int | None = Field(None, ge=0)
+
+
 class RLConfig(Section):
-    """Synchronous GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the
-    task's effort levels, if any). ``save_episodes`` appends every step's episodes to
-    ``episodes.jsonl`` in the run directory (``posttrain replay`` checks them); ``sync``
-    verifies every weight sync (``pipelines.weight_sync``)."""
+    """GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the task's
+    effort levels, if any), ``sync`` or ``async`` (the ``async`` section, ``AsyncConfig``).
+    ``save_episodes`` appends every step's episodes to ``episodes.jsonl`` in the run directory
+    (``posttrain replay`` checks them); ``sync`` verifies every weight sync
+    (``pipelines.weight_sync``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
+                              serialize_by_alias=True)
 
     steps: int = Field(60, ge=0)
     prompts_per_step: int = Field(16, ge=1)
@@ -61,6 +86,14 @@ class RLConfig(Section):
     save_episodes: bool = False
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
     sync: SyncConfig = SyncConfig()
+    mode: Literal["sync", "async"] = "sync"
+    async_: AsyncConfig = Field(AsyncConfig(), alias="async")
+
+    @model_validator(mode="after")
+    def _async_options_act(self) -> RLConfig:
+        if self.mode == "sync" and self.async_ != AsyncConfig():
+            raise ValueError("rl.async options are set but rl.mode is sync")
+        return self
 
 
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward

@@ -60,9 +60,10 @@ class Segment:
         prompt_ids: list[int],
         completion_ids: list[int],
         completion_logprobs: list[float] | None = None,
-        version: int = 0,
+        version: int | list[int] = 0,
     ) -> Segment:
-        """A single-turn segment: prompt tokens unmasked, completion tokens trainable."""
+        """A single-turn segment: prompt tokens unmasked, completion tokens trainable;
+        ``version`` is one weight version for every completion token or one per token."""
         if not prompt_ids:
             raise ValueError("prompt_ids must not be empty")
         lp = list(completion_logprobs) if completion_logprobs is not None else [0.0] * len(
@@ -75,7 +76,9 @@ class Segment:
             token_ids=list(prompt_ids) + list(completion_ids),
             loss_mask=[0] * n_p + [1] * len(completion_ids),
             logprobs=[0.0] * n_p + [float(x) for x in lp],
-            versions=[-1] * n_p + [version] * len(completion_ids),
+            versions=[-1] * n_p + (
+                [int(v) for v in version] if isinstance(version, list)
+                else [version] * len(completion_ids)),
             steps=[StepSpan(n_p, n_p + len(completion_ids))],
         )
 

@@ -1,0 +1,148 @@
+"""Asynchronous RL: a rollout thread generates continuously (sample-level dispatch, partial
+rollout) while the trainer trains on complete groups, within a staleness bound.
+
+Group ``n`` is prompt ``n % B`` of the synchronous run's step ``n // B`` with the same per-sample
+seeds, so with ``max_staleness: 0`` the async run samples exactly the synchronous run's tokens
+and ends at the same parameters (tests/integration/test_async_rl.py). Step ``s`` trains on the
+first ``B`` groups it can take (``RolloutBuffer``'s order); with dynamic sampling, groups
+without signal are discarded and replaced until ``B`` carry signal or ``max_rounds * B`` were
+discarded. Tokens older than ``max_staleness`` versions are masked out of the loss
+(``stale: mask``) or their groups are discarded like uninformative ones (``stale: drop``).
+
+The update's ``mismatch`` metric here includes the policy's lag behind the sampled tokens, so
+the engine is checked by the weight-sync probes alone (``rl.sync.tolerance``).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Sequence
+
+from posttrain.engines import Engine, row_seeds
+from posttrain.envs import Task
+from posttrain.pipelines.async_rollout import AsyncRollout
+from posttrain.pipelines.buffer import RolloutBuffer
+from posttrain.pipelines.dispatch import Dispatcher, GroupSource
+from posttrain.pipelines.evaluation import evaluate
+from posttrain.pipelines.policy_update import PolicyUpdate
+from posttrain.pipelines.report import Reporter
+from posttrain.pipelines.rl import informative, rollout_metrics, step_seed
+from posttrain.pipelines.rollout_worker import RolloutWorker
+from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig, ShapingRule
+from posttrain.pipelines.shaping import shape_rewards
+from posttrain.pipelines.weight_sync import sync_weights
+from posttrain.rewards import RewardFunction
+from posttrain.train import ActorConfig, CriticConfig, Trainer
+from posttrain.types import Episode, SamplingParams, write_episodes
+
+
+def step_groups(tasks, seed: int, prompts_per_step: int, group_size: int) -> GroupSource:
+    """Groups in the synchronous run's order: prompts and row seeds of its first rounds."""
+
+    @functools.lru_cache(maxsize=4)
+    def step_batch(step: int) -> tuple[list[Task], list[int]]:
+        problems = tasks.sample(prompts_per_step, random.Random(f"{seed}:rl:{step}:0"))
+        return problems, row_seeds(step_seed(seed, step), prompts_per_step * group_size)
+
+    def source(group: int) -> tuple[Task, list[int]]:
+        step, k = divmod(group, prompts_per_step)
+        problems, seeds = step_batch(step)
+        return problems[k], seeds[k * group_size : (k + 1) * group_size]
+
+    return source
+
+
+def fresh_enough(group: list[Episode], version: int, max_staleness: int) -> bool:
+    """Every trainable token was sampled at most ``max_staleness`` versions ago."""
+    return all(version - v <= max_staleness for e in group for s in e.segments
+               for v, m in zip(s.versions, s.loss_mask) if m)
+
+
+def run_async_rl(
+    trainer: Trainer,
+    engine: Engine,
+    tokenizer,
+    tasks,
+    eval_tasks: Sequence[Task],
+    reward_fn: RewardFunction,
+    cfg: RLConfig,
+    algo: AlgoConfig,
+    actor: ActorConfig,
+    eval_cfg: EvalConfig,
+    accuracy_part: str,
+    reporter: Reporter,
+    seed: int = 0,
+    start_step: int = 0,
+    on_step_end: Callable[[int], None] | None = None,
+    critic: Trainer | None = None,
+    critic_cfg: CriticConfig | None = None,
+    shaping: Sequence[ShapingRule] = (),
+) -> list[dict[str, float]]:
+    """Run RL steps ``start_step .. cfg.steps`` asynchronously (``cfg.async_``); returns the
+    evaluations made. Single-turn tasks."""
+    acfg = cfg.async_
+    b, g = cfg.prompts_per_step, cfg.group_size
+    update = PolicyUpdate(
+        trainer, cfg, algo, actor, tokenizer.pad_token_id,
+        {name: weight for name, (_, weight) in reward_fn.weights.items()}, critic, critic_cfg)
+    sampling = SamplingParams(
+        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+        top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,))
+    chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
+    worker = RolloutWorker(engine, tokenizer, reward_fn, sampling, chunk)
+    dispatcher = Dispatcher(step_groups(tasks, seed, b, g), g, b, acfg.max_staleness,
+                            acfg.max_inflight_per_group, start_group=start_step * b)
+    buffer = RolloutBuffer(g, acfg.max_overtake)
+    max_discards = algo.dynamic_sampling.max_rounds * b
+    evals = []
+    reporter.start("RL (async)", cfg.steps)
+    with AsyncRollout(worker, dispatcher, buffer, acfg.capacity or b * g) as loop:
+        for step in range(start_step, cfg.steps):
+            waited, idle, tokens = loop.trainer_wait_s, loop.rollout_idle_s, worker.tokens_generated
+            version = engine.version
+            kept: list[list[Episode]] = []
+            sampled: list[Episode] = []
+            discarded = stale = 0
+            while len(kept) < b and discarded + stale < max_discards:
+                for group in loop.wait_groups(1):
+                    group = shape_rewards(group, shaping, step, None)
+                    sampled += group
+                    if acfg.stale == "drop" and not fresh_enough(group, version,
+                                                                   acfg.max_staleness):
+                        stale += 1
+                    elif algo.dynamic_sampling.enabled and not informative(group):
+                        discarded += 1
+                    else:
+                        kept.append(group)
+                        continue
+                    loop.release(1)
+            episodes = [e for group in kept for e in group]
+            if cfg.save_episodes:
+                write_episodes(reporter.path.parent / "episodes.jsonl", sampled, append=True)
+            metrics = rollout_metrics(sampled, accuracy_part)
+            metrics |= {"kept_groups": float(len(kept)), "discarded_groups": float(discarded),
+                        "stale_groups": float(stale)}
+            if episodes:
+                metrics |= update(episodes, version, acfg.max_staleness)
+                probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
+                report = loop.call(
+                    lambda: sync_weights(trainer, engine, version + 1, probes, cfg.sync),
+                    drain=not acfg.partial_rollout, timeout=cfg.sync.timeout_s)
+                metrics |= report.metrics()
+            loop.release(len(kept))
+            if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
+                result = loop.call(lambda: evaluate(engine, tokenizer, eval_tasks, reward_fn,
+                                                    eval_cfg, accuracy_part), drain=False)
+                metrics |= {f"eval/{k}": v for k, v in result.items()}
+                evals.append({"step": step + 1, **result})
+            metrics |= {"async/trainer_wait_s": loop.trainer_wait_s - waited,
+                        "async/rollout_idle_s": loop.rollout_idle_s - idle,
+                        "async/tokens": float(worker.tokens_generated - tokens)}
+            reporter.log("rl", step + 1, metrics)
+            reporter.advance(step + 1,
+                             f"reward {metrics['reward']:.3f} acc {metrics['accuracy']:.3f}")
+            if on_step_end is not None:
+                on_step_end(step + 1)
+    reporter.finish()
+    return evals

@@ -1,0 +1,129 @@
+"""The asynchronous pipeline: equal to the synchronous one at zero staleness, bounded
+staleness otherwise, partial rollouts that record the weight switch."""
+
+import copy
+import json
+import threading
+
+import pytest
+import torch
+
+from posttrain.engines import TorchEngine
+from posttrain.envs import ArithmeticTasks
+from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig, run_rl
+from posttrain.pipelines.async_rl import fresh_enough, run_async_rl, step_groups
+from posttrain.pipelines.async_rollout import AsyncRollout
+from posttrain.pipelines.buffer import RolloutBuffer
+from posttrain.pipelines.dispatch import Dispatcher
+from posttrain.pipelines.policy_update import PolicyUpdate
+from posttrain.pipelines.rollout_worker import RolloutWorker
+from posttrain.pipelines.weight_sync import WeightSyncError
+from posttrain.rewards import VERIFIERS, RewardFunction
+from posttrain.train import ActorConfig, OptimConfig, Trainer
+from posttrain.types import Episode, SamplingParams, Segment
+
+TASKS = ArithmeticTasks(("+",), 1)
+
+
+@pytest.fixture(autouse=True)
+def length_reward(monkeypatch):
+    """The untrained model never answers right; a length-based reward gives groups spread."""
+    monkeypatch.setitem(VERIFIERS, "length_mod3", lambda text, ref: float(len(text) % 3 == 0))
+
+
+def rl_config(**async_options):
+    mode = {"mode": "async", "async": async_options} if async_options else {}
+    return RLConfig(steps=3, prompts_per_step=3, group_size=4, max_new_tokens=8, eval_every=0,
+                    optim=OptimConfig(lr=3e-3), **mode)
+
+
+def train(run, model, tokenizer, path, cfg, algo=None):
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    reward = RewardFunction({"correct": ("length_mod3", 1.0)})
+    run(Trainer(model, cfg.optim, cfg.steps), engine, tokenizer, TASKS, [], reward, cfg,
+        algo or AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
+        Reporter(path, quiet=True), seed=3)
+    lines = (path / "metrics.jsonl").read_text().splitlines()
+    return model, [json.loads(line) for line in lines]
+
+
+def test_async_at_zero_staleness_ends_at_the_sync_parameters(model, tokenizer, tmp_path):
+    sync_model, sync_log = train(run_rl, copy.deepcopy(model), tokenizer, tmp_path / "s",
+                                 rl_config())
+    async_model, async_log = train(
+        run_async_rl, copy.deepcopy(model), tokenizer, tmp_path / "a",
+        rl_config(max_staleness=0, chunk_tokens=None, partial_rollout=False))
+    assert [r["reward"] for r in async_log] == [r["reward"] for r in sync_log]
+    assert all(r["staleness/max"] == 0 for r in async_log)
+    moved = 0.0
+    for (name, p), q, p0 in zip(sync_model.named_parameters(), async_model.parameters(),
+                                model.parameters()):
+        torch.testing.assert_close(q, p, atol=1e-5, rtol=1e-4, msg=name)
+        moved = max(moved, float((p - p0).detach().abs().max()))
+    assert moved > 1e-3  # the runs did train
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_staleness_stays_within_the_bound(model, tokenizer, tmp_path, partial):
+    _, log = train(run_async_rl, model, tokenizer, tmp_path,
+                   rl_config(max_staleness=1, chunk_tokens=2, partial_rollout=partial,
+                             capacity=6))
+    assert all(r["staleness/max"] <= 1 and r["staleness/masked"] == 0 for r in log)
+    assert all(r["kept_groups"] == 3 for r in log)
+    if partial:  # samples in flight at an update went on under the new weights
+        assert any(r["staleness/mixed_versions"] > 0 for r in log)
+    else:
+        assert all(r["staleness/mixed_versions"] == 0 for r in log)
+
+
+def test_dynamic_sampling_replaces_groups_without_signal(model, tokenizer, tmp_path):
+    algo = AlgoConfig(dynamic_sampling={"enabled": True, "max_rounds": 3})
+    _, log = train(run_async_rl, model, tokenizer, tmp_path,
+                   rl_config(max_staleness=1, chunk_tokens=4), algo)
+    assert sum(r["discarded_groups"] for r in log) > 0
+    assert all(r["kept_groups"] == 3 for r in log)
+
+
+class StuckEngine:
+    """Generates nothing until ``go`` is set; then fails."""
+
+    version = 0
+
+    def __init__(self):
+        self.go = threading.Event()
+
+    def generate(self, prompts, sampling, seeds=None):
+        self.go.wait()
+        raise RuntimeError("engine crashed")
+
+
+def async_rollout(engine, tokenizer):
+    sampling = SamplingParams(max_new_tokens=4)
+    worker = RolloutWorker(engine, tokenizer, RewardFunction({"c": ("numeric", 1.0)}),
+                           sampling, chunk_tokens=4)
+    dispatcher = Dispatcher(step_groups(TASKS, 0, 2, 2), 2, 2, max_staleness=0)
+    return AsyncRollout(worker, dispatcher, RolloutBuffer(2), capacity=4)
+
+
+def test_a_sync_that_cannot_start_is_an_error_and_engine_errors_reach_the_trainer(tokenizer):
+    engine = StuckEngine()
+    with async_rollout(engine, tokenizer) as loop:
+        with pytest.raises(WeightSyncError, match="within 0.2 s .4 samples in flight"):
+            loop.call(lambda: None, drain=True, timeout=0.2)
+        engine.go.set()
+        with pytest.raises(RuntimeError, match="rollout thread failed") as info:
+            loop.wait_groups(1)
+        assert "engine crashed" in str(info.value.__cause__)
+
+
+def test_stale_tokens_leave_the_loss(model, tokenizer):
+    cfg = rl_config()
+    update = PolicyUpdate(Trainer(model, cfg.optim, 1), cfg, AlgoConfig(), ActorConfig(),
+                          tokenizer.pad_token_id, {"correct": 1.0})
+    episodes = [Episode([Segment.from_prompt_completion([1, 5], [6, 7, 8, 9], version=v)],
+                        reward=float(i % 2), group_id="0")
+                for i, v in enumerate([[3, 3, 4, 5], [5, 5, 5, 5]])]
+    metrics = update(episodes, version=5, max_staleness=1)
+    assert metrics["staleness/masked"] == pytest.approx(2 / 8)
+    assert metrics["staleness/max"] == 2 and metrics["staleness/mixed_versions"] == 0.5
+    assert fresh_enough(episodes[1:], 5, 0) and not fresh_enough(episodes, 5, 1)
