@@ -2,15 +2,13 @@
 staleness otherwise, partial rollouts that record the weight switch."""
 
 import copy
-import json
 import threading
 
 import pytest
 import torch
+from async_helpers import TASKS, length_reward, rl_config, train  # noqa: F401 (fixture)
 
-from posttrain.engines import TorchEngine
-from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig, run_rl
+from posttrain.pipelines import AlgoConfig, run_rl
 from posttrain.pipelines.async_rl import fresh_enough, run_async_rl, step_groups
 from posttrain.pipelines.async_rollout import AsyncRollout
 from posttrain.pipelines.buffer import RolloutBuffer
@@ -18,33 +16,9 @@ from posttrain.pipelines.dispatch import Dispatcher
 from posttrain.pipelines.policy_update import PolicyUpdate
 from posttrain.pipelines.rollout_worker import RolloutWorker
 from posttrain.pipelines.weight_sync import WeightSyncError
-from posttrain.rewards import VERIFIERS, RewardFunction
-from posttrain.train import ActorConfig, OptimConfig, Trainer
+from posttrain.rewards import RewardFunction
+from posttrain.train import ActorConfig, Trainer
 from posttrain.types import Episode, SamplingParams, Segment
-
-TASKS = ArithmeticTasks(("+",), 1)
-
-
-@pytest.fixture(autouse=True)
-def length_reward(monkeypatch):
-    """The untrained model never answers right; a length-based reward gives groups spread."""
-    monkeypatch.setitem(VERIFIERS, "length_mod3", lambda text, ref: float(len(text) % 3 == 0))
-
-
-def rl_config(**async_options):
-    mode = {"mode": "async", "async": async_options} if async_options else {}
-    return RLConfig(steps=3, prompts_per_step=3, group_size=4, max_new_tokens=8, eval_every=0,
-                    optim=OptimConfig(lr=3e-3), **mode)
-
-
-def train(run, model, tokenizer, path, cfg, algo=None):
-    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    reward = RewardFunction({"correct": ("length_mod3", 1.0)})
-    run(Trainer(model, cfg.optim, cfg.steps), engine, tokenizer, TASKS, [], reward, cfg,
-        algo or AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
-        Reporter(path, quiet=True), seed=3)
-    lines = (path / "metrics.jsonl").read_text().splitlines()
-    return model, [json.loads(line) for line in lines]
 
 
 def test_async_at_zero_staleness_ends_at_the_sync_parameters(model, tokenizer, tmp_path):
@@ -102,16 +76,17 @@ def async_rollout(engine, tokenizer):
     worker = RolloutWorker(engine, tokenizer, RewardFunction({"c": ("numeric", 1.0)}),
                            sampling, chunk_tokens=4)
     dispatcher = Dispatcher(step_groups(TASKS, 0, 2, 2), 2, 2, max_staleness=0)
-    return AsyncRollout(worker, dispatcher, RolloutBuffer(2), capacity=4)
+    return AsyncRollout([worker], dispatcher, RolloutBuffer(2), capacity=4)
 
 
 def test_a_sync_that_cannot_start_is_an_error_and_engine_errors_reach_the_trainer(tokenizer):
     engine = StuckEngine()
     with async_rollout(engine, tokenizer) as loop:
-        with pytest.raises(WeightSyncError, match="within 0.2 s .4 samples in flight"):
-            loop.call(lambda: None, drain=True, timeout=0.2)
+        stuck = "worker 0 did not reach a sync point within 0.2 s .4 samples in flight"
+        with pytest.raises(WeightSyncError, match=stuck):
+            loop.call(lambda engine: None, drain=True, timeout=0.2)
         engine.go.set()
-        with pytest.raises(RuntimeError, match="rollout thread failed") as info:
+        with pytest.raises(RuntimeError, match="a rollout thread failed") as info:
             loop.wait_groups(1)
         assert "engine crashed" in str(info.value.__cause__)
 

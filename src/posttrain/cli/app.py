@@ -51,7 +51,10 @@ def _summary_table(summary: dict) -> Table:
 
 
 def _run(cfg, resume: bool) -> None:
-    from posttrain.cli.recipe import Recipe
+    from torch.multiprocessing import ProcessRaisedException
+
+    from posttrain.cli.recipe import Recipe, run_rank
+    from posttrain.dist.processes import run_processes
     from posttrain.models import ModelNotFoundError
     from posttrain.pipelines import MismatchError
     from posttrain.pipelines.weight_sync import WeightSyncError
@@ -59,10 +62,16 @@ def _run(cfg, resume: bool) -> None:
 
     console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
     try:
-        summary = Recipe(cfg).run(resume=resume)
+        if cfg.dist.trainer_processes > 1:
+            summary = run_processes(run_rank, cfg.dist.trainer_processes, cfg, resume,
+                                    threads=cfg.threads)
+        else:
+            summary = Recipe(cfg).run(resume=resume)
     except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError,
             WeightSyncError) as e:
         _fail(str(e))
+    except ProcessRaisedException as e:  # a data-parallel process failed: its traceback
+        _fail(f"a trainer process failed:\n{e}")
     except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
         _fail(f"out_dir {cfg.out_dir!r} cannot be a run directory: {e}")
     console.print(_summary_table(summary))

@@ -6,8 +6,10 @@ Checkpoints go to ``<out_dir>/checkpoints``; ``resume=True`` continues from the 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
 import random
 import time
 from collections.abc import Callable
@@ -18,6 +20,7 @@ import numpy as np
 import torch
 
 from posttrain.config import RunConfig
+from posttrain.dist import launch_engines, ray_session
 from posttrain.engines import TorchEngine
 from posttrain.envs import (
     ArithmeticTasks,
@@ -76,12 +79,16 @@ def task_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | No
 class Recipe:
     """Wires config -> model, task, reward, engine, trainers, and runs the stages."""
 
-    def __init__(self, cfg: RunConfig, reporter: Reporter | None = None) -> None:
+    def __init__(self, cfg: RunConfig, reporter: Reporter | None = None, rank: int = 0) -> None:
+        """``rank > 0``: a data-parallel peer of rank 0 (``dist.trainer_processes``): it reads
+        the models and checkpoints rank 0 writes and logs quietly to ``out_dir/ranks/<rank>``."""
         self.cfg = cfg
+        self.rank = rank
         self.out = Path(cfg.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.reporter = reporter or Reporter(self.out)
-        self.ckpt_dir = self.out / "checkpoints"
+        self.reporter = reporter or (
+            Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
+        self.ckpt_dir = Path(cfg.out_dir) / "checkpoints"
         self.tasks, self.tools, env_factory = task_family(cfg)
         tree, guard = cfg.agent.tree, cfg.agent.guard
         self.rollout_fn = rollout if self.tools is None else AgentRollout(
@@ -101,9 +108,16 @@ class Recipe:
         if self.cfg.model.path is not None:
             return Path(self.cfg.model.path)
         d = self.out / "base_model"
-        if not (d / "config.json").is_file():
-            build_tiny(d, self.cfg.model.preset, seed=self.cfg.seed)
+        self._on_rank0(lambda: (d / "config.json").is_file() or build_tiny(
+            d, self.cfg.model.preset, seed=self.cfg.seed))
         return d
+
+    def _on_rank0(self, write: Callable[[], object]) -> None:
+        """``write`` on rank 0 only; in a process group, every rank waits for it."""
+        if self.rank == 0:
+            write()
+        if torch.distributed.is_initialized():
+            torch.distributed.barrier()
 
     def evaluate(self, engine: TorchEngine, tokenizer) -> dict[str, float]:
         return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
@@ -113,7 +127,7 @@ class Recipe:
     def _checkpointer(self, trainer: Trainer, tokenizer, stage: str, every: int, evals: dict,
                       critic: Trainer | None = None):
         def on_step_end(step: int) -> None:
-            if every and step % every == 0:
+            if every and step % every == 0 and self.rank == 0:
                 cursor = {"stage": stage, "step": step, "evals": evals}
                 save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
                                 critic)
@@ -147,7 +161,7 @@ class Recipe:
         if resume and ckpt is None:
             self.reporter.message("[yellow]no checkpoint to resume from; starting fresh")
         if ckpt is None:
-            (self.out / "metrics.jsonl").unlink(missing_ok=True)
+            self.reporter.path.unlink(missing_ok=True)
         model_dir = ckpt or self.base_model_dir()
         tokenizer, model = load_tokenizer(model_dir), load_model(model_dir, cfg.model.dtype)
         engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
@@ -169,12 +183,13 @@ class Recipe:
             else:
                 self._run_rl(model, tokenizer, engine, ckpt if resuming else None, evals)
                 key = "eval_after_rl"
-            save_model(model, tokenizer, self.out / f"{stage}_model")
+            self._on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
             evals[key] = self.evaluate(engine, tokenizer)
         summary = {**evals, "wall_seconds": time.time() - start, "out_dir": str(self.out)}
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
-        plot_curves(self.out / "metrics.jsonl", self.out / "curves.png")
+        if self.rank == 0:
+            (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
+            plot_curves(self.out / "metrics.jsonl", self.out / "curves.png")
         return summary
 
     def _run_sft(self, model, tokenizer, ckpt: Path | None, evals: dict) -> None:
@@ -199,12 +214,30 @@ class Recipe:
                                            cfg.model.dtype)
             critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps, cfg.trainer)
         start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
-        sync_weights(trainer, engine, start, cfg=cfg.rl.sync)
-        args = (trainer, engine, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
-                cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
-                start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
-                                          critic), critic, cfg.critic, cfg.reward.shaping)
-        if cfg.rl.mode == "async":
-            run_async_rl(*args)
-        else:
-            run_rl(*args, cfg.task.efforts, self.rollout_fn)
+        args = (tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl, cfg.algo,
+                cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed, start,
+                self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
+                                   critic), critic, cfg.critic, cfg.reward.shaping)
+        with self._rollout_engines(engine, start_dir, tokenizer) as engines:
+            for e in engines:
+                sync_weights(trainer, e, start, cfg=cfg.rl.sync)
+            if cfg.rl.mode == "async":
+                run_async_rl(trainer, engines, *args)
+            else:
+                run_rl(trainer, engines[0], *args, cfg.task.efforts, self.rollout_fn)
+
+    @contextlib.contextmanager
+    def _rollout_engines(self, engine: TorchEngine, model_dir: Path, tokenizer):
+        """The RL stage's engines: ``engine`` itself, or Ray actors (``dist.backend: ray``)."""
+        dist = self.cfg.dist
+        if dist.backend == "local":
+            yield [engine]
+            return
+        with ray_session(dist, num_cpus=os.cpu_count()):
+            yield launch_engines(dist, model_dir, self.cfg.model.dtype, tokenizer.pad_token_id,
+                                 tokenizer.eos_token_id)
+
+
+def run_rank(cfg: RunConfig, resume: bool) -> dict[str, Any]:
+    """One process of a ``dist.trainer_processes`` run (inside its process group)."""
+    return Recipe(cfg, rank=torch.distributed.get_rank()).run(resume=resume)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from posttrain.dist import DistConfig
 from posttrain.envs.code import VERDICT_PARTS
 from posttrain.harness import Compaction, LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
@@ -176,6 +177,7 @@ class RunConfig(Section):
     agent: AgentConfig = AgentConfig()
     eval: EvalConfig = EvalConfig()
     trainer: TrainerConfig = TrainerConfig()
+    dist: DistConfig = DistConfig()
 
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:
@@ -201,6 +203,9 @@ class RunConfig(Section):
             if multi and self.algo.kl.coef > 0 and self.algo.kl.placement == "in_reward":
                 raise ValueError("algo.kl.placement: in_reward applies to one scalar reward, not "
                                  f"to {self.algo.adv_estimator}'s reward parts; use in_loss")
+            if self.dist.engines > 1 and rl.mode == "sync":
+                raise ValueError("dist.engines > 1 feeds several rollout threads: it needs "
+                                 "rl.mode=async")
             if rl.mini_batches > rl.prompts_per_step * rl.group_size:
                 raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
         if self.sft.data is not None and "sft" not in self.stages:

@@ -1,6 +1,6 @@
 """Layer 3: rollout engines behind the ``Engine`` protocol."""
 
-from posttrain.engines.base import Engine, FinishReason, GenerationOutput
+from posttrain.engines.base import Engine, EngineRestarted, FinishReason, GenerationOutput
 from posttrain.engines.sampling import (
     counter_uniforms,
     processed_logprobs,
@@ -12,6 +12,7 @@ from posttrain.engines.weights import weights_checksum
 
 __all__ = [
     "Engine",
+    "EngineRestarted",
     "FinishReason",
     "GenerationOutput",
     "TorchEngine",

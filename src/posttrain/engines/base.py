@@ -13,6 +13,11 @@ from posttrain.types import SamplingParams
 FinishReason = Literal["stop", "length"]
 
 
+class EngineRestarted(RuntimeError):
+    """The engine's process died during a call and was restarted with its last weights and
+    version; the call's work is lost and must be dispatched again."""
+
+
 @dataclass
 class GenerationOutput:
     """One completion: sampled ids, their log-probs under the distribution actually sampled

@@ -53,6 +53,10 @@ def step_groups(tasks, seed: int, prompts_per_step: int, group_size: int) -> Gro
     return source
 
 
+def generated(workers: Sequence[RolloutWorker]) -> int:
+    return sum(w.tokens_generated for w in workers)
+
+
 def fresh_enough(group: list[Episode], version: int, max_staleness: int) -> bool:
     """Every trainable token was sampled at most ``max_staleness`` versions ago."""
     return all(version - v <= max_staleness for e in group for s in e.segments
@@ -61,7 +65,7 @@ def fresh_enough(group: list[Episode], version: int, max_staleness: int) -> bool
 
 def run_async_rl(
     trainer: Trainer,
-    engine: Engine,
+    engine: Engine | Sequence[Engine],
     tokenizer,
     tasks,
     eval_tasks: Sequence[Task],
@@ -79,8 +83,9 @@ def run_async_rl(
     critic_cfg: CriticConfig | None = None,
     shaping: Sequence[ShapingRule] = (),
 ) -> list[dict[str, float]]:
-    """Run RL steps ``start_step .. cfg.steps`` asynchronously (``cfg.async_``); returns the
-    evaluations made. Single-turn tasks."""
+    """Run RL steps ``start_step .. cfg.steps`` asynchronously (``cfg.async_``), with one
+    rollout thread per engine (``engine`` may be several); returns the evaluations made.
+    Single-turn tasks."""
     acfg = cfg.async_
     b, g = cfg.prompts_per_step, cfg.group_size
     update = PolicyUpdate(
@@ -90,17 +95,19 @@ def run_async_rl(
         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
         top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,))
     chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
-    worker = RolloutWorker(engine, tokenizer, reward_fn, sampling, chunk)
+    engines = [engine] if isinstance(engine, Engine) else list(engine)
+    workers = [RolloutWorker(e, tokenizer, reward_fn, sampling, chunk) for e in engines]
     dispatcher = Dispatcher(step_groups(tasks, seed, b, g), g, b, acfg.max_staleness,
                             acfg.max_inflight_per_group, start_group=start_step * b)
     buffer = RolloutBuffer(g, acfg.max_overtake)
     max_discards = algo.dynamic_sampling.max_rounds * b
     evals = []
     reporter.start("RL (async)", cfg.steps)
-    with AsyncRollout(worker, dispatcher, buffer, acfg.capacity or b * g) as loop:
+    capacity = acfg.capacity or -(-b * g // len(workers))
+    with AsyncRollout(workers, dispatcher, buffer, capacity) as loop:
         for step in range(start_step, cfg.steps):
-            waited, idle, tokens = loop.trainer_wait_s, loop.rollout_idle_s, worker.tokens_generated
-            version = engine.version
+            waited, idle, tokens = loop.trainer_wait_s, loop.rollout_idle_s, generated(workers)
+            version = engines[0].version
             kept: list[list[Episode]] = []
             sampled: list[Episode] = []
             discarded = stale = 0
@@ -126,19 +133,23 @@ def run_async_rl(
             if episodes:
                 metrics |= update(episodes, version, acfg.max_staleness)
                 probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
-                report = loop.call(
-                    lambda: sync_weights(trainer, engine, version + 1, probes, cfg.sync),
+                reports = loop.call(
+                    lambda e: sync_weights(trainer, e, version + 1, probes, cfg.sync),
                     drain=not acfg.partial_rollout, timeout=cfg.sync.timeout_s)
-                metrics |= report.metrics()
+                metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
             loop.release(len(kept))
             if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
-                result = loop.call(lambda: evaluate(engine, tokenizer, eval_tasks, reward_fn,
-                                                    eval_cfg, accuracy_part), drain=False)
+                (result,) = loop.call(lambda e: evaluate(e, tokenizer, eval_tasks, reward_fn,
+                                                         eval_cfg, accuracy_part),
+                                      drain=False, workers=[0])
                 metrics |= {f"eval/{k}": v for k, v in result.items()}
                 evals.append({"step": step + 1, **result})
             metrics |= {"async/trainer_wait_s": loop.trainer_wait_s - waited,
                         "async/rollout_idle_s": loop.rollout_idle_s - idle,
-                        "async/tokens": float(worker.tokens_generated - tokens)}
+                        "async/tokens": float(generated(workers) - tokens),
+                        "async/restarts": float(loop.restarts),
+                        "async/requeued": float(loop.requeued),
+                        "async/duplicates": float(buffer.duplicates)}
             reporter.log("rl", step + 1, metrics)
             reporter.advance(step + 1,
                              f"reward {metrics['reward']:.3f} acc {metrics['accuracy']:.3f}")

@@ -78,9 +78,11 @@ class RolloutWorker:
         return done
 
     def _score(self, f: InFlight, finish_reason: str) -> Episode:
-        return score_sample(self.tokenizer, f.request.task, self.reward_fn, f.prompt_ids,
-                            f.token_ids, f.logprobs, f.versions, finish_reason,
-                            str(f.request.group))
+        episode = score_sample(self.tokenizer, f.request.task, self.reward_fn, f.prompt_ids,
+                               f.token_ids, f.logprobs, f.versions, finish_reason,
+                               str(f.request.group))
+        episode.meta["sample_id"] = f.request.sample_id
+        return episode
 
     def abandon(self) -> list[SampleRequest]:
         """Drop every in-flight sample (the worker is going away); returns their requests."""

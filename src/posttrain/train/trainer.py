@@ -16,6 +16,7 @@ import torch
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm
 from posttrain.models import prefix_lengths, sequence_logprobs
 from posttrain.train.losses import RLTokens, rl_loss, sft_loss
+from posttrain.train.parallel import DataParallel
 from posttrain.train.schedule import build_optimizer
 from posttrain.train.settings import (
     ActorConfig,
@@ -62,6 +63,7 @@ class Trainer:
         self.entropy_alpha = 0.0  # adaptive entropy bonus: the controller's alpha
         self.entropy_next = 0.0  # and the coefficient the next step applies
         self.kl_coef: float | None = None  # adaptive KL: the current coefficient
+        self.parallel = DataParallel.current()  # data parallel inside a process group
 
     # -- log-probs ---------------------------------------------------------------------------
     def _logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
@@ -187,15 +189,18 @@ class Trainer:
         self.model.train()
         norm = StepNorm.from_mask(batch.loss_mask, max_len)
         self.optimizer.zero_grad(set_to_none=True)
-        total = 0.0
         sums: dict[str, float] = {}
-        for mb in batch.split(self.settings.micro_batch_size):
+        parts = batch.split(self.settings.micro_batch_size)
+        for mb in parts if self.parallel is None else self.parallel.shard(parts):
             loss, stats = micro(mb, norm)
             loss.backward()
-            total += float(loss.detach())
-            for k, v in stats.items():
+            for k, v in {"loss": loss.detach(), **stats}.items():
                 sums[k] = sums.get(k, 0.0) + float(v)
         params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.parallel is not None:
+            self.parallel.sum_gradients(params)
+            sums = self.parallel.sum_stats(sums)
+        total = sums.pop("loss", 0.0)
         clip = self.optim_cfg.grad_clip
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf")))
         lr = self.scheduler.get_last_lr()[0]

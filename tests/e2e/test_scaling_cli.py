@@ -1,0 +1,44 @@
+"""The same config on other layouts: two data-parallel trainer processes, and rollouts on Ray
+engine actors, end where the one-process run ends."""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from posttrain.cli.app import app
+
+runner = CliRunner()
+
+SMALL = ["model.preset=nano", "sft.steps=6", "sft.batch_size=16", "sft.num_examples=200",
+         "rl.steps=2", "rl.prompts_per_step=4", "rl.group_size=4", "rl.eval_every=0",
+         "eval.num_problems=4", "trainer.micro_batch_size=4", "threads=1"]
+
+
+def run(tmp_path, name, *overrides):
+    out = tmp_path / name
+    result = runner.invoke(app, ["train", "configs/quickstart.yaml", f"out_dir={out}", *SMALL,
+                                 *overrides])
+    assert result.exit_code == 0, result.output
+    return load_file(out / "rl_model" / "model.safetensors")
+
+
+def assert_same_weights(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], atol=1e-5, rtol=1e-4, msg=key)
+
+
+def test_two_trainer_processes_end_at_the_one_process_weights(tmp_path):
+    alone = run(tmp_path, "one")
+    assert_same_weights(alone, run(tmp_path, "two", "dist.trainer_processes=2"))
+    assert not (tmp_path / "two" / "ranks" / "1" / "rl_model").exists()  # rank 0 writes
+
+
+@pytest.mark.ray
+def test_async_on_ray_engines_ends_at_the_local_async_weights(tmp_path):
+    pytest.importorskip("ray")
+    mode = ["rl.mode=async", "rl.async.max_staleness=0", "rl.async.partial_rollout=false"]
+    local = run(tmp_path, "local", *mode)
+    assert_same_weights(local, run(tmp_path, "ray", *mode, "dist.backend=ray",
+                                   "dist.engines=2"))

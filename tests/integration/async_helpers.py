@@ -1,0 +1,38 @@
+"""Shared pieces of the asynchronous-pipeline tests: a tiny RL config and a training run."""
+
+import json
+
+import pytest
+
+from posttrain.engines import TorchEngine
+from posttrain.envs import ArithmeticTasks
+from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig
+from posttrain.rewards import VERIFIERS, RewardFunction
+from posttrain.train import ActorConfig, OptimConfig, Trainer
+
+TASKS = ArithmeticTasks(("+",), 1)
+
+
+@pytest.fixture(autouse=True)
+def length_reward(monkeypatch):
+    """The untrained model never answers right; a length-based reward gives groups spread."""
+    monkeypatch.setitem(VERIFIERS, "length_mod3", lambda text, ref: float(len(text) % 3 == 0))
+
+
+def rl_config(**async_options):
+    mode = {"mode": "async", "async": async_options} if async_options else {}
+    return RLConfig(steps=3, prompts_per_step=3, group_size=4, max_new_tokens=8, eval_every=0,
+                    optim=OptimConfig(lr=3e-3), **mode)
+
+
+def train(run, model, tokenizer, path, cfg, algo=None, engine=None):
+    """``run`` (``run_rl`` or ``run_async_rl``) on ``TASKS``; returns the model and the
+    metrics log. ``engine``: a local ``TorchEngine`` by default."""
+    if engine is None:
+        engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    reward = RewardFunction({"correct": ("length_mod3", 1.0)})
+    run(Trainer(model, cfg.optim, cfg.steps), engine, tokenizer, TASKS, [], reward, cfg,
+        algo or AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
+        Reporter(path, quiet=True), seed=3)
+    lines = (path / "metrics.jsonl").read_text().splitlines()
+    return model, [json.loads(line) for line in lines]
