@@ -20,9 +20,11 @@ the engine for ``sync_time``. Modes:
 ``stale_token_fraction`` the share of trained tokens beyond S, which ``staleness_mask``
 removes from the loss.
 
-(a) ``real``: the tiny model on this machine, ``run_rl`` against ``run_async_rl`` on the
-arithmetic task with the quickstart's RL settings; samples/s over the run, the trainer's idle
-share (waiting for groups) and the rollout thread's (nothing in flight).
+(a) ``real``: the tiny model on this machine, ``run_rl`` against ``run_async_rl`` (whole
+completions, and 8-token chunks with partial rollout) on the arithmetic task with the
+quickstart's RL settings; the async runs give the rollout thread and the trainer half the cores
+each, as the recipe does. Samples/s over the run, the trainer's idle share (waiting for groups)
+and the rollout thread's (nothing in flight).
 
     python benchmarks/async_vs_sync.py [--steps 40] [--real-steps 12] [--no-real]
 """
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from posttrain.pipelines.buffer import RolloutBuffer
 from posttrain.pipelines.dispatch import Dispatcher
@@ -191,32 +194,41 @@ def real(steps: int) -> dict:
     tasks = ArithmeticTasks(("+", "-"), 2)
     reward = RewardFunction({"correct": ("numeric", 1.0)})
     out = {}
-    for mode in ("sync", "async"):
-        cfg = RLConfig(steps=steps, eval_every=0, mode=mode)
+    threads = torch.get_num_threads()
+    modes = {"sync": {}, "async": {"mode": "async"},
+             "async_partial": {"mode": "async", "async": {"chunk_tokens": 8,
+                                                          "partial_rollout": True}}}
+    for name, options in modes.items():
+        cfg = RLConfig(steps=steps, eval_every=0, **options)
         model = load_model(model_dir)
         engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
         timed = TimedEngine(engine)
-        run = run_async_rl if mode == "async" else run_rl
+        run = run_async_rl if cfg.mode == "async" else run_rl
+        # as the recipe does: an in-process rollout thread gets half the cores
+        torch.set_num_threads(max(1, threads // 2) if cfg.mode == "async" else threads)
         start = time.perf_counter()
         run(Trainer(model, cfg.optim, steps), timed, tokenizer, tasks, [], reward, cfg,
             AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
-            Reporter(tmp / mode, quiet=True))
+            Reporter(tmp / name, quiet=True))
         wall = time.perf_counter() - start
-        log = [json.loads(line) for line in (tmp / mode / "metrics.jsonl").read_text().split()]
+        torch.set_num_threads(threads)
+        lines = (tmp / name / "metrics.jsonl").read_text().splitlines()
+        log = [json.loads(line) for line in lines]
         samples = steps * cfg.prompts_per_step * cfg.group_size
-        if mode == "async":
+        if cfg.mode == "async":
             trainer_idle = sum(r["async/trainer_wait_s"] for r in log) / wall
             rollout_idle = sum(r["async/rollout_idle_s"] for r in log) / wall
         else:  # one thread: the trainer waits while generating, the engine while training
             trainer_idle = timed.seconds / wall
             rollout_idle = 1 - trainer_idle
-        out[mode] = {"samples_per_s": samples / wall, "wall_s": wall,
+        out[name] = {"samples_per_s": samples / wall, "wall_s": wall,
                      "trainer_idle_fraction": trainer_idle,
                      "rollout_idle_fraction": rollout_idle,
                      "mean_staleness": sum(r.get("staleness/mean", 0) for r in log) / len(log)}
-    out["async"]["speedup_vs_sync"] = out["async"]["samples_per_s"] / out["sync"]["samples_per_s"]
+    for name in out:
+        out[name]["speedup_vs_sync"] = out[name]["samples_per_s"] / out["sync"]["samples_per_s"]
     return {"model": "micro", "steps": steps, "prompts_per_step": 16, "group_size": 8,
-            "max_new_tokens": 32, "modes": out}
+            "max_new_tokens": 32, "threads": threads, "modes": out}
 
 
 class TimedEngine:

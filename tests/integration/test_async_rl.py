@@ -8,17 +8,19 @@ import pytest
 import torch
 from async_helpers import TASKS, length_reward, rl_config, train  # noqa: F401 (fixture)
 
-from posttrain.pipelines import AlgoConfig, run_rl
+from posttrain.engines import TorchEngine
+from posttrain.envs import ArithmeticTasks
+from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, run_rl
 from posttrain.pipelines.async_rl import fresh_enough, run_async_rl, step_groups
 from posttrain.pipelines.async_rollout import AsyncRollout
 from posttrain.pipelines.buffer import RolloutBuffer
-from posttrain.pipelines.dispatch import Dispatcher
+from posttrain.pipelines.dispatch import Dispatcher, TaskMixer
 from posttrain.pipelines.policy_update import PolicyUpdate
 from posttrain.pipelines.rollout_worker import RolloutWorker
 from posttrain.pipelines.weight_sync import WeightSyncError
 from posttrain.rewards import RewardFunction
 from posttrain.train import ActorConfig, Trainer
-from posttrain.types import Episode, SamplingParams, Segment
+from posttrain.types import Episode, SamplingParams, Segment, read_episodes
 
 
 def test_async_at_zero_staleness_ends_at_the_sync_parameters(model, tokenizer, tmp_path):
@@ -102,3 +104,22 @@ def test_stale_tokens_leave_the_loss(model, tokenizer):
     assert metrics["staleness/masked"] == pytest.approx(2 / 8)
     assert metrics["staleness/max"] == 2 and metrics["staleness/mixed_versions"] == 0.5
     assert fresh_enough(episodes[1:], 5, 0) and not fresh_enough(episodes, 5, 1)
+
+
+def test_a_task_mixer_feeds_the_async_loop_by_ratio(model, tokenizer, tmp_path):
+    families = {"add": ArithmeticTasks(("+",), 1), "mul": ArithmeticTasks(("*",), 1)}
+    mixer = TaskMixer(families, {"add": 1, "mul": 1}, seed=5)
+    cfg = rl_config(max_staleness=1).model_copy(update={"save_episodes": True})
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    run_async_rl(Trainer(model, cfg.optim, cfg.steps), engine, tokenizer, None, [],
+                 RewardFunction({"correct": ("length_mod3", 1.0)}), cfg, AlgoConfig(),
+                 ActorConfig(), EvalConfig(), "correct", Reporter(tmp_path, quiet=True),
+                 groups=mixer.groups(cfg.group_size))
+    prompts = [tokenizer.decode(e.segments[0].token_ids[:-e.segments[0].num_trainable or None])
+               for e in read_episodes(tmp_path / "episodes.jsonl")]
+    groups = {int(e.meta["sample_id"].split(":")[0]): p for e, p in
+              zip(read_episodes(tmp_path / "episodes.jsonl"), prompts)}
+    assert len(groups) == cfg.steps * cfg.prompts_per_step
+    for group, prompt in groups.items():
+        assert ("*" if mixer(group)[0] == "mul" else "+") in prompt.split("What is")[-1]
+    assert {mixer(g)[0] for g in groups} == {"add", "mul"}

@@ -85,7 +85,8 @@ def test_async_run_on_two_ray_engines_matches_the_local_run(cluster, tiny_dir, m
 
 def test_a_rollout_worker_killed_mid_run_loses_no_sample_and_counts_none_twice(
         cluster, tiny_dir, model, tokenizer, tmp_path):
-    cfg = rl_config(max_staleness=1, chunk_tokens=2).model_copy(update={"save_episodes": True})
+    cfg = rl_config(max_staleness=1, chunk_tokens=2, partial_rollout=True).model_copy(
+        update={"save_episodes": True})
     remote = engines(tiny_dir, tokenizer, n=2, fail_at_call=3,
                      fail_marker=str(tmp_path / "crashed"))
     _, log = train(run_async_rl, model, tokenizer, tmp_path / "run", cfg, engine=remote)

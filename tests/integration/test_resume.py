@@ -1,5 +1,6 @@
 """A run interrupted after a checkpoint and resumed ends with the same weights as one that ran
-through, for the SFT loop, the RL loop and PPO with a critic (policy and critic weights)."""
+through, for the SFT loop, the RL loop (sync, and async at zero staleness) and PPO with a critic
+(policy and critic weights)."""
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from posttrain.pipelines import (
     run_rl,
     run_sft,
 )
+from posttrain.pipelines.async_rl import run_async_rl
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.train import (
     ActorConfig,
@@ -34,6 +36,8 @@ TASKS = ArithmeticTasks(("+",), 1)
 REWARD_PARTS = {"correct": ("numeric", 1.0), "varied": ("length_mod3", 1.0)}
 RL = RLConfig(steps=4, prompts_per_step=2, group_size=3, max_new_tokens=6, eval_every=0,
               optim=OptimConfig(lr=1e-2, warmup_steps=1))
+ASYNC = RLConfig.model_validate({**RL.model_dump(), "mode": "async",
+                                 "async": {"max_staleness": 0}})
 SFT = SFTConfig(steps=4, batch_size=4, num_examples=10, optim=OptimConfig(lr=1e-2, warmup_steps=1))
 
 
@@ -45,7 +49,7 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
     tok = load_tokenizer(model_dir)
     ckpt = latest_checkpoint(tmp / "ckpt") if resume else None
     model = load_model(ckpt or model_dir)
-    cfg = SFT if stage == "sft" else RL
+    cfg = {"sft": SFT, "async": ASYNC}.get(stage, RL)
     trainer = Trainer(model, cfg.optim, cfg.steps, TrainerConfig(micro_batch_size=2))
     critic = None
     if stage == "ppo":
@@ -66,16 +70,17 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
     else:
         algo = AlgoConfig(adv_estimator="gae") if critic else AlgoConfig()
         engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start)
-        run_rl(trainer, engine, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), RL,
-               algo, ActorConfig(), EvalConfig(), "correct", rep, 0, start, on_step_end,
-               critic, CriticConfig(enabled=critic is not None))
+        loop = run_async_rl if stage == "async" else run_rl
+        loop(trainer, engine, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), cfg,
+             algo, ActorConfig(), EvalConfig(), "correct", rep, 0, start, on_step_end,
+             critic, CriticConfig(enabled=critic is not None))
         if critic is not None:
             return torch.cat([p.detach().flatten() for p in (*model.parameters(),
                                                               *critic.model.parameters())])
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-@pytest.mark.parametrize("stage", ["sft", "rl", "ppo"])
+@pytest.mark.parametrize("stage", ["sft", "rl", "async", "ppo"])
 def test_resume_continues_exactly(stage, tiny_dir, tmp_path, monkeypatch):
     # an untrained model never answers correctly; a length-based part gives nonzero advantages
     monkeypatch.setitem(VERIFIERS, "length_mod3", lambda text, ref: len(text) % 3)

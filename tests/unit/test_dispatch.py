@@ -88,14 +88,16 @@ def test_overtaking_finished_groups_are_held_back(max_overtake, takeable):
 
 
 def test_task_mixer_follows_the_ratios_and_is_reproducible():
-    add, mul = ArithmeticTasks(("+",), 1), ArithmeticTasks(("*",), 1)
-    sources = {"add": lambda rng: add.sample(1, rng)[0], "mul": lambda rng: mul.sample(1, rng)[0]}
-    mixer = TaskMixer(sources, {"add": 3, "mul": 1}, seed=1)
+    families = {"add": ArithmeticTasks(("+",), 1), "mul": ArithmeticTasks(("*",), 1)}
+    mixer = TaskMixer(families, {"add": 3, "mul": 1}, seed=1)
     names = [mixer(n)[0] for n in range(4000)]
     assert abs(names.count("add") / 4000 - 0.75) < 0.03  # ~4 standard errors
-    assert mixer(17) == TaskMixer(sources, {"add": 3, "mul": 1}, seed=1)(17)
+    assert mixer(17) == TaskMixer(families, {"add": 3, "mul": 1}, seed=1)(17)
     assert "*" in mixer(names.index("mul"))[1].messages()[-1]["content"]
+    task, seeds = mixer.groups(4)(names.index("mul"))
+    assert "*" in task.messages()[-1]["content"] and len(set(seeds)) == 4
+    assert mixer.groups(4)(0)[1] != mixer.groups(4)(1)[1]
     with pytest.raises(ValueError, match="differ"):
-        TaskMixer(sources, {"add": 1})
+        TaskMixer(families, {"add": 1})
     with pytest.raises(ValueError, match="positive sum"):
-        TaskMixer(sources, {"add": 0, "mul": 0})
+        TaskMixer(families, {"add": 0, "mul": 0})

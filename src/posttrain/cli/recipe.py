@@ -230,6 +230,15 @@ class Recipe:
     def _rollout_engines(self, engine: TorchEngine, model_dir: Path, tokenizer):
         """The RL stage's engines: ``engine`` itself, or Ray actors (``dist.backend: ray``)."""
         dist = self.cfg.dist
+        if dist.backend == "local" and self.cfg.rl.mode == "async":
+            # the rollout thread and the trainer share this process's cores: split them
+            threads = torch.get_num_threads()
+            torch.set_num_threads(max(1, threads // 2))
+            try:
+                yield [engine]
+            finally:
+                torch.set_num_threads(threads)
+            return
         if dist.backend == "local":
             yield [engine]
             return

@@ -63,6 +63,37 @@ def fresh_enough(group: list[Episode], version: int, max_staleness: int) -> bool
                for v, m in zip(s.versions, s.loss_mask) if m)
 
 
+def collect_groups(
+    loop: AsyncRollout,
+    n: int,
+    shape: Callable[[list[Episode]], list[Episode]],
+    usable: Callable[[list[Episode]], bool],
+    need_signal: bool,
+    max_discards: int,
+) -> tuple[list[list[Episode]], list[Episode], dict[str, float]]:
+    """Take groups until ``n`` are kept or ``max_discards`` were dropped: a group is shaped,
+    then dropped if not ``usable`` (stale) or, with ``need_signal``, if its rewards are all
+    equal; a dropped group's capacity is released at once so a replacement starts. Returns the
+    kept groups, every episode taken, and the counts."""
+    kept: list[list[Episode]] = []
+    sampled: list[Episode] = []
+    stale = discarded = 0
+    while len(kept) < n and stale + discarded < max_discards:
+        (group,) = loop.wait_groups(1)
+        group = shape(group)
+        sampled += group
+        if not usable(group):
+            stale += 1
+        elif need_signal and not informative(group):
+            discarded += 1
+        else:
+            kept.append(group)
+            continue
+        loop.release(1)
+    return kept, sampled, {"kept_groups": float(len(kept)), "stale_groups": float(stale),
+                           "discarded_groups": float(discarded)}
+
+
 def run_async_rl(
     trainer: Trainer,
     engine: Engine | Sequence[Engine],
@@ -82,10 +113,12 @@ def run_async_rl(
     critic: Trainer | None = None,
     critic_cfg: CriticConfig | None = None,
     shaping: Sequence[ShapingRule] = (),
+    groups: GroupSource | None = None,
 ) -> list[dict[str, float]]:
     """Run RL steps ``start_step .. cfg.steps`` asynchronously (``cfg.async_``), with one
     rollout thread per engine (``engine`` may be several); returns the evaluations made.
-    Single-turn tasks."""
+    Single-turn tasks: ``tasks`` in the synchronous run's order, or any ``groups`` source
+    (``TaskMixer.groups`` mixes task families by ratio)."""
     acfg = cfg.async_
     b, g = cfg.prompts_per_step, cfg.group_size
     update = PolicyUpdate(
@@ -97,10 +130,9 @@ def run_async_rl(
     chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
     engines = [engine] if isinstance(engine, Engine) else list(engine)
     workers = [RolloutWorker(e, tokenizer, reward_fn, sampling, chunk) for e in engines]
-    dispatcher = Dispatcher(step_groups(tasks, seed, b, g), g, b, acfg.max_staleness,
+    dispatcher = Dispatcher(groups or step_groups(tasks, seed, b, g), g, b, acfg.max_staleness,
                             acfg.max_inflight_per_group, start_group=start_step * b)
     buffer = RolloutBuffer(g, acfg.max_overtake)
-    max_discards = algo.dynamic_sampling.max_rounds * b
     evals = []
     reporter.start("RL (async)", cfg.steps)
     capacity = acfg.capacity or -(-b * g // len(workers))
@@ -108,28 +140,15 @@ def run_async_rl(
         for step in range(start_step, cfg.steps):
             waited, idle, tokens = loop.trainer_wait_s, loop.rollout_idle_s, generated(workers)
             version = engines[0].version
-            kept: list[list[Episode]] = []
-            sampled: list[Episode] = []
-            discarded = stale = 0
-            while len(kept) < b and discarded + stale < max_discards:
-                for group in loop.wait_groups(1):
-                    group = shape_rewards(group, shaping, step, None)
-                    sampled += group
-                    if acfg.stale == "drop" and not fresh_enough(group, version,
-                                                                   acfg.max_staleness):
-                        stale += 1
-                    elif algo.dynamic_sampling.enabled and not informative(group):
-                        discarded += 1
-                    else:
-                        kept.append(group)
-                        continue
-                    loop.release(1)
+            kept, sampled, counts = collect_groups(
+                loop, b, lambda grp: shape_rewards(grp, shaping, step, None),
+                lambda grp: acfg.stale == "mask" or fresh_enough(grp, version,
+                                                                 acfg.max_staleness),
+                algo.dynamic_sampling.enabled, algo.dynamic_sampling.max_rounds * b)
             episodes = [e for group in kept for e in group]
             if cfg.save_episodes:
                 write_episodes(reporter.path.parent / "episodes.jsonl", sampled, append=True)
-            metrics = rollout_metrics(sampled, accuracy_part)
-            metrics |= {"kept_groups": float(len(kept)), "discarded_groups": float(discarded),
-                        "stale_groups": float(stale)}
+            metrics = rollout_metrics(sampled, accuracy_part) | counts
             if episodes:
                 metrics |= update(episodes, version, acfg.max_staleness)
                 probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]

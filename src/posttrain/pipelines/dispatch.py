@@ -13,7 +13,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from posttrain.engines import row_seeds
+from posttrain.engines.sampling import mix64
 from posttrain.envs import Task
 
 
@@ -101,23 +104,36 @@ class Dispatcher:
         self.outstanding -= groups
 
 
+class TaskFamily(Protocol):
+    def sample(self, n: int, rng: random.Random) -> list[Task]: ...
+
+
 class TaskMixer:
-    """Multi-task sampling by ratio: group ``n``'s task comes from source ``k`` with probability
+    """Multi-task sampling by ratio: group ``n``'s task comes from family ``k`` with probability
     ``ratio_k / sum ratio``, drawn from ``(seed, n)`` alone (reproducible, order-free)."""
 
-    def __init__(self, sources: Mapping[str, Callable[[random.Random], Task]],
-                 ratios: Mapping[str, float], seed: int = 0) -> None:
-        if set(sources) != set(ratios):
-            raise ValueError(f"mixer sources {sorted(sources)} and ratios {sorted(ratios)} differ")
+    def __init__(self, families: Mapping[str, TaskFamily], ratios: Mapping[str, float],
+                 seed: int = 0) -> None:
+        if set(families) != set(ratios):
+            raise ValueError(f"mixer families {sorted(families)} and ratios {sorted(ratios)} "
+                             "differ")
         if any(r < 0 for r in ratios.values()) or sum(ratios.values()) <= 0:
             raise ValueError(f"mixer ratios must be >= 0 with a positive sum, got {dict(ratios)}")
-        self.names = sorted(sources)
-        self.sources = sources
+        self.names = sorted(families)
+        self.families = families
         self.weights = [ratios[n] for n in self.names]
         self.seed = seed
 
     def __call__(self, group: int) -> tuple[str, Task]:
-        """The source name and task of group ``group``."""
+        """The family name and task of group ``group``."""
         rng = random.Random(f"{self.seed}:mix:{group}")
         name = rng.choices(self.names, weights=self.weights)[0]
-        return name, self.sources[name](rng)
+        return name, self.families[name].sample(1, rng)[0]
+
+    def groups(self, group_size: int) -> GroupSource:
+        """A dispatcher source: each group's mixed task, its samples seeded from
+        ``(seed, group)``."""
+        def source(group: int) -> tuple[Task, list[int]]:
+            return self(group)[1], row_seeds(mix64(self.seed) ^ group, group_size)
+
+        return source

@@ -47,19 +47,27 @@ class AsyncConfig(Section):
     older than ``max_staleness`` policy versions are masked out of the loss (``stale: mask``) or
     their groups dropped and replaced (``stale: drop``). The rollout thread generates
     ``capacity`` samples at once (null: one step's ``prompts_per_step x group_size``),
-    ``chunk_tokens`` at a time (null: whole completions); at a weight update a
-    ``partial_rollout`` resumes its in-flight samples under the new weights at the next chunk
-    boundary, otherwise the update waits for them to finish. Length-bias control:
+    ``chunk_tokens`` at a time (null: whole completions; each chunk re-prefills what a sample
+    has so far); at a weight update a ``partial_rollout`` (needs ``chunk_tokens``) resumes its
+    in-flight samples under the new weights at the next chunk boundary, otherwise the update
+    waits for them to finish. Length-bias control:
     ``max_inflight_per_group`` samples of a group at once (null: all), and a finished group is
     held back while more than ``max_overtake`` older groups are unfinished (null: never)."""
 
     max_staleness: int = Field(1, ge=0)
     stale: Literal["mask", "drop"] = "mask"
     capacity: int | None = Field(None, ge=1)
-    chunk_tokens: int | None = Field(8, ge=1)
-    partial_rollout: bool = True
+    chunk_tokens: int | None = Field(None, ge=1)
+    partial_rollout: bool = False
     max_inflight_per_group: int | None = Field(None, ge=1)
     max_overtake: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _partial_needs_chunks(self) -> AsyncConfig:
+        if self.partial_rollout and self.chunk_tokens is None:
+            raise ValueError("rl.async.partial_rollout interrupts generation between chunks: "
+                             "it needs rl.async.chunk_tokens")
+        return self
 
 
 class RLConfig(Section):
