@@ -36,9 +36,9 @@ def test_two_trainer_processes_end_at_the_one_process_weights(tmp_path):
 
 
 @pytest.mark.ray
-def test_async_on_ray_engines_ends_at_the_local_async_weights(tmp_path):
+def test_async_on_ray_engines_and_trainer_ends_at_the_local_async_weights(tmp_path):
     pytest.importorskip("ray")
-    mode = ["rl.mode=async", "rl.async.max_staleness=0", "rl.async.partial_rollout=false"]
+    mode = ["rl.mode=async", "rl.async.max_staleness=0"]
     local = run(tmp_path, "local", *mode)
     assert_same_weights(local, run(tmp_path, "ray", *mode, "dist.backend=ray",
-                                   "dist.engines=2"))
+                                   "dist.engines=2", "dist.trainer_actor=true"))

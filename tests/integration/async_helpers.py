@@ -25,13 +25,14 @@ def rl_config(**async_options):
                     optim=OptimConfig(lr=3e-3), **mode)
 
 
-def train(run, model, tokenizer, path, cfg, algo=None, engine=None):
+def train(run, model, tokenizer, path, cfg, algo=None, engine=None, trainer=None):
     """``run`` (``run_rl`` or ``run_async_rl``) on ``TASKS``; returns the model and the
-    metrics log. ``engine``: a local ``TorchEngine`` by default."""
+    metrics log. ``engine`` and ``trainer``: local ones of ``model`` by default."""
     if engine is None:
         engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     reward = RewardFunction({"correct": ("length_mod3", 1.0)})
-    run(Trainer(model, cfg.optim, cfg.steps), engine, tokenizer, TASKS, [], reward, cfg,
+    run(trainer or Trainer(model, cfg.optim, cfg.steps), engine, tokenizer, TASKS, [], reward,
+        cfg,
         algo or AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
         Reporter(path, quiet=True), seed=3)
     lines = (path / "metrics.jsonl").read_text().splitlines()

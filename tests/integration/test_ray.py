@@ -7,7 +7,7 @@ import pytest
 import torch
 from async_helpers import length_reward, rl_config, train  # noqa: F401 (fixture)
 
-from posttrain.dist import DistConfig, launch_engines, ray_session
+from posttrain.dist import DistConfig, RayTrainer, launch_engines, ray_session
 from posttrain.engines import EngineRestarted, TorchEngine, row_seeds
 from posttrain.models import encode_prompt
 from posttrain.pipelines.async_rl import run_async_rl
@@ -98,3 +98,18 @@ def test_a_rollout_worker_killed_mid_run_loses_no_sample_and_counts_none_twice(
     assert len(ids) == len(set(ids)) == cfg.steps * cfg.prompts_per_step * cfg.group_size
     groups = {i.split(":")[0] for i in ids}
     assert all(sum(i.startswith(f"{g}:") for i in ids) == cfg.group_size for g in groups)
+
+
+def test_a_trainer_actor_trains_like_the_local_trainer(cluster, tiny_dir, model, tokenizer,
+                                                       tmp_path):
+    cfg = rl_config(max_staleness=0)
+    local_model, local_log = train(run_async_rl, copy.deepcopy(model), tokenizer,
+                                   tmp_path / "local", cfg)
+    remote = RayTrainer(copy.deepcopy(model), cfg.optim, cfg.steps)
+    _, ray_log = train(run_async_rl, None, tokenizer, tmp_path / "ray", cfg,
+                       engine=engines(tiny_dir, tokenizer), trainer=remote)
+    assert [r["reward"] for r in ray_log] == [r["reward"] for r in local_log]
+    for p, q in zip(local_model.parameters(), remote.model.parameters()):
+        torch.testing.assert_close(q, p, atol=1e-5, rtol=1e-4)
+    assert max(float((p - q).detach().abs().max()) for p, q in zip(
+        model.parameters(), remote.model.parameters())) > 1e-3  # the actor trained

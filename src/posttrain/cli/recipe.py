@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from posttrain.config import RunConfig
-from posttrain.dist import launch_engines, ray_session
+from posttrain.dist import RayTrainer, launch_engines, ray_session
 from posttrain.engines import TorchEngine
 from posttrain.envs import (
     ArithmeticTasks,
@@ -207,30 +207,44 @@ class Recipe:
         ref = None
         if cfg.algo.kl.coef > 0:
             ref = load_model(start_dir, cfg.model.dtype) if ckpt else copy.deepcopy(model)
-        trainer = Trainer(model, cfg.rl.optim, cfg.rl.steps, cfg.trainer, ref_model=ref)
-        critic = None
-        if cfg.critic.enabled:
-            value_model = load_value_model(ckpt / CRITIC_DIR if ckpt else start_dir,
-                                           cfg.model.dtype)
-            critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps, cfg.trainer)
-        start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
-        args = (tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl, cfg.algo,
-                cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed, start,
-                self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every, evals,
-                                   critic), critic, cfg.critic, cfg.reward.shaping)
-        with self._rollout_engines(engine, start_dir, tokenizer) as engines:
-            for e in engines:
-                sync_weights(trainer, e, start, cfg=cfg.rl.sync)
-            if cfg.rl.mode == "async":
-                run_async_rl(trainer, engines, *args)
-            else:
-                run_rl(trainer, engines[0], *args, cfg.task.efforts, self.rollout_fn)
+        with self._dist_session():
+            trainer = (RayTrainer if cfg.dist.trainer_actor else Trainer)(
+                model, cfg.rl.optim, cfg.rl.steps, cfg.trainer, ref_model=ref)
+            critic = None
+            if cfg.critic.enabled:
+                value_model = load_value_model(ckpt / CRITIC_DIR if ckpt else start_dir,
+                                               cfg.model.dtype)
+                critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps, cfg.trainer)
+            start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
+            args = (tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl, cfg.algo,
+                    cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
+                    start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every,
+                                              evals, critic),
+                    critic, cfg.critic, cfg.reward.shaping)
+            with self._rollout_engines(engine, start_dir, tokenizer) as engines:
+                for e in engines:
+                    sync_weights(trainer, e, start, cfg=cfg.rl.sync)
+                if cfg.rl.mode == "async":
+                    run_async_rl(trainer, engines, *args)
+                else:
+                    run_rl(trainer, engines[0], *args, cfg.task.efforts, self.rollout_fn)
+            if isinstance(trainer, RayTrainer):
+                trainer.pull_weights()  # into ``model``, which the stage's end saves
+
+    def _dist_session(self) -> contextlib.AbstractContextManager:
+        if self.cfg.dist.backend == "local":
+            return contextlib.nullcontext()
+        return ray_session(self.cfg.dist, num_cpus=os.cpu_count())
 
     @contextlib.contextmanager
     def _rollout_engines(self, engine: TorchEngine, model_dir: Path, tokenizer):
-        """The RL stage's engines: ``engine`` itself, or Ray actors (``dist.backend: ray``)."""
+        """The RL stage's engines: ``engine`` itself, or Ray actors (``dist.backend: ray``,
+        inside ``_dist_session``)."""
         dist = self.cfg.dist
-        if dist.backend == "local" and self.cfg.rl.mode == "async":
+        if dist.backend == "ray":
+            yield launch_engines(dist, model_dir, self.cfg.model.dtype, tokenizer.pad_token_id,
+                                 tokenizer.eos_token_id)
+        elif self.cfg.rl.mode == "async":
             # the rollout thread and the trainer share this process's cores: split them
             threads = torch.get_num_threads()
             torch.set_num_threads(max(1, threads // 2))
@@ -238,13 +252,8 @@ class Recipe:
                 yield [engine]
             finally:
                 torch.set_num_threads(threads)
-            return
-        if dist.backend == "local":
+        else:
             yield [engine]
-            return
-        with ray_session(dist, num_cpus=os.cpu_count()):
-            yield launch_engines(dist, model_dir, self.cfg.model.dtype, tokenizer.pad_token_id,
-                                 tokenizer.eos_token_id)
 
 
 def run_rank(cfg: RunConfig, resume: bool) -> dict[str, Any]:
