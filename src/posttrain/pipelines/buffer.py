@@ -58,7 +58,3 @@ class RolloutBuffer:
     def take(self, n: int) -> list[list[Episode]]:
         """Up to ``n`` takeable groups, oldest dispatched first."""
         return [self._complete.pop(g) for g in self._takeable()[:n]]
-
-    @property
-    def open_groups(self) -> int:
-        return len(self._open)

@@ -1,0 +1,18 @@
+"""Layer 6: where the run's pieces execute. ``backend: ray`` puts rollout engines in Ray actors
+behind the same ``Engine`` protocol the local run uses; Ray is imported only when asked for
+(``pip install 'posttrain[ray]'``)."""
+
+from posttrain.dist.engine_actor import EngineActor, RayEngine
+from posttrain.dist.launch import launch_engines, ray_session
+from posttrain.dist.settings import DistConfig
+from posttrain.dist.trainer_actor import RayTrainer, TrainerActor
+
+__all__ = [
+    "DistConfig",
+    "EngineActor",
+    "RayEngine",
+    "RayTrainer",
+    "TrainerActor",
+    "launch_engines",
+    "ray_session",
+]

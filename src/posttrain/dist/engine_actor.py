@@ -1,0 +1,117 @@
+"""Rollout engines as Ray actors, behind the ``Engine`` protocol.
+
+``EngineActor`` is a ``TorchEngine`` in its own process, built from a model directory.
+``RayEngine`` is the client the pipelines hold: every protocol call becomes a remote call. It
+keeps the last weights it sent; when the actor dies mid-call, Ray restarts it (it comes back
+with the directory's weights), ``RayEngine`` sends those weights and their version again and
+raises ``EngineRestarted`` so the caller dispatches the lost work again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+
+from posttrain.engines import EngineRestarted, GenerationOutput, TorchEngine
+from posttrain.models import load_model
+from posttrain.types import SamplingParams
+
+
+class EngineActor:
+    """Runs in the actor's process. ``fail_at_call`` (fault injection for tests): the n-th
+    ``generate`` call kills the process, once per ``fail_marker`` file."""
+
+    def __init__(self, model_dir: str, dtype: str, pad_token_id: int, eos_token_id: int | None,
+                 threads: int, fail_at_call: int | None = None,
+                 fail_marker: str | None = None) -> None:
+        torch.set_num_threads(threads)
+        torch.set_flush_denormal(True)
+        self.engine = TorchEngine(load_model(model_dir, dtype), pad_token_id, eos_token_id)
+        self.calls = 0
+        self.fail_at_call, self.fail_marker = fail_at_call, fail_marker
+
+    def generate(self, prompts, sampling, seeds) -> list[GenerationOutput]:
+        self.calls += 1
+        if self.calls == self.fail_at_call and not Path(self.fail_marker).exists():
+            Path(self.fail_marker).touch()
+            os._exit(1)
+        return self.engine.generate(prompts, sampling, seeds)
+
+    def update_weights(self, named: list[tuple[str, torch.Tensor]], version: int) -> int:
+        self.engine.update_weights(named, version)
+        return version
+
+    def version(self) -> int:
+        return self.engine.version
+
+    def weights_checksum(self) -> str:
+        return self.engine.weights_checksum()
+
+    def score(self, sequences) -> list[list[float]]:
+        return self.engine.score(sequences)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayEngine:
+    """``Engine`` whose work runs in an ``EngineActor``."""
+
+    def __init__(self, actor, restart_timeout_s: float = 120.0) -> None:
+        import ray
+
+        self._ray = ray
+        self.actor = actor
+        self.restart_timeout_s = restart_timeout_s
+        self._version = ray.get(actor.version.remote())
+        self._last: tuple[object, int] | None = None  # object ref of the last weights, version
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def _get(self, ref):
+        try:
+            return self._ray.get(ref)
+        except self._ray.exceptions.RayActorError as exc:
+            self._restore()
+            raise EngineRestarted(f"engine actor restarted: {exc}") from exc
+
+    def _restore(self) -> None:
+        """Wait for Ray to restart the actor; give it the last weights again."""
+        deadline = time.monotonic() + self.restart_timeout_s
+        while True:
+            try:
+                self._ray.get(self.actor.version.remote(), timeout=self.restart_timeout_s)
+                break
+            except self._ray.exceptions.ActorDiedError as exc:
+                raise RuntimeError("the engine actor died and will not be restarted "
+                                   "(dist.max_restarts spent)") from exc
+            except self._ray.exceptions.RayActorError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        if self._last is not None:
+            self._ray.get(self.actor.update_weights.remote(*self._last))
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+                 seeds: Sequence[int] | None = None) -> list[GenerationOutput]:
+        return self._get(self.actor.generate.remote(
+            [list(p) for p in prompts], sampling, None if seeds is None else list(seeds)))
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]],
+                       version: int) -> None:
+        ref = self._ray.put([(n, t.detach().cpu().clone()) for n, t in named_tensors])
+        self._last = (ref, version)
+        self._get(self.actor.update_weights.remote(ref, version))
+        self._version = version
+
+    def weights_checksum(self) -> str:
+        return self._get(self.actor.weights_checksum.remote())
+
+    def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
+        return self._get(self.actor.score.remote([list(s) for s in sequences]))
