@@ -29,10 +29,19 @@ def assert_same_weights(a, b):
         torch.testing.assert_close(b[key], a[key], atol=1e-5, rtol=1e-4, msg=key)
 
 
-def test_two_trainer_processes_end_at_the_one_process_weights(tmp_path):
+@pytest.mark.parametrize("layout", [[], ["trainer.shard=true"]], ids=["replicated", "fsdp2"])
+def test_two_trainer_processes_end_at_the_one_process_weights(tmp_path, layout):
     alone = run(tmp_path, "one")
-    assert_same_weights(alone, run(tmp_path, "two", "dist.trainer_processes=2"))
+    assert_same_weights(alone, run(tmp_path, "two", "dist.trainer_processes=2", *layout))
     assert not (tmp_path / "two" / "ranks" / "1" / "rl_model").exists()  # rank 0 writes
+
+
+def test_sharded_trainers_checkpoint_and_resume_exactly(tmp_path):
+    sharded = ["dist.trainer_processes=2", "trainer.shard=true", "checkpoint_every=1"]
+    straight = run(tmp_path, "straight", *sharded)
+    run(tmp_path, "cut", *sharded, "rl.steps=1")  # stops after RL step 1's checkpoint
+    resumed = run(tmp_path, "cut", *sharded, "--resume")
+    assert_same_weights(straight, resumed)
 
 
 @pytest.mark.ray

@@ -1,5 +1,7 @@
-"""The data-parallel trainer: two gloo processes end at the single process's parameters."""
+"""The data-parallel trainer: two gloo processes, replicated or sharded with FSDP2, end at the
+single process's parameters."""
 
+import pytest
 import torch
 
 from posttrain.dist.processes import run_processes
@@ -20,23 +22,24 @@ def batch() -> Batch:
     return b.replace(advantages=(torch.randn(b.loss_mask.shape, generator=g) * b.loss_mask))
 
 
-def train_steps(model_dir) -> dict[str, torch.Tensor]:
+def train_steps(model_dir, shard=False) -> dict[str, torch.Tensor]:
     model = load_model(model_dir)
     trainer = Trainer(model, OptimConfig(lr=1e-2, warmup_steps=0), 3,
-                      TrainerConfig(micro_batch_size=2))
+                      TrainerConfig(micro_batch_size=2, shard=shard))
     for _ in range(2):
         metrics = trainer.rl_step(batch(), ActorConfig())
-    return {"metrics": metrics, **{k: v.detach().clone() for k, v in model.state_dict().items()}}
+    return {"metrics": metrics, **{k: v.clone() for k, v in trainer.named_weights()}}
 
 
-def test_two_gloo_processes_end_at_the_single_process_parameters(tiny_dir):
+@pytest.mark.parametrize("shard", [False, True], ids=["replicated", "fsdp2"])
+def test_two_gloo_processes_end_at_the_single_process_parameters(tiny_dir, shard):
     alone = train_steps(tiny_dir)
-    parallel = run_processes(train_steps, 2, tiny_dir, threads=1)
+    parallel = run_processes(train_steps, 2, tiny_dir, shard, threads=1)
     for key, value in alone.items():
         if key == "metrics":
             for name in ("loss", "pg_loss", "grad_norm", "entropy"):
                 assert abs(parallel[key][name] - value[name]) < 1e-5, name
         else:
             torch.testing.assert_close(parallel[key], value, atol=1e-5, rtol=1e-4, msg=key)
-    assert max(float((alone[k] - v).abs().max()) for k, v in
-               load_model(tiny_dir).state_dict().items()) > 1e-3  # the steps moved the model
+    assert max(float((alone[k] - v).detach().abs().max()) for k, v in
+               load_model(tiny_dir).named_parameters()) > 1e-3  # the steps moved the model

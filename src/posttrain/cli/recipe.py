@@ -127,10 +127,10 @@ class Recipe:
     def _checkpointer(self, trainer: Trainer, tokenizer, stage: str, every: int, evals: dict,
                       critic: Trainer | None = None):
         def on_step_end(step: int) -> None:
-            if every and step % every == 0 and self.rank == 0:
+            if every and step % every == 0:
                 cursor = {"stage": stage, "step": step, "evals": evals}
                 save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
-                                critic)
+                                critic, write=self.rank == 0)
 
         return on_step_end
 
@@ -178,10 +178,10 @@ class Recipe:
         for stage in stages:
             resuming = ckpt is not None and cursor["stage"] == stage
             if stage == "sft":
-                self._run_sft(model, tokenizer, ckpt if resuming else None, evals)
+                model = self._run_sft(model, tokenizer, ckpt if resuming else None, evals)
                 key = "eval_after_sft"
             else:
-                self._run_rl(model, tokenizer, engine, ckpt if resuming else None, evals)
+                model = self._run_rl(model, tokenizer, engine, ckpt if resuming else None, evals)
                 key = "eval_after_rl"
             self._on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
@@ -192,16 +192,18 @@ class Recipe:
             plot_curves(self.out / "metrics.jsonl", self.out / "curves.png")
         return summary
 
-    def _run_sft(self, model, tokenizer, ckpt: Path | None, evals: dict) -> None:
+    def _run_sft(self, model, tokenizer, ckpt: Path | None, evals: dict):
+        """SFT; returns the trained model with whole weights (``Trainer.export_model``)."""
         cfg = self.cfg
         trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)
         start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
         run_sft(trainer, tokenizer, self._sft_data(), cfg.sft, self.reporter, cfg.seed, start,
                 self._checkpointer(trainer, tokenizer, "sft", cfg.checkpoint_every, evals),
                 tools=self.tools.schemas() if self.tools else None)
+        return trainer.export_model()
 
-    def _run_rl(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None,
-                evals: dict) -> None:
+    def _run_rl(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None, evals: dict):
+        """RL; returns the trained model with whole weights (``Trainer.export_model``)."""
         cfg = self.cfg
         start_dir = self.out / "sft_model" if "sft" in cfg.stages else self.base_model_dir()
         ref = None
@@ -228,8 +230,7 @@ class Recipe:
                     run_async_rl(trainer, engines, *args)
                 else:
                     run_rl(trainer, engines[0], *args, cfg.task.efforts, self.rollout_fn)
-            if isinstance(trainer, RayTrainer):
-                trainer.pull_weights()  # into ``model``, which the stage's end saves
+            return trainer.export_model()
 
     def _dist_session(self) -> contextlib.AbstractContextManager:
         if self.cfg.dist.backend == "local":

@@ -203,6 +203,9 @@ class RunConfig(Section):
             if multi and self.algo.kl.coef > 0 and self.algo.kl.placement == "in_reward":
                 raise ValueError("algo.kl.placement: in_reward applies to one scalar reward, not "
                                  f"to {self.algo.adv_estimator}'s reward parts; use in_loss")
+            if self.trainer.shard and self.critic.enabled:
+                raise ValueError("trainer.shard does not shard the critic: use replicated "
+                                 "trainer processes (trainer.shard=false) with critic.enabled")
             if self.dist.engines > 1 and rl.mode == "sync":
                 raise ValueError("dist.engines > 1 feeds several rollout threads: it needs "
                                  "rl.mode=async")
@@ -210,6 +213,8 @@ class RunConfig(Section):
                 raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
         if self.sft.data is not None and "sft" not in self.stages:
             raise ValueError("sft.data is set but 'sft' is not in stages")
+        if self.trainer.shard and self.dist.trainer_processes == 1:
+            raise ValueError("trainer.shard shards over dist.trainer_processes; there is one")
         if len(set(self.stages)) != len(self.stages):
             raise ValueError(f"stages: {self.stages} lists a stage twice")
         return self

@@ -2,9 +2,9 @@
 
 ``TrainerActor`` holds a ``Trainer`` in its own process. ``RayTrainer`` is the driver's handle:
 ``compute_logprobs``, ``rl_update``, ``sft_step``, ``named_weights``, ``state_dict`` /
-``load_state_dict`` and ``kl_coef`` become remote calls. ``model`` is a driver-side copy of the
-actor's model, refreshed from the actor's weights on every access (checkpoints and final saves
-read it).
+``load_state_dict`` and ``kl_coef`` become remote calls. ``export_model`` (and ``model``) is a
+driver-side copy of the actor's model, refreshed from the actor's weights on every call
+(checkpoints and the stage's end read it).
 """
 
 from __future__ import annotations
@@ -62,14 +62,14 @@ class RayTrainer:
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return self._ray.get(self.actor.call.remote(method, *args, **kwargs))
 
-    def pull_weights(self) -> torch.nn.Module:
-        """Copy the actor's weights into the driver-side model; returns it."""
+    def export_model(self) -> torch.nn.Module:
+        """The driver-side model, refreshed with the actor's weights."""
         self._model.load_state_dict(self._ray.get(self.actor.weights.remote()))
         return self._model
 
     @property
     def model(self) -> torch.nn.Module:
-        return self.pull_weights()
+        return self.export_model()
 
     @property
     def kl_coef(self) -> float | None:

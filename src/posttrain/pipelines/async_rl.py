@@ -74,7 +74,8 @@ def collect_groups(
     """Take groups until ``n`` are kept or ``max_discards`` were dropped: a group is shaped,
     then dropped if not ``usable`` (stale) or, with ``need_signal``, if its rewards are all
     equal; a dropped group's capacity is released at once so a replacement starts. Returns the
-    kept groups, every episode taken, and the counts."""
+    kept groups in dispatch order (so the batch does not depend on which finished first),
+    every episode taken, and the counts."""
     kept: list[list[Episode]] = []
     sampled: list[Episode] = []
     stale = discarded = 0
@@ -90,6 +91,7 @@ def collect_groups(
             kept.append(group)
             continue
         loop.release(1)
+    kept.sort(key=lambda grp: int(grp[0].group_id))
     return kept, sampled, {"kept_groups": float(len(kept)), "stale_groups": float(stale),
                            "discarded_groups": float(discarded)}
 

@@ -46,19 +46,24 @@ def _fsync_dir(path: Path) -> None:
 
 def save_checkpoint(
     root: str | Path, trainer: Trainer, tokenizer, cursor: dict[str, Any], tag: str,
-    critic: Trainer | None = None,
-) -> Path:
+    critic: Trainer | None = None, write: bool = True,
+) -> Path | None:
     """Write ``root/tag`` atomically and point ``root/latest`` at it; a critic's model goes to
-    ``root/tag/critic``."""
+    ``root/tag/critic``. Every rank of a sharded trainer calls it (its weights and optimiser
+    state are gathered); only a rank with ``write`` writes."""
+    model = trainer.export_model()
+    state = {"trainer": trainer.state_dict(), "rng": rng_state(), "cursor": cursor}
+    if critic is not None:
+        state["critic"] = critic.state_dict()
+    if not write:
+        return None
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final, tmp = root / tag, root / f".tmp-{tag}"
     shutil.rmtree(tmp, ignore_errors=True)
-    save_model(trainer.model, tokenizer, tmp)
-    state = {"trainer": trainer.state_dict(), "rng": rng_state(), "cursor": cursor}
+    save_model(model, tokenizer, tmp)
     if critic is not None:
         save_model(critic.model, tokenizer, tmp / CRITIC_DIR)
-        state["critic"] = critic.state_dict()
     with open(tmp / STATE_FILE, "wb") as f:
         torch.save(state, f)
         f.flush()

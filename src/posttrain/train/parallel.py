@@ -1,12 +1,21 @@
 """Data parallelism over ``torch.distributed``'s default process group (gloo on CPU, NCCL on
-GPU), with DDP's semantics: every rank holds the whole model and sees the whole batch; rank
-``r`` computes micro-batches ``r, r + W, ...``, and the gradients and statistics are summed over
-ranks before the optimiser step. The step's normaliser (``StepNorm``) is computed from the
-whole batch on every rank, so the summed gradient is the single-process gradient, whatever
-``W`` (tests/integration/test_data_parallel.py)."""
+GPU). Every rank sees the whole batch; rank ``r`` computes micro-batches ``r, r + W, ...`` and
+the gradients and statistics are summed over ranks before the optimiser step. The step's
+normaliser (``StepNorm``) is computed from the whole batch on every rank, so the summed
+gradient is the single-process gradient, whatever ``W`` (tests/integration/test_data_parallel.py).
+
+Two layouts: ``replicate`` (DDP's: every rank holds the whole model and optimiser; gradients are
+all-reduced) and ``shard`` (FSDP2: each decoder layer and the rest of the model are sharded over
+the ranks, parameters gathered around their forward, gradients reduce-scattered as sums,
+optimiser state sharded). With ``shard`` every rank runs the same number of micro-steps (a rank
+short of micro-batches runs one at zero weight), because each forward and backward is a
+collective. Log-probs are computed inside one ``Scorer`` forward, so FSDP2 gathers the embedding,
+the final norm and the tied output head around the whole computation.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -14,25 +23,67 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from posttrain.models import sequence_logprobs
+
 T = TypeVar("T")
 
 
+class Scorer(torch.nn.Module):
+    """``sequence_logprobs(model, ...)`` as this module's forward."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options):
+        return sequence_logprobs(self.model, input_ids, attention_mask, **options)
+
+
+def full(t: torch.Tensor) -> torch.Tensor:
+    """A sharded (DTensor) value gathered whole; a plain tensor as is."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
 class DataParallel:
-    def __init__(self, rank: int, world_size: int) -> None:
-        self.rank, self.world_size = rank, world_size
+    def __init__(self, rank: int, world_size: int, sharded: bool = False) -> None:
+        self.rank, self.world_size, self.sharded = rank, world_size, sharded
 
     @classmethod
-    def current(cls) -> DataParallel | None:
+    def current(cls, sharded: bool = False) -> DataParallel | None:
         """The default process group's layout, or None outside one (or in a group of one)."""
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
             return None
-        return cls(dist.get_rank(), dist.get_world_size())
+        return cls(dist.get_rank(), dist.get_world_size(), sharded)
 
-    def shard(self, parts: Sequence[T]) -> list[T]:
-        return list(parts[self.rank :: self.world_size])
+    def wrap(self, model: torch.nn.Module) -> Scorer:
+        """The model's ``Scorer``; with ``sharded``, FSDP2 over its decoder layers and the
+        rest, gradients reduced as sums."""
+        scorer = Scorer(model)
+        if self.sharded:
+            from torch.distributed.fsdp import FSDPModule, fully_shard
+
+            for layer in model.get_decoder().layers:
+                fully_shard(layer)
+            fully_shard(scorer)
+            for module in scorer.modules():
+                if isinstance(module, FSDPModule):  # plain sums (gloo has no PREMUL_SUM)
+                    module.set_gradient_divide_factor(1.0)
+                    module.set_force_sum_reduction_for_comms(True)
+        return scorer
+
+    def shard(self, parts: Sequence[T]) -> list[tuple[T, bool]]:
+        """This rank's micro-batches as ``(part, live)``; with ``sharded``, padded with
+        ``(parts[0], False)`` to the same count on every rank."""
+        mine = [(p, True) for p in parts[self.rank :: self.world_size]]
+        if self.sharded:
+            mine += [(parts[0], False)] * (math.ceil(len(parts) / self.world_size) - len(mine))
+        return mine
 
     def sum_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
-        """All-reduce (sum) every gradient in one flat buffer; missing ones count as zero."""
+        """All-reduce (sum) every gradient in one flat buffer; missing ones count as zero
+        (``replicate``; FSDP2 has reduce-scattered them already)."""
+        if self.sharded:
+            return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         flat = _flatten_dense_tensors(grads)
         dist.all_reduce(flat)

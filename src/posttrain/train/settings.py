@@ -183,9 +183,12 @@ class CriticConfig(Section):
 
 class TrainerConfig(Section):
     """``share_prefix``: rows of a micro-batch with the same prompt encode it once (a GRPO group
-    of ``G`` samples does ``1/G`` of the prompt work); same values and gradients."""
+    of ``G`` samples does ``1/G`` of the prompt work); same values and gradients. ``shard``:
+    in a process group of several trainers (``dist.trainer_processes``), shard parameters,
+    gradients and optimiser state with FSDP2 instead of replicating them."""
 
     micro_batch_size: int = Field(64, ge=1)
     logprob_chunk_size: int = Field(1024, ge=1)
     max_bad_steps: int = Field(3, ge=0)
     share_prefix: bool = True
+    shard: bool = False

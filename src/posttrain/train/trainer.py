@@ -8,15 +8,16 @@ than ``max_bad_steps`` such steps in a row raise ``TrainingDivergedError``.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterator
 
 import torch
 
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm
-from posttrain.models import prefix_lengths, sequence_logprobs
+from posttrain.models import prefix_lengths
 from posttrain.train.losses import RLTokens, rl_loss, sft_loss
-from posttrain.train.parallel import DataParallel
+from posttrain.train.parallel import DataParallel, Scorer, full
 from posttrain.train.schedule import build_optimizer
 from posttrain.train.settings import (
     ActorConfig,
@@ -56,6 +57,10 @@ class Trainer:
                 p.requires_grad_(False)
         self.optim_cfg = optim
         self.settings = settings or TrainerConfig()
+        # inside a process group: data parallel (replicated, or sharded with FSDP2)
+        self.parallel = DataParallel.current(sharded=self.settings.shard)
+        self._skeleton = copy.deepcopy(model) if self.sharded else None  # for export_model
+        self.scorer = self.parallel.wrap(model) if self.parallel else Scorer(model)
         self.optimizer, self.scheduler = build_optimizer(model, optim, total_steps)
         self.step = 0
         self.bad_steps = 0
@@ -63,15 +68,19 @@ class Trainer:
         self.entropy_alpha = 0.0  # adaptive entropy bonus: the controller's alpha
         self.entropy_next = 0.0  # and the coefficient the next step applies
         self.kl_coef: float | None = None  # adaptive KL: the current coefficient
-        self.parallel = DataParallel.current()  # data parallel inside a process group
+
+    @property
+    def sharded(self) -> bool:
+        return self.parallel is not None and self.parallel.sharded
 
     # -- log-probs ---------------------------------------------------------------------------
     def _logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
         shared = None
         if self.settings.share_prefix:
             shared = prefix_lengths(mb.loss_mask, mb.attention_mask)
-        return sequence_logprobs(
-            model, mb.input_ids, mb.attention_mask, temperature,
+        score = self.scorer if model is self.model else Scorer(model)
+        return score(
+            mb.input_ids, mb.attention_mask, temperature=temperature,
             chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy, prefix_lens=shared,
             score_mask=mb.loss_mask,
         )
@@ -191,10 +200,11 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         parts = batch.split(self.settings.micro_batch_size)
-        for mb in parts if self.parallel is None else self.parallel.shard(parts):
+        mine = [(p, True) for p in parts] if self.parallel is None else self.parallel.shard(parts)
+        for mb, live in mine:
             loss, stats = micro(mb, norm)
-            loss.backward()
-            for k, v in {"loss": loss.detach(), **stats}.items():
+            (loss if live else loss * 0).backward()
+            for k, v in {"loss": loss.detach(), **stats}.items() if live else ():
                 sums[k] = sums.get(k, 0.0) + float(v)
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.parallel is not None:
@@ -202,7 +212,8 @@ class Trainer:
             sums = self.parallel.sum_stats(sums)
         total = sums.pop("loss", 0.0)
         clip = self.optim_cfg.grad_clip
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf")))
+        grad_norm = float(full(torch.nn.utils.clip_grad_norm_(params,
+                                                              clip if clip else float("inf"))))
         lr = self.scheduler.get_last_lr()[0]
         if not (math.isfinite(total) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
@@ -226,11 +237,44 @@ class Trainer:
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Parameters for an engine's ``update_weights``."""
         for name, p in self.model.named_parameters():
-            yield name, p.detach()
+            yield name, full(p.detach())
+
+    def export_model(self) -> torch.nn.Module:
+        """The model with whole (unsharded) weights: the model itself, or for a sharded trainer
+        a copy filled with the gathered weights (every rank must call it)."""
+        if not self.sharded:
+            return self.model
+        host = copy.deepcopy(self._skeleton)
+        host.load_state_dict({k: full(v.detach()) for k, v in self.model.state_dict().items()})
+        return host
+
+    def _optimizer_state(self) -> dict:
+        if not self.sharded:
+            return self.optimizer.state_dict()
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_optimizer_state_dict,
+        )
+
+        return get_optimizer_state_dict(self.scorer, self.optimizer,
+                                        options=StateDictOptions(full_state_dict=True))
+
+    def _load_optimizer_state(self, state: dict) -> None:
+        if not self.sharded:
+            self.optimizer.load_state_dict(state)
+            return
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_optimizer_state_dict,
+        )
+
+        set_optimizer_state_dict(self.scorer, self.optimizer, state,
+                                 options=StateDictOptions(full_state_dict=True))
 
     def state_dict(self) -> dict:
+        """Optimiser (whole, also when sharded: every rank must call it), scheduler, counters."""
         return {
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": self._optimizer_state(),
             "scheduler": self.scheduler.state_dict(),
             "step": self.step,
             "bad_steps": self.bad_steps,
@@ -241,7 +285,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        self._load_optimizer_state(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = state["step"]
         self.bad_steps = state["bad_steps"]
