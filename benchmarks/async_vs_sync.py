@@ -185,6 +185,7 @@ def real(steps: int) -> dict:
     from posttrain.models import build_tiny, load_model, load_tokenizer
     from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig, run_rl
     from posttrain.pipelines.async_rl import run_async_rl
+    from posttrain.pipelines.rl_run import RLRun
     from posttrain.rewards import RewardFunction
     from posttrain.train import ActorConfig, Trainer
 
@@ -207,9 +208,9 @@ def real(steps: int) -> dict:
         # as the recipe does: an in-process rollout thread gets half the cores
         torch.set_num_threads(max(1, threads // 2) if cfg.mode == "async" else threads)
         start = time.perf_counter()
-        run(Trainer(model, cfg.optim, steps), timed, tokenizer, tasks, [], reward, cfg,
-            AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
-            Reporter(tmp / name, quiet=True))
+        run(RLRun(Trainer(model, cfg.optim, steps), tokenizer, tasks, [], reward, cfg,
+                  AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
+                  Reporter(tmp / name, quiet=True)), timed)
         wall = time.perf_counter() - start
         torch.set_num_threads(threads)
         lines = (tmp / name / "metrics.jsonl").read_text().splitlines()

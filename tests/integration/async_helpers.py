@@ -7,6 +7,7 @@ import pytest
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig
+from posttrain.pipelines.rl_run import RLRun
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.train import ActorConfig, OptimConfig, Trainer
 
@@ -31,9 +32,8 @@ def train(run, model, tokenizer, path, cfg, algo=None, engine=None, trainer=None
     if engine is None:
         engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     reward = RewardFunction({"correct": ("length_mod3", 1.0)})
-    run(trainer or Trainer(model, cfg.optim, cfg.steps), engine, tokenizer, TASKS, [], reward,
-        cfg,
-        algo or AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
-        Reporter(path, quiet=True), seed=3)
+    run(RLRun(trainer or Trainer(model, cfg.optim, cfg.steps), tokenizer, TASKS, [], reward, cfg,
+              algo or AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
+              Reporter(path, quiet=True), seed=3), engine)
     lines = (path / "metrics.jsonl").read_text().splitlines()
     return model, [json.loads(line) for line in lines]

@@ -16,6 +16,7 @@ from posttrain.pipelines.async_rollout import AsyncRollout
 from posttrain.pipelines.buffer import RolloutBuffer
 from posttrain.pipelines.dispatch import Dispatcher, TaskMixer
 from posttrain.pipelines.policy_update import PolicyUpdate
+from posttrain.pipelines.rl_run import RLRun
 from posttrain.pipelines.rollout_worker import RolloutWorker
 from posttrain.pipelines.weight_sync import WeightSyncError
 from posttrain.rewards import RewardFunction
@@ -111,10 +112,10 @@ def test_a_task_mixer_feeds_the_async_loop_by_ratio(model, tokenizer, tmp_path):
     mixer = TaskMixer(families, {"add": 1, "mul": 1}, seed=5)
     cfg = rl_config(max_staleness=1).model_copy(update={"save_episodes": True})
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    run_async_rl(Trainer(model, cfg.optim, cfg.steps), engine, tokenizer, None, [],
-                 RewardFunction({"correct": ("length_mod3", 1.0)}), cfg, AlgoConfig(),
-                 ActorConfig(), EvalConfig(), "correct", Reporter(tmp_path, quiet=True),
-                 groups=mixer.groups(cfg.group_size))
+    run_async_rl(RLRun(Trainer(model, cfg.optim, cfg.steps), tokenizer, None, [],
+                       RewardFunction({"correct": ("length_mod3", 1.0)}), cfg, AlgoConfig(),
+                       ActorConfig(), EvalConfig(), "correct", Reporter(tmp_path, quiet=True)),
+                 engine, groups=mixer.groups(cfg.group_size))
     prompts = [tokenizer.decode(e.segments[0].token_ids[:-e.segments[0].num_trainable or None])
                for e in read_episodes(tmp_path / "episodes.jsonl")]
     groups = {int(e.meta["sample_id"].split(":")[0]): p for e, p in

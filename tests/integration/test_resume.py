@@ -19,6 +19,7 @@ from posttrain.pipelines import (
     run_sft,
 )
 from posttrain.pipelines.async_rl import run_async_rl
+from posttrain.pipelines.rl_run import RLRun
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.train import (
     ActorConfig,
@@ -71,9 +72,9 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
         algo = AlgoConfig(adv_estimator="gae") if critic else AlgoConfig()
         engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start)
         loop = run_async_rl if stage == "async" else run_rl
-        loop(trainer, engine, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), cfg,
-             algo, ActorConfig(), EvalConfig(), "correct", rep, 0, start, on_step_end,
-             critic, CriticConfig(enabled=critic is not None))
+        loop(RLRun(trainer, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), cfg,
+                   algo, ActorConfig(), EvalConfig(), "correct", rep, 0, start, on_step_end,
+                   critic, CriticConfig(enabled=critic is not None)), engine)
         if critic is not None:
             return torch.cat([p.detach().flatten() for p in (*model.parameters(),
                                                               *critic.model.parameters())])

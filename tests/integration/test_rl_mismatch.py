@@ -8,6 +8,7 @@ import torch
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.pipelines import AlgoConfig, EvalConfig, MismatchError, Reporter, RLConfig, run_rl
+from posttrain.pipelines.rl_run import RLRun
 from posttrain.rewards import RewardFunction
 from posttrain.train import ActorConfig, OptimConfig, Trainer
 
@@ -24,9 +25,9 @@ def one_step(model, tok, tmp, engine_noise: float, **rl):
                    optim=OptimConfig(lr=1e-3), **rl)
     steps_done = []
     reward = RewardFunction({"correct": ("numeric", 1.0)})
-    run_rl(Trainer(model, cfg.optim, 1), engine, tok, TASKS, [], reward, cfg, AlgoConfig(),
-           ActorConfig(), EvalConfig(), "correct", Reporter(tmp, quiet=True),
-           on_step_end=steps_done.append)
+    run_rl(RLRun(Trainer(model, cfg.optim, 1), tok, TASKS, [], reward, cfg, AlgoConfig(),
+                 ActorConfig(), EvalConfig(), "correct", Reporter(tmp, quiet=True),
+                 on_step_end=steps_done.append), engine)
     return steps_done
 
 

@@ -44,6 +44,7 @@ from posttrain.pipelines import (
 )
 from posttrain.pipelines.agent_rollout import AgentRollout
 from posttrain.pipelines.async_rl import run_async_rl
+from posttrain.pipelines.rl_run import RLRun
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.weight_sync import sync_weights
 from posttrain.rewards import RewardFunction
@@ -218,18 +219,19 @@ class Recipe:
                                                cfg.model.dtype)
                 critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps, cfg.trainer)
             start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
-            args = (tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl, cfg.algo,
-                    cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter, cfg.seed,
-                    start, self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every,
-                                              evals, critic),
-                    critic, cfg.critic, cfg.reward.shaping)
+            run = RLRun(trainer, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
+                        cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter,
+                        cfg.seed, start,
+                        self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every,
+                                           evals, critic),
+                        critic, cfg.critic, cfg.reward.shaping)
             with self._rollout_engines(engine, start_dir, tokenizer) as engines:
                 for e in engines:
                     sync_weights(trainer, e, start, cfg=cfg.rl.sync)
                 if cfg.rl.mode == "async":
-                    run_async_rl(trainer, engines, *args)
+                    run_async_rl(run, engines)
                 else:
-                    run_rl(trainer, engines[0], *args, cfg.task.efforts, self.rollout_fn)
+                    run_rl(run, engines[0], cfg.task.efforts, self.rollout_fn)
             return trainer.export_model()
 
     def _dist_session(self) -> contextlib.AbstractContextManager:

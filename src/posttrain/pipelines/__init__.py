@@ -1,9 +1,11 @@
-"""Layer 6: the loops (SFT, synchronous RL, evaluation) and their settings."""
+"""Layer 6: the loops (SFT, synchronous and asynchronous RL, evaluation) and their settings."""
 
+from posttrain.pipelines.async_rl import run_async_rl
 from posttrain.pipelines.evaluation import evaluate
 from posttrain.pipelines.plots import plot_curves
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rl import MismatchError, run_rl
+from posttrain.pipelines.rl_run import RLRun
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.settings import (
     AlgoConfig,
@@ -22,6 +24,7 @@ __all__ = [
     "EvalConfig",
     "MismatchError",
     "RLConfig",
+    "RLRun",
     "Reporter",
     "SFTConfig",
     "evaluate",
@@ -29,6 +32,7 @@ __all__ = [
     "load_chat_jsonl",
     "plot_curves",
     "rollout",
+    "run_async_rl",
     "run_rl",
     "run_sft",
 ]

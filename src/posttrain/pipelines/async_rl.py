@@ -25,15 +25,11 @@ from posttrain.pipelines.async_rollout import AsyncRollout
 from posttrain.pipelines.buffer import RolloutBuffer
 from posttrain.pipelines.dispatch import Dispatcher, GroupSource
 from posttrain.pipelines.evaluation import evaluate
-from posttrain.pipelines.policy_update import PolicyUpdate
-from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.rl import informative, rollout_metrics, step_seed
+from posttrain.pipelines.rl_run import RLRun
 from posttrain.pipelines.rollout_worker import RolloutWorker
-from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig, ShapingRule
 from posttrain.pipelines.shaping import shape_rewards
 from posttrain.pipelines.weight_sync import sync_weights
-from posttrain.rewards import RewardFunction
-from posttrain.train import ActorConfig, CriticConfig, Trainer
 from posttrain.types import Episode, SamplingParams, write_episodes
 
 
@@ -97,71 +93,57 @@ def collect_groups(
 
 
 def run_async_rl(
-    trainer: Trainer,
+    run: RLRun,
     engine: Engine | Sequence[Engine],
-    tokenizer,
-    tasks,
-    eval_tasks: Sequence[Task],
-    reward_fn: RewardFunction,
-    cfg: RLConfig,
-    algo: AlgoConfig,
-    actor: ActorConfig,
-    eval_cfg: EvalConfig,
-    accuracy_part: str,
-    reporter: Reporter,
-    seed: int = 0,
-    start_step: int = 0,
-    on_step_end: Callable[[int], None] | None = None,
-    critic: Trainer | None = None,
-    critic_cfg: CriticConfig | None = None,
-    shaping: Sequence[ShapingRule] = (),
     groups: GroupSource | None = None,
 ) -> list[dict[str, float]]:
-    """Run RL steps ``start_step .. cfg.steps`` asynchronously (``cfg.async_``), with one
-    rollout thread per engine (``engine`` may be several); returns the evaluations made.
-    Single-turn tasks: ``tasks`` in the synchronous run's order, or any ``groups`` source
-    (``TaskMixer.groups`` mixes task families by ratio)."""
+    """Run ``run``'s steps asynchronously (``cfg.async_``), with one rollout thread per engine
+    (``engine`` may be several); returns the evaluations made. Single-turn tasks:
+    ``run.tasks`` in the synchronous run's order, or any ``groups`` source (``TaskMixer.groups``
+    mixes task families by ratio)."""
+    cfg, algo, tokenizer = run.cfg, run.algo, run.tokenizer
     acfg = cfg.async_
     b, g = cfg.prompts_per_step, cfg.group_size
-    update = PolicyUpdate(
-        trainer, cfg, algo, actor, tokenizer.pad_token_id,
-        {name: weight for name, (_, weight) in reward_fn.weights.items()}, critic, critic_cfg)
+    update = run.policy_update()
     sampling = SamplingParams(
         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
         top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,))
     chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
     engines = [engine] if isinstance(engine, Engine) else list(engine)
-    workers = [RolloutWorker(e, tokenizer, reward_fn, sampling, chunk) for e in engines]
-    dispatcher = Dispatcher(groups or step_groups(tasks, seed, b, g), g, b, acfg.max_staleness,
-                            acfg.max_inflight_per_group, start_group=start_step * b)
+    workers = [RolloutWorker(e, tokenizer, run.reward_fn, sampling, chunk) for e in engines]
+    dispatcher = Dispatcher(groups or step_groups(run.tasks, run.seed, b, g), g, b,
+                            acfg.max_staleness, acfg.max_inflight_per_group,
+                            start_group=run.start_step * b)
     buffer = RolloutBuffer(g, acfg.max_overtake)
     evals = []
-    reporter.start("RL (async)", cfg.steps)
+    run.reporter.start("RL (async)", cfg.steps)
     capacity = acfg.capacity or -(-b * g // len(workers))
     with AsyncRollout(workers, dispatcher, buffer, capacity) as loop:
-        for step in range(start_step, cfg.steps):
+        for step in range(run.start_step, cfg.steps):
             waited, idle, tokens = loop.trainer_wait_s, loop.rollout_idle_s, generated(workers)
             version = engines[0].version
             kept, sampled, counts = collect_groups(
-                loop, b, lambda grp: shape_rewards(grp, shaping, step, None),
+                loop, b, lambda grp: shape_rewards(grp, run.shaping, step, None),
                 lambda grp: acfg.stale == "mask" or fresh_enough(grp, version,
                                                                  acfg.max_staleness),
                 algo.dynamic_sampling.enabled, algo.dynamic_sampling.max_rounds * b)
             episodes = [e for group in kept for e in group]
             if cfg.save_episodes:
-                write_episodes(reporter.path.parent / "episodes.jsonl", sampled, append=True)
-            metrics = rollout_metrics(sampled, accuracy_part) | counts
+                write_episodes(run.reporter.path.parent / "episodes.jsonl", sampled,
+                               append=True)
+            metrics = rollout_metrics(sampled, run.accuracy_part) | counts
             if episodes:
                 metrics |= update(episodes, version, acfg.max_staleness)
                 probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
                 reports = loop.call(
-                    lambda e: sync_weights(trainer, e, version + 1, probes, cfg.sync),
+                    lambda e: sync_weights(run.trainer, e, version + 1, probes, cfg.sync),
                     drain=not acfg.partial_rollout, timeout=cfg.sync.timeout_s)
                 metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
             loop.release(len(kept))
-            if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
-                (result,) = loop.call(lambda e: evaluate(e, tokenizer, eval_tasks, reward_fn,
-                                                         eval_cfg, accuracy_part),
+            if run.eval_due(step):
+                (result,) = loop.call(lambda e: evaluate(e, tokenizer, run.eval_tasks,
+                                                         run.reward_fn, run.eval_cfg,
+                                                         run.accuracy_part),
                                       drain=False, workers=[0])
                 metrics |= {f"eval/{k}": v for k, v in result.items()}
                 evals.append({"step": step + 1, **result})
@@ -171,10 +153,6 @@ def run_async_rl(
                         "async/restarts": float(loop.restarts),
                         "async/requeued": float(loop.requeued),
                         "async/duplicates": float(buffer.duplicates)}
-            reporter.log("rl", step + 1, metrics)
-            reporter.advance(step + 1,
-                             f"reward {metrics['reward']:.3f} acc {metrics['accuracy']:.3f}")
-            if on_step_end is not None:
-                on_step_end(step + 1)
-    reporter.finish()
+            run.finish_step(step, metrics)
+    run.reporter.finish()
     return evals

@@ -15,17 +15,13 @@ import torch
 
 from posttrain.algos import get
 from posttrain.engines import Engine
-from posttrain.envs import ArithmeticTasks, EffortTask, Task
+from posttrain.envs import EffortTask
 from posttrain.pipelines.agent_rollout import tool_use_rate
 from posttrain.pipelines.evaluation import evaluate
-from posttrain.pipelines.policy_update import PolicyUpdate
-from posttrain.pipelines.report import Reporter
+from posttrain.pipelines.rl_run import RLRun
 from posttrain.pipelines.rollout import rollout
-from posttrain.pipelines.settings import AlgoConfig, EvalConfig, RLConfig, ShapingRule
 from posttrain.pipelines.shaping import shape_rewards
 from posttrain.pipelines.weight_sync import sync_weights
-from posttrain.rewards import RewardFunction
-from posttrain.train import ActorConfig, CriticConfig, Trainer
 from posttrain.types import Episode, SamplingParams, write_episodes
 
 
@@ -73,44 +69,25 @@ def informative(episodes: list[Episode]) -> list[Episode]:
 
 
 def run_rl(
-    trainer: Trainer,
+    run: RLRun,
     engine: Engine,
-    tokenizer,
-    tasks: ArithmeticTasks,
-    eval_tasks: Sequence[Task],
-    reward_fn: RewardFunction,
-    cfg: RLConfig,
-    algo: AlgoConfig,
-    actor: ActorConfig,
-    eval_cfg: EvalConfig,
-    accuracy_part: str,
-    reporter: Reporter,
-    seed: int = 0,
-    start_step: int = 0,
-    on_step_end: Callable[[int], None] | None = None,
-    critic: Trainer | None = None,
-    critic_cfg: CriticConfig | None = None,
-    shaping: Sequence[ShapingRule] = (),
     efforts: Sequence[int] | None = None,
     rollout_fn: Callable[..., list[Episode]] = rollout,
 ) -> list[dict[str, float]]:
-    """Run RL steps ``start_step .. cfg.steps``; returns the evaluations made. With a
-    ``critic`` (PPO), its values feed GAE and it trains on the returns alongside the actor;
-    ``shaping`` rules reshape each round's rewards before groups are filtered and scored; with
-    ``efforts`` every prompt is asked at each level, one group per (prompt, effort);
-    ``rollout_fn`` (``rollout`` or an ``AgentRollout``) plays the episodes."""
+    """Run ``run``'s steps synchronously; returns the evaluations made. With ``efforts`` every
+    prompt is asked at each level, one group per (prompt, effort); ``rollout_fn`` (``rollout``
+    or an ``AgentRollout``) plays the episodes."""
+    cfg, algo, tokenizer, seed = run.cfg, run.algo, run.tokenizer, run.seed
     truncating = cfg.top_p < 1 or cfg.top_k > 0
-    update = PolicyUpdate(
-        trainer, cfg, algo, actor, tokenizer.pad_token_id,
-        {name: weight for name, (_, weight) in reward_fn.weights.items()}, critic, critic_cfg)
+    update = run.policy_update()
     groups_per_prompt = len(efforts) if efforts else 1
     target_groups = cfg.prompts_per_step * groups_per_prompt
     evals = []
-    reporter.start("RL", cfg.steps)
-    for step in range(start_step, cfg.steps):
+    run.reporter.start("RL", cfg.steps)
+    for step in range(run.start_step, cfg.steps):
 
         def sample(n: int, round_: int) -> list[Episode]:
-            problems = tasks.sample(n, random.Random(f"{seed}:rl:{step}:{round_}"))
+            problems = run.tasks.sample(n, random.Random(f"{seed}:rl:{step}:{round_}"))
             if efforts:  # one group per (prompt, effort)
                 problems = [EffortTask(p, b) for p in problems for b in efforts]
             sampling = SamplingParams(
@@ -118,14 +95,14 @@ def run_rl(
                 top_p=cfg.top_p, top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
                 seed=step_seed(seed, step) + round_,
             )
-            episodes = rollout_fn(engine, tokenizer, problems, reward_fn, sampling,
+            episodes = rollout_fn(engine, tokenizer, problems, run.reward_fn, sampling,
                                   cfg.group_size, group_prefix=f"{round_}-")
-            return shape_rewards(episodes, shaping, step, efforts)
+            return shape_rewards(episodes, run.shaping, step, efforts)
 
         first = sample(cfg.prompts_per_step, 0)
         if cfg.save_episodes:
-            write_episodes(reporter.path.parent / "episodes.jsonl", first, append=True)
-        metrics = rollout_metrics(first, accuracy_part)
+            write_episodes(run.reporter.path.parent / "episodes.jsonl", first, append=True)
+        metrics = rollout_metrics(first, run.accuracy_part)
         episodes = first
         if algo.dynamic_sampling.enabled:
             episodes, extra = informative(first), 0
@@ -147,15 +124,12 @@ def run_rl(
             else:
                 check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
             probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
-            metrics |= sync_weights(trainer, engine, step + 1, probes, cfg.sync).metrics()
-        if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
-            result = evaluate(engine, tokenizer, eval_tasks, reward_fn, eval_cfg, accuracy_part,
-                              rollout_fn=rollout_fn)
+            metrics |= sync_weights(run.trainer, engine, step + 1, probes, cfg.sync).metrics()
+        if run.eval_due(step):
+            result = evaluate(engine, tokenizer, run.eval_tasks, run.reward_fn, run.eval_cfg,
+                              run.accuracy_part, rollout_fn=rollout_fn)
             metrics |= {f"eval/{k}": v for k, v in result.items()}
             evals.append({"step": step + 1, **result})
-        reporter.log("rl", step + 1, metrics)
-        reporter.advance(step + 1, f"reward {metrics['reward']:.3f} acc {metrics['accuracy']:.3f}")
-        if on_step_end is not None:
-            on_step_end(step + 1)
-    reporter.finish()
+        run.finish_step(step, metrics)
+    run.reporter.finish()
     return evals
