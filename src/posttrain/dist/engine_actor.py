@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import torch
 
@@ -23,7 +22,8 @@ from posttrain.types import SamplingParams
 
 class EngineActor:
     """Runs in the actor's process. ``fail_at_call`` (fault injection for tests): the n-th
-    ``generate`` call kills the process, once per ``fail_marker`` file."""
+    ``generate`` call kills the process, once per ``fail_marker`` file (whichever actor
+    creates it)."""
 
     def __init__(self, model_dir: str, dtype: str, pad_token_id: int, eos_token_id: int | None,
                  threads: int, fail_at_call: int | None = None,
@@ -36,10 +36,17 @@ class EngineActor:
 
     def generate(self, prompts, sampling, seeds) -> list[GenerationOutput]:
         self.calls += 1
-        if self.calls == self.fail_at_call and not Path(self.fail_marker).exists():
-            Path(self.fail_marker).touch()
+        if self.calls == self.fail_at_call and self._claim_failure():
             os._exit(1)
         return self.engine.generate(prompts, sampling, seeds)
+
+    def _claim_failure(self) -> bool:
+        """Create the marker atomically: of actors sharing it, exactly one fails."""
+        try:
+            os.close(os.open(self.fail_marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return False
+        return True
 
     def update_weights(self, named: list[tuple[str, torch.Tensor]], version: int) -> int:
         self.engine.update_weights(named, version)
