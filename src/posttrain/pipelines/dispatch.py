@@ -87,8 +87,8 @@ class Dispatcher:
         """``request`` came back; when its group has all its samples back it is closed here."""
         group = request.group
         self._inflight[group] -= 1
-        task, seeds, nxt = self._open[group]
-        if nxt == self.group_size and self._inflight[group] == 0 and not any(
+        handed_out = self._open[group][2]
+        if handed_out == self.group_size and self._inflight[group] == 0 and not any(
                 r.group == group for r in self._retry):
             del self._open[group], self._inflight[group]
 
