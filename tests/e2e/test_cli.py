@@ -58,3 +58,28 @@ def test_build_tiny_and_eval(tmp_path):
                                  f"out_dir={tmp_path / 'o'}"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["accuracy"] == 0.0
+
+
+def test_preference_stage_runs_after_sft_and_reports(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["train", "configs/dpo.yaml", f"out_dir={out}",
+                                 "model.preset=nano", "sft.steps=4", "sft.num_examples=50",
+                                 "pref.steps=3", "pref.batch_size=4", "pref.num_pairs=20",
+                                 "pref.eval_pairs=8", "pref.eval_every=3",
+                                 "eval.num_problems=4"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"eval_after_sft", "eval_after_pref"} <= set(summary)
+    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    pref = [r for r in rows if r["stage"] == "pref"]
+    assert pref[-1]["step"] == 3 and "eval/reward_accuracy" in pref[-1]
+    assert (out / "pref_model" / "model.safetensors").is_file()
+    assert "after preference" in result.output
+
+
+def test_preference_options_need_their_stage(tmp_path):
+    result = runner.invoke(app, ["train", "configs/quickstart.yaml", "pref.steps=3"])
+    assert result.exit_code == 2 and "'pref' is not in stages" in " ".join(result.output.split())
+    result = runner.invoke(app, ["train", "configs/calculator.yaml", "stages=[pref]"])
+    assert result.exit_code == 2 and "generated preference pairs exist for task.name=arithmetic" \
+        in " ".join(result.output.split())

@@ -43,7 +43,7 @@ def _summary_table(summary: dict) -> Table:
     for col in ["accuracy", *parts]:
         table.add_column(col, justify="right")
     for key, label in [("eval_before", "before"), ("eval_after_sft", "after SFT"),
-                       ("eval_after_rl", "after RL")]:
+                       ("eval_after_pref", "after preference"), ("eval_after_rl", "after RL")]:
         if key in summary:
             row = summary[key]
             table.add_row(label, *[f"{row[c]:.3f}" for c in ["accuracy", *parts]])
@@ -94,7 +94,7 @@ def train(
     overrides: Overrides = None,
     resume: Resume = False,
 ) -> None:
-    """Run the stages of CONFIG (SFT and/or RL)."""
+    """Run the stages of CONFIG (SFT, preference optimisation, RL)."""
     _run(_load(config, overrides), resume)
 
 

@@ -44,6 +44,12 @@ from posttrain.pipelines import (
 )
 from posttrain.pipelines.agent_rollout import AgentRollout
 from posttrain.pipelines.async_rl import run_async_rl
+from posttrain.pipelines.preference import run_preference
+from posttrain.pipelines.preference_data import (
+    PreferencePair,
+    arithmetic_pairs,
+    load_preference_jsonl,
+)
 from posttrain.pipelines.rl_run import RLRun
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.weight_sync import sync_weights
@@ -177,16 +183,16 @@ class Recipe:
         if cursor["stage"] is not None:
             stages = stages[stages.index(cursor["stage"]):]
         for stage in stages:
-            resuming = ckpt is not None and cursor["stage"] == stage
+            stage_ckpt = ckpt if ckpt is not None and cursor["stage"] == stage else None
             if stage == "sft":
-                model = self._run_sft(model, tokenizer, ckpt if resuming else None, evals)
-                key = "eval_after_sft"
+                model = self._run_sft(model, tokenizer, stage_ckpt, evals)
+            elif stage == "pref":
+                model = self._run_pref(model, tokenizer, stage_ckpt, evals)
             else:
-                model = self._run_rl(model, tokenizer, engine, ckpt if resuming else None, evals)
-                key = "eval_after_rl"
+                model = self._run_rl(model, tokenizer, engine, stage_ckpt, evals)
             self._on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
-            evals[key] = self.evaluate(engine, tokenizer)
+            evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer)
         summary = {**evals, "wall_seconds": time.time() - start, "out_dir": str(self.out)}
         if self.rank == 0:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -203,10 +209,43 @@ class Recipe:
                 tools=self.tools.schemas() if self.tools else None)
         return trainer.export_model()
 
+    def start_dir(self, stage: str) -> Path:
+        """The model ``stage`` starts from: the previous stage's, or the base model."""
+        i = self.cfg.stages.index(stage)
+        return self.out / f"{self.cfg.stages[i - 1]}_model" if i else self.base_model_dir()
+
+    def _preference_pairs(self) -> tuple[list[PreferencePair], list[PreferencePair]]:
+        """Train and held-out pairs: from ``pref.data`` (its last ``eval_pairs`` rows, at most
+        a tenth, held out) or generated from the task's train and eval splits."""
+        pref = self.cfg.pref
+        if pref.data is None:
+            return (arithmetic_pairs(self.tasks, pref.num_pairs, self.cfg.seed),
+                    arithmetic_pairs(self.tasks, pref.eval_pairs, self.cfg.seed, split="eval"))
+        data = load_preference_jsonl(pref.data)
+        if data.skipped_lines:
+            self.reporter.message(f"[yellow]skipped {len(data.skipped_lines)} malformed "
+                                  f"preference rows (lines {data.skipped_lines[:5]})")
+        held = min(pref.eval_pairs, len(data.pairs) // 10)
+        return data.pairs[: len(data.pairs) - held], data.pairs[len(data.pairs) - held :]
+
+    def _run_pref(self, model, tokenizer, ckpt: Path | None, evals: dict):
+        """Preference optimisation against a frozen copy of the stage's starting model;
+        returns the trained model with whole weights."""
+        cfg = self.cfg
+        ref = load_model(self.start_dir("pref"), cfg.model.dtype) if ckpt else copy.deepcopy(
+            model)
+        trainer = Trainer(model, cfg.pref.optim, cfg.pref.steps, cfg.trainer, ref_model=ref)
+        start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
+        pairs, held_out = self._preference_pairs()
+        run_preference(trainer, tokenizer, pairs, cfg.pref, self.reporter, held_out, cfg.seed,
+                       start, self._checkpointer(trainer, tokenizer, "pref",
+                                                 cfg.checkpoint_every, evals))
+        return trainer.export_model()
+
     def _run_rl(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None, evals: dict):
         """RL; returns the trained model with whole weights (``Trainer.export_model``)."""
         cfg = self.cfg
-        start_dir = self.out / "sft_model" if "sft" in cfg.stages else self.base_model_dir()
+        start_dir = self.start_dir("rl")
         ref = None
         if cfg.algo.kl.coef > 0:
             ref = load_model(start_dir, cfg.model.dtype) if ckpt else copy.deepcopy(model)

@@ -12,7 +12,12 @@ from posttrain.harness import Compaction, LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.models import PRESETS
 from posttrain.pipelines import AlgoConfig, EvalConfig, RLConfig, SFTConfig
-from posttrain.pipelines.settings import EPISODE_ESTIMATORS, MULTI_REWARD_ESTIMATORS, ShapingRule
+from posttrain.pipelines.settings import (
+    EPISODE_ESTIMATORS,
+    MULTI_REWARD_ESTIMATORS,
+    PreferenceConfig,
+    ShapingRule,
+)
 from posttrain.rewards import ENV, VERIFIERS
 from posttrain.train import ActorConfig, CriticConfig, Section, TrainerConfig
 
@@ -163,13 +168,14 @@ class RunConfig(Section):
 
     seed: int = 0
     out_dir: str = "runs/quickstart"
-    stages: list[Literal["sft", "rl"]] = Field(default_factory=lambda: ["sft", "rl"])
+    stages: list[Literal["sft", "pref", "rl"]] = Field(default_factory=lambda: ["sft", "rl"])
     threads: int | None = Field(None, ge=1)
     checkpoint_every: int = Field(0, ge=0)
     model: ModelConfig = ModelConfig()
     task: TaskConfig = TaskConfig()
     reward: RewardConfig = RewardConfig()
     sft: SFTConfig = SFTConfig()
+    pref: PreferenceConfig = PreferenceConfig()
     rl: RLConfig = RLConfig()
     algo: AlgoConfig = AlgoConfig()
     actor: ActorConfig = ActorConfig()
@@ -213,6 +219,11 @@ class RunConfig(Section):
                 raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
         if self.sft.data is not None and "sft" not in self.stages:
             raise ValueError("sft.data is set but 'sft' is not in stages")
+        if "pref" in self.stages and self.pref.data is None and self.task.name != "arithmetic":
+            raise ValueError("pref.data is null: generated preference pairs exist for "
+                             f"task.name=arithmetic, not {self.task.name}")
+        if self.pref != PreferenceConfig() and "pref" not in self.stages:
+            raise ValueError("pref options are set but 'pref' is not in stages")
         if self.trainer.shard and self.dist.trainer_processes == 1:
             raise ValueError("trainer.shard shards over dist.trainer_processes; there is one")
         if len(set(self.stages)) != len(self.stages):

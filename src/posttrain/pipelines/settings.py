@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
 from posttrain.algos import entry
 from posttrain.train import KLConfig, OffPolicyConfig, OptimConfig, Section
-from posttrain.train.settings import check_hyperparameters, registered
+from posttrain.train.settings import NamedLoss, check_hyperparameters, registered
 
 
 class EvalConfig(Section):
@@ -104,6 +104,9 @@ class RLConfig(Section):
         return self
 
 
+# preference losses on (chosen, rejected) pairs; kto takes unpaired examples
+PAIRED_LOSSES = ("dpo", "ipo", "simpo", "orpo", "cpo", "r_dpo")
+
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
 # parts (multi-reward); the others need a critic or episode structure
 OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
@@ -194,3 +197,31 @@ class ShapingRule(Section):
         accepted |= dict.fromkeys(RULE_KEYS.get(self.name, ()), True)
         check_hyperparameters(f"shaping {self.name!r}", accepted, set(self.options()))
         return self
+
+
+class PreferenceLossConfig(NamedLoss):
+    """A preference loss of ALGORITHMS.md §8 (``dpo``, ``ipo``, ``simpo``, ``orpo``, ``cpo``,
+    ``r_dpo``) with its hyperparameters as keys (``pref.loss.beta=0.2``)."""
+
+    KIND: ClassVar[str] = "preference"
+    LABEL: ClassVar[str] = "preference loss"
+    name: Annotated[str, registered("preference", PAIRED_LOSSES)] = "dpo"
+
+
+class PreferenceConfig(Section):
+    """Preference optimisation on pairs: ``batch_size`` pairs a step from ``data`` (JSONL) or,
+    when null, ``num_pairs`` generated from the task (the worked solution over the flawed one).
+    Losses with a reference take its log-probs ``precompute``d once for the data or computed
+    ``on_the_fly`` each step (same numbers). ``eval_pairs`` held-out pairs measure the implicit
+    reward's accuracy every ``eval_every`` steps."""
+
+    steps: int = Field(200, ge=0)
+    batch_size: int = Field(32, ge=1)
+    loss: PreferenceLossConfig = PreferenceLossConfig()
+    reference: Literal["precompute", "on_the_fly"] = "precompute"
+    data: str | None = None
+    num_pairs: int = Field(4000, ge=1)
+    eval_pairs: int = Field(200, ge=1)
+    eval_every: int = Field(50, ge=0)
+    optim: OptimConfig = OptimConfig(lr=1e-5, warmup_steps=10)
+    log_every: int = Field(10, ge=1)

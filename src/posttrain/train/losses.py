@@ -97,3 +97,36 @@ def rl_loss(
             loss = loss + agg(bonus)
         out["entropy"] = mean(t.entropy)
     return loss, out
+
+
+def preference_loss(
+    name: str, options: dict, logp: torch.Tensor, mask: torch.Tensor,
+    ref_logp: torch.Tensor | None, pairs: int,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Rows ``2i, 2i + 1`` of the per-token ``[B, T]`` tensors are pair ``i``'s chosen and
+    rejected responses. ``ell`` = summed log-probs over ``mask``; the catalogue's preference loss
+    ``name`` takes what it needs of them (sums, references, lengths, token means). Returns the
+    loss summed over the pairs / ``pairs`` (the step's pair count) and step-normalised
+    statistics: ``reward_accuracy`` and ``reward_margin`` of the implicit reward ``ell - ell_ref``
+    (``ell / |y|`` for reference-free losses)."""
+    lengths = mask.sum(dim=1)
+    if bool((lengths == 0).any()):
+        raise ValueError("a preference response has no trainable token")
+    ell = (logp * mask).sum(dim=1)
+    ref = None if ref_logp is None else (ref_logp * mask).sum(dim=1)
+    inputs = {"chosen_logp": ell[0::2], "rejected_logp": ell[1::2],
+              "chosen_length": lengths[0::2], "rejected_length": lengths[1::2],
+              "chosen_mean_logp": ell[0::2] / lengths[0::2],
+              "rejected_mean_logp": ell[1::2] / lengths[1::2]}
+    if ref is not None:
+        inputs |= {"ref_chosen_logp": ref[0::2], "ref_rejected_logp": ref[1::2]}
+    fn = get("preference", name)
+    wanted = inspect.signature(fn).parameters
+    missing = [k for k in wanted if k.startswith("ref_") and k not in inputs]
+    if missing:
+        raise ValueError(f"preference loss {name!r} needs reference log-probs")
+    per_pair = fn(**{k: v for k, v in inputs.items() if k in wanted}, **options)
+    reward = (ell - ref) if ref is not None else ell / lengths
+    margin = (reward[0::2] - reward[1::2]).detach()
+    return per_pair.sum() / pairs, {"reward_accuracy": (margin > 0).float().sum() / pairs,
+                                    "reward_margin": margin.sum() / pairs}

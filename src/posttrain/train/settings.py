@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -71,18 +71,16 @@ class OptimConfig(Section):
         return v
 
 
-class PolicyLossConfig(Section):
-    """A policy loss and its hyperparameters. The clip family's ``eps_low``, ``eps_high`` and
-    ``dual_clip`` are range-checked fields; any other hyperparameter of the chosen loss is an
-    extra key (``actor.policy_loss.r_max=5``). Null means the loss's own default; a value the
-    loss does not take, or a missing required one, is an error."""
+class NamedLoss(Section):
+    """A catalogue function of kind ``KIND`` chosen by ``name``, its hyperparameters as extra
+    keys. Null means the function's own default; a value it does not take, or a missing
+    required one, is an error."""
 
+    KIND: ClassVar[str]
+    LABEL: ClassVar[str]  # how errors name it: "policy loss"
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
-    name: Annotated[str, registered("policy_loss", ACTOR_LOSSES)] = "ppo_clip"
-    eps_low: float | None = Field(None, ge=0, lt=1)
-    eps_high: float | None = Field(None, ge=0)
-    dual_clip: float | None = Field(None, gt=1)
+    name: str
 
     def hyperparameters(self) -> dict[str, Any]:
         """The keyword arguments to pass: every non-null value except ``name``."""
@@ -90,11 +88,24 @@ class PolicyLossConfig(Section):
         return {k: v for k, v in values.items() if k != "name" and v is not None}
 
     @model_validator(mode="after")
-    def _takes_effect(self) -> PolicyLossConfig:
-        check_hyperparameters(f"policy loss {self.name!r}",
-                              entry("policy_loss", self.name).hyperparameters(),
+    def _takes_effect(self) -> NamedLoss:
+        check_hyperparameters(f"{self.LABEL} {self.name!r}",
+                              entry(self.KIND, self.name).hyperparameters(),
                               set(self.hyperparameters()))
         return self
+
+
+class PolicyLossConfig(NamedLoss):
+    """A policy loss and its hyperparameters. The clip family's ``eps_low``, ``eps_high`` and
+    ``dual_clip`` are range-checked fields; any other hyperparameter of the chosen loss is an
+    extra key (``actor.policy_loss.r_max=5``)."""
+
+    KIND: ClassVar[str] = "policy_loss"
+    LABEL: ClassVar[str] = "policy loss"
+    name: Annotated[str, registered("policy_loss", ACTOR_LOSSES)] = "ppo_clip"
+    eps_low: float | None = Field(None, ge=0, lt=1)
+    eps_high: float | None = Field(None, ge=0)
+    dual_clip: float | None = Field(None, gt=1)
 
 
 class KLConfig(Section):

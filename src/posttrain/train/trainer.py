@@ -16,7 +16,7 @@ import torch
 
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm
 from posttrain.models import prefix_lengths
-from posttrain.train.losses import RLTokens, rl_loss, sft_loss
+from posttrain.train.losses import RLTokens, preference_loss, rl_loss, sft_loss
 from posttrain.train.parallel import DataParallel, Scorer, full
 from posttrain.train.schedule import build_optimizer
 from posttrain.train.settings import (
@@ -120,6 +120,20 @@ class Trainer:
 
         return self.optimizer_step(batch, micro)
 
+    def preference_step(self, batch: Batch, loss: str, options: dict) -> dict[str, float]:
+        """One optimiser step of preference loss ``loss`` on pairs (rows ``2i``: chosen,
+        ``2i + 1``: rejected), against ``batch.ref_logprobs`` where the loss needs them."""
+        if len(batch) % 2:
+            raise ValueError("a preference batch holds pairs: an even number of rows")
+        pairs = len(batch) // 2
+
+        def micro(mb: Batch, norm: StepNorm):
+            logp, _ = self._logprobs(self.model, mb, 1.0, entropy=False)
+            return preference_loss(loss, options, logp, mb.loss_mask, mb.ref_logprobs, pairs)
+
+        size = 2 * max(1, self.settings.micro_batch_size // 2)  # pairs stay together
+        return self.optimizer_step(batch, micro, micro_size=size)
+
     def rl_step(
         self,
         batch: Batch,
@@ -191,15 +205,17 @@ class Trainer:
         ])
 
     def optimizer_step(
-        self, batch: Batch, micro: MicroLoss, max_len: int | None = None
+        self, batch: Batch, micro: MicroLoss, max_len: int | None = None,
+        micro_size: int | None = None,
     ) -> dict[str, float]:
         """One optimiser step of any loss given per micro-batch: ``micro(mb, norm)`` returns the
-        micro-batch's share of the step loss and its statistics (normalised by ``norm``)."""
+        micro-batch's share of the step loss and its statistics (normalised by ``norm``);
+        micro-batches of ``micro_size`` rows (default ``trainer.micro_batch_size``)."""
         self.model.train()
         norm = StepNorm.from_mask(batch.loss_mask, max_len)
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
-        parts = batch.split(self.settings.micro_batch_size)
+        parts = batch.split(micro_size or self.settings.micro_batch_size)
         mine = [(p, True) for p in parts] if self.parallel is None else self.parallel.shard(parts)
         for mb, live in mine:
             loss, stats = micro(mb, norm)

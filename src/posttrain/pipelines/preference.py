@@ -1,0 +1,107 @@
+"""Preference optimisation (DPO family, ALGORITHMS.md §8) on chosen/rejected pairs.
+
+Step ``k`` trains on pairs ``batch_indices(k, ...)`` of seeded per-epoch permutations (the step
+number is the data cursor, as in SFT). Reference log-probs come from the trainer's frozen
+reference model, once for all pairs (``precompute``) or per step (``on_the_fly``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+
+import torch
+
+from posttrain.algos import get
+from posttrain.pipelines.preference_data import PreferencePair, pair_batch
+from posttrain.pipelines.report import Reporter
+from posttrain.pipelines.settings import PreferenceConfig
+from posttrain.pipelines.sft import batch_indices
+from posttrain.train import Trainer
+from posttrain.train.losses import preference_loss
+
+CHUNK = 64  # pairs scored at once outside training
+
+
+def needs_reference(loss: str) -> bool:
+    return any(k.startswith("ref_") for k in inspect.signature(get("preference", loss)).parameters)
+
+
+def reference_rows(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair]
+                   ) -> list[torch.Tensor]:
+    """Per-token reference log-probs of every row (``2i`` chosen, ``2i + 1`` rejected)."""
+    rows: list[torch.Tensor] = []
+    for i in range(0, len(pairs), CHUNK):
+        batch = pair_batch(tokenizer, list(pairs[i : i + CHUNK]))
+        ref = trainer.compute_logprobs(batch, reference=True)
+        lengths = batch.attention_mask.sum(dim=1).tolist()
+        rows += [ref[r, :n].clone() for r, n in enumerate(lengths)]
+    return rows
+
+
+def stack_rows(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    out = torch.zeros((len(rows), width))
+    for r, row in enumerate(rows):
+        out[r, : len(row)] = row
+    return out
+
+
+@torch.no_grad()
+def preference_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
+                    cfg: PreferenceConfig) -> dict[str, float]:
+    """Loss, implicit-reward accuracy and margin of the policy on ``pairs``."""
+    use_ref = needs_reference(cfg.loss.name)
+    totals = {"loss": 0.0, "reward_accuracy": 0.0, "reward_margin": 0.0}
+    for i in range(0, len(pairs), CHUNK):
+        batch = pair_batch(tokenizer, list(pairs[i : i + CHUNK]))
+        logp = trainer.compute_logprobs(batch)
+        ref = trainer.compute_logprobs(batch, reference=True) if use_ref else None
+        loss, stats = preference_loss(cfg.loss.name, cfg.loss.hyperparameters(), logp,
+                                      batch.loss_mask, ref, len(pairs))
+        totals["loss"] += float(loss)
+        for k, v in stats.items():
+            totals[k] += float(v)
+    return totals
+
+
+def run_preference(
+    trainer: Trainer,
+    tokenizer,
+    pairs: Sequence[PreferencePair],
+    cfg: PreferenceConfig,
+    reporter: Reporter,
+    eval_pairs: Sequence[PreferencePair] = (),
+    seed: int = 0,
+    start_step: int = 0,
+    on_step_end: Callable[[int], None] | None = None,
+) -> list[dict[str, float]]:
+    """Train for steps ``start_step .. cfg.steps``; returns the held-out evaluations."""
+    use_ref = needs_reference(cfg.loss.name)
+    if use_ref and trainer.ref_model is None:
+        raise ValueError(f"preference loss {cfg.loss.name!r} needs a reference model")
+    cached = reference_rows(trainer, tokenizer, pairs) if (
+        use_ref and cfg.reference == "precompute") else None
+    options, evals = cfg.loss.hyperparameters(), []
+    reporter.start(f"preference ({cfg.loss.name})", cfg.steps)
+    for step in range(start_step, cfg.steps):
+        idx = batch_indices(step, cfg.batch_size, len(pairs), seed)
+        batch = pair_batch(tokenizer, [pairs[i] for i in idx])
+        if cached is not None:
+            rows = [cached[2 * i + side] for i in idx for side in (0, 1)]
+            batch = batch.replace(ref_logprobs=stack_rows(rows, batch.input_ids.shape[1]))
+        elif use_ref:
+            batch = batch.replace(ref_logprobs=trainer.compute_logprobs(batch, reference=True))
+        metrics = trainer.preference_step(batch, cfg.loss.name, options)
+        if eval_pairs and cfg.eval_every and ((step + 1) % cfg.eval_every == 0
+                                              or step + 1 == cfg.steps):
+            result = preference_eval(trainer, tokenizer, eval_pairs, cfg)
+            metrics |= {f"eval/{k}": v for k, v in result.items()}
+            evals.append({"step": step + 1, **result})
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps or "eval/loss" in metrics:
+            reporter.log("pref", step + 1, metrics)
+        reporter.advance(step + 1, f"loss {metrics['loss']:.3f} "
+                                   f"acc {metrics['reward_accuracy']:.2f}")
+        if on_step_end is not None:
+            on_step_end(step + 1)
+    reporter.finish()
+    return evals
