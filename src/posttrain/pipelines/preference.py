@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from posttrain.algos import get
-from posttrain.pipelines.preference_data import PreferencePair, pair_batch
+from posttrain.algos import get, kto_reference_point
+from posttrain.pipelines.preference_data import PreferencePair, mismatched_batch, pair_batch
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.settings import PreferenceConfig
 from posttrain.pipelines.sft import batch_indices
@@ -37,6 +37,16 @@ def reference_rows(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair]
         lengths = batch.attention_mask.sum(dim=1).tolist()
         rows += [ref[r, :n].clone() for r, n in enumerate(lengths)]
     return rows
+
+
+def kto_reference(trainer: Trainer, tokenizer, pairs: list[PreferencePair],
+                  beta: float) -> float:
+    """``z_ref = max(0, beta mean_i (ell_i - ell_ref_i))`` over mismatched (prompt, response)
+    rows of the step's pairs (the catalogue's ``kto_reference_point``)."""
+    batch = mismatched_batch(tokenizer, pairs)
+    ell = (trainer.compute_logprobs(batch) * batch.loss_mask).sum(dim=1)
+    ref = (trainer.compute_logprobs(batch, reference=True) * batch.loss_mask).sum(dim=1)
+    return float(kto_reference_point(ell, ref, beta))
 
 
 def stack_rows(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
@@ -91,7 +101,13 @@ def run_preference(
             batch = batch.replace(ref_logprobs=stack_rows(rows, batch.input_ids.shape[1]))
         elif use_ref:
             batch = batch.replace(ref_logprobs=trainer.compute_logprobs(batch, reference=True))
-        metrics = trainer.preference_step(batch, cfg.loss.name, options)
+        z = 0.0
+        if cfg.loss.name == "kto":
+            z = kto_reference(trainer, tokenizer, [pairs[i] for i in idx],
+                              options.get("beta", 0.1))
+        metrics = trainer.preference_step(batch, cfg.loss.name, options, z)
+        if cfg.loss.name == "kto":
+            metrics["kto_reference_point"] = z
         if eval_pairs and cfg.eval_every and ((step + 1) % cfg.eval_every == 0
                                               or step + 1 == cfg.steps):
             result = preference_eval(trainer, tokenizer, eval_pairs, cfg)

@@ -116,3 +116,13 @@ def pair_batch(tokenizer, pairs: list[PreferencePair]) -> Batch:
     segments = [conversation_segment(tokenizer, conv) for pair in pairs
                 for conv in pair.conversations()]
     return Batch.from_episodes([Episode([s]) for s in segments], tokenizer.pad_token_id)
+
+
+def mismatched_batch(tokenizer, pairs: list[PreferencePair]) -> Batch:
+    """Row ``i``: pair ``i``'s prompt with pair ``i + 1``'s chosen response (cyclically) —
+    KTO's sample of unrelated (prompt, response) pairs for its reference point."""
+    shifted = pairs[1:] + pairs[:1]
+    convs = [[*p.prompt, {"role": "assistant", "content": q.chosen}]
+             for p, q in zip(pairs, shifted)]
+    return Batch.from_episodes([Episode([conversation_segment(tokenizer, c)]) for c in convs],
+                               tokenizer.pad_token_id)

@@ -104,8 +104,8 @@ class RLConfig(Section):
         return self
 
 
-# preference losses on (chosen, rejected) pairs; kto takes unpaired examples
-PAIRED_LOSSES = ("dpo", "ipo", "simpo", "orpo", "cpo", "r_dpo")
+# preference losses on (chosen, rejected) pairs; kto sees the pairs' responses unpaired
+PREFERENCE_LOSSES = ("dpo", "ipo", "simpo", "orpo", "cpo", "r_dpo", "kto")
 
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
 # parts (multi-reward); the others need a critic or episode structure
@@ -201,11 +201,11 @@ class ShapingRule(Section):
 
 class PreferenceLossConfig(NamedLoss):
     """A preference loss of ALGORITHMS.md §8 (``dpo``, ``ipo``, ``simpo``, ``orpo``, ``cpo``,
-    ``r_dpo``) with its hyperparameters as keys (``pref.loss.beta=0.2``)."""
+    ``r_dpo``, ``kto``) with its hyperparameters as keys (``pref.loss.beta=0.2``)."""
 
     KIND: ClassVar[str] = "preference"
     LABEL: ClassVar[str] = "preference loss"
-    name: Annotated[str, registered("preference", PAIRED_LOSSES)] = "dpo"
+    name: Annotated[str, registered("preference", PREFERENCE_LOSSES)] = "dpo"
 
 
 class PreferenceConfig(Section):

@@ -101,20 +101,23 @@ def rl_loss(
 
 def preference_loss(
     name: str, options: dict, logp: torch.Tensor, mask: torch.Tensor,
-    ref_logp: torch.Tensor | None, pairs: int,
+    ref_logp: torch.Tensor | None, pairs: int, reference_point: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Rows ``2i, 2i + 1`` of the per-token ``[B, T]`` tensors are pair ``i``'s chosen and
     rejected responses. ``ell`` = summed log-probs over ``mask``; the catalogue's preference loss
-    ``name`` takes what it needs of them (sums, references, lengths, token means). Returns the
-    loss summed over the pairs / ``pairs`` (the step's pair count) and step-normalised
-    statistics: ``reward_accuracy`` and ``reward_margin`` of the implicit reward ``ell - ell_ref``
-    (``ell / |y|`` for reference-free losses)."""
+    ``name`` takes what it needs of them (sums, references, lengths, token means). ``kto`` sees
+    the rows unpaired — chosen desirable, rejected undesirable, around ``reference_point`` — and
+    averages over rows. Returns the loss summed over the pairs / ``pairs`` (the step's pair
+    count) and step-normalised statistics: ``reward_accuracy`` and ``reward_margin`` of the
+    implicit reward ``ell - ell_ref`` (``ell / |y|`` for reference-free losses)."""
     lengths = mask.sum(dim=1)
     if bool((lengths == 0).any()):
         raise ValueError("a preference response has no trainable token")
     ell = (logp * mask).sum(dim=1)
     ref = None if ref_logp is None else (ref_logp * mask).sum(dim=1)
-    inputs = {"chosen_logp": ell[0::2], "rejected_logp": ell[1::2],
+    inputs = {"logp": ell, "ref_logp": ref, "reference_point": reference_point,
+              "desirable": torch.arange(len(ell)) % 2 == 0,
+              "chosen_logp": ell[0::2], "rejected_logp": ell[1::2],
               "chosen_length": lengths[0::2], "rejected_length": lengths[1::2],
               "chosen_mean_logp": ell[0::2] / lengths[0::2],
               "rejected_mean_logp": ell[1::2] / lengths[1::2]}
@@ -122,10 +125,11 @@ def preference_loss(
         inputs |= {"ref_chosen_logp": ref[0::2], "ref_rejected_logp": ref[1::2]}
     fn = get("preference", name)
     wanted = inspect.signature(fn).parameters
-    missing = [k for k in wanted if k.startswith("ref_") and k not in inputs]
-    if missing:
+    if ref is None and any(k.startswith("ref_") for k in wanted):
         raise ValueError(f"preference loss {name!r} needs reference log-probs")
-    per_pair = fn(**{k: v for k, v in inputs.items() if k in wanted}, **options)
+    per_item = fn(**{k: v for k, v in inputs.items() if k in wanted}, **options)
+    unpaired = "desirable" in wanted  # one loss a row: a pair's is the mean of its two rows
+    per_pair = per_item.view(-1, 2).mean(dim=1) if unpaired else per_item
     reward = (ell - ref) if ref is not None else ell / lengths
     margin = (reward[0::2] - reward[1::2]).detach()
     return per_pair.sum() / pairs, {"reward_accuracy": (margin > 0).float().sum() / pairs,

@@ -120,16 +120,19 @@ class Trainer:
 
         return self.optimizer_step(batch, micro)
 
-    def preference_step(self, batch: Batch, loss: str, options: dict) -> dict[str, float]:
+    def preference_step(self, batch: Batch, loss: str, options: dict,
+                        reference_point: float = 0.0) -> dict[str, float]:
         """One optimiser step of preference loss ``loss`` on pairs (rows ``2i``: chosen,
-        ``2i + 1``: rejected), against ``batch.ref_logprobs`` where the loss needs them."""
+        ``2i + 1``: rejected), against ``batch.ref_logprobs`` where the loss needs them
+        (``reference_point``: KTO's ``z_ref``)."""
         if len(batch) % 2:
             raise ValueError("a preference batch holds pairs: an even number of rows")
         pairs = len(batch) // 2
 
         def micro(mb: Batch, norm: StepNorm):
             logp, _ = self._logprobs(self.model, mb, 1.0, entropy=False)
-            return preference_loss(loss, options, logp, mb.loss_mask, mb.ref_logprobs, pairs)
+            return preference_loss(loss, options, logp, mb.loss_mask, mb.ref_logprobs, pairs,
+                                   reference_point)
 
         size = 2 * max(1, self.settings.micro_batch_size // 2)  # pairs stay together
         return self.optimizer_step(batch, micro, micro_size=size)

@@ -16,10 +16,12 @@ from posttrain.pipelines.preference import preference_eval, run_preference
 from posttrain.pipelines.preference_data import (
     arithmetic_pairs,
     load_preference_jsonl,
+    mismatched_batch,
     pair_batch,
     parse_pair,
 )
 from posttrain.pipelines.settings import PreferenceConfig
+from posttrain.pipelines.sft import batch_indices
 from posttrain.train import OptimConfig, Trainer, TrainerConfig
 
 TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)
@@ -39,11 +41,14 @@ def formula(name, lw, ll, rw, rl, nw, nl):
         return sig(0.1 * (lw - ll)) - 1.0 * lw
     if name == "r_dpo":
         return sig(0.1 * h + 0.01 * (nw - nl))
+    if name == "kto":  # z_ref = 0; the pair's two rows, averaged
+        sigmoid = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+        return ((1 - sigmoid(0.1 * (lw - rw))) + (1 - sigmoid(-0.1 * (ll - rl)))) / 2
     odds = lambda m: m - math.log1p(-math.exp(m))  # noqa: E731
     return -lw / nw + 0.1 * sig(odds(lw / nw) - odds(ll / nl))  # orpo
 
 
-@pytest.mark.parametrize("name", ["dpo", "ipo", "simpo", "orpo", "cpo", "r_dpo"])
+@pytest.mark.parametrize("name", ["dpo", "ipo", "simpo", "orpo", "cpo", "r_dpo", "kto"])
 def test_each_loss_through_the_trainer_equals_its_formula(name, model, tokenizer):
     options = {"alpha": 0.01} if name == "r_dpo" else {}
     ref = copy.deepcopy(model)
@@ -62,6 +67,25 @@ def test_each_loss_through_the_trainer_equals_its_formula(name, model, tokenizer
     batch = batch.replace(ref_logprobs=trainer.compute_logprobs(batch, reference=True))
     got = trainer.preference_step(batch, name, options)["loss"]  # 2 micro-batches of pairs
     assert got == pytest.approx(want, rel=1e-4)
+
+
+def test_kto_takes_its_reference_point_from_mismatched_pairs(model, tokenizer, tmp_path):
+    pairs = arithmetic_pairs(TASKS, 4, seed=4)
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        ref.lm_head.weight.mul_(0.5)  # a flatter reference: the policy's KL to it is positive
+    trainer = Trainer(model, OptimConfig(lr=1e-3), 1, ref_model=ref)
+    step_pairs = [pairs[i] for i in batch_indices(0, 4, 4, seed=0)]  # step 1's order
+    mis = mismatched_batch(tokenizer, step_pairs)
+    assert tokenizer.decode(mis.input_ids[0]).count(step_pairs[1].chosen) == 1
+    gap = ((trainer.compute_logprobs(mis) - trainer.compute_logprobs(mis, reference=True))
+           * mis.loss_mask).sum(1)
+    want = max(0.0, 0.1 * float(gap.mean()))
+    cfg = dpo_config(steps=1, loss={"name": "kto"}, log_every=1)
+    run_preference(trainer, tokenizer, pairs, cfg, Reporter(tmp_path, quiet=True))
+    (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().split("\n")
+              if line]
+    assert want > 0 and row["kto_reference_point"] == pytest.approx(want, rel=1e-4)
 
 
 def dpo_config(**changes):
