@@ -129,6 +129,74 @@ def eval_(
     typer.echo(json.dumps(result, indent=2))
 
 
+Model = Annotated[Path, typer.Option(help="local Hugging Face model directory to sample")]
+Out = Annotated[Path, typer.Option(help="JSONL file to write")]
+K = Annotated[int, typer.Option(min=1, help="samples per prompt")]
+NumPrompts = Annotated[int, typer.Option(min=1, help="train prompts to sample")]
+Temperature = Annotated[float, typer.Option(min=0.0, help="sampling temperature")]
+
+
+@app.command(name="filter")
+def filter_cmd(
+    config: ConfigFile,
+    model: Model,
+    out: Out,
+    overrides: Overrides = None,
+    k: K = 8,
+    num_prompts: NumPrompts = 200,
+    temperature: Temperature = 1.0,
+    min_pass: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="keep pass rate >= this (unset: > 0)")] = None,
+    max_pass: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="keep pass rate <= this (unset: < 1)")] = None,
+) -> None:
+    """Keep the train prompts of CONFIG's task whose pass rate over K samples of MODEL lies in
+    range; writes JSONL rows {messages, reference, pass_rate, passes, k}."""
+    from posttrain.cli.curate import sampled, write_rows
+    from posttrain.pipelines.curation import filter_row, in_range
+
+    cfg = _load(config, overrides)
+    rows = (filter_row(s) for s in _sampling(cfg, model, k, num_prompts, temperature, sampled))
+    kept, seen = write_rows(out, rows, lambda r: in_range(r["pass_rate"], min_pass, max_pass))
+    console.print(f"kept {kept} of {seen} prompts -> {out}")
+
+
+@app.command(name="rejection-sample")
+def rejection_sample(
+    config: ConfigFile,
+    model: Model,
+    out: Out,
+    overrides: Overrides = None,
+    k: K = 8,
+    num_prompts: NumPrompts = 200,
+    temperature: Temperature = 1.0,
+    threshold: Annotated[float, typer.Option(help="keep a best answer with reward >= this")]
+    = 1.0,
+) -> None:
+    """Keep the best of K samples of MODEL per train prompt of CONFIG's task when its reward
+    reaches THRESHOLD; writes SFT rows {messages, reward, pass_rate} (usable as sft.data)."""
+    from posttrain.cli.curate import sampled, write_rows
+    from posttrain.config.schema import SINGLE_TURN_TASKS
+    from posttrain.pipelines.curation import best_row
+
+    cfg = _load(config, overrides)
+    if cfg.task.name not in SINGLE_TURN_TASKS:
+        _fail(f"rejection-sample writes single-turn answers; task.name={cfg.task.name} is an "
+              "agent task")
+    samples = _sampling(cfg, model, k, num_prompts, temperature, sampled)
+    kept, seen = write_rows(out, (best_row(s, threshold) for s in samples), lambda r: True)
+    console.print(f"kept {kept} of {seen} prompts -> {out}")
+
+
+def _sampling(cfg, model: Path, k: int, num_prompts: int, temperature: float, sampled):
+    from posttrain.models import ModelNotFoundError
+
+    try:
+        yield from sampled(cfg, model, k, num_prompts, temperature, console)
+    except ModelNotFoundError as e:
+        _fail(str(e))
+
+
 @app.command(name="build-tiny")
 def build_tiny_cmd(
     out: Annotated[Path, typer.Argument(help="directory to write")],

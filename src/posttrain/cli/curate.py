@@ -1,0 +1,58 @@
+"""``posttrain filter`` and ``posttrain rejection-sample``: sample k answers per train prompt of
+a config's task with a model, then write the kept prompts or best answers as JSONL."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+
+from posttrain.cli.recipe import Recipe
+from posttrain.config import RunConfig
+from posttrain.engines import TorchEngine
+from posttrain.models import load_model, load_tokenizer
+from posttrain.pipelines.curation import Sampled, sample_prompts
+from posttrain.types import SamplingParams
+
+
+def sampled(cfg: RunConfig, model: Path, k: int, num_prompts: int, temperature: float,
+            console: Console) -> Iterator[Sampled]:
+    """``k`` scored samples of ``num_prompts`` train prompts, with a progress bar."""
+    recipe = Recipe(cfg.model_copy(update={"out_dir": str(Path(cfg.out_dir))}))
+    tokenizer, policy = load_tokenizer(model), load_model(model, cfg.model.dtype)
+    engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    tasks = recipe.tasks.sample(num_prompts, random.Random(f"{cfg.seed}:curate"))
+    sampling = SamplingParams(max_new_tokens=cfg.rl.max_new_tokens, temperature=temperature,
+                              stop_token_ids=(tokenizer.eos_token_id,), seed=cfg.seed)
+    with Progress(console=console, transient=True) as progress:
+        bar = progress.add_task(f"sampling {k} per prompt", total=len(tasks))
+        for s in sample_prompts(engine, tokenizer, tasks, recipe.reward_fn, recipe.rollout_fn,
+                                k, sampling, cfg.reward.accuracy_part):
+            progress.advance(bar)
+            yield s
+
+
+def write_rows(out: Path, rows: Iterator[dict | None], keep: Callable[[dict], bool]
+               ) -> tuple[int, int]:
+    """Write the kept rows to ``out`` atomically (a temporary file renamed at the end);
+    returns (kept, seen)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    kept = seen = 0
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                seen += 1
+                if row is not None and keep(row):
+                    f.write(json.dumps(row) + "\n")
+                    kept += 1
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, out)
+    return kept, seen
