@@ -11,7 +11,7 @@ from posttrain.models.loading import (
 from posttrain.models.logprobs import naive_sequence_logprobs, sequence_logprobs
 from posttrain.models.shared_prefix import prefix_lengths
 from posttrain.models.tiny import PRESETS, build_tiny, build_tokenizer
-from posttrain.models.values import sequence_values
+from posttrain.models.values import sequence_scores, sequence_values
 
 __all__ = [
     "PRESETS",
@@ -28,5 +28,6 @@ __all__ = [
     "prefix_lengths",
     "save_model",
     "sequence_logprobs",
+    "sequence_scores",
     "sequence_values",
 ]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -51,17 +52,20 @@ def load_model(path: str | Path, dtype: str = "float32") -> PreTrainedModel:
 
 
 def load_value_model(path: str | Path, dtype: str = "float32") -> PreTrainedModel:
-    """A value model for PPO's critic: the backbone at ``path`` (a causal LM's, or a saved
-    critic's) with a one-output token head (``AutoModelForTokenClassification``,
-    ``num_labels=1``); a causal LM's head is dropped and the value head starts fresh."""
+    """A value (or reward) model: the backbone at ``path`` (a causal LM's, or a saved critic's)
+    with a one-output token head (``AutoModelForTokenClassification``, ``num_labels=1``); a
+    causal LM's head is dropped and the value head starts fresh. No dropout before the head
+    (HF's default is 0.1): a value or a reward is a function of the weights, in training too."""
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     hf_logging.disable_progress_bar()
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the fresh head is expected, not worth a warning
     try:
+        config = AutoConfig.from_pretrained(_check_dir(path), num_labels=1)
+        config.classifier_dropout = 0.0
         model = AutoModelForTokenClassification.from_pretrained(
-            _check_dir(path), num_labels=1, dtype=DTYPES[dtype])
+            _check_dir(path), config=config, dtype=DTYPES[dtype])
     finally:
         hf_logging.set_verbosity(verbosity)
     model.config.use_cache = False

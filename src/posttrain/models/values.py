@@ -14,3 +14,14 @@ def sequence_values(
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
     head = out.logits[..., 0].float()
     return torch.cat([head.new_zeros((head.shape[0], 1)), head[:, :-1]], dim=1)
+
+
+def sequence_scores(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> torch.Tensor:
+    """``[B]``: a reward model's scalar head on the last valid token of each right-padded
+    row."""
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    last = attention_mask.sum(dim=1) - 1
+    return out.logits[torch.arange(len(last)), last, 0].float()

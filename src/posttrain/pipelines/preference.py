@@ -1,7 +1,5 @@
-"""Preference optimisation (DPO family, ALGORITHMS.md §8) on chosen/rejected pairs.
-
-Step ``k`` trains on pairs ``batch_indices(k, ...)`` of seeded per-epoch permutations (the step
-number is the data cursor, as in SFT). Reference log-probs come from the trainer's frozen
+"""Preference optimisation (DPO family, ALGORITHMS.md §8) on chosen/rejected pairs, in the
+shared pair loop (``pipelines.pairs``). Reference log-probs come from the trainer's frozen
 reference model, once for all pairs (``precompute``) or per step (``on_the_fly``).
 """
 
@@ -13,12 +11,13 @@ from collections.abc import Callable, Sequence
 import torch
 
 from posttrain.algos import get, kto_reference_point
+from posttrain.pipelines.pairs import run_pairs
 from posttrain.pipelines.preference_data import PreferencePair, mismatched_batch, pair_batch
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.settings import PreferenceConfig
-from posttrain.pipelines.sft import batch_indices
 from posttrain.train import Trainer
 from posttrain.train.losses import preference_loss
+from posttrain.types import Batch
 
 CHUNK = 64  # pairs scored at once outside training
 
@@ -91,33 +90,21 @@ def run_preference(
         raise ValueError(f"preference loss {cfg.loss.name!r} needs a reference model")
     cached = reference_rows(trainer, tokenizer, pairs) if (
         use_ref and cfg.reference == "precompute") else None
-    options, evals = cfg.loss.hyperparameters(), []
-    reporter.start(f"preference ({cfg.loss.name})", cfg.steps)
-    for step in range(start_step, cfg.steps):
-        idx = batch_indices(step, cfg.batch_size, len(pairs), seed)
-        batch = pair_batch(tokenizer, [pairs[i] for i in idx])
+    options = cfg.loss.hyperparameters()
+
+    def step(batch: Batch, idx: list[int]) -> dict[str, float]:
         if cached is not None:
             rows = [cached[2 * i + side] for i in idx for side in (0, 1)]
             batch = batch.replace(ref_logprobs=stack_rows(rows, batch.input_ids.shape[1]))
         elif use_ref:
             batch = batch.replace(ref_logprobs=trainer.compute_logprobs(batch, reference=True))
-        z = 0.0
-        if cfg.loss.name == "kto":
-            z = kto_reference(trainer, tokenizer, [pairs[i] for i in idx],
-                              options.get("beta", 0.1))
-        metrics = trainer.preference_step(batch, cfg.loss.name, options, z)
-        if cfg.loss.name == "kto":
-            metrics["kto_reference_point"] = z
-        if eval_pairs and cfg.eval_every and ((step + 1) % cfg.eval_every == 0
-                                              or step + 1 == cfg.steps):
-            result = preference_eval(trainer, tokenizer, eval_pairs, cfg)
-            metrics |= {f"eval/{k}": v for k, v in result.items()}
-            evals.append({"step": step + 1, **result})
-        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps or "eval/loss" in metrics:
-            reporter.log("pref", step + 1, metrics)
-        reporter.advance(step + 1, f"loss {metrics['loss']:.3f} "
-                                   f"acc {metrics['reward_accuracy']:.2f}")
-        if on_step_end is not None:
-            on_step_end(step + 1)
-    reporter.finish()
-    return evals
+        if cfg.loss.name != "kto":
+            return trainer.preference_step(batch, cfg.loss.name, options)
+        z = kto_reference(trainer, tokenizer, [pairs[i] for i in idx], options.get("beta", 0.1))
+        return trainer.preference_step(batch, cfg.loss.name, options, z) | {
+            "kto_reference_point": z}
+
+    evaluate = (lambda: preference_eval(trainer, tokenizer, eval_pairs, cfg)) if eval_pairs \
+        else None
+    return run_pairs(tokenizer, pairs, cfg, reporter, "pref", f"preference ({cfg.loss.name})",
+                     step, evaluate, seed, start_step, on_step_end)

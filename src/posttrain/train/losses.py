@@ -134,3 +134,14 @@ def preference_loss(
     margin = (reward[0::2] - reward[1::2]).detach()
     return per_pair.sum() / pairs, {"reward_accuracy": (margin > 0).float().sum() / pairs,
                                     "reward_margin": margin.sum() / pairs}
+
+
+def bradley_terry_loss(scores: torch.Tensor, pairs: int
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``bradley_terry`` on rows ``2i`` (chosen) and ``2i + 1`` (rejected), summed / ``pairs``;
+    statistics ``reward_accuracy`` (chosen scored higher) and ``reward_margin``."""
+    chosen, rejected = scores[0::2], scores[1::2]
+    loss = get("reward_model", "bradley_terry")(chosen_scores=chosen, rejected_scores=rejected)
+    margin = (chosen - rejected).detach()
+    return loss.sum() / pairs, {"reward_accuracy": (margin > 0).float().sum() / pairs,
+                                "reward_margin": margin.sum() / pairs}

@@ -15,8 +15,14 @@ from collections.abc import Callable, Iterator
 import torch
 
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm
-from posttrain.models import prefix_lengths
-from posttrain.train.losses import RLTokens, preference_loss, rl_loss, sft_loss
+from posttrain.models import prefix_lengths, sequence_scores
+from posttrain.train.losses import (
+    RLTokens,
+    bradley_terry_loss,
+    preference_loss,
+    rl_loss,
+    sft_loss,
+)
 from posttrain.train.parallel import DataParallel, Scorer, full
 from posttrain.train.schedule import build_optimizer
 from posttrain.train.settings import (
@@ -133,6 +139,20 @@ class Trainer:
             logp, _ = self._logprobs(self.model, mb, 1.0, entropy=False)
             return preference_loss(loss, options, logp, mb.loss_mask, mb.ref_logprobs, pairs,
                                    reference_point)
+
+        size = 2 * max(1, self.settings.micro_batch_size // 2)  # pairs stay together
+        return self.optimizer_step(batch, micro, micro_size=size)
+
+    def reward_model_step(self, batch: Batch) -> dict[str, float]:
+        """One optimiser step of Bradley-Terry on pairs (rows ``2i``: chosen, ``2i + 1``:
+        rejected) with the model's scalar head on each row's last token."""
+        if len(batch) % 2:
+            raise ValueError("a preference batch holds pairs: an even number of rows")
+        pairs = len(batch) // 2
+
+        def micro(mb: Batch, norm: StepNorm):
+            scores = sequence_scores(self.model, mb.input_ids, mb.attention_mask)
+            return bradley_terry_loss(scores, pairs)
 
         size = 2 * max(1, self.settings.micro_batch_size // 2)  # pairs stay together
         return self.optimizer_step(batch, micro, micro_size=size)
