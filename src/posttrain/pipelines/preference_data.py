@@ -9,14 +9,13 @@ numbers kept.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain.envs import ArithmeticTasks
 from posttrain.pipelines.sft import conversation_segment
-from posttrain.pipelines.sft_data import VALID_ROLES
+from posttrain.pipelines.sft_data import VALID_ROLES, load_jsonl_rows
 from posttrain.types import Batch, Episode
 
 
@@ -79,21 +78,7 @@ def parse_pair(row: object) -> PreferencePair:
 
 def load_preference_jsonl(path: str | Path) -> PreferenceData:
     """Pairs from ``path``; malformed rows skipped (line numbers kept); none valid raises."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"preference data file {str(p)!r} does not exist")
-    data = PreferenceData([])
-    with open(p, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                data.pairs.append(parse_pair(json.loads(line)))
-            except (json.JSONDecodeError, ValueError):
-                data.skipped_lines.append(lineno)
-    if not data.pairs:
-        raise ValueError(f"{p}: no valid rows ({len(data.skipped_lines)} malformed)")
-    return data
+    return PreferenceData(*load_jsonl_rows(path, parse_pair, "preference data"))
 
 
 def arithmetic_pairs(tasks: ArithmeticTasks, n: int, seed: int, split: str = "train"

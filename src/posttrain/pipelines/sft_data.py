@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from posttrain.envs import ArithmeticTasks, EffortTask
 
+T = TypeVar("T")
 VALID_ROLES = {"system", "user", "assistant", "tool"}
 
 
@@ -35,24 +37,32 @@ def _valid(row: object) -> list[dict]:
     return [{"role": m["role"], "content": m["content"]} for m in msgs]
 
 
-def load_chat_jsonl(path: str | Path) -> ChatData:
-    """Rows ``{"messages": [{"role", "content"}, ...]}``; malformed rows are skipped and their
-    line numbers kept. No valid row at all raises ``ValueError``."""
+def load_jsonl_rows(path: str | Path, parse: Callable[[object], T], what: str
+                    ) -> tuple[list[T], list[int]]:
+    """``parse`` of every non-blank line of ``path``; a line that is not JSON or that ``parse``
+    rejects (``ValueError``) is skipped and its number kept. No valid row at all raises."""
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"SFT data file {str(p)!r} does not exist")
-    data = ChatData([])
+        raise FileNotFoundError(f"{what} file {str(p)!r} does not exist")
+    rows: list[T] = []
+    skipped: list[int] = []
     with open(p, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                data.conversations.append(_valid(json.loads(line)))
+                rows.append(parse(json.loads(line)))
             except (json.JSONDecodeError, ValueError):
-                data.skipped_lines.append(lineno)
-    if not data.conversations:
-        raise ValueError(f"{p}: no valid rows ({len(data.skipped_lines)} malformed)")
-    return data
+                skipped.append(lineno)
+    if not rows:
+        raise ValueError(f"{p}: no valid rows ({len(skipped)} malformed)")
+    return rows, skipped
+
+
+def load_chat_jsonl(path: str | Path) -> ChatData:
+    """Rows ``{"messages": [{"role", "content"}, ...]}``; malformed rows are skipped and their
+    line numbers kept. No valid row at all raises ``ValueError``."""
+    return ChatData(*load_jsonl_rows(path, _valid, "SFT data"))
 
 
 def generate_arithmetic_sft(
