@@ -58,7 +58,8 @@ def stack_rows(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
 @torch.no_grad()
 def preference_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
                     cfg: PreferenceConfig) -> dict[str, float]:
-    """Loss, implicit-reward accuracy and margin of the policy on ``pairs``."""
+    """Loss, implicit-reward accuracy and margin of the policy on ``pairs`` (KTO's loss here
+    around a reference point of 0)."""
     use_ref = needs_reference(cfg.loss.name)
     totals = {"loss": 0.0, "reward_accuracy": 0.0, "reward_margin": 0.0}
     for i in range(0, len(pairs), CHUNK):
