@@ -56,6 +56,24 @@ def test_micro_batching_gives_same_update(model, tokenizer, agg):
         assert stats["clip_frac"] == pytest.approx(ref_stats["clip_frac"], abs=1e-6)
 
 
+def test_gradient_checkpointing_gives_the_same_gradients(model, tokenizer):
+    batch = rl_batch(model, tokenizer)
+    grads = []
+    for checkpointing in (False, True):
+        m = copy.deepcopy(model)
+        tr = Trainer(m, OptimConfig(lr=1e-2, grad_clip=None), 10, TrainerConfig(
+            share_prefix=False, gradient_checkpointing=checkpointing))
+        calls, mlp = [], m.model.layers[0].mlp
+        mlp.forward = lambda *args, run=mlp.forward, **kw: calls.append(1) or run(*args, **kw)
+        loss = tr.rl_step(batch, ActorConfig())["loss"]
+        grads.append((torch.cat([p.grad.flatten() for p in m.parameters()]), loss))
+        assert len(calls) == (2 if checkpointing else 1)  # recomputed in the backward pass
+    torch.testing.assert_close(grads[1][0], grads[0][0], atol=1e-6, rtol=1e-5)
+    assert grads[1][1] == pytest.approx(grads[0][1], abs=1e-6) and grads[0][0].abs().max() > 0
+    with pytest.raises(ValueError, match="share_prefix=false"):
+        TrainerConfig(gradient_checkpointing=True)
+
+
 def test_rl_metrics_and_ppo_epochs(model, tokenizer):
     batch = rl_batch(model, tokenizer)
     tr = Trainer(model, OptimConfig(lr=5e-2), 10, TrainerConfig(micro_batch_size=4))

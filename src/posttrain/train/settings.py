@@ -196,10 +196,21 @@ class TrainerConfig(Section):
     """``share_prefix``: rows of a micro-batch with the same prompt encode it once (a GRPO group
     of ``G`` samples does ``1/G`` of the prompt work); same values and gradients. ``shard``:
     in a process group of several trainers (``dist.trainer_processes``), shard parameters,
-    gradients and optimiser state with FSDP2 instead of replicating them."""
+    gradients and optimiser state with FSDP2 instead of replicating them.
+    ``gradient_checkpointing``: keep only each decoder layer's input and recompute the layer
+    in the backward pass (less activation memory, one more forward; same gradients)."""
 
     micro_batch_size: int = Field(64, ge=1)
     logprob_chunk_size: int = Field(1024, ge=1)
     max_bad_steps: int = Field(3, ge=0)
     share_prefix: bool = True
     shard: bool = False
+    gradient_checkpointing: bool = False
+
+    @model_validator(mode="after")
+    def _prefix_or_checkpointing(self) -> TrainerConfig:
+        if self.share_prefix and self.gradient_checkpointing:
+            raise ValueError("trainer.gradient_checkpointing recomputes every layer in the "
+                             "backward pass, where a shared prefix's cache does not exist: set "
+                             "trainer.share_prefix=false with it")
+        return self

@@ -63,6 +63,8 @@ class Trainer:
                 p.requires_grad_(False)
         self.optim_cfg = optim
         self.settings = settings or TrainerConfig()
+        if self.settings.gradient_checkpointing:
+            model.activation_checkpointing_enable({"use_reentrant": False})
         # inside a process group: data parallel (replicated, or sharded with FSDP2)
         self.parallel = DataParallel.current(sharded=self.settings.shard)
         self._skeleton = copy.deepcopy(model) if self.sharded else None  # for export_model
