@@ -8,7 +8,11 @@ from posttrain.models.loading import (
     load_value_model,
     save_model,
 )
-from posttrain.models.logprobs import naive_sequence_logprobs, sequence_logprobs
+from posttrain.models.logprobs import (
+    naive_sequence_logprobs,
+    sequence_logprobs,
+    token_distributions,
+)
 from posttrain.models.shared_prefix import prefix_lengths
 from posttrain.models.tiny import PRESETS, build_tiny, build_tokenizer
 from posttrain.models.values import sequence_scores, sequence_values
@@ -30,4 +34,5 @@ __all__ = [
     "sequence_logprobs",
     "sequence_scores",
     "sequence_values",
+    "token_distributions",
 ]

@@ -101,3 +101,17 @@ def naive_sequence_logprobs(
     entropy = -(logp_all.exp() * logp_all).sum(-1)
     pad = logits.new_zeros((input_ids.shape[0], 1))
     return torch.cat([pad, logp], 1), torch.cat([pad, entropy], 1)
+
+
+def token_distributions(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+    mask: torch.Tensor, temperature: float = 1.0,
+) -> torch.Tensor:
+    """``[N, V]`` log-probabilities of the next-token distribution before every position where
+    ``mask`` is set (row-major order), at ``temperature``: what distillation compares. Only the
+    masked positions reach the vocabulary projection."""
+    hidden = decoder_hidden_states(model.get_decoder(), input_ids, attention_mask)
+    index = mask[:, 1:].reshape(-1).nonzero().squeeze(-1)
+    flat = hidden[:, :-1].reshape(-1, hidden.shape[-1]).index_select(0, index)
+    logits = model.get_output_embeddings()(flat).float() / temperature
+    return torch.log_softmax(logits, dim=-1)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from posttrain.algos import AdaptiveEntropyCoef, StepNorm
-from posttrain.models import prefix_lengths, sequence_scores
+from posttrain.algos import AdaptiveEntropyCoef, StepNorm, get
+from posttrain.models import prefix_lengths, sequence_scores, token_distributions
 from posttrain.train.losses import (
     RLTokens,
     bradley_terry_loss,
@@ -158,6 +158,24 @@ class Trainer:
 
         size = 2 * max(1, self.settings.micro_batch_size // 2)  # pairs stay together
         return self.optimizer_step(batch, micro, micro_size=size)
+
+    def distill_step(self, batch: Batch, teacher: torch.nn.Module, divergence: str,
+                     options: dict, temperature: float = 1.0) -> dict[str, float]:
+        """One optimiser step of ``divergence(teacher || student)`` (ALGORITHMS.md §7) at every
+        loss-mask position, ``token_mean`` over the step; the teacher is frozen."""
+        fn = get("divergence", divergence)
+
+        def micro(mb: Batch, norm: StepNorm):
+            student = token_distributions(self.model, mb.input_ids, mb.attention_mask,
+                                          mb.loss_mask, temperature)
+            with torch.no_grad():
+                teacher_logp = token_distributions(teacher, mb.input_ids, mb.attention_mask,
+                                                   mb.loss_mask, temperature)
+            per_token = fn(teacher_logp=teacher_logp, student_logp=student, **options)
+            loss = per_token.sum() / max(norm.num_tokens, 1.0)
+            return loss, {"divergence": loss.detach()}
+
+        return self.optimizer_step(batch, micro)
 
     def rl_step(
         self,

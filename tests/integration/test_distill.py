@@ -1,0 +1,70 @@
+"""Offline distillation from a live teacher: the step's divergence is the catalogue's on the two
+models' full next-token distributions, training closes the gap, and tokenizers must match."""
+
+import copy
+import json
+import random
+
+import pytest
+import torch
+
+from posttrain.algos import get
+from posttrain.envs import ArithmeticTasks
+from posttrain.models import build_tiny, load_model
+from posttrain.pipelines import Reporter
+from posttrain.pipelines.distill import DIVERGENCES, check_same_vocabulary, run_distill
+from posttrain.pipelines.sft import conversation_segment
+from posttrain.train import OptimConfig, Trainer, TrainerConfig
+from posttrain.types import Batch, Episode
+
+TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)
+
+
+def conversations(n, seed=0):
+    rng = random.Random(seed)
+    return [TASKS.sft_conversation(p, 0.0, rng) for p in TASKS.sample(n, rng)]
+
+
+@pytest.fixture
+def teacher(tiny_dir, tmp_path):
+    return load_model(build_tiny(tmp_path / "teacher", "nano", seed=7))  # other weights
+
+
+def full_distributions(model, batch):
+    """Independent path: the model's own forward, all positions, then the masked ones."""
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logp[batch.loss_mask[:, 1:] > 0]
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+def test_the_step_divergence_is_the_catalogues_on_full_distributions(
+        divergence, model, teacher, tokenizer):
+    batch = Batch.from_episodes(
+        [Episode([conversation_segment(tokenizer, c)]) for c in conversations(3)], 0)
+    want = get("divergence", divergence)(teacher_logp=full_distributions(teacher, batch),
+                                         student_logp=full_distributions(model, batch))
+    trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=2))
+    got = trainer.distill_step(batch, teacher, divergence, {})["divergence"]
+    assert want.mean().item() > 0 and got == pytest.approx(want.mean().item(), rel=1e-4)
+
+
+def test_distillation_closes_the_gap_to_the_teacher(model, teacher, tokenizer, tmp_path):
+    data = conversations(64)
+    trainer = Trainer(model, OptimConfig(lr=3e-3, warmup_steps=0), 30)
+    run_distill(trainer, teacher, tokenizer, tokenizer, data, 30, 16,
+                Reporter(tmp_path, quiet=True))
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    first, last = rows[0]["divergence"], rows[-1]["divergence"]
+    assert last < 0.5 * first
+
+
+def test_teacher_and_student_tokenizers_must_match(tokenizer):
+    other = copy.deepcopy(tokenizer)
+    other.add_tokens(["<extra_token>"])
+    check_same_vocabulary(tokenizer, copy.deepcopy(tokenizer))
+    with pytest.raises(ValueError, match="tokenizers differ"):
+        run_distill(None, None, tokenizer, other, [], 1, 1, None)
+    with pytest.raises(ValueError, match="offline distillation takes"):
+        run_distill(None, None, tokenizer, tokenizer, [], 1, 1, None, divergence="opd_sampled")
