@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from posttrain.algos import get
+from posttrain.engines import TorchEngine, weights_checksum
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model
 from posttrain.pipelines import Reporter
@@ -68,3 +69,18 @@ def test_teacher_and_student_tokenizers_must_match(tokenizer):
         run_distill(None, None, tokenizer, other, [], 1, 1, None)
     with pytest.raises(ValueError, match="offline distillation takes"):
         run_distill(None, None, tokenizer, tokenizer, [], 1, 1, None, divergence="opd_sampled")
+
+
+def test_gkd_mixing_trains_on_the_students_own_samples(model, teacher, tokenizer, tmp_path):
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    trainer = Trainer(model, OptimConfig(lr=3e-3, warmup_steps=0), 6)
+    run_distill(trainer, teacher, tokenizer, tokenizer, conversations(32), 6, 8,
+                Reporter(tmp_path, quiet=True), lam=0.5, engine=engine, max_new_tokens=8)
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    draws = [random.Random(f"0:gkd:{s}") for s in range(6)]  # the loop's per-step draws
+    expected = [sum(rng.random() < 0.5 for _ in range(8)) / 8 for rng in draws]
+    assert [r["on_policy"] for r in rows] == expected and 0 < sum(expected) < 6
+    assert engine.version == 6 and engine.weights_checksum() == weights_checksum(
+        trainer.named_weights())  # the sampler follows the student
+    with pytest.raises(ValueError, match="needs an engine"):
+        run_distill(trainer, teacher, tokenizer, tokenizer, [], 1, 1, None, lam=0.5)

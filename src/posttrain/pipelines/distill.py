@@ -1,18 +1,22 @@
 """Offline knowledge distillation (ALGORITHMS.md §7) from a live teacher on chat data: the
 student matches the teacher's full next-token distribution at every assistant token, with a
 catalogue divergence (``forward_kl``, ``reverse_kl``, ``jsd``, ``skew_fkl``, ``skew_rkl``,
-``tvd``). Batches follow SFT's cursor (``batch_indices``), so a resumed run repeats the data."""
+``tvd``). Batches follow SFT's cursor (``batch_indices``), so a resumed run repeats the data;
+with GKD mixing (``lam``) part of each batch is the student's own samples."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 import torch
 
+from posttrain.engines import Engine
+from posttrain.models import encode_prompt
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.sft import batch_indices, conversation_segment
 from posttrain.train import Trainer
-from posttrain.types import Batch, Episode
+from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "skew_fkl", "skew_rkl", "tvd")
 
@@ -38,21 +42,41 @@ def run_distill(
     seed: int = 0,
     start_step: int = 0,
     on_step_end: Callable[[int], None] | None = None,
+    lam: float = 0.0,
+    engine: Engine | None = None,
+    max_new_tokens: int = 32,
 ) -> None:
     """Steps ``start_step .. steps`` of ``trainer.distill_step`` on the assistant tokens;
-    the teacher's tokenizer must be the student's."""
+    the teacher's tokenizer must be the student's. GKD mixing: each conversation is replaced,
+    with probability ``lam``, by the student's own answer to its prompt, sampled by ``engine``
+    (which gets the student's weights after every step)."""
     if divergence not in DIVERGENCES:
         raise ValueError(f"divergence {divergence!r}; offline distillation takes "
                          f"{', '.join(DIVERGENCES)}")
+    if not 0 <= lam <= 1 or (lam > 0 and engine is None):
+        raise ValueError(f"GKD mixing lam={lam} must lie in [0, 1] and needs an engine")
     check_same_vocabulary(tokenizer, teacher_tokenizer)
     teacher.eval()
     reporter.start(f"distill ({divergence})", steps)
     for step in range(start_step, steps):
         idx = batch_indices(step, batch_size, len(conversations), seed)
-        batch = Batch.from_episodes(
-            [Episode([conversation_segment(tokenizer, conversations[i])]) for i in idx],
-            pad_token_id=tokenizer.pad_token_id)
+        rng = random.Random(f"{seed}:gkd:{step}")
+        on_policy = [rng.random() < lam for _ in idx]
+        segments = [conversation_segment(tokenizer, conversations[i]) for i, own in
+                    zip(idx, on_policy) if not own]
+        prompts = [encode_prompt(tokenizer, conversations[i][:-1]) for i, own in
+                   zip(idx, on_policy) if own]
+        if prompts:
+            sampling = SamplingParams(max_new_tokens=max_new_tokens, seed=step,
+                                      stop_token_ids=(tokenizer.eos_token_id,))
+            segments += [Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs)
+                         for o in engine.generate(prompts, sampling)]
+        batch = Batch.from_episodes([Episode([s]) for s in segments],
+                                    pad_token_id=tokenizer.pad_token_id)
         metrics = trainer.distill_step(batch, teacher, divergence, options or {})
+        metrics["on_policy"] = len(prompts) / len(idx)
+        if engine is not None:
+            engine.update_weights(trainer.named_weights(), step + 1)
         reporter.log("distill", step + 1, metrics)
         reporter.advance(step + 1, f"{divergence} {metrics['divergence']:.4f}")
         if on_step_end is not None:
