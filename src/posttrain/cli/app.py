@@ -152,13 +152,10 @@ def filter_cmd(
 ) -> None:
     """Keep the train prompts of CONFIG's task whose pass rate over K samples of MODEL lies in
     range; writes JSONL rows {messages, reference, pass_rate, passes, k}."""
-    from posttrain.cli.curate import sampled, write_rows
     from posttrain.pipelines.curation import filter_row, in_range
 
-    cfg = _load(config, overrides)
-    rows = (filter_row(s) for s in _sampling(cfg, model, k, num_prompts, temperature, sampled))
-    kept, seen = write_rows(out, rows, lambda r: in_range(r["pass_rate"], min_pass, max_pass))
-    console.print(f"kept {kept} of {seen} prompts -> {out}")
+    _curate(_load(config, overrides), model, k, num_prompts, temperature, out, filter_row,
+            lambda row: in_range(row["pass_rate"], min_pass, max_pass))
 
 
 @app.command(name="rejection-sample")
@@ -175,7 +172,6 @@ def rejection_sample(
 ) -> None:
     """Keep the best of K samples of MODEL per train prompt of CONFIG's task when its reward
     reaches THRESHOLD; writes SFT rows {messages, reward, pass_rate} (usable as sft.data)."""
-    from posttrain.cli.curate import sampled, write_rows
     from posttrain.config.schema import SINGLE_TURN_TASKS
     from posttrain.pipelines.curation import best_row
 
@@ -183,18 +179,25 @@ def rejection_sample(
     if cfg.task.name not in SINGLE_TURN_TASKS:
         _fail(f"rejection-sample writes single-turn answers; task.name={cfg.task.name} is an "
               "agent task")
-    samples = _sampling(cfg, model, k, num_prompts, temperature, sampled)
-    kept, seen = write_rows(out, (best_row(s, threshold) for s in samples), lambda r: True)
-    console.print(f"kept {kept} of {seen} prompts -> {out}")
+    _curate(cfg, model, k, num_prompts, temperature, out, lambda s: best_row(s, threshold),
+            lambda row: True)
 
 
-def _sampling(cfg, model: Path, k: int, num_prompts: int, temperature: float, sampled):
+def _curate(cfg, model: Path, k: int, num_prompts: int, temperature: float, out: Path,
+            to_row, keep) -> None:
+    """Sample, turn each prompt's samples into a row (or None), write the kept rows."""
+    from posttrain.cli.curate import sampled, write_rows
     from posttrain.models import ModelNotFoundError
 
-    try:
-        yield from sampled(cfg, model, k, num_prompts, temperature, console)
-    except ModelNotFoundError as e:
-        _fail(str(e))
+    def rows():
+        try:
+            for s in sampled(cfg, model, k, num_prompts, temperature, console):
+                yield to_row(s)
+        except ModelNotFoundError as e:
+            _fail(str(e))
+
+    kept, seen = write_rows(out, rows(), keep)
+    console.print(f"kept {kept} of {seen} prompts -> {out}")
 
 
 @app.command(name="build-tiny")

@@ -95,7 +95,7 @@ class Recipe:
         self.out.mkdir(parents=True, exist_ok=True)
         self.reporter = reporter or (
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
-        self.ckpt_dir = Path(cfg.out_dir) / "checkpoints"
+        self.ckpt_dir = self.out / "checkpoints"
         self.tasks, self.tools, env_factory = task_family(cfg)
         tree, guard = cfg.agent.tree, cfg.agent.guard
         self.rollout_fn = rollout if self.tools is None else AgentRollout(
@@ -141,15 +141,15 @@ class Recipe:
 
         return on_step_end
 
+    def _report_skipped(self, what: str, lines: list[int]) -> None:
+        if lines:
+            self.reporter.message(f"[yellow]skipped {len(lines)} malformed {what} rows (lines "
+                                  f"{lines[:5]}{'...' if len(lines) > 5 else ''})")
+
     def _sft_data(self) -> list[list[dict]]:
         if self.cfg.sft.data is not None:
             data = load_chat_jsonl(self.cfg.sft.data)
-            if data.skipped_lines:
-                self.reporter.message(
-                    f"[yellow]skipped {len(data.skipped_lines)} malformed SFT rows "
-                    f"(lines {data.skipped_lines[:5]}"
-                    f"{'...' if len(data.skipped_lines) > 5 else ''})"
-                )
+            self._report_skipped("SFT", data.skipped_lines)
         else:
             data = generate_arithmetic_sft(
                 self.tasks, self.cfg.sft.num_examples, self.cfg.sft.error_rate, self.cfg.seed,
@@ -222,9 +222,7 @@ class Recipe:
             return (arithmetic_pairs(self.tasks, pref.num_pairs, self.cfg.seed),
                     arithmetic_pairs(self.tasks, pref.eval_pairs, self.cfg.seed, split="eval"))
         data = load_preference_jsonl(pref.data)
-        if data.skipped_lines:
-            self.reporter.message(f"[yellow]skipped {len(data.skipped_lines)} malformed "
-                                  f"preference rows (lines {data.skipped_lines[:5]})")
+        self._report_skipped("preference", data.skipped_lines)
         held = min(pref.eval_pairs, len(data.pairs) // 10)
         return data.pairs[: len(data.pairs) - held], data.pairs[len(data.pairs) - held :]
 

@@ -6,12 +6,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import torch
 from pydantic import BaseModel
 
 from posttrain.pipelines.preference_data import PreferencePair, pair_batch
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.sft import batch_indices
 from posttrain.types import Batch
+
+CHUNK = 64  # pairs scored at once outside training
+
+
+@torch.no_grad()
+def evaluate_pairs(
+    tokenizer, pairs: Sequence[PreferencePair],
+    pair_loss: Callable[[Batch, int], tuple[torch.Tensor, dict[str, torch.Tensor]]],
+) -> dict[str, float]:
+    """``loss`` and the statistics of ``pair_loss(batch, len(pairs))`` summed over ``CHUNK``-pair
+    batches of ``pairs`` (each normalised by the total pair count, so the sums are means)."""
+    totals = {"loss": 0.0}
+    for i in range(0, len(pairs), CHUNK):
+        loss, stats = pair_loss(pair_batch(tokenizer, list(pairs[i : i + CHUNK])), len(pairs))
+        for k, v in {"loss": loss, **stats}.items():
+            totals[k] = totals.get(k, 0.0) + float(v)
+    return totals
 
 
 def run_pairs(

@@ -11,15 +11,13 @@ from collections.abc import Callable, Sequence
 import torch
 
 from posttrain.algos import get, kto_reference_point
-from posttrain.pipelines.pairs import run_pairs
+from posttrain.pipelines.pairs import CHUNK, evaluate_pairs, run_pairs
 from posttrain.pipelines.preference_data import PreferencePair, mismatched_batch, pair_batch
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.settings import PreferenceConfig
 from posttrain.train import Trainer
 from posttrain.train.losses import preference_loss
 from posttrain.types import Batch
-
-CHUNK = 64  # pairs scored at once outside training
 
 
 def needs_reference(loss: str) -> bool:
@@ -55,23 +53,18 @@ def stack_rows(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
     return out
 
 
-@torch.no_grad()
 def preference_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
                     cfg: PreferenceConfig) -> dict[str, float]:
     """Loss, implicit-reward accuracy and margin of the policy on ``pairs`` (KTO's loss here
     around a reference point of 0)."""
     use_ref = needs_reference(cfg.loss.name)
-    totals = {"loss": 0.0, "reward_accuracy": 0.0, "reward_margin": 0.0}
-    for i in range(0, len(pairs), CHUNK):
-        batch = pair_batch(tokenizer, list(pairs[i : i + CHUNK]))
-        logp = trainer.compute_logprobs(batch)
+
+    def pair_loss(batch: Batch, n: int):
         ref = trainer.compute_logprobs(batch, reference=True) if use_ref else None
-        loss, stats = preference_loss(cfg.loss.name, cfg.loss.hyperparameters(), logp,
-                                      batch.loss_mask, ref, len(pairs))
-        totals["loss"] += float(loss)
-        for k, v in stats.items():
-            totals[k] += float(v)
-    return totals
+        return preference_loss(cfg.loss.name, cfg.loss.hyperparameters(),
+                               trainer.compute_logprobs(batch), batch.loss_mask, ref, n)
+
+    return evaluate_pairs(tokenizer, pairs, pair_loss)
 
 
 def run_preference(

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import torch
 from pydantic import Field
 
 from posttrain.models import sequence_scores
-from posttrain.pipelines.pairs import run_pairs
-from posttrain.pipelines.preference_data import PreferencePair, pair_batch
+from posttrain.pipelines.pairs import evaluate_pairs, run_pairs
+from posttrain.pipelines.preference_data import PreferencePair
 from posttrain.pipelines.report import Reporter
 from posttrain.train import OptimConfig, Section, Trainer
 from posttrain.train.losses import bradley_terry_loss
-
-CHUNK = 64  # pairs scored at once outside training
 
 
 class RewardModelConfig(Section):
@@ -29,22 +26,16 @@ class RewardModelConfig(Section):
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=10)
 
 
-@torch.no_grad()
 def reward_model_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair]
                       ) -> dict[str, float]:
     """Bradley-Terry loss, accuracy (chosen scored higher) and mean margin on ``pairs``."""
     was_training = trainer.model.training
     trainer.model.eval()
-    totals = {"loss": 0.0, "reward_accuracy": 0.0, "reward_margin": 0.0}
-    for i in range(0, len(pairs), CHUNK):
-        batch = pair_batch(tokenizer, list(pairs[i : i + CHUNK]))
-        loss, stats = bradley_terry_loss(
-            sequence_scores(trainer.model, batch.input_ids, batch.attention_mask), len(pairs))
-        totals["loss"] += float(loss)
-        for k, v in stats.items():
-            totals[k] += float(v)
-    trainer.model.train(was_training)
-    return totals
+    try:
+        return evaluate_pairs(tokenizer, pairs, lambda batch, n: bradley_terry_loss(
+            sequence_scores(trainer.model, batch.input_ids, batch.attention_mask), n))
+    finally:
+        trainer.model.train(was_training)
 
 
 def run_reward_model(

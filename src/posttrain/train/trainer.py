@@ -130,34 +130,34 @@ class Trainer:
 
     def preference_step(self, batch: Batch, loss: str, options: dict,
                         reference_point: float = 0.0) -> dict[str, float]:
-        """One optimiser step of preference loss ``loss`` on pairs (rows ``2i``: chosen,
-        ``2i + 1``: rejected), against ``batch.ref_logprobs`` where the loss needs them
-        (``reference_point``: KTO's ``z_ref``)."""
-        if len(batch) % 2:
-            raise ValueError("a preference batch holds pairs: an even number of rows")
-        pairs = len(batch) // 2
+        """One optimiser step of preference loss ``loss`` on pairs, against
+        ``batch.ref_logprobs`` where the loss needs them (``reference_point``: KTO's
+        ``z_ref``)."""
 
-        def micro(mb: Batch, norm: StepNorm):
+        def pair_loss(mb: Batch, pairs: int):
             logp, _ = self._logprobs(self.model, mb, 1.0, entropy=False)
             return preference_loss(loss, options, logp, mb.loss_mask, mb.ref_logprobs, pairs,
                                    reference_point)
 
-        size = 2 * max(1, self.settings.micro_batch_size // 2)  # pairs stay together
-        return self.optimizer_step(batch, micro, micro_size=size)
+        return self._pair_step(batch, pair_loss)
 
     def reward_model_step(self, batch: Batch) -> dict[str, float]:
-        """One optimiser step of Bradley-Terry on pairs (rows ``2i``: chosen, ``2i + 1``:
-        rejected) with the model's scalar head on each row's last token."""
+        """One optimiser step of Bradley-Terry on pairs with the model's scalar head on each
+        row's last token."""
+        return self._pair_step(batch, lambda mb, pairs: bradley_terry_loss(
+            sequence_scores(self.model, mb.input_ids, mb.attention_mask), pairs))
+
+    def _pair_step(self, batch: Batch, pair_loss: Callable[[Batch, int], tuple]
+                   ) -> dict[str, float]:
+        """One optimiser step on pairs (rows ``2i``: chosen, ``2i + 1``: rejected);
+        ``pair_loss(micro_batch, pairs)`` normalises by the step's pair count, and no
+        micro-batch splits a pair."""
         if len(batch) % 2:
             raise ValueError("a preference batch holds pairs: an even number of rows")
         pairs = len(batch) // 2
-
-        def micro(mb: Batch, norm: StepNorm):
-            scores = sequence_scores(self.model, mb.input_ids, mb.attention_mask)
-            return bradley_terry_loss(scores, pairs)
-
-        size = 2 * max(1, self.settings.micro_batch_size // 2)  # pairs stay together
-        return self.optimizer_step(batch, micro, micro_size=size)
+        size = 2 * max(1, self.settings.micro_batch_size // 2)
+        return self.optimizer_step(batch, lambda mb, norm: pair_loss(mb, pairs),
+                                   micro_size=size)
 
     def distill_step(self, batch: Batch, teacher: torch.nn.Module, divergence: str,
                      options: dict, temperature: float = 1.0) -> dict[str, float]:
