@@ -208,9 +208,9 @@ def real(steps: int) -> dict:
         # as the recipe does: an in-process rollout thread gets half the cores
         torch.set_num_threads(max(1, threads // 2) if cfg.mode == "async" else threads)
         start = time.perf_counter()
-        run(RLRun(Trainer(model, cfg.optim, steps), tokenizer, tasks, [], reward, cfg,
-                  AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
-                  Reporter(tmp / name, quiet=True)), timed)
+        run(RLRun(Trainer(model, cfg.optim, steps), tokenizer, tasks, [], reward, EvalConfig(),
+                  "correct", Reporter(tmp / name, quiet=True), cfg=cfg, algo=AlgoConfig(),
+                  actor=ActorConfig()), timed)
         wall = time.perf_counter() - start
         torch.set_num_threads(threads)
         lines = (tmp / name / "metrics.jsonl").read_text().splitlines()

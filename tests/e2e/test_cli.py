@@ -74,7 +74,7 @@ def test_preference_stage_runs_after_sft_and_reports(tmp_path):
     pref = [r for r in rows if r["stage"] == "pref"]
     assert pref[-1]["step"] == 3 and "eval/reward_accuracy" in pref[-1]
     assert (out / "pref_model" / "model.safetensors").is_file()
-    assert "after preference" in result.output
+    assert "after pref" in result.output
 
 
 def test_preference_options_need_their_stage(tmp_path):

@@ -32,8 +32,8 @@ def train(run, model, tokenizer, path, cfg, algo=None, engine=None, trainer=None
     if engine is None:
         engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     reward = RewardFunction({"correct": ("length_mod3", 1.0)})
-    run(RLRun(trainer or Trainer(model, cfg.optim, cfg.steps), tokenizer, TASKS, [], reward, cfg,
-              algo or AlgoConfig(), ActorConfig(), EvalConfig(), "correct",
-              Reporter(path, quiet=True), seed=3), engine)
+    run(RLRun(trainer or Trainer(model, cfg.optim, cfg.steps), tokenizer, TASKS, [], reward,
+              EvalConfig(), "correct", Reporter(path, quiet=True), seed=3, cfg=cfg,
+              algo=algo or AlgoConfig(), actor=ActorConfig()), engine)
     lines = (path / "metrics.jsonl").read_text().splitlines()
     return model, [json.loads(line) for line in lines]

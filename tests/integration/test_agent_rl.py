@@ -39,9 +39,10 @@ def test_rl_on_calculator_episodes_trains_with_engine_and_trainer_agreeing(model
     roll = AgentRollout(TOOLS, LoopLimits(max_turns=2, max_tokens=300))
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     tasks = CalculatorTasks(digits=2)
-    run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, tasks, tasks.eval_set(3), REWARD, cfg,
-                 AlgoConfig(), ActorConfig(), EvalConfig(num_problems=3, max_new_tokens=24),
-                 "correct", Reporter(tmp_path, quiet=True)), engine, rollout_fn=roll)
+    run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, tasks, tasks.eval_set(3), REWARD,
+                 EvalConfig(num_problems=3, max_new_tokens=24), "correct",
+                 Reporter(tmp_path, quiet=True), cfg=cfg, algo=AlgoConfig(),
+                 actor=ActorConfig()), engine, rollout_fn=roll)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert {"tool_use", "turns", "eval/tool_use", "loss", "grad_norm"} <= set(rows[-1])
     # the trainer re-scores every sampled token of every turn as the engine sampled it
@@ -69,9 +70,9 @@ def test_step_and_tree_credit_train_on_agent_episodes(model, tokenizer, tmp_path
                    save_episodes=True, optim=OptimConfig(lr=1e-3))
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     tasks = CalculatorTasks(digits=2)
-    run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, tasks, [], Alternating(), cfg, algo,
-                 ActorConfig(), EvalConfig(), "correct", Reporter(tmp_path, quiet=True)),
-           engine, rollout_fn=rollout)
+    run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, tasks, [], Alternating(), EvalConfig(),
+                 "correct", Reporter(tmp_path, quiet=True), cfg=cfg, algo=algo,
+                 actor=ActorConfig()), engine, rollout_fn=rollout)
     (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert row["mismatch"] < 1e-3 and row["grad_norm"] > 0
     episodes = list(read_episodes(tmp_path / "episodes.jsonl"))

@@ -139,8 +139,9 @@ def test_a_task_mixer_feeds_the_async_loop_by_ratio(model, tokenizer, tmp_path):
     cfg = rl_config(max_staleness=1).model_copy(update={"save_episodes": True})
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     run_async_rl(RLRun(Trainer(model, cfg.optim, cfg.steps), tokenizer, None, [],
-                       RewardFunction({"correct": ("length_mod3", 1.0)}), cfg, AlgoConfig(),
-                       ActorConfig(), EvalConfig(), "correct", Reporter(tmp_path, quiet=True)),
+                       RewardFunction({"correct": ("length_mod3", 1.0)}), EvalConfig(),
+                       "correct", Reporter(tmp_path, quiet=True), cfg=cfg, algo=AlgoConfig(),
+                       actor=ActorConfig()),
                  engine, groups=mixer.groups(cfg.group_size))
     prompts = [tokenizer.decode(e.segments[0].token_ids[:-e.segments[0].num_trainable or None])
                for e in read_episodes(tmp_path / "episodes.jsonl")]

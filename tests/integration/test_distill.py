@@ -15,6 +15,8 @@ from posttrain.models import build_tiny, load_model
 from posttrain.pipelines import Reporter
 from posttrain.pipelines.distill import DIVERGENCES, check_same_vocabulary, run_distill
 from posttrain.pipelines.sft import conversation_segment
+from posttrain.pipelines.teacher_logits import StoredLogits, write_teacher_logits
+from posttrain.pipelines.teachers import model_targets
 from posttrain.train import OptimConfig, Trainer, TrainerConfig
 from posttrain.types import Batch, Episode
 
@@ -47,7 +49,7 @@ def test_the_step_divergence_is_the_catalogues_on_full_distributions(
     want = get("divergence", divergence)(teacher_logp=full_distributions(teacher, batch),
                                          student_logp=full_distributions(model, batch))
     trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=2))
-    got = trainer.distill_step(batch, teacher, divergence, {})["divergence"]
+    got = trainer.distill_step(batch, model_targets(teacher), divergence, {})["divergence"]
     assert want.mean().item() > 0 and got == pytest.approx(want.mean().item(), rel=1e-4)
 
 
@@ -65,7 +67,7 @@ def test_teacher_and_student_tokenizers_must_match(tokenizer):
     other = copy.deepcopy(tokenizer)
     other.add_tokens(["<extra_token>"])
     check_same_vocabulary(tokenizer, copy.deepcopy(tokenizer))
-    with pytest.raises(ValueError, match="tokenizers differ"):
+    with pytest.raises(ValueError, match="the tokenizers differ"):
         run_distill(None, None, tokenizer, other, [], 1, 1, None)
     with pytest.raises(ValueError, match="offline distillation takes"):
         run_distill(None, None, tokenizer, tokenizer, [], 1, 1, None, divergence="opd_sampled")
@@ -84,3 +86,51 @@ def test_gkd_mixing_trains_on_the_students_own_samples(model, teacher, tokenizer
         trainer.named_weights())  # the sampler follows the student
     with pytest.raises(ValueError, match="needs an engine"):
         run_distill(trainer, teacher, tokenizer, tokenizer, [], 1, 1, None, lam=0.5)
+
+
+def test_stored_full_logits_train_exactly_like_the_live_teacher(model, teacher, tokenizer,
+                                                                 tmp_path):
+    """With k = V the stored distribution is the teacher's own: the same parameters after
+    three steps (up to the float rounding of batching the teacher differently)."""
+    data = conversations(24)
+    path = write_teacher_logits(teacher, tokenizer, data, tmp_path / "t.safetensors",
+                                topk=len(tokenizer), batch_size=5)
+    finals = []
+    for source in (teacher, StoredLogits(path)):
+        student = copy.deepcopy(model)
+        trainer = Trainer(student, OptimConfig(lr=3e-3, warmup_steps=0), 3)
+        run_distill(trainer, source, tokenizer, tokenizer, data, 3, 8,
+                    Reporter(tmp_path / str(len(finals)), quiet=True), divergence="jsd")
+        finals.append(torch.cat([p.detach().flatten() for p in student.parameters()]))
+    torch.testing.assert_close(finals[0], finals[1], atol=1e-6, rtol=0)
+    assert (finals[0] - torch.cat([p.flatten() for p in model.parameters()])).abs().max() > 1e-4
+
+
+def test_stored_top_k_keeps_the_top_and_spreads_the_tail(teacher, tokenizer, tmp_path):
+    data = conversations(3)
+    stored = StoredLogits(write_teacher_logits(teacher, tokenizer, data,
+                                               tmp_path / "t.safetensors", topk=4))
+    batch = Batch.from_episodes([Episode([conversation_segment(tokenizer, c)]) for c in data],
+                                0)
+    full = full_distributions(teacher, batch)
+    dense = torch.cat([stored.dense(i) for i in range(3)])
+    top = full.topk(4, dim=-1)
+    torch.testing.assert_close(dense.gather(-1, top.indices), top.values)
+    torch.testing.assert_close(dense.exp().sum(-1), torch.ones(len(dense)))
+    rest = dense.scatter(-1, top.indices, float("inf"))
+    assert (rest.min(-1).values == rest.masked_fill(rest == float("inf"), -1e9).max(-1).values
+            ).all()  # one tail value a position
+
+
+def test_stored_logits_refuse_other_data_and_bad_files(teacher, model, tokenizer, tmp_path):
+    path = write_teacher_logits(teacher, tokenizer, conversations(4), tmp_path / "t.st", 8)
+    trainer = Trainer(model, OptimConfig(), 1)
+    with pytest.raises(ValueError, match="written for other data"):
+        run_distill(trainer, StoredLogits(path), tokenizer, None, conversations(4, seed=1), 1,
+                    2, Reporter(tmp_path, quiet=True))
+    with pytest.raises(ValueError, match="needs a live teacher"):
+        run_distill(trainer, StoredLogits(path), tokenizer, None, conversations(4), 1, 2,
+                    Reporter(tmp_path, quiet=True), lam=0.5, engine=object())
+    with pytest.raises(FileNotFoundError, match="teacher-logits"):
+        StoredLogits(tmp_path / "missing")
+    assert not list(tmp_path.glob("*.tmp"))

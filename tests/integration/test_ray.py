@@ -113,3 +113,26 @@ def test_a_trainer_actor_trains_like_the_local_trainer(cluster, tiny_dir, model,
         torch.testing.assert_close(q, p, atol=1e-5, rtol=1e-4)
     assert max(float((p - q).detach().abs().max()) for p, q in zip(
         model.parameters(), remote.model.parameters())) > 1e-3  # the actor trained
+
+
+def test_a_teacher_served_by_a_ray_actor_scores_like_the_in_process_teacher(
+        cluster, tiny_dir, model, tokenizer):
+    """Multi-teacher OPD with teachers as their own engine actors: the log-probs they give the
+    student's sampled tokens are the in-process teacher's."""
+    from posttrain.envs import ArithmeticTasks
+    from posttrain.pipelines.rollout import rollout
+    from posttrain.pipelines.teachers import Samples, Teacher, route, sampled_logprobs
+    from posttrain.rewards import RewardFunction
+    from posttrain.types import Batch
+
+    tasks = ArithmeticTasks(("+",), 2).eval_set(3)
+    student = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    episodes = rollout(student, tokenizer, tasks, RewardFunction({"c": ("numeric", 1.0)}),
+                       SamplingParams(max_new_tokens=6, temperature=1.0, seed=1), 2)
+    samples = Samples(episodes, [t for t in tasks for _ in range(2)])
+    batch = Batch.from_episodes(episodes, tokenizer.pad_token_id)
+    (remote,) = engines(tiny_dir, tokenizer)
+    got = [sampled_logprobs([t], route([t], episodes), samples, batch, tokenizer)
+           for t in (Teacher("ray", engine=remote), Teacher("local", copy.deepcopy(model)))]
+    assert got[0].abs().sum() > 0
+    torch.testing.assert_close(got[0], got[1], atol=1e-5, rtol=0)

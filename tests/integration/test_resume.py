@@ -72,9 +72,10 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
         algo = AlgoConfig(adv_estimator="gae") if critic else AlgoConfig()
         engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start)
         loop = run_async_rl if stage == "async" else run_rl
-        loop(RLRun(trainer, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS), cfg,
-                   algo, ActorConfig(), EvalConfig(), "correct", rep, 0, start, on_step_end,
-                   critic, CriticConfig(enabled=critic is not None)), engine)
+        loop(RLRun(trainer, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS),
+                   EvalConfig(), "correct", rep, 0, start, on_step_end, cfg=cfg, algo=algo,
+                   actor=ActorConfig(), critic=critic,
+                   critic_cfg=CriticConfig(enabled=critic is not None)), engine)
         if critic is not None:
             return torch.cat([p.detach().flatten() for p in (*model.parameters(),
                                                               *critic.model.parameters())])

@@ -1,5 +1,6 @@
-"""Bradley-Terry reward-model training: the step's loss is the formula on the model's own
-scores, and the model learns to rank held-out arithmetic pairs."""
+"""Reward-model training: each step's loss is its formula (Bradley-Terry, pairwise
+classifier) on the model's own scores, and the model learns to rank held-out arithmetic
+pairs."""
 
 import math
 
@@ -9,9 +10,11 @@ import torch
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_value_model, sequence_scores
 from posttrain.pipelines import Reporter
+from posttrain.pipelines.judging import ClassifierCompare
 from posttrain.pipelines.preference_data import arithmetic_pairs, pair_batch
 from posttrain.pipelines.reward_model import (
     RewardModelConfig,
+    comparison_batch,
     reward_model_eval,
     run_reward_model,
 )
@@ -43,3 +46,34 @@ def test_a_reward_model_learns_to_rank_held_out_pairs(tiny_dir, tokenizer, tmp_p
                                 Reporter(tmp_path, quiet=True), held_out)
     assert after["reward_accuracy"] > 0.9 > before["reward_accuracy"] + 0.2
     assert after["loss"] < before["loss"]
+
+
+def test_the_pairwise_classifier_step_is_its_formula_on_both_orders(tiny_dir, tokenizer):
+    torch.manual_seed(0)
+    model = load_value_model(tiny_dir)
+    batch = comparison_batch(tokenizer, arithmetic_pairs(TASKS, 3, seed=1))
+    assert len(batch) == 6 and not torch.equal(batch.input_ids[0], batch.input_ids[1])
+    with torch.no_grad():
+        s = sequence_scores(model.eval(), batch.input_ids, batch.attention_mask).tolist()
+    bce = lambda x, t: -math.log(1 / (1 + math.exp(-x))) if t else -math.log(  # noqa: E731
+        1 - 1 / (1 + math.exp(-x)))
+    want = sum(bce(s[2 * i], 1) + bce(s[2 * i + 1], 0) for i in range(3)) / 6
+    trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=2))
+    got = trainer.reward_model_step(batch, "pairwise_classifier")
+    assert got["loss"] == pytest.approx(want, rel=1e-4)
+
+
+def test_a_pairwise_classifier_learns_and_compares_symmetrically(tiny_dir, tokenizer, tmp_path):
+    torch.manual_seed(0)
+    cfg = RewardModelConfig(loss="pairwise_classifier", steps=40, batch_size=16,
+                            eval_every=40, optim=OptimConfig(lr=1e-3, warmup_steps=5))
+    trainer = Trainer(load_value_model(tiny_dir), cfg.optim, cfg.steps)
+    held_out = arithmetic_pairs(TASKS, 64, seed=0, split="eval")
+    (after,) = run_reward_model(trainer, tokenizer, arithmetic_pairs(TASKS, 600, seed=0), cfg,
+                                Reporter(tmp_path, quiet=True), held_out)
+    assert after["reward_accuracy"] > 0.9
+    compare = ClassifierCompare(trainer.model, tokenizer)
+    pair = held_out[0]
+    q = pair.prompt[-1]["content"]
+    ab, ba = compare([(q, pair.chosen, pair.rejected), (q, pair.rejected, pair.chosen)])
+    assert ab > 0.5 and ab + ba == pytest.approx(1.0)

@@ -25,9 +25,9 @@ def one_step(model, tok, tmp, engine_noise: float, **rl):
                    optim=OptimConfig(lr=1e-3), **rl)
     steps_done = []
     reward = RewardFunction({"correct": ("numeric", 1.0)})
-    run_rl(RLRun(Trainer(model, cfg.optim, 1), tok, TASKS, [], reward, cfg, AlgoConfig(),
-                 ActorConfig(), EvalConfig(), "correct", Reporter(tmp, quiet=True),
-                 on_step_end=steps_done.append), engine)
+    run_rl(RLRun(Trainer(model, cfg.optim, 1), tok, TASKS, [], reward, EvalConfig(), "correct",
+                 Reporter(tmp, quiet=True), on_step_end=steps_done.append, cfg=cfg,
+                 algo=AlgoConfig(), actor=ActorConfig()), engine)
     return steps_done
 
 

@@ -71,8 +71,9 @@ def run_dynamic(model, tokenizer, tmp_path, mode):
     algo = AlgoConfig(dynamic_sampling={"enabled": True, "mode": mode, "max_rounds": 2})
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, TASKS, [],
-                 RewardFunction({"len": ("length_mod2", 1.0)}), cfg, algo, ActorConfig(),
-                 EvalConfig(), "len", Reporter(tmp_path / mode, quiet=True)), engine)
+                 RewardFunction({"len": ("length_mod2", 1.0)}), EvalConfig(), "len",
+                 Reporter(tmp_path / mode, quiet=True), cfg=cfg, algo=algo,
+                 actor=ActorConfig()), engine)
     lines = (tmp_path / mode / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
 
@@ -142,8 +143,9 @@ def test_adaptive_kl_controller_steers_the_coefficient(model, tokenizer, tmp_pat
                           "controller": "adaptive", "target": 10.0})
     trainer = Trainer(model, cfg.optim, 3, ref_model=copy.deepcopy(model))
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    run_rl(RLRun(trainer, tokenizer, TASKS, [], RewardFunction({"c": ("numeric", 1.0)}), cfg,
-                 algo, ActorConfig(), EvalConfig(), "c", Reporter(tmp_path, quiet=True)), engine)
+    run_rl(RLRun(trainer, tokenizer, TASKS, [], RewardFunction({"c": ("numeric", 1.0)}),
+                 EvalConfig(), "c", Reporter(tmp_path, quiet=True), cfg=cfg, algo=algo,
+                 actor=ActorConfig()), engine)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     # the measured KL stays far below the target: the coefficient halves every step
     assert [r["kl_coef"] for r in rows] == pytest.approx([0.1, 0.05, 0.025])

@@ -21,7 +21,29 @@ def test_question_is_zero_padded_to_width():
     p = Problem(7, "+", 45)
     assert p.completion() == "<think>7+5=12 0+4+1=5</think><answer>52</answer>"
     assert p.completion(flawed=True) == "<think>7+5=12 0+4=4</think><answer>42</answer>"
-    assert Problem(9, "-", 4).completion() == "<answer>5</answer>"
+    assert Problem(9, "-", 4).completion() == "<think>9-4=5</think><answer>5</answer>"
+    assert Problem(3, "*", 4).completion() == "<answer>12</answer>"
+
+
+def test_subtraction_scratchpad_borrows_and_negates():
+    assert Problem(52, "-", 38).completion() == "<think>12-8=4 5-3-1=1</think><answer>14</answer>"
+    assert Problem(38, "-", 47).completion() == "<think>- 17-8=9 4-3-1=0</think><answer>-9</answer>"
+    assert Problem(52, "-", 38).completion(flawed=True) == (
+        "<think>8-2=6 5-3=2</think><answer>26</answer>")
+
+
+def test_every_subtraction_scratchpad_spells_its_answer():
+    """The column results, read tens first (negated after ``- ``), are the answer: the correct
+    work gives the true difference, the flawed work the no-borrow student's."""
+    for a in range(100):
+        for b in range(100):
+            p = Problem(a, "-", b)
+            for correct, want in ((True, p.answer), (False, p.flawed_answer)):
+                pad = p.scratchpad(correct)
+                digits = [c.split("=")[1] for c in pad.removeprefix("<think>").removeprefix(
+                    "- ").removesuffix("</think>").split()]
+                value = int("".join(reversed(digits)))
+                assert (-value if pad.startswith("<think>- ") else value) == want, (a, b)
 
 
 def test_splits_are_disjoint_and_seeded():

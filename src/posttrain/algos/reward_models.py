@@ -60,13 +60,18 @@ def genrm(
     fallback: float = 0.0,
 ) -> tuple[float, bool]:
     """A generative grader's score: the last ``score_pattern`` match of each sampled output,
-    averaged over those that parse, divided by ``score_max``. Returns ``(score,
+    averaged over those that parse, divided by ``score_max``. A match outside
+    ``[0, score_max]`` does not parse (the grader ignored its scale). Returns ``(score,
     parse_failed)``; if none parse, ``(fallback, True)``."""
     parsed = []
     for text in outputs:
         matches = re.findall(score_pattern, text)
-        if matches:
-            parsed.append(float(matches[-1]))
+        if not matches:
+            continue
+        last = matches[-1]  # a pattern with several groups: the first is the score
+        value = float(last[0] if isinstance(last, tuple) else last)
+        if 0 <= value <= score_max:
+            parsed.append(value)
     if not parsed:
         return fallback, True
     return sum(parsed) / len(parsed) / score_max, False

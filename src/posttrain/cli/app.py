@@ -37,13 +37,16 @@ def _load(config: Path | None, overrides: list[str] | None, **forced):
 
 
 def _summary_table(summary: dict) -> Table:
+    """Accuracy, every reward part and the per-domain accuracies (``accuracy/<domain>``,
+    headed by the domain) before and after each stage."""
     table = Table(title="posttrain: held-out evaluation")
     table.add_column("stage")
     parts = [k for k in summary.get("eval_before", {}) if k != "accuracy"]
     for col in ["accuracy", *parts]:
-        table.add_column(col, justify="right")
+        table.add_column(col.removeprefix("accuracy/"), justify="right")
     for key, label in [("eval_before", "before"), ("eval_after_sft", "after SFT"),
-                       ("eval_after_pref", "after preference"), ("eval_after_rl", "after RL")]:
+                       ("eval_after_pref", "after pref"), ("eval_after_distill", "after KD"),
+                       ("eval_after_rl", "after RL"), ("eval_after_opd", "after OPD")]:
         if key in summary:
             row = summary[key]
             table.add_row(label, *[f"{row[c]:.3f}" for c in ["accuracy", *parts]])
@@ -59,6 +62,7 @@ def _run(cfg, resume: bool) -> None:
     from posttrain.pipelines import MismatchError
     from posttrain.pipelines.weight_sync import WeightSyncError
     from posttrain.train import TrainingDivergedError
+    from posttrain.types import TeacherMismatchError
 
     console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
     try:
@@ -68,7 +72,7 @@ def _run(cfg, resume: bool) -> None:
         else:
             summary = Recipe(cfg).run(resume=resume)
     except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError,
-            WeightSyncError) as e:
+            WeightSyncError, TeacherMismatchError) as e:
         _fail(str(e))
     except ProcessRaisedException as e:  # a data-parallel process failed: its traceback
         _fail(f"a trainer process failed:\n{e}")
@@ -125,6 +129,7 @@ def eval_(
     except ModelNotFoundError as e:
         _fail(str(e))
     recipe = Recipe(cfg)
+    recipe.attach_judges(tok)
     result = recipe.evaluate(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
     typer.echo(json.dumps(result, indent=2))
 
@@ -198,6 +203,65 @@ def _curate(cfg, model: Path, k: int, num_prompts: int, temperature: float, out:
 
     kept, seen = write_rows(out, rows(), keep)
     console.print(f"kept {kept} of {seen} prompts -> {out}")
+
+
+@app.command(name="teacher-logits")
+def teacher_logits(
+    config: ConfigFile,
+    out: Annotated[Path, typer.Option(help="safetensors file to write")],
+    overrides: Overrides = None,
+    topk: Annotated[int, typer.Option(min=1, help="log-probs kept per position")] = 32,
+) -> None:
+    """Score CONFIG's distillation data (distill.data, or the generated examples) with
+    distill.teacher and store its top-K log-probs at every assistant position in OUT, for a
+    distill stage with distill.logits=OUT."""
+    from posttrain.cli.recipe import Recipe
+    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.pipelines import Reporter
+    from posttrain.pipelines.teacher_logits import write_teacher_logits
+
+    cfg = _load(config, overrides)
+    if cfg.distill.teacher is None:
+        _fail("teacher-logits scores with distill.teacher: set it (a model directory)")
+    try:
+        tok = load_tokenizer(cfg.distill.teacher)
+        teacher = load_model(cfg.distill.teacher, cfg.model.dtype)
+    except ModelNotFoundError as e:
+        _fail(str(e))
+    data = Recipe(cfg).distill_data()
+    try:
+        path = write_teacher_logits(teacher, tok, data, out, topk,
+                                    reporter=Reporter(out.parent, console))
+    except ValueError as e:
+        _fail(str(e))
+    console.print(f"stored top-{topk} teacher log-probs of {len(data)} conversations -> {path}")
+
+
+@app.command(name="reward-model")
+def reward_model(
+    config: ConfigFile,
+    overrides: Overrides = None,
+    out: Annotated[Path | None, typer.Option(help="model directory to write "
+                                             "(default: <out_dir>/rm_model)")] = None,
+) -> None:
+    """Train a Bradley-Terry reward model on CONFIG's rm section (rm.data pairs, or pairs
+    generated from the task) from CONFIG's model; usable as a reward_model judge."""
+    from posttrain.cli.recipe import Recipe
+    from posttrain.models import ModelNotFoundError
+
+    cfg = _load(config, overrides)
+    if cfg.rm.data is None and cfg.task.name != "arithmetic":
+        _fail(f"rm.data is null: generated preference pairs exist for task.name=arithmetic, "
+              f"not {cfg.task.name}")
+    recipe = Recipe(cfg)
+    out = out or recipe.out / "rm_model"
+    try:
+        evals = recipe.train_reward_model(recipe.base_model_dir(), out)
+    except ModelNotFoundError as e:
+        _fail(str(e))
+    last = evals[-1] if evals else {}
+    console.print(f"reward model -> {out}; held-out " + ", ".join(
+        f"{k} {v:.3f}" for k, v in last.items() if k != "step"))
 
 
 @app.command(name="build-tiny")

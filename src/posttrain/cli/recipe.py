@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from posttrain.cli.judges import build_judge
 from posttrain.config import RunConfig
 from posttrain.dist import RayTrainer, launch_engines, ray_session
 from posttrain.engines import TorchEngine
@@ -44,17 +45,32 @@ from posttrain.pipelines import (
 )
 from posttrain.pipelines.agent_rollout import AgentRollout
 from posttrain.pipelines.async_rl import run_async_rl
+from posttrain.pipelines.distill import check_same_vocabulary, run_distill
+from posttrain.pipelines.judging import JudgedRollout
+from posttrain.pipelines.loop_run import LoopRun
+from posttrain.pipelines.opd import OPDRun, run_opd
 from posttrain.pipelines.preference import run_preference
 from posttrain.pipelines.preference_data import (
     PreferencePair,
     arithmetic_pairs,
     load_preference_jsonl,
 )
+from posttrain.pipelines.reward_model import run_reward_model
 from posttrain.pipelines.rl_run import RLRun
 from posttrain.pipelines.rollout import rollout
+from posttrain.pipelines.self_distill import self_teacher
+from posttrain.pipelines.settings import PairDataConfig
+from posttrain.pipelines.teacher_logits import StoredLogits
+from posttrain.pipelines.teachers import Teacher
 from posttrain.pipelines.weight_sync import sync_weights
 from posttrain.rewards import RewardFunction
-from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
+from posttrain.train import (
+    Trainer,
+    TrainerConfig,
+    latest_checkpoint,
+    load_checkpoint_state,
+    save_checkpoint,
+)
 from posttrain.train.checkpoint import CRITIC_DIR
 
 
@@ -110,6 +126,14 @@ class Recipe:
             {n: (p.verifier, p.weight) for n, p in cfg.reward.parts.items()}
         )
 
+    def attach_judges(self, tokenizer) -> None:
+        """Score ``reward.judges``' parts after every rollout (and evaluation)."""
+        judges = self.cfg.reward.judges
+        if judges and not isinstance(self.rollout_fn, JudgedRollout):
+            self.rollout_fn = JudgedRollout(self.rollout_fn, {
+                part: build_judge(j, tokenizer, self.cfg.model.dtype, self.cfg.seed)
+                for part, j in judges.items()})
+
     # -- pieces ------------------------------------------------------------------------------
     def base_model_dir(self) -> Path:
         if self.cfg.model.path is not None:
@@ -141,21 +165,38 @@ class Recipe:
 
         return on_step_end
 
+    def _loop_run(self, cls: type[LoopRun], trainer: Trainer, tokenizer, start: int,
+                  evals: dict, **settings) -> LoopRun:
+        """A sampling loop's run (``RLRun``, ``OPDRun``) on this recipe's tasks, reward and
+        evaluation, checkpointing as ``cls.STAGE`` (with ``settings["critic"]``, if any)."""
+        cfg = self.cfg
+        checkpoint = self._checkpointer(trainer, tokenizer, cls.STAGE, cfg.checkpoint_every,
+                                        evals, settings.get("critic"))
+        return cls(trainer, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.eval,
+                   cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint,
+                   **settings)
+
     def _report_skipped(self, what: str, lines: list[int]) -> None:
         if lines:
             self.reporter.message(f"[yellow]skipped {len(lines)} malformed {what} rows (lines "
                                   f"{lines[:5]}{'...' if len(lines) > 5 else ''})")
 
-    def _sft_data(self) -> list[list[dict]]:
-        if self.cfg.sft.data is not None:
-            data = load_chat_jsonl(self.cfg.sft.data)
-            self._report_skipped("SFT", data.skipped_lines)
+    def _chat_data(self, path: str | None, n: int, error_rate: float, what: str
+                   ) -> list[list[dict]]:
+        """Conversations from the JSONL at ``path``, or ``n`` generated from the task with a
+        share ``error_rate`` of flawed answers."""
+        if path is not None:
+            data = load_chat_jsonl(path)
+            self._report_skipped(what, data.skipped_lines)
         else:
-            data = generate_arithmetic_sft(
-                self.tasks, self.cfg.sft.num_examples, self.cfg.sft.error_rate, self.cfg.seed,
-                self.cfg.task.efforts,
-            )
+            data = generate_arithmetic_sft(self.tasks, n, error_rate, self.cfg.seed,
+                                           self.cfg.task.efforts)
         return data.conversations
+
+    def distill_data(self) -> list[list[dict]]:
+        """The distill stage's conversations: ``distill.data``, or worked solutions."""
+        d = self.cfg.distill
+        return self._chat_data(d.data, d.num_examples, 0.0, "distillation")
 
     # -- run ---------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> dict[str, Any]:
@@ -169,13 +210,17 @@ class Recipe:
             self.reporter.message("[yellow]no checkpoint to resume from; starting fresh")
         if ckpt is None:
             self.reporter.path.unlink(missing_ok=True)
-        model_dir = ckpt or self.base_model_dir()
-        tokenizer, model = load_tokenizer(model_dir), load_model(model_dir, cfg.model.dtype)
-        engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
         cursor = {"stage": None, "step": 0, "evals": {}}
         if ckpt is not None:
             cursor = torch.load(ckpt / "trainer_state.pt", weights_only=False)["cursor"]
             self.reporter.message(f"resuming from {ckpt.name}")
+        model_dir = ckpt or self.base_model_dir()
+        if ckpt is not None and cfg.trainer.lora is not None:
+            # the checkpoint holds the merged model; the stage's adapter is in its state
+            model_dir = self.start_dir(cursor["stage"])
+        tokenizer, model = load_tokenizer(model_dir), load_model(model_dir, cfg.model.dtype)
+        self.attach_judges(tokenizer)
+        engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
         evals: dict[str, dict] = cursor["evals"]
         if "eval_before" not in evals:
             evals["eval_before"] = self.evaluate(engine, tokenizer)
@@ -188,6 +233,10 @@ class Recipe:
                 model = self._run_sft(model, tokenizer, stage_ckpt, evals)
             elif stage == "pref":
                 model = self._run_pref(model, tokenizer, stage_ckpt, evals)
+            elif stage == "distill":
+                model = self._run_distill(model, tokenizer, engine, stage_ckpt, evals)
+            elif stage == "opd":
+                model = self._run_opd(model, tokenizer, engine, stage_ckpt, evals)
             else:
                 model = self._run_rl(model, tokenizer, engine, stage_ckpt, evals)
             self._on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
@@ -204,7 +253,8 @@ class Recipe:
         cfg = self.cfg
         trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)
         start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
-        run_sft(trainer, tokenizer, self._sft_data(), cfg.sft, self.reporter, cfg.seed, start,
+        data = self._chat_data(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT")
+        run_sft(trainer, tokenizer, data, cfg.sft, self.reporter, cfg.seed, start,
                 self._checkpointer(trainer, tokenizer, "sft", cfg.checkpoint_every, evals),
                 tools=self.tools.schemas() if self.tools else None)
         return trainer.export_model()
@@ -214,10 +264,11 @@ class Recipe:
         i = self.cfg.stages.index(stage)
         return self.out / f"{self.cfg.stages[i - 1]}_model" if i else self.base_model_dir()
 
-    def _preference_pairs(self) -> tuple[list[PreferencePair], list[PreferencePair]]:
-        """Train and held-out pairs: from ``pref.data`` (its last ``eval_pairs`` rows, at most
-        a tenth, held out) or generated from the task's train and eval splits."""
-        pref = self.cfg.pref
+    def preference_pairs(self, pref: PairDataConfig
+                         ) -> tuple[list[PreferencePair], list[PreferencePair]]:
+        """Train and held-out pairs of ``pref`` (the ``pref`` or ``rm`` section): from its
+        ``data`` (the last ``eval_pairs`` rows, at most a tenth, held out) or generated from
+        the task's train and eval splits."""
         if pref.data is None:
             return (arithmetic_pairs(self.tasks, pref.num_pairs, self.cfg.seed),
                     arithmetic_pairs(self.tasks, pref.eval_pairs, self.cfg.seed, split="eval"))
@@ -225,6 +276,24 @@ class Recipe:
         self._report_skipped("preference", data.skipped_lines)
         held = min(pref.eval_pairs, len(data.pairs) // 10)
         return data.pairs[: len(data.pairs) - held], data.pairs[len(data.pairs) - held :]
+
+    def scalar_head_settings(self) -> TrainerConfig:
+        """A critic's or reward model's trainer settings: fully fine-tuned (``trainer.lora``
+        adapts the policy; a fresh scalar head must train whole)."""
+        return self.cfg.trainer.model_copy(update={"lora": None})
+
+    def train_reward_model(self, backbone: Path, out: Path) -> list[dict[str, float]]:
+        """A Bradley-Terry reward model on ``rm``'s pairs from ``backbone`` (a scalar head on
+        its decoder), written to ``out``; returns the held-out evaluations."""
+        cfg = self.cfg
+        tokenizer = load_tokenizer(backbone)
+        trainer = Trainer(load_value_model(backbone, cfg.model.dtype), cfg.rm.optim,
+                          cfg.rm.steps, self.scalar_head_settings())
+        pairs, held_out = self.preference_pairs(cfg.rm)
+        evals = run_reward_model(trainer, tokenizer, pairs, cfg.rm, self.reporter, held_out,
+                                 cfg.seed)
+        save_model(trainer.export_model(), tokenizer, out)
+        return evals
 
     def _run_pref(self, model, tokenizer, ckpt: Path | None, evals: dict):
         """Preference optimisation against a frozen copy of the stage's starting model;
@@ -234,7 +303,7 @@ class Recipe:
             model)
         trainer = Trainer(model, cfg.pref.optim, cfg.pref.steps, cfg.trainer, ref_model=ref)
         start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
-        pairs, held_out = self._preference_pairs()
+        pairs, held_out = self.preference_pairs(cfg.pref)
         run_preference(trainer, tokenizer, pairs, cfg.pref, self.reporter, held_out, cfg.seed,
                        start, self._checkpointer(trainer, tokenizer, "pref",
                                                  cfg.checkpoint_every, evals))
@@ -254,14 +323,12 @@ class Recipe:
             if cfg.critic.enabled:
                 value_model = load_value_model(ckpt / CRITIC_DIR if ckpt else start_dir,
                                                cfg.model.dtype)
-                critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps, cfg.trainer)
+                critic = Trainer(value_model, cfg.critic.optim, cfg.rl.steps,
+                                 self.scalar_head_settings())
             start = load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
-            run = RLRun(trainer, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.rl,
-                        cfg.algo, cfg.actor, cfg.eval, cfg.reward.accuracy_part, self.reporter,
-                        cfg.seed, start,
-                        self._checkpointer(trainer, tokenizer, "rl", cfg.checkpoint_every,
-                                           evals, critic),
-                        critic, cfg.critic, cfg.reward.shaping)
+            run = self._loop_run(RLRun, trainer, tokenizer, start, evals, cfg=cfg.rl,
+                                 algo=cfg.algo, actor=cfg.actor, critic=critic,
+                                 critic_cfg=cfg.critic, shaping=cfg.reward.shaping)
             with self._rollout_engines(engine, start_dir, tokenizer) as engines:
                 for e in engines:
                     sync_weights(trainer, e, start, cfg=cfg.rl.sync)
@@ -270,6 +337,61 @@ class Recipe:
                 else:
                     run_rl(run, engines[0], cfg.task.efforts, self.rollout_fn)
             return trainer.export_model()
+
+    def _run_distill(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None,
+                     evals: dict):
+        """Offline distillation from ``distill.teacher`` or ``distill.logits`` (GKD samples
+        with ``engine``); returns the trained model with whole weights."""
+        cfg, d = self.cfg, self.cfg.distill
+        trainer = Trainer(model, d.optim, d.steps, cfg.trainer)
+        start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
+        if d.teacher is not None:
+            teacher, teacher_tok = load_model(d.teacher, cfg.model.dtype), load_tokenizer(
+                d.teacher)
+        else:
+            teacher, teacher_tok = StoredLogits(d.logits), None
+        if d.lam > 0:
+            engine.update_weights(trainer.named_weights(), start)
+        run_distill(trainer, teacher, tokenizer, teacher_tok, self.distill_data(), d.steps,
+                    d.batch_size,
+                    self.reporter, d.divergence.name, d.divergence.hyperparameters(), cfg.seed,
+                    start, self._checkpointer(trainer, tokenizer, "distill",
+                                              cfg.checkpoint_every, evals),
+                    d.lam, engine if d.lam > 0 else None, d.max_new_tokens)
+        return trainer.export_model()
+
+    def _run_opd(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None, evals: dict):
+        """On-policy distillation into ``model`` from ``opd.teachers`` (or itself, with
+        ``opd.self_distill``); returns the trained model with whole weights."""
+        cfg = self.cfg
+        trainer = Trainer(model, cfg.opd.optim, cfg.opd.steps, cfg.trainer)
+        start = load_checkpoint_state(ckpt, trainer)["step"] if ckpt else 0
+        engine.update_weights(trainer.named_weights(), start)
+        with self._dist_session():
+            run = self._loop_run(OPDRun, trainer, tokenizer, start, evals, cfg=cfg.opd,
+                                 actor=cfg.actor, efforts=cfg.task.efforts,
+                                 teachers=self._teachers(tokenizer, trainer))
+            run_opd(run, engine)
+        return trainer.export_model()
+
+    def _teachers(self, tokenizer, trainer: Trainer) -> list[Teacher]:
+        """``opd.teachers`` loaded in-process or launched as Ray engine actors, or the
+        student itself under ``opd.self_distill``."""
+        opd, dtype = self.cfg.opd, self.cfg.model.dtype
+        if opd.self_distill is not None:
+            return [self_teacher(opd.self_distill, trainer.model)]
+        teachers = []
+        for spec in opd.teachers:
+            check_same_vocabulary(tokenizer, load_tokenizer(spec.path))
+            if opd.teacher_placement == "ray":
+                where = {"engine": launch_engines(
+                    self.cfg.dist.model_copy(update={"engines": 1}), Path(spec.path), dtype,
+                    tokenizer.pad_token_id, tokenizer.eos_token_id)[0]}
+            else:
+                where = {"model": load_model(spec.path, dtype)}
+            teachers.append(Teacher(spec.path, domains=tuple(spec.domains),
+                                    efforts=tuple(spec.efforts), weight=spec.weight, **where))
+        return teachers
 
     def _dist_session(self) -> contextlib.AbstractContextManager:
         if self.cfg.dist.backend == "local":

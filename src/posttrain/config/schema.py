@@ -12,13 +12,16 @@ from posttrain.harness import Compaction, LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.models import PRESETS
 from posttrain.pipelines import AlgoConfig, EvalConfig, RLConfig, SFTConfig
+from posttrain.pipelines.distill_settings import DistillConfig, OPDConfig
 from posttrain.pipelines.settings import (
     EPISODE_ESTIMATORS,
     MULTI_REWARD_ESTIMATORS,
     PreferenceConfig,
+    RewardModelConfig,
     ShapingRule,
 )
-from posttrain.rewards import ENV, VERIFIERS
+from posttrain.rewards import ENV, JUDGE, VERIFIERS
+from posttrain.rewards.judge import DEFAULT_RUBRIC
 from posttrain.train import ActorConfig, CriticConfig, Section, TrainerConfig
 
 
@@ -132,8 +135,8 @@ class RewardPart(Section):
     @field_validator("verifier")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in VERIFIERS and v != ENV:
-            known = ", ".join(sorted([*VERIFIERS, ENV]))
+        if v not in VERIFIERS and v not in (ENV, JUDGE):
+            known = ", ".join(sorted([*VERIFIERS, ENV, JUDGE]))
             raise ValueError(f"unknown verifier {v!r}; known: {known}")
         return v
 
@@ -145,13 +148,54 @@ def _default_parts() -> dict[str, RewardPart]:
     }
 
 
+class JudgeConfig(Section):
+    """The judge of a reward part with ``verifier: judge`` (docs/reward_models.md): ``kind``
+    ``score`` (a prompted grader: ``rubric``, ``n_samples`` gradings on ``0..score_max``),
+    ``comparison`` (round robin in the group; an answer over ``budget_tokens`` loses),
+    ``pairwise_model`` (the same round robin decided by a pairwise classifier) or
+    ``reward_model`` (a Bradley-Terry scalar head); the last two come from ``posttrain
+    reward-model`` (``rm.loss``) and are local models. Served from
+    ``model`` (a local directory) or ``endpoint`` (an OpenAI-compatible ``.../v1`` URL, with
+    ``endpoint_model`` and the key in the environment variable ``api_key_env``)."""
+
+    kind: Literal["score", "comparison", "pairwise_model", "reward_model"] = "score"
+    model: str | None = None
+    endpoint: str | None = None
+    endpoint_model: str = "judge"
+    api_key_env: str = "OPENAI_API_KEY"
+    rubric: str = DEFAULT_RUBRIC
+    n_samples: int = Field(1, ge=1)
+    score_max: float = Field(10.0, gt=0)
+    max_new_tokens: int = Field(64, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    budget_tokens: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _served_once(self) -> JudgeConfig:
+        if (self.model is None) == (self.endpoint is None):
+            raise ValueError("a judge is served by exactly one of model and endpoint")
+        if self.kind in ("reward_model", "pairwise_model") and self.endpoint is not None:
+            raise ValueError(f"a {self.kind} judge is a local scalar-head model: set model")
+        return self
+
+
 class RewardConfig(Section):
     """Reward = sum of weighted named parts, then the ``shaping`` rules in order;
-    ``accuracy_part`` is the one reported as accuracy."""
+    ``accuracy_part`` is the one reported as accuracy. A part with ``verifier: judge`` is
+    scored by ``judges[<part>]`` after the rollout."""
 
     parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
     accuracy_part: str = "correct"
     shaping: list[ShapingRule] = Field(default_factory=list)
+    judges: dict[str, JudgeConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _judged_parts(self) -> RewardConfig:
+        judged = {n for n, p in self.parts.items() if p.verifier == JUDGE}
+        if judged != set(self.judges):
+            raise ValueError(f"reward parts with verifier judge ({sorted(judged)}) and "
+                             f"reward.judges ({sorted(self.judges)}) must name the same parts")
+        return self
 
     @model_validator(mode="after")
     def _accuracy_known(self) -> RewardConfig:
@@ -168,7 +212,8 @@ class RunConfig(Section):
 
     seed: int = 0
     out_dir: str = "runs/quickstart"
-    stages: list[Literal["sft", "pref", "rl"]] = Field(default_factory=lambda: ["sft", "rl"])
+    stages: list[Literal["sft", "pref", "distill", "rl", "opd"]] = Field(
+        default_factory=lambda: ["sft", "rl"])
     threads: int | None = Field(None, ge=1)
     checkpoint_every: int = Field(0, ge=0)
     model: ModelConfig = ModelConfig()
@@ -176,7 +221,10 @@ class RunConfig(Section):
     reward: RewardConfig = RewardConfig()
     sft: SFTConfig = SFTConfig()
     pref: PreferenceConfig = PreferenceConfig()
+    rm: RewardModelConfig = RewardModelConfig()
     rl: RLConfig = RLConfig()
+    distill: DistillConfig = DistillConfig()
+    opd: OPDConfig = OPDConfig()
     algo: AlgoConfig = AlgoConfig()
     actor: ActorConfig = ActorConfig()
     critic: CriticConfig = CriticConfig()
@@ -224,11 +272,39 @@ class RunConfig(Section):
                              f"task.name=arithmetic, not {self.task.name}")
         if self.pref != PreferenceConfig() and "pref" not in self.stages:
             raise ValueError("pref options are set but 'pref' is not in stages")
+        if "distill" in self.stages:
+            if (self.distill.teacher is None) == (self.distill.logits is None):
+                raise ValueError("the distill stage needs exactly one of distill.teacher (a "
+                                 "model directory) and distill.logits (stored teacher logits)")
+        elif self.distill != DistillConfig():
+            raise ValueError("distill options are set but 'distill' is not in stages")
+        if "opd" in self.stages:
+            self._check_opd()
+        elif self.opd != OPDConfig():
+            raise ValueError("opd options are set but 'opd' is not in stages")
+        if self.trainer.lora is not None and self.dist.trainer_processes > 1:
+            raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
         if self.trainer.shard and self.dist.trainer_processes == 1:
             raise ValueError("trainer.shard shards over dist.trainer_processes; there is one")
         if len(set(self.stages)) != len(self.stages):
             raise ValueError(f"stages: {self.stages} lists a stage twice")
         return self
+
+    def _check_opd(self) -> None:
+        opd = self.opd
+        if not opd.teachers and opd.self_distill is None:
+            raise ValueError("the opd stage needs opd.teachers or opd.self_distill")
+        if self.task.name not in SINGLE_TURN_TASKS:
+            raise ValueError(f"on-policy distillation samples single-turn answers; task.name="
+                             f"{self.task.name} is an agent task")
+        if opd.loss == "mopd" and opd.group_size < 2:
+            raise ValueError("opd.loss=mopd adds the outcome advantage of a group: it needs "
+                             "opd.group_size >= 2")
+        if opd.teacher_placement == "ray" and self.dist.backend != "ray":
+            raise ValueError("opd.teacher_placement=ray needs dist.backend=ray")
+        if self.dist.trainer_processes > 1:
+            raise ValueError("the opd stage runs in one trainer process "
+                             "(dist.trainer_processes=1)")
 
     @model_validator(mode="after")
     def _agent_settings(self) -> RunConfig:
@@ -251,6 +327,11 @@ class RunConfig(Section):
         if self.rl.mode == "async" and self.task.name not in SINGLE_TURN_TASKS:
             raise ValueError(f"rl.mode=async generates single-turn samples; task.name="
                              f"{self.task.name} is an agent task (use rl.mode=sync)")
+        if self.reward.judges and self.task.name not in SINGLE_TURN_TASKS:
+            raise ValueError(f"reward.judges score single-turn answers; task.name="
+                             f"{self.task.name} is an agent task")
+        if self.reward.judges and self.rl.mode == "async":
+            raise ValueError("reward.judges run after synchronous rollouts: use rl.mode=sync")
         if self.rl.mode == "async" and self.task.efforts:
             raise ValueError("rl.mode=async does not ask prompts at several task.efforts; "
                              "use rl.mode=sync")

@@ -4,7 +4,7 @@ from posttrain.envs.arithmetic import ArithmeticEnv, ArithmeticTasks, Problem
 from posttrain.envs.base import Environment, StepResult, Task
 from posttrain.envs.calculator import CalculatorTasks, calculate
 from posttrain.envs.code import CodeEnv, CodeProblem, CodeTasks
-from posttrain.envs.effort import EffortTask
+from posttrain.envs.effort import EffortTask, prepend_system
 from posttrain.envs.reasoning_gym import GymProblem, ReasoningGymTasks
 from posttrain.envs.search import SearchIndex, SearchProblem, SearchTasks, make_search_tool
 
@@ -27,4 +27,5 @@ __all__ = [
     "Task",
     "calculate",
     "make_search_tool",
+    "prepend_system",
 ]

@@ -17,6 +17,7 @@ from posttrain.rewards import RewardFunction
 
 Op = Literal["+", "-", "*"]
 OPS: tuple[str, ...] = ("+", "-", "*")
+DOMAINS = {"+": "addition", "-": "subtraction", "*": "multiplication"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,12 @@ class Problem:
     @property
     def answer(self) -> int:
         return {"+": self.a + self.b, "-": self.a - self.b, "*": self.a * self.b}[self.op]
+
+    @property
+    def domain(self) -> str:
+        """The task domain (``addition``, ``subtraction``, ``multiplication``): what routes a
+        problem to its teacher in multi-teacher distillation."""
+        return DOMAINS[self.op]
 
     @property
     def question(self) -> str:
@@ -64,9 +71,19 @@ class Problem:
         return f"{self.scratchpad(carry=not flawed)}<answer>{answer}</answer>"
 
     def scratchpad(self, carry: bool = True) -> str:
-        """Column addition, units first: ``<think>7+8=15 4+3+1=8</think>`` for 47+38."""
-        if self.op != "+":
-            return ""
+        """Column work, units first. ``+``: ``<think>7+8=15 4+3+1=8</think>`` for 47+38;
+        ``-``: ``<think>12-8=4 5-3-1=1</think>`` for 52-38 (a borrow writes the minuend digit
+        plus 10), ``<think>- 17-8=9 4-3-1=0</think>`` for 38-47 (the larger minus the smaller,
+        negated). ``carry=False`` is the flawed student's: no carry, or the smaller digit taken
+        from the larger. ``*`` has none."""
+        if self.op == "+":
+            return "<think>" + " ".join(self._addition_columns(carry)) + "</think>"
+        if self.op == "-":
+            sign = "- " if self.a < self.b else ""
+            return f"<think>{sign}" + " ".join(self._subtraction_columns(carry)) + "</think>"
+        return ""
+
+    def _addition_columns(self, carry: bool) -> list[str]:
         da, db = str(self.a)[::-1], str(self.b)[::-1]
         steps, c = [], 0
         for i in range(max(len(da), len(db))):
@@ -75,7 +92,21 @@ class Problem:
             s = x + y + c
             steps.append(f"{x}+{y}+{c}={s}" if c else f"{x}+{y}={s}")
             c = s // 10 if carry else 0
-        return "<think>" + " ".join(steps) + "</think>"
+        return steps
+
+    def _subtraction_columns(self, borrow: bool) -> list[str]:
+        big, small = max(self.a, self.b), min(self.a, self.b)
+        da, db = str(big)[::-1], str(small)[::-1]
+        steps, b = [], 0
+        for i in range(len(da)):
+            x, y = int(da[i]), int(db[i]) if i < len(db) else 0
+            if not borrow:
+                steps.append(f"{max(x, y)}-{min(x, y)}={abs(x - y)}")
+                continue
+            top = x + 10 if x - y - b < 0 else x
+            steps.append(f"{top}-{y}-{b}={top - y - b}" if b else f"{top}-{y}={top - y}")
+            b = 1 if top != x else 0
+        return steps
 
 
 def _is_eval(p: Problem, seed: int, eval_fraction: float) -> bool:

@@ -19,7 +19,9 @@ class StepResult:
 
 
 class Task(Protocol):
-    """A single-turn task: the opening messages and the reference a verifier checks against."""
+    """A single-turn task: the opening messages and the reference a verifier checks against.
+    An optional ``domain`` attribute (e.g. ``Problem.domain``) routes the task to its teacher in
+    multi-teacher distillation."""
 
     @property
     def reference(self) -> str: ...

@@ -20,10 +20,18 @@ class EffortTask:
     def reference(self) -> str:
         return self.task.reference
 
+    @property
+    def domain(self) -> str | None:
+        return getattr(self.task, "domain", None)
+
     def messages(self) -> list[dict]:
-        messages = list(self.task.messages())
-        line = effort_system_prompt(self.effort)
-        if messages and messages[0]["role"] == "system":
-            return [{"role": "system", "content": f"{line}\n{messages[0]['content']}"},
-                    *messages[1:]]
-        return [{"role": "system", "content": line}, *messages]
+        return prepend_system(self.task.messages(), effort_system_prompt(self.effort))
+
+
+def prepend_system(messages: list[dict], text: str) -> list[dict]:
+    """``messages`` with ``text`` first in the system message (added when there is none)."""
+    messages = list(messages)
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{text}\n{messages[0]['content']}"},
+                *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]

@@ -21,7 +21,21 @@ def prefix_lengths(loss_mask: torch.Tensor, attention_mask: torch.Tensor) -> tor
     return torch.minimum(first.clamp(min=1), (lengths - 1).clamp(min=1))
 
 
+def packed_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions restarting at 0 for every sample of a packed row (``attention_mask`` numbers
+    the samples 1, 2, ...; padding restarts too)."""
+    t = attention_mask.shape[1]
+    steps = torch.arange(t).expand_as(attention_mask)
+    starts = torch.ones_like(attention_mask, dtype=torch.bool)
+    starts[:, 1:] = attention_mask[:, 1:] != attention_mask[:, :-1]
+    start_index = torch.where(starts, steps, 0).cummax(dim=1).values
+    return steps - start_index
+
+
 def _plain(decoder, input_ids, attention_mask) -> torch.Tensor:
+    if bool((attention_mask > 1).any()):  # packed: HF isolates samples by their positions
+        return decoder(input_ids=input_ids, attention_mask=None,
+                       position_ids=packed_positions(attention_mask)).last_hidden_state
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     return decoder(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
@@ -49,11 +63,11 @@ def decoder_hidden_states(
 ) -> torch.Tensor:
     """Last hidden states ``[B, T, H]`` of right-padded rows (the plain forward's values).
 
-    With ``prefix_lens``, identical prefixes are encoded once; when no two rows share one the
-    plain forward runs.
+    With ``prefix_lens``, identical prefixes are encoded once; when no two rows share one, or
+    the rows are packed (``Batch.packed``), the plain forward runs.
     """
     lengths = attention_mask.sum(dim=1)
-    if prefix_lens is None or bool((lengths < 2).any()):
+    if prefix_lens is None or bool((lengths < 2).any()) or bool((attention_mask > 1).any()):
         return _plain(decoder, input_ids, attention_mask)
     leaders, group_list = _group_rows(input_ids, prefix_lens)
     if len(leaders) == len(group_list):

@@ -1,8 +1,9 @@
-"""Offline knowledge distillation (ALGORITHMS.md §7) from a live teacher on chat data: the
-student matches the teacher's full next-token distribution at every assistant token, with a
-catalogue divergence (``forward_kl``, ``reverse_kl``, ``jsd``, ``skew_fkl``, ``skew_rkl``,
-``tvd``). Batches follow SFT's cursor (``batch_indices``), so a resumed run repeats the data;
-with GKD mixing (``lam``) part of each batch is the student's own samples."""
+"""Offline knowledge distillation (ALGORITHMS.md §7) on chat data: the student matches the
+teacher's next-token distribution at every assistant token — a live teacher's full one, or
+stored top-k logits (``teacher_logits``) — with a catalogue divergence (``forward_kl``,
+``reverse_kl``, ``jsd``, ``skew_fkl``, ``skew_rkl``, ``tvd``). Batches follow SFT's cursor
+(``batch_indices``), so a resumed run repeats the data; with GKD mixing (``lam``, live teacher
+only) part of each batch is the student's own samples."""
 
 from __future__ import annotations
 
@@ -13,24 +14,29 @@ import torch
 
 from posttrain.engines import Engine
 from posttrain.models import encode_prompt
+from posttrain.pipelines.distill_settings import OFFLINE_DIVERGENCES
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.sft import batch_indices, conversation_segment
+from posttrain.pipelines.teacher_logits import StoredLogits
+from posttrain.pipelines.teachers import model_targets
 from posttrain.train import Trainer
-from posttrain.types import Batch, Episode, SamplingParams, Segment
+from posttrain.types import Batch, Episode, SamplingParams, Segment, TeacherMismatchError
 
-DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "skew_fkl", "skew_rkl", "tvd")
+DIVERGENCES = OFFLINE_DIVERGENCES
 
 
-def check_same_vocabulary(student_tokenizer, teacher_tokenizer) -> None:
-    """Token-level distillation compares distributions over one vocabulary."""
+def check_same_vocabulary(student_tokenizer, teacher_tokenizer,
+                          what: str = "token-level distillation") -> None:
+    """``what`` compares distributions (or token ids) over one vocabulary."""
     if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
-        raise ValueError("teacher and student tokenizers differ: token-level distillation "
-                         "needs one vocabulary (no cross-tokenizer mode is implemented)")
+        raise TeacherMismatchError(
+            f"the tokenizers differ: {what} needs the policy's vocabulary (no "
+            "cross-tokenizer mode is implemented)")
 
 
 def run_distill(
     trainer: Trainer,
-    teacher: torch.nn.Module,
+    teacher: torch.nn.Module | StoredLogits,
     tokenizer,
     teacher_tokenizer,
     conversations: list[list[dict]],
@@ -47,16 +53,24 @@ def run_distill(
     max_new_tokens: int = 32,
 ) -> None:
     """Steps ``start_step .. steps`` of ``trainer.distill_step`` on the assistant tokens;
-    the teacher's tokenizer must be the student's. GKD mixing: each conversation is replaced,
-    with probability ``lam``, by the student's own answer to its prompt, sampled by ``engine``
-    (which gets the student's weights after every step)."""
+    a live teacher's tokenizer must be the student's (stored logits must have been written for
+    exactly this data: ``teacher_tokenizer`` is then unused). GKD mixing: each conversation is
+    replaced, with probability ``lam``, by the student's own answer to its prompt, sampled by
+    ``engine`` (which gets the student's weights after every step)."""
     if divergence not in DIVERGENCES:
         raise ValueError(f"divergence {divergence!r}; offline distillation takes "
                          f"{', '.join(DIVERGENCES)}")
     if not 0 <= lam <= 1 or (lam > 0 and engine is None):
         raise ValueError(f"GKD mixing lam={lam} must lie in [0, 1] and needs an engine")
-    check_same_vocabulary(tokenizer, teacher_tokenizer)
-    teacher.eval()
+    stored = isinstance(teacher, StoredLogits)
+    if stored:
+        if lam > 0:
+            raise ValueError("GKD mixing scores the student's own samples: it needs a live "
+                             "teacher, not stored logits")
+        teacher.check([conversation_segment(tokenizer, c) for c in conversations],
+                      trainer.model.get_output_embeddings().out_features)
+    else:
+        check_same_vocabulary(tokenizer, teacher_tokenizer)
     reporter.start(f"distill ({divergence})", steps)
     for step in range(start_step, steps):
         idx = batch_indices(step, batch_size, len(conversations), seed)
@@ -73,7 +87,8 @@ def run_distill(
                          for o in engine.generate(prompts, sampling)]
         batch = Batch.from_episodes([Episode([s]) for s in segments],
                                     pad_token_id=tokenizer.pad_token_id)
-        metrics = trainer.distill_step(batch, teacher, divergence, options or {})
+        targets = teacher.targets(idx) if stored else model_targets(teacher)
+        metrics = trainer.distill_step(batch, targets, divergence, options or {})
         metrics["on_policy"] = len(prompts) / len(idx)
         if engine is not None:
             engine.update_weights(trainer.named_weights(), step + 1)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.pipelines.agent_rollout import tool_use_rate
+from posttrain.pipelines.judging import missing_metrics
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.settings import EvalConfig
 from posttrain.rewards import RewardFunction
@@ -24,7 +25,7 @@ def evaluate(
     rollout_fn: Callable[..., list[Episode]] = rollout,
 ) -> dict[str, float]:
     """``{"accuracy", "reward", <part>...}`` averaged over ``tasks`` (plus ``tool_use`` for
-    agent episodes)."""
+    agent episodes, and ``accuracy/<domain>`` when the tasks span several domains)."""
     sampling = SamplingParams(
         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
         stop_token_ids=(tokenizer.eos_token_id,), seed=seed,
@@ -35,6 +36,12 @@ def evaluate(
     for name in reward_fn.weights:
         out[name] = sum(e.rewards[name] for e in episodes) / n
     out["accuracy"] = out[accuracy_part]
+    out |= missing_metrics(episodes)
+    domains = sorted({d for e in episodes if (d := e.meta.get("domain")) is not None})
+    if len(domains) > 1:  # per task domain too
+        for d in domains:
+            mine = [e.rewards[accuracy_part] for e in episodes if e.meta.get("domain") == d]
+            out[f"accuracy/{d}"] = sum(mine) / len(mine)
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
     return out

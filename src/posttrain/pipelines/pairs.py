@@ -17,16 +17,20 @@ from posttrain.types import Batch
 CHUNK = 64  # pairs scored at once outside training
 
 
+PairBatch = Callable[[object, list[PreferencePair]], Batch]
+
+
 @torch.no_grad()
 def evaluate_pairs(
     tokenizer, pairs: Sequence[PreferencePair],
     pair_loss: Callable[[Batch, int], tuple[torch.Tensor, dict[str, torch.Tensor]]],
+    make_batch: PairBatch = pair_batch,
 ) -> dict[str, float]:
     """``loss`` and the statistics of ``pair_loss(batch, len(pairs))`` summed over ``CHUNK``-pair
     batches of ``pairs`` (each normalised by the total pair count, so the sums are means)."""
     totals = {"loss": 0.0}
     for i in range(0, len(pairs), CHUNK):
-        loss, stats = pair_loss(pair_batch(tokenizer, list(pairs[i : i + CHUNK])), len(pairs))
+        loss, stats = pair_loss(make_batch(tokenizer, list(pairs[i : i + CHUNK])), len(pairs))
         for k, v in {"loss": loss, **stats}.items():
             totals[k] = totals.get(k, 0.0) + float(v)
     return totals
@@ -44,15 +48,16 @@ def run_pairs(
     seed: int = 0,
     start_step: int = 0,
     on_step_end: Callable[[int], None] | None = None,
+    make_batch: PairBatch = pair_batch,
 ) -> list[dict[str, float]]:
-    """Steps ``start_step .. cfg.steps`` of ``step(batch, pair_indices)``, logged as ``stage``
-    under a progress bar titled ``title``; ``cfg`` has ``steps``, ``batch_size``, ``log_every``,
-    ``eval_every``. Returns the evaluations."""
+    """Steps ``start_step .. cfg.steps`` of ``step(batch, pair_indices)`` on the pairs'
+    ``make_batch`` rows, logged as ``stage`` under a progress bar titled ``title``; ``cfg`` has
+    ``steps``, ``batch_size``, ``log_every``, ``eval_every``. Returns the evaluations."""
     evals = []
     reporter.start(title, cfg.steps)
     for k in range(start_step, cfg.steps):
         idx = batch_indices(k, cfg.batch_size, len(pairs), seed)
-        metrics = step(pair_batch(tokenizer, [pairs[i] for i in idx]), idx)
+        metrics = step(make_batch(tokenizer, [pairs[i] for i in idx]), idx)
         if evaluate is not None and cfg.eval_every and ((k + 1) % cfg.eval_every == 0
                                                         or k + 1 == cfg.steps):
             result = evaluate()

@@ -1,39 +1,47 @@
-"""Bradley-Terry reward-model training (ALGORITHMS.md §9) on chosen/rejected pairs: a backbone
-with a scalar head (``load_value_model``) scores each response on its last token, in the shared
-pair loop (``pipelines.pairs``)."""
+"""Reward-model training (ALGORITHMS.md §9) on chosen/rejected pairs, in the shared pair loop
+(``pipelines.pairs``): a backbone with a scalar head (``load_value_model``) on the last token.
+``bradley_terry`` scores each response alone; ``pairwise_classifier`` scores one rendering of
+the question and both answers (``comparison_messages``), trained on both orders."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pydantic import Field
-
-from posttrain.models import sequence_scores
+from posttrain.models import encode_prompt, sequence_scores
 from posttrain.pipelines.pairs import evaluate_pairs, run_pairs
-from posttrain.pipelines.preference_data import PreferencePair
+from posttrain.pipelines.preference_data import PreferencePair, pair_batch
 from posttrain.pipelines.report import Reporter
-from posttrain.train import OptimConfig, Section, Trainer
-from posttrain.train.losses import bradley_terry_loss
+from posttrain.pipelines.settings import RewardModelConfig
+from posttrain.rewards.judge import DEFAULT_RUBRIC, comparison_messages, question_of
+from posttrain.train import Trainer
+from posttrain.train.losses import bradley_terry_loss, pairwise_classifier_loss
+from posttrain.types import Batch, Episode, Segment
 
 
-class RewardModelConfig(Section):
-    """``steps`` of ``batch_size`` pairs; held-out accuracy every ``eval_every`` steps."""
+def comparison_batch(tokenizer, pairs: list[PreferencePair]) -> Batch:
+    """Rows ``2i`` and ``2i + 1``: pair ``i`` as one comparison prompt with the chosen answer
+    first (A) and with it second (B)."""
+    prompts = [encode_prompt(tokenizer, comparison_messages(
+        question_of(pair.prompt), a, b, DEFAULT_RUBRIC))
+        for pair in pairs for a, b in ((pair.chosen, pair.rejected),
+                                       (pair.rejected, pair.chosen))]
+    return Batch.from_episodes([Episode([Segment.from_prompt_completion(p, [])])
+                                for p in prompts], tokenizer.pad_token_id)
 
-    steps: int = Field(200, ge=0)
-    batch_size: int = Field(32, ge=1)
-    eval_every: int = Field(50, ge=0)
-    log_every: int = Field(10, ge=1)
-    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=10)
+
+BATCHES = {"bradley_terry": pair_batch, "pairwise_classifier": comparison_batch}
+LOSSES = {"bradley_terry": bradley_terry_loss, "pairwise_classifier": pairwise_classifier_loss}
 
 
-def reward_model_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair]
-                      ) -> dict[str, float]:
-    """Bradley-Terry loss, accuracy (chosen scored higher) and mean margin on ``pairs``."""
+def reward_model_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
+                      loss: str = "bradley_terry") -> dict[str, float]:
+    """Loss, accuracy (chosen preferred) and mean margin on ``pairs``."""
     was_training = trainer.model.training
     trainer.model.eval()
     try:
-        return evaluate_pairs(tokenizer, pairs, lambda batch, n: bradley_terry_loss(
-            sequence_scores(trainer.model, batch.input_ids, batch.attention_mask), n))
+        return evaluate_pairs(tokenizer, pairs, lambda batch, n: LOSSES[loss](
+            sequence_scores(trainer.model, batch.input_ids, batch.attention_mask), n),
+            BATCHES[loss])
     finally:
         trainer.model.train(was_training)
 
@@ -51,8 +59,9 @@ def run_reward_model(
 ) -> list[dict[str, float]]:
     """Train ``trainer``'s scalar-head model for steps ``start_step .. cfg.steps``; returns the
     held-out evaluations."""
-    evaluate = (lambda: reward_model_eval(trainer, tokenizer, eval_pairs)) if eval_pairs \
-        else None
-    return run_pairs(tokenizer, pairs, cfg, reporter, "reward_model", "reward model (BT)",
-                     lambda batch, idx: trainer.reward_model_step(batch), evaluate, seed,
-                     start_step, on_step_end)
+    evaluate = (lambda: reward_model_eval(trainer, tokenizer, eval_pairs, cfg.loss)) \
+        if eval_pairs else None
+    return run_pairs(tokenizer, pairs, cfg, reporter, "reward_model",
+                     f"reward model ({cfg.loss})",
+                     lambda batch, idx: trainer.reward_model_step(batch, cfg.loss), evaluate,
+                     seed, start_step, on_step_end, BATCHES[cfg.loss])

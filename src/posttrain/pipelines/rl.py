@@ -18,6 +18,7 @@ from posttrain.engines import Engine
 from posttrain.envs import EffortTask
 from posttrain.pipelines.agent_rollout import tool_use_rate
 from posttrain.pipelines.evaluation import evaluate
+from posttrain.pipelines.judging import missing_metrics
 from posttrain.pipelines.rl_run import RLRun
 from posttrain.pipelines.rollout import rollout
 from posttrain.pipelines.shaping import shape_rewards
@@ -41,6 +42,7 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     out["accuracy"] = out[f"reward/{accuracy_part}"]
     out["response_length"] = sum(e.segments[0].num_trainable for e in episodes) / n
     out["truncated"] = sum(e.finish_reason in ("length", "max_tokens") for e in episodes) / n
+    out |= missing_metrics(episodes)
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
         for key in ("turns", "compactions", "guard_flags", "guard_blocks"):

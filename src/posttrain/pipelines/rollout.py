@@ -53,5 +53,5 @@ def score_sample(
         segments=[segment], rewards=parts, reward=total, group_id=group_id,
         finish_reason=finish_reason,
         meta={"completion": text, "reference": task.reference,
-              "effort": getattr(task, "effort", None)},
+              "effort": getattr(task, "effort", None), "domain": getattr(task, "domain", None)},
     )

@@ -21,7 +21,9 @@ class EvalConfig(Section):
 
 class SFTConfig(Section):
     """Supervised fine-tuning on chat data (``data`` JSONL of ``{"messages": [...]}`` rows, or
-    generated from the task with ``error_rate`` of flawed answers when ``data`` is null)."""
+    generated from the task with ``error_rate`` of flawed answers when ``data`` is null).
+    ``pack_tokens``: each step's conversations packed into rows of at most that many tokens,
+    attention isolated between them (same loss and gradients as unpacked; null: one a row)."""
 
     steps: int = Field(500, ge=0)
     batch_size: int = Field(64, ge=1)
@@ -30,6 +32,7 @@ class SFTConfig(Section):
     error_rate: float = Field(0.6, ge=0, le=1)
     optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=30)
     log_every: int = Field(10, ge=1)
+    pack_tokens: int | None = Field(None, ge=2)
 
 
 class SyncConfig(Section):
@@ -208,20 +211,39 @@ class PreferenceLossConfig(NamedLoss):
     name: Annotated[str, registered("preference", PREFERENCE_LOSSES)] = "dpo"
 
 
-class PreferenceConfig(Section):
-    """Preference optimisation on pairs: ``batch_size`` pairs a step from ``data`` (JSONL) or,
-    when null, ``num_pairs`` generated from the task (the worked solution over the flawed one).
-    Losses with a reference take its log-probs ``precompute``d once for the data or computed
-    ``on_the_fly`` each step (same numbers). ``eval_pairs`` held-out pairs measure the implicit
-    reward's accuracy every ``eval_every`` steps."""
+class PairDataConfig(Section):
+    """Where pairs come from: ``data`` (JSONL; its last ``eval_pairs`` rows, at most a tenth,
+    held out) or, when null, ``num_pairs`` generated from the task (the worked solution over
+    the flawed one) and ``eval_pairs`` from its held-out split."""
+
+    data: str | None = None
+    num_pairs: int = Field(4000, ge=1)
+    eval_pairs: int = Field(200, ge=1)
+
+
+class PreferenceConfig(PairDataConfig):
+    """Preference optimisation on pairs: ``batch_size`` pairs a step. Losses with a reference
+    take its log-probs ``precompute``d once for the data or computed ``on_the_fly`` each step
+    (same numbers). The held-out pairs measure the implicit reward's accuracy every
+    ``eval_every`` steps."""
 
     steps: int = Field(200, ge=0)
     batch_size: int = Field(32, ge=1)
     loss: PreferenceLossConfig = PreferenceLossConfig()
     reference: Literal["precompute", "on_the_fly"] = "precompute"
-    data: str | None = None
-    num_pairs: int = Field(4000, ge=1)
-    eval_pairs: int = Field(200, ge=1)
     eval_every: int = Field(50, ge=0)
     optim: OptimConfig = OptimConfig(lr=1e-5, warmup_steps=10)
     log_every: int = Field(10, ge=1)
+
+
+class RewardModelConfig(PairDataConfig):
+    """Reward-model training (``posttrain reward-model``): ``loss`` ``bradley_terry`` (a score
+    per response) or ``pairwise_classifier`` (a score per comparison of two answers); ``steps``
+    of ``batch_size`` pairs; held-out accuracy every ``eval_every`` steps."""
+
+    loss: Literal["bradley_terry", "pairwise_classifier"] = "bradley_terry"
+    steps: int = Field(200, ge=0)
+    batch_size: int = Field(32, ge=1)
+    eval_every: int = Field(50, ge=0)
+    log_every: int = Field(10, ge=1)
+    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=10)

@@ -57,9 +57,9 @@ def run_sft(
         for i in idx:
             if i not in cache:
                 cache[i] = conversation_segment(tokenizer, conversations[i], tools)
-        batch = Batch.from_episodes(
-            [Episode([cache[i]]) for i in idx], pad_token_id=tokenizer.pad_token_id
-        )
+        pad = tokenizer.pad_token_id
+        batch = Batch.packed([cache[i] for i in idx], cfg.pack_tokens, pad) if cfg.pack_tokens \
+            else Batch.from_episodes([Episode([cache[i]]) for i in idx], pad_token_id=pad)
         metrics = trainer.sft_step(batch)
         if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
             reporter.log("sft", step + 1, metrics)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from posttrain.rewards.registry import VERIFIERS
 
 ENV = "env"  # the verifier name of a part the episode's environment scores
+JUDGE = "judge"  # ... and of a part a judge scores after the rollout (pipelines.judging)
 
 
 @dataclass(frozen=True)
@@ -18,17 +19,18 @@ class RewardFunction:
     ``weights`` maps a part name to ``(verifier name, weight)``. A verifier that raises or
     returns a non-finite value scores 0 for that part: bad model output never crashes a run.
     The verifier ``env`` takes the part from ``env_parts``, the verdict of the episode's own
-    environment (hidden tests, a submission penalty); without one it scores 0.
+    environment (hidden tests, a submission penalty); without one it scores 0. A ``judge``
+    part scores 0 here and is filled in after the rollout by its judge.
     """
 
     weights: Mapping[str, tuple[str, float]]
 
     def __post_init__(self) -> None:
         for name, (verifier, _) in self.weights.items():
-            if verifier not in VERIFIERS and verifier != ENV:
+            if verifier not in VERIFIERS and verifier not in (ENV, JUDGE):
                 raise ValueError(
                     f"reward part {name!r}: unknown verifier {verifier!r}; "
-                    f"known: {', '.join(sorted([*VERIFIERS, ENV]))}"
+                    f"known: {', '.join(sorted([*VERIFIERS, ENV, JUDGE]))}"
                 )
 
     def __call__(self, completion: str, reference: str,
@@ -40,6 +42,9 @@ class RewardFunction:
                     raise KeyError(f"reward part {name!r}: the environment gives only "
                                    f"{', '.join(env_parts)}")
                 parts[name] = float((env_parts or {}).get(name, 0.0))
+                continue
+            if verifier == JUDGE:
+                parts[name] = 0.0
                 continue
             try:
                 value = float(VERIFIERS[verifier](completion, reference))

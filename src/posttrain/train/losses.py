@@ -131,9 +131,14 @@ def preference_loss(
     unpaired = "desirable" in wanted  # one loss a row: a pair's is the mean of its two rows
     per_pair = per_item.view(-1, 2).mean(dim=1) if unpaired else per_item
     reward = (ell - ref) if ref is not None else ell / lengths
-    margin = (reward[0::2] - reward[1::2]).detach()
-    return per_pair.sum() / pairs, {"reward_accuracy": (margin > 0).float().sum() / pairs,
-                                    "reward_margin": margin.sum() / pairs}
+    return per_pair.sum() / pairs, pair_statistics(reward[0::2] - reward[1::2], pairs)
+
+
+def pair_statistics(margin: torch.Tensor, pairs: int) -> dict[str, torch.Tensor]:
+    """``reward_accuracy`` (margin > 0) and ``reward_margin``, summed / ``pairs``."""
+    margin = margin.detach()
+    return {"reward_accuracy": (margin > 0).float().sum() / pairs,
+            "reward_margin": margin.sum() / pairs}
 
 
 def bradley_terry_loss(scores: torch.Tensor, pairs: int
@@ -142,6 +147,14 @@ def bradley_terry_loss(scores: torch.Tensor, pairs: int
     statistics ``reward_accuracy`` (chosen scored higher) and ``reward_margin``."""
     chosen, rejected = scores[0::2], scores[1::2]
     loss = get("reward_model", "bradley_terry")(chosen_scores=chosen, rejected_scores=rejected)
-    margin = (chosen - rejected).detach()
-    return loss.sum() / pairs, {"reward_accuracy": (margin > 0).float().sum() / pairs,
-                                "reward_margin": margin.sum() / pairs}
+    return loss.sum() / pairs, pair_statistics(chosen - rejected, pairs)
+
+
+def pairwise_classifier_loss(scores: torch.Tensor, pairs: int
+                             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``pairwise_classifier`` on rows ``2i`` = ``s(x, y_c, y_r)`` (target 1) and ``2i + 1`` =
+    ``s(x, y_r, y_c)`` (target 0): both orders of every pair, averaged, summed / ``pairs``;
+    the margin is ``s(x, y_c, y_r) - s(x, y_r, y_c)``."""
+    targets = torch.tensor([1.0, 0.0], dtype=scores.dtype).repeat(len(scores) // 2)
+    loss = get("reward_model", "pairwise_classifier")(scores=scores, targets=targets)
+    return loss.sum() / (2 * pairs), pair_statistics(scores[0::2] - scores[1::2], pairs)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from posttrain.algos import canonical, entry, get, names
+from posttrain.models.lora import DEFAULT_TARGETS
 
 MISMATCH_WEIGHTS = ("tis_token", "tis_seq", "mis_token", "mis_seq")
 # policy losses of the actor (those of log-probs; value_clip and entropy_bonus are terms)
@@ -192,13 +193,26 @@ class CriticConfig(Section):
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
 
 
+class LoraConfig(Section):
+    """LoRA adapters (through ``peft``) of rank ``r`` and scale ``alpha / r`` on the
+    ``target_modules`` linear layers; the base weights stay frozen."""
+
+    r: int = Field(8, ge=1)
+    alpha: float = Field(16.0, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(default_factory=lambda: list(DEFAULT_TARGETS),
+                                      min_length=1)
+
+
 class TrainerConfig(Section):
     """``share_prefix``: rows of a micro-batch with the same prompt encode it once (a GRPO group
     of ``G`` samples does ``1/G`` of the prompt work); same values and gradients. ``shard``:
     in a process group of several trainers (``dist.trainer_processes``), shard parameters,
     gradients and optimiser state with FSDP2 instead of replicating them.
     ``gradient_checkpointing``: keep only each decoder layer's input and recompute the layer
-    in the backward pass (less activation memory, one more forward; same gradients)."""
+    in the backward pass (less activation memory, one more forward; same gradients). ``lora``
+    (null: full fine-tuning): train adapters only; engines, checkpoints and saved models get
+    the merged weights."""
 
     micro_batch_size: int = Field(64, ge=1)
     logprob_chunk_size: int = Field(1024, ge=1)
@@ -206,6 +220,7 @@ class TrainerConfig(Section):
     share_prefix: bool = True
     shard: bool = False
     gradient_checkpointing: bool = False
+    lora: LoraConfig | None = None
 
     @model_validator(mode="after")
     def _prefix_or_checkpointing(self) -> TrainerConfig:

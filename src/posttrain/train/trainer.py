@@ -16,9 +16,18 @@ import torch
 
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm, get
 from posttrain.models import prefix_lengths, sequence_scores, token_distributions
+from posttrain.models.lora import (
+    adapter_state,
+    add_lora,
+    is_lora,
+    load_adapter_state,
+    merged_copy,
+    merged_weights,
+)
 from posttrain.train.losses import (
     RLTokens,
     bradley_terry_loss,
+    pairwise_classifier_loss,
     preference_loss,
     rl_loss,
     sft_loss,
@@ -67,6 +76,12 @@ class Trainer:
             model.activation_checkpointing_enable({"use_reentrant": False})
         # inside a process group: data parallel (replicated, or sharded with FSDP2)
         self.parallel = DataParallel.current(sharded=self.settings.shard)
+        lora = self.settings.lora
+        if lora is not None:
+            if self.parallel is not None:
+                raise ValueError("trainer.lora trains in one process (dist.trainer_processes=1)")
+            model = self.model = add_lora(model, lora.r, lora.alpha, lora.dropout,
+                                          tuple(lora.target_modules))
         self._skeleton = copy.deepcopy(model) if self.sharded else None  # for export_model
         self.scorer = self.parallel.wrap(model) if self.parallel else Scorer(model)
         self.optimizer, self.scheduler = build_optimizer(model, optim, total_steps)
@@ -141,10 +156,13 @@ class Trainer:
 
         return self._pair_step(batch, pair_loss)
 
-    def reward_model_step(self, batch: Batch) -> dict[str, float]:
-        """One optimiser step of Bradley-Terry on pairs with the model's scalar head on each
-        row's last token."""
-        return self._pair_step(batch, lambda mb, pairs: bradley_terry_loss(
+    def reward_model_step(self, batch: Batch, loss: str = "bradley_terry") -> dict[str, float]:
+        """One optimiser step of ``bradley_terry`` (rows: chosen, rejected) or
+        ``pairwise_classifier`` (rows: both orders of a pair rendered as one comparison) with
+        the model's scalar head on each row's last token."""
+        fn = {"bradley_terry": bradley_terry_loss,
+              "pairwise_classifier": pairwise_classifier_loss}[loss]
+        return self._pair_step(batch, lambda mb, pairs: fn(
             sequence_scores(self.model, mb.input_ids, mb.attention_mask), pairs))
 
     def _pair_step(self, batch: Batch, pair_loss: Callable[[Batch, int], tuple]
@@ -159,19 +177,22 @@ class Trainer:
         return self.optimizer_step(batch, lambda mb, norm: pair_loss(mb, pairs),
                                    micro_size=size)
 
-    def distill_step(self, batch: Batch, teacher: torch.nn.Module, divergence: str,
+    def distill_step(self, batch: Batch, teacher: Callable[[Batch], list], divergence: str,
                      options: dict, temperature: float = 1.0) -> dict[str, float]:
-        """One optimiser step of ``divergence(teacher || student)`` (ALGORITHMS.md §7) at every
-        loss-mask position, ``token_mean`` over the step; the teacher is frozen."""
+        """One optimiser step of ``sum_k w_k D(P_k || Q)`` (ALGORITHMS.md §7) at the
+        loss-mask positions, ``token_mean`` over the step. ``teacher(micro_batch)`` gives, per
+        teacher, the positions it scores (indices into the micro-batch's loss-mask positions
+        after the first token, row-major), their weights ``w_k`` and its ``[n, V]``
+        log-probabilities, computed without gradient."""
         fn = get("divergence", divergence)
 
         def micro(mb: Batch, norm: StepNorm):
             student = token_distributions(self.model, mb.input_ids, mb.attention_mask,
                                           mb.loss_mask, temperature)
-            with torch.no_grad():
-                teacher_logp = token_distributions(teacher, mb.input_ids, mb.attention_mask,
-                                                   mb.loss_mask, temperature)
-            per_token = fn(teacher_logp=teacher_logp, student_logp=student, **options)
+            per_token = student.new_zeros(student.shape[0])
+            for index, weight, teacher_logp in teacher(mb):
+                value = fn(teacher_logp=teacher_logp, student_logp=student[index], **options)
+                per_token = per_token.index_add(0, index, weight.to(value.dtype) * value)
             loss = per_token.sum() / max(norm.num_tokens, 1.0)
             return loss, {"divergence": loss.detach()}
 
@@ -294,13 +315,20 @@ class Trainer:
 
     # -- weights and state -------------------------------------------------------------------
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Parameters for an engine's ``update_weights``."""
+        """Parameters for an engine's ``update_weights`` (LoRA: merged, under the plain
+        model's names)."""
+        if is_lora(self.model):
+            yield from merged_weights(self.model)
+            return
         for name, p in self.model.named_parameters():
             yield name, full(p.detach())
 
     def export_model(self) -> torch.nn.Module:
-        """The model with whole (unsharded) weights: the model itself, or for a sharded trainer
-        a copy filled with the gathered weights (every rank must call it)."""
+        """The model with whole (unsharded) weights: the model itself, for LoRA a merged plain
+        copy, or for a sharded trainer a copy filled with the gathered weights (every rank must
+        call it)."""
+        if is_lora(self.model):
+            return merged_copy(self.model)
         if not self.sharded:
             return self.model
         host = copy.deepcopy(self._skeleton)
@@ -341,6 +369,7 @@ class Trainer:
             "entropy_alpha": self.entropy_alpha,
             "entropy_next": self.entropy_next,
             "kl_coef": self.kl_coef,
+            **({"adapter": adapter_state(self.model)} if is_lora(self.model) else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -352,3 +381,5 @@ class Trainer:
         self.entropy_alpha = state["entropy_alpha"]
         self.entropy_next = state["entropy_next"]
         self.kl_coef = state["kl_coef"]
+        if "adapter" in state:
+            load_adapter_state(self.model, state["adapter"])

@@ -2,7 +2,7 @@
 
 from posttrain.types.batch import Batch
 from posttrain.types.episode import Episode, Group, Segment, StepSpan
-from posttrain.types.errors import ChatTemplateError
+from posttrain.types.errors import ChatTemplateError, TeacherMismatchError
 from posttrain.types.jsonl import read_episodes, write_episodes
 from posttrain.types.sampling import SamplingParams
 
@@ -14,6 +14,7 @@ __all__ = [
     "SamplingParams",
     "Segment",
     "StepSpan",
+    "TeacherMismatchError",
     "read_episodes",
     "write_episodes",
 ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
-from posttrain.types.episode import Episode
+from posttrain.types.episode import Episode, Segment
 
 
 @dataclass
@@ -19,9 +19,15 @@ class Batch:
     """Padded training tensors.
 
     ``input_ids``/``attention_mask``/``loss_mask``/``behaviour_logprobs``/``versions``: ``[B, T]``.
-    ``rewards``/``group_index``: ``[B]``. Optional per-token fields filled in by a pipeline:
-    ``old_logprobs`` (trainer recompute at rollout weights), ``ref_logprobs``, ``advantages``,
-    and for a critic ``old_values`` (at rollout) and ``returns`` (its targets).
+    ``rewards``/``group_index``/``rows``: ``[B]`` (``rows``: a row's index in the batch it
+    was built as, kept through ``select`` and ``split``). Optional per-token fields filled in
+    by a pipeline: ``old_logprobs`` (trainer recompute at rollout weights), ``ref_logprobs``,
+    ``advantages``, and for a critic ``old_values`` (at rollout) and ``returns`` (its
+    targets).
+
+    Packed rows (``Batch.packed``) hold several samples: ``attention_mask`` then numbers each
+    token's sample within its row (1, 2, ...; 0 is padding) and the model attends within a
+    sample only.
     """
 
     input_ids: torch.Tensor
@@ -31,6 +37,7 @@ class Batch:
     versions: torch.Tensor
     rewards: torch.Tensor
     group_index: torch.Tensor
+    rows: torch.Tensor | None = None
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
@@ -71,7 +78,32 @@ class Batch:
             versions=vers,
             rewards=torch.tensor(rewards, dtype=torch.float32),
             group_index=torch.tensor(groups, dtype=torch.long),
+            rows=torch.arange(b),
         )
+
+    @classmethod
+    def packed(cls, segments: Sequence[Segment], max_tokens: int, pad_token_id: int) -> Batch:
+        """``segments`` packed into rows of at most ``max_tokens`` tokens (first fit, longest
+        first; a longer segment gets a row of its own)."""
+        order = sorted(range(len(segments)), key=lambda i: -len(segments[i].token_ids))
+        rows: list[list[int]] = []
+        for i in order:
+            n = len(segments[i].token_ids)
+            row = next((r for r in rows if sum(len(segments[j].token_ids) for j in r) + n
+                        <= max_tokens), None)
+            if row is None:
+                rows.append([i])
+            else:
+                row.append(i)
+        packed = [Segment([t for j in r for t in segments[j].token_ids],
+                          [m for j in r for m in segments[j].loss_mask],
+                          [x for j in r for x in segments[j].logprobs],
+                          [v for j in r for v in segments[j].versions]) for r in rows]
+        batch = cls.from_episodes([Episode([s]) for s in packed], pad_token_id)
+        sample = torch.tensor([k + 1 for r in rows for k, j in enumerate(r)
+                               for _ in segments[j].token_ids])
+        batch.attention_mask[batch.attention_mask > 0] = sample
+        return batch
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -83,7 +115,7 @@ class Batch:
     def select(self, index: torch.Tensor | Sequence[int]) -> Batch:
         """Rows ``index``, trimmed to their longest row."""
         idx = torch.as_tensor(index, dtype=torch.long)
-        length = int(self.attention_mask[idx].sum(dim=1).max().item()) if len(idx) else 0
+        length = int((self.attention_mask[idx] > 0).sum(dim=1).max().item()) if len(idx) else 0
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)

@@ -4,3 +4,8 @@
 class ChatTemplateError(ValueError):
     """The tokenizer's chat template cannot be rendered incrementally (a later rendering does
     not extend an earlier one), so tokens cannot be appended without re-tokenising."""
+
+
+class TeacherMismatchError(ValueError):
+    """A teacher cannot score the student's data: another vocabulary, stored logits written
+    for other data, or no teacher serving a sample's domain and effort."""

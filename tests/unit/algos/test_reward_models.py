@@ -36,6 +36,10 @@ def test_genrm_spec_example_and_failures():
     outs = ["ok <score>7</score>", "no score here", "<score>1</score> then <score>9</score>"]
     assert genrm(outputs=outs, score_max=10) == (pytest.approx(0.8), False)
     assert genrm(outputs=["nothing"], score_max=10) == (0.0, True)
+    garbage = ["<score>11</score>", "<score>-1</score>", "<score>x</score>", "", "<score>4"]
+    assert genrm(outputs=garbage, score_max=10) == (0.0, True)
+    assert genrm(outputs=[*garbage, "<score>5.5</score>"], score_max=10) == (
+        pytest.approx(0.55), False)
 
 
 def test_group_binary_comparison_spec_example():

@@ -1,0 +1,47 @@
+"""Judges of a run's ``reward.judges`` built from their config: a prompted grader or
+comparison judge served by a local model or an OpenAI-compatible endpoint, a pairwise
+classifier comparing a group's answers, or a Bradley-Terry reward model."""
+
+from __future__ import annotations
+
+import os
+
+from posttrain.config.schema import JudgeConfig
+from posttrain.engines import TorchEngine
+from posttrain.engines.chat import Chat, engine_chat, openai_chat
+from posttrain.models import load_model, load_tokenizer, load_value_model
+from posttrain.pipelines.distill import check_same_vocabulary
+from posttrain.pipelines.judging import (
+    ClassifierCompare,
+    ComparisonJudge,
+    Judge,
+    RewardModelJudge,
+    ScoreJudge,
+    chat_compare,
+)
+
+
+def judge_chat(cfg: JudgeConfig, dtype: str, seed: int) -> Chat:
+    if cfg.endpoint is not None:
+        return openai_chat(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
+                           cfg.max_new_tokens, cfg.temperature)
+    tokenizer = load_tokenizer(cfg.model)
+    engine = TorchEngine(load_model(cfg.model, dtype), tokenizer.pad_token_id,
+                         tokenizer.eos_token_id)
+    return engine_chat(engine, tokenizer, cfg.max_new_tokens, cfg.temperature, seed)
+
+
+def build_judge(cfg: JudgeConfig, policy_tokenizer, dtype: str, seed: int) -> Judge:
+    """The judge ``cfg`` describes; a reward model must share the policy's vocabulary (it
+    scores the sampled token ids as they are)."""
+    if cfg.kind == "reward_model":
+        check_same_vocabulary(policy_tokenizer, load_tokenizer(cfg.model), "a reward model")
+        return RewardModelJudge(load_value_model(cfg.model, dtype),
+                                policy_tokenizer.pad_token_id)
+    if cfg.kind == "pairwise_model":
+        compare = ClassifierCompare(load_value_model(cfg.model, dtype), load_tokenizer(cfg.model))
+        return ComparisonJudge(compare, cfg.budget_tokens)
+    chat = judge_chat(cfg, dtype, seed)
+    if cfg.kind == "comparison":
+        return ComparisonJudge(chat_compare(chat, cfg.rubric), cfg.budget_tokens)
+    return ScoreJudge(chat, cfg.rubric, cfg.n_samples, cfg.score_max)

@@ -1,0 +1,72 @@
+"""LoRA through ``peft``: low-rank adapters ``W + (alpha / r) B A`` on the chosen linear layers,
+the base weights frozen. What leaves the trainer is always merged — the weights an engine
+receives and the model a stage saves are plain ``from_pretrained`` models, with the adapter
+folded in."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import torch
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def add_lora(model: torch.nn.Module, r: int, alpha: float, dropout: float = 0.0,
+             target_modules: tuple[str, ...] = DEFAULT_TARGETS) -> torch.nn.Module:
+    """``model`` wrapped with fresh adapters (``B = 0``: the same function at the start)."""
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
+                     target_modules=list(target_modules), bias="none")
+    return get_peft_model(model, cfg)
+
+
+def is_lora(model: torch.nn.Module) -> bool:
+    from peft import PeftModel
+
+    return isinstance(model, PeftModel)
+
+
+def base_name(name: str) -> str:
+    """A parameter's name in the plain model: peft's prefixes and ``base_layer`` removed."""
+    return name.removeprefix("base_model.model.").replace(".base_layer.", ".")
+
+
+def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` of the plain model's parameters with every adapter merged in
+    (``W + delta``), without touching ``model``."""
+    from peft.tuners.lora import LoraLayer
+
+    deltas = {}
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer):
+            delta = sum(module.get_delta_weight(a) for a in module.active_adapters)
+            deltas[base_name(f"{name}.base_layer.weight")] = delta
+    for name, p in model.named_parameters():
+        if "lora_" in name:
+            continue
+        plain = base_name(name)
+        yield plain, (p.detach() + deltas[plain]) if plain in deltas else p.detach()
+
+
+def merged_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A plain model (the base class, ``save_pretrained``-ready) with the adapters merged."""
+    return copy.deepcopy(model).merge_and_unload()
+
+
+def adapter_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The adapter weights by parameter name (what a checkpoint needs besides the base)."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+
+def load_adapter_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Copy ``adapter_state`` back in place (an optimiser built over the adapters keeps
+    pointing at them)."""
+    params = dict(model.named_parameters())
+    if set(state) != {n for n in params if "lora_" in n}:
+        raise ValueError("the saved adapter does not match this model's LoRA layers")
+    with torch.no_grad():
+        for name, value in state.items():
+            params[name].copy_(value)

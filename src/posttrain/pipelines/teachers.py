@@ -1,0 +1,182 @@
+"""Teachers of on-policy distillation (ALGORITHMS.md §7 ``multi_teacher``): which teachers
+score which sample (routing by task domain and effort, with weights) and what they return for
+the student's sampled tokens — their log-probs (any ``Engine``: in-process or a Ray actor) or
+their full next-token distributions (in-process models)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from posttrain.engines import Engine
+from posttrain.envs import Task
+from posttrain.models import encode_prompt, sequence_logprobs, token_distributions
+from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
+
+# per teacher: (positions among a micro-batch's distillation positions, their weights, [n, V])
+Targets = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class Teacher:
+    """An in-process ``model`` (sampled-token log-probs and full distributions) or an
+    ``engine`` (sampled-token log-probs through ``Engine.score``: a Ray actor). The teacher
+    serves samples whose domain is in ``domains`` and whose effort is in ``efforts`` (empty:
+    any). ``context(task, episode, group)`` is the teacher's own
+    prompt for a sample of ``task`` (``group``: the episodes of its group) — the privileged
+    context of self-distillation; None: the student's prompt."""
+
+    name: str
+    model: torch.nn.Module | None = None
+    engine: Engine | None = None
+    domains: tuple[str, ...] = ()
+    efforts: tuple[int, ...] = ()
+    weight: float = 1.0
+    context: Callable[[Task, Episode, list[Episode]], list[dict]] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.engine is None):
+            raise ValueError(f"teacher {self.name}: give exactly one of model and engine")
+
+    def score(self, sequences: list[list[int]], pad_token_id: int) -> list[list[float]]:
+        """Log-prob of every token of each sequence given the ones before it (0.0 first)."""
+        if self.model is None:
+            return self.engine.score(sequences)
+        batch = Batch.from_episodes(
+            [Episode([Segment.from_prompt_completion(s[:1], s[1:])]) for s in sequences],
+            pad_token_id)
+        with frozen(self.model) as model:
+            logp, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask,
+                                        with_entropy=False, score_mask=batch.loss_mask)
+        return [logp[i, : len(s)].tolist() for i, s in enumerate(sequences)]
+
+    def serves(self, episode: Episode) -> bool:
+        domain, effort = episode.meta.get("domain"), episode.meta.get("effort")
+        return ((not self.domains or domain in self.domains)
+                and (not self.efforts or effort in self.efforts))
+
+
+def route(teachers: Sequence[Teacher], episodes: Sequence[Episode]) -> torch.Tensor:
+    """``[E, K]``: episode ``e``'s weight on teacher ``k`` — the teachers serving it, in
+    proportion to their weights (each row sums to 1). A sample no teacher serves is an error."""
+    raw = torch.tensor([[t.weight if t.serves(ep) else 0.0 for t in teachers]
+                        for ep in episodes], dtype=torch.float32)
+    total = raw.sum(dim=1, keepdim=True)
+    if (total == 0).any():
+        ep = episodes[int((total[:, 0] == 0).nonzero()[0])]
+        served = ", ".join(f"{t.name} {list(t.domains)} {list(t.efforts)}" for t in teachers)
+        raise TeacherMismatchError(f"no teacher serves domain {ep.meta.get('domain')!r} at "
+                                   f"effort {ep.meta.get('effort')!r}; teachers: {served}")
+    return raw / total
+
+
+def prompt_and_completion(episode: Episode) -> tuple[list[int], list[int]]:
+    """The single-turn sample's prompt and completion ids."""
+    if len(episode.segments) != 1:
+        raise ValueError("on-policy distillation takes single-turn samples (one segment)")
+    seg = episode.segments[0]
+    n = seg.loss_mask.index(1) if 1 in seg.loss_mask else len(seg.token_ids)
+    return seg.token_ids[:n], seg.token_ids[n:]
+
+
+@dataclass
+class Samples:
+    """The student's scored single-turn samples of one step and the task of each."""
+
+    episodes: Sequence[Episode]
+    tasks: Sequence[Task]
+
+    def group(self, i: int) -> list[Episode]:
+        return [e for e in self.episodes if e.group_id == self.episodes[i].group_id]
+
+
+def teacher_sequences(teacher: Teacher, samples: Samples, rows: Sequence[int], tokenizer
+                      ) -> list[tuple[list[int], list[int]]]:
+    """``(teacher prompt, completion)`` of samples ``rows``: the student's completion after the
+    student's prompt or after the teacher's own ``context``."""
+    out = []
+    for r in rows:
+        prompt, completion = prompt_and_completion(samples.episodes[r])
+        if teacher.context is not None:
+            prompt = encode_prompt(tokenizer, teacher.context(
+                samples.tasks[r], samples.episodes[r], samples.group(r)))
+        out.append((prompt, completion))
+    return out
+
+
+def sampled_logprobs(teachers: Sequence[Teacher], weights: torch.Tensor, samples: Samples,
+                     batch: Batch, tokenizer) -> torch.Tensor:
+    """``[B, T]``: ``sum_k w_k log P_k(y_t)`` at every completion token of ``batch`` (built
+    from ``samples``, one row each), each teacher asked only for the samples routed to it."""
+    out = torch.zeros_like(batch.loss_mask)
+    for k, teacher in enumerate(teachers):
+        rows = (weights[:, k] > 0).nonzero().squeeze(-1).tolist()
+        if not rows:
+            continue
+        seqs = teacher_sequences(teacher, samples, rows, tokenizer)
+        scores = teacher.score([p + c for p, c in seqs], tokenizer.pad_token_id)
+        for r, (prompt, completion), score in zip(rows, seqs, scores):
+            start = len(prompt_and_completion(samples.episodes[r])[0])
+            values = torch.tensor(score[len(prompt):], dtype=out.dtype)
+            out[r, start:start + len(completion)] += weights[r, k] * values
+    return out * batch.loss_mask
+
+
+@contextlib.contextmanager
+def frozen(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """``model`` in eval mode without gradient; its mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
+
+
+def distribution_targets(teachers: Sequence[Teacher], weights: torch.Tensor, samples: Samples,
+                         tokenizer, temperature: float = 1.0) -> Callable[[Batch], Targets]:
+    """For ``Trainer.distill_step``: a micro-batch's teacher distributions at its completion
+    positions (row-major, as ``token_distributions`` orders them), per routed teacher."""
+    for t in teachers:
+        if t.model is None:
+            raise ValueError(f"teacher {t.name} is a remote engine: full-vocabulary targets "
+                             "need an in-process teacher model")
+
+    def targets(mb: Batch) -> Targets:
+        position_rows = mb.rows[mb.loss_mask[:, 1:].nonzero()[:, 0]]
+        out: Targets = []
+        for k, teacher in enumerate(teachers):
+            rows = mb.rows[weights[mb.rows, k] > 0]
+            if not len(rows):
+                continue
+            seqs = teacher_sequences(teacher, samples, rows.tolist(), tokenizer)
+            tb = Batch.from_episodes(
+                [Episode([Segment.from_prompt_completion(p, c)]) for p, c in seqs],
+                pad_token_id=tokenizer.pad_token_id)
+            with frozen(teacher.model) as model:
+                logp = token_distributions(model, tb.input_ids, tb.attention_mask,
+                                           tb.loss_mask, temperature)
+            index = torch.isin(position_rows, rows).nonzero().squeeze(-1)
+            if len(index) != len(logp):
+                raise RuntimeError("teacher and student completion positions differ")
+            out.append((index, weights[position_rows[index], k], logp))
+        return out
+
+    return targets
+
+
+def model_targets(model: torch.nn.Module, temperature: float = 1.0
+                  ) -> Callable[[Batch], Targets]:
+    """One teacher on every loss-mask position of the micro-batch itself (offline KD)."""
+
+    def targets(mb: Batch) -> Targets:
+        with frozen(model):
+            logp = token_distributions(model, mb.input_ids, mb.attention_mask, mb.loss_mask,
+                                       temperature)
+        return [(torch.arange(len(logp)), torch.ones(len(logp)), logp)]
+
+    return targets

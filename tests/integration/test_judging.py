@@ -1,0 +1,191 @@
+"""Judges as reward parts: a prompted grader's scores and their failures, round-robin group
+comparison with the verbosity budget, a Bradley-Terry reward model, the OpenAI-compatible
+client against a local HTTP endpoint, and a judged RL run through the CLI."""
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from posttrain.cli.app import app
+from posttrain.engines import TorchEngine
+from posttrain.engines.chat import engine_chat, openai_chat
+from posttrain.envs import ArithmeticTasks
+from posttrain.models import load_value_model
+from posttrain.pipelines.judging import (
+    ComparisonJudge,
+    JudgedRollout,
+    RewardModelJudge,
+    ScoreJudge,
+    chat_compare,
+    missing_metrics,
+)
+from posttrain.pipelines.rl import rollout_metrics
+from posttrain.pipelines.rollout import rollout
+from posttrain.rewards import RewardFunction
+from posttrain.types import Episode, SamplingParams, Segment
+
+TASKS = ArithmeticTasks(("+",), 2).eval_set(4)
+REWARD = RewardFunction({"correct": ("numeric", 1.0), "quality": ("judge", 0.5)})
+
+
+def episode(completion, group, n_tokens=3):
+    return Episode([Segment.from_prompt_completion([1, 2], [5] * n_tokens)], rewards={},
+                   reward=0.0, group_id=group, meta={"completion": completion})
+
+
+def grader(conversations):
+    """A judge that reads the response: 'good' -> 8, 'bad' -> 2, anything else -> garbage."""
+    out = []
+    for c in conversations:
+        response = c[-1]["content"].split("Response:\n")[-1]
+        out.append({"good": "fine <score>8</score>", "bad": "<score>2</score>"}.get(
+            response, "I cannot grade this <score>"))
+    return out
+
+
+def comparer(conversations):
+    """Prefers 'good'; answers garbage when either answer is 'weird'."""
+    out = []
+    for c in conversations:
+        a, b = re.findall(r"Answer [AB]:\n(\S+)", c[-1]["content"])
+        if "weird" in (a, b):
+            out.append("no idea")
+        else:
+            out.append("<winner>tie</winner>" if a == b else
+                       f"<winner>{'A' if a == 'good' else 'B'}</winner>")
+    return out
+
+
+def test_score_judge_scores_parse_and_misses_are_imputed_and_counted():
+    from posttrain.pipelines.judging import apply_judge
+
+    eps = [episode("good", "g0"), episode("bad", "g0"), episode("???", "g0"),
+           episode("???", "g1"), episode("good", "g1")]
+    scores = ScoreJudge(grader, n_samples=2)(eps, [TASKS[0]] * 5)
+    assert scores == [0.8, 0.2, None, None, 0.8]
+    for e in eps:
+        e.rewards["correct"] = 1.0
+    apply_judge(eps, "quality", scores, REWARD)
+    assert [e.rewards["quality"] for e in eps] == pytest.approx([0.8, 0.2, 0.5, 0.8, 0.8])
+    assert eps[2].meta["missing_parts"] == ["quality"] and "missing_parts" not in eps[0].meta
+    assert eps[1].reward == pytest.approx(1.0 + 0.5 * 0.2)
+    assert missing_metrics(eps) == {"reward/quality/missing": pytest.approx(0.4)}
+
+
+def test_group_comparison_with_budget_and_unparsable_pairs():
+    eps = [episode("good", "g", 3), episode("bad", "g", 3), episode("good", "g", 50)]
+    scores = ComparisonJudge(chat_compare(comparer), budget_tokens=10)(eps, [TASKS[0]] * 3)
+    assert scores == pytest.approx([1.0, 0.5, 0.0])  # the spec's example: y3 is verbose
+    eps = [episode("good", "g"), episode("weird", "g"), episode("bad", "g")]
+    scores = ComparisonJudge(chat_compare(comparer))(eps, [TASKS[0]] * 3)
+    # good beats bad, pairs with 'weird' unparsable (ties); weird had no parsed pair
+    assert scores[0] == pytest.approx(0.75) and scores[2] == pytest.approx(0.25)
+    assert scores[1] is None
+
+
+def test_a_tiny_models_garbage_grades_are_missing_not_zero(tiny_dir, model, tokenizer):
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    judged = JudgedRollout(rollout, {"quality": ScoreJudge(engine_chat(engine, tokenizer, 16))})
+    eps = judged(engine, tokenizer, TASKS, REWARD, SamplingParams(max_new_tokens=6, seed=1), 2)
+    assert all(e.meta["missing_parts"] == ["quality"] for e in eps)
+    assert rollout_metrics(eps, "correct")["reward/quality/missing"] == 1.0
+
+
+def test_reward_model_judge_is_the_scalar_head_on_the_last_token(tiny_dir, model, tokenizer):
+    rm = load_value_model(tiny_dir)
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    eps = rollout(engine, tokenizer, TASKS, REWARD, SamplingParams(max_new_tokens=6, seed=2), 2)
+    got = RewardModelJudge(rm, tokenizer.pad_token_id, micro_batch_size=3)(eps, [])
+    for e, value in zip(eps, got):
+        with torch.no_grad():
+            want = rm(input_ids=torch.tensor([e.segments[0].token_ids])).logits[0, -1, 0]
+        assert value == pytest.approx(float(want), abs=1e-5)
+
+
+class Endpoint(BaseHTTPRequestHandler):
+    """A local OpenAI-compatible chat endpoint: echoes a grade, or fails with 500."""
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "fail" in body["messages"][-1]["content"]:
+            self.send_response(500)
+            self.end_headers()
+            return
+        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                     "role": "assistant", "content": f"<score>{len(body['messages'])}</score>"}}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_client_against_a_local_endpoint_and_its_failures():
+    server = HTTPServer(("127.0.0.1", 0), Endpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        chat = openai_chat(f"http://127.0.0.1:{server.server_port}/v1", "judge",
+                           timeout_s=5)
+        eps = [episode("good", "g"), episode("please fail", "g")]
+        assert chat([[{"role": "user", "content": "hi"}]]) == ["<score>1</score>"]
+        assert ScoreJudge(chat)(eps, [TASKS[0]] * 2) == [0.2, None]
+    finally:
+        server.shutdown()
+
+
+def test_a_judged_rl_run_through_the_cli(tiny_dir, tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", "configs/quickstart.yaml", f"out_dir={out}", "model.preset=nano",
+        "stages=[rl]", "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2",
+        "eval.num_problems=2",
+        "reward.parts.quality={verifier: judge, weight: 0.5}",
+        f"reward.judges.quality={{kind: score, model: {tiny_dir}, max_new_tokens: 8}}"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    assert rows[-1]["reward/quality/missing"] == 1.0  # the untrained judge never grades
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["reward.parts.q={verifier: judge}"], "must name the same parts"),
+    (["reward.parts.q={verifier: judge}", "reward.judges.q={model: m, endpoint: e}"],
+     "exactly one of model and endpoint"),
+    (["reward.parts.q={verifier: judge}",
+      "reward.judges.q={kind: reward_model, endpoint: e}"], "local scalar-head model"),
+    (["reward.parts.q={verifier: judge}", "reward.judges.q={model: m}", "rl.mode=async"],
+     "rl.mode=sync"),
+])
+def test_bad_judge_settings_are_refused(overrides, message):
+    from posttrain.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=message):
+        load_config("configs/quickstart.yaml", overrides)
+
+
+def test_a_reward_model_trained_by_the_cli_scores_an_rl_run(tmp_path):
+    out = tmp_path / "rm"
+    trained = CliRunner().invoke(app, [
+        "reward-model", "configs/quickstart.yaml", f"out_dir={tmp_path / 'base'}",
+        "model.preset=nano", "rm.steps=4", "rm.batch_size=4", "rm.num_pairs=16",
+        "rm.eval_pairs=8", "rm.eval_every=4", "--out", str(out)])
+    assert trained.exit_code == 0, trained.output
+    assert "reward_accuracy" in trained.output and (out / "config.json").is_file()
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", "configs/quickstart.yaml", f"out_dir={run}", "model.preset=nano",
+        "stages=[rl]", "rl.steps=1", "rl.prompts_per_step=2", "rl.group_size=2",
+        "eval.num_problems=2", "reward.parts.rm={verifier: judge, weight: 1.0}",
+        f"reward.judges.rm={{kind: reward_model, model: {out}}}"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(open(run / "metrics.jsonl").readline())
+    assert row["reward/rm/missing"] == 0.0 and row["reward/rm"] != 0.0
