@@ -165,3 +165,15 @@ def test_evaluation_reports_accuracy_per_domain(model, tokenizer):
     assert min(n.values()) > 0
     mixed = sum(n[d] * result[f"accuracy/{d}"] for d in n) / len(tasks)
     assert mixed == pytest.approx(result["accuracy"])
+
+
+def test_a_self_teacher_without_privileged_context_is_the_student(model, tokenizer):
+    """Alignment check: the student as its own teacher with its own prompt as the 'context'
+    gives divergence 0 — teacher and student positions line up token for token."""
+    s = samples(model, tokenizer, 4, 2)
+    batch = Batch.from_episodes(list(s.episodes), tokenizer.pad_token_id)
+    same = Teacher("self", model, context=lambda task, episode, group: task.messages())
+    targets = distribution_targets([same], route([same], s.episodes), s, tokenizer)
+    trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=3))
+    got = trainer.distill_step(batch, targets, "full_vocab_rkl", {"topk": None})
+    assert abs(got["divergence"]) < 1e-6 and int(batch.loss_mask.sum()) > 0
