@@ -2,7 +2,11 @@
 logits, multi-teacher on-policy distillation routed by domain, and self-distillation."""
 
 import json
+import shutil
 
+import pytest
+import torch
+from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
@@ -85,3 +89,44 @@ def test_a_missing_teacher_is_a_clear_error(tmp_path):
         "train", "configs/opd.yaml", f"out_dir={tmp_path / 'run'}", "model.path=null", *SMALL,
         f"opd.teachers=[{{path: {tmp_path / 'nowhere'}}}]"])
     assert result.exit_code == 2 and "does not exist" in " ".join(result.output.split())
+
+
+@pytest.mark.ray
+def test_teachers_as_ray_actors_train_like_in_process_teachers(tmp_path):
+    pytest.importorskip("ray")
+    add, sub = teacher(tmp_path / "add", 3), teacher(tmp_path / "sub", 4)
+    common = ["train", "configs/opd.yaml", "model.path=null", *SMALL, "opd.loss=opd_sampled",
+              "opd.steps=2", "opd.prompts_per_step=4", "opd.group_size=2", "opd.eval_every=0",
+              f"opd.teachers=[{{path: {add}, domains: [addition]}}, "
+              f"{{path: {sub}, domains: [subtraction]}}]"]
+    weights = []
+    for name, extra in (("local", []), ("ray", ["dist.backend=ray",
+                                                 "opd.teacher_placement=ray"])):
+        result = runner.invoke(app, [*common, f"out_dir={tmp_path / name}", *extra])
+        assert result.exit_code == 0, result.output
+        weights.append(load_file(tmp_path / name / "opd_model" / "model.safetensors"))
+    for key in weights[0]:
+        torch.testing.assert_close(weights[1][key], weights[0][key], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("stage", ["distill", "opd"])
+def test_a_resumed_distillation_run_ends_where_the_straight_run_does(stage, tmp_path):
+    source = teacher(tmp_path / "teacher", 3)
+    settings = {"distill": [f"distill.teacher={source}", "distill.steps=4",
+                            "distill.batch_size=4", "distill.num_examples=16",
+                            "distill.lam=0.5"],
+                "opd": [f"opd.teachers=[{{path: {source}}}]", "opd.steps=4",
+                        "opd.prompts_per_step=2", "opd.group_size=2", "opd.eval_every=0"]}
+    common = ["train", "configs/quickstart.yaml", *SMALL, f"stages=[{stage}]",
+              "checkpoint_every=2", *settings[stage]]
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        result = runner.invoke(app, [*common, f"out_dir={out}"])
+        assert result.exit_code == 0, result.output
+    shutil.rmtree(b / "checkpoints" / f"{stage}-000004")  # as if stopped after step 2
+    (b / "checkpoints" / "latest").write_text(json.dumps({"tag": f"{stage}-000002"}))
+    shutil.rmtree(b / f"{stage}_model")
+    resumed = runner.invoke(app, [*common, f"out_dir={b}", "--resume"])
+    assert resumed.exit_code == 0 and f"resuming from {stage}-000002" in resumed.output
+    wa, wb = (load_file(out / f"{stage}_model" / "model.safetensors") for out in (a, b))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -189,3 +189,21 @@ def test_a_reward_model_trained_by_the_cli_scores_an_rl_run(tmp_path):
     assert result.exit_code == 0, result.output
     row = json.loads(open(run / "metrics.jsonl").readline())
     assert row["reward/rm/missing"] == 0.0 and row["reward/rm"] != 0.0
+
+
+def test_a_pairwise_classifier_trained_by_the_cli_judges_an_rl_run(tmp_path):
+    out = tmp_path / "pairwise"
+    trained = CliRunner().invoke(app, [
+        "reward-model", "configs/quickstart.yaml", f"out_dir={tmp_path / 'base'}",
+        "model.preset=nano", "rm.loss=pairwise_classifier", "rm.steps=2", "rm.batch_size=4",
+        "rm.num_pairs=8", "rm.eval_pairs=4", "rm.eval_every=0", "--out", str(out)])
+    assert trained.exit_code == 0, trained.output
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", "configs/quickstart.yaml", f"out_dir={run}", "model.preset=nano",
+        "stages=[rl]", "rl.steps=1", "rl.prompts_per_step=2", "rl.group_size=3",
+        "eval.num_problems=2", "reward.parts.pref={verifier: judge, weight: 1.0}",
+        f"reward.judges.pref={{kind: pairwise_model, model: {out}}}"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(open(run / "metrics.jsonl").readline())
+    assert row["reward/pref/missing"] == 0.0 and 0 <= row["reward/pref"] <= 1
