@@ -22,7 +22,9 @@ Resume = Annotated[bool, typer.Option(help="continue from the newest checkpoint"
 
 
 def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
+    from rich.markup import escape
+
+    console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code=2)
 
 
@@ -58,6 +60,7 @@ def _run(cfg, resume: bool) -> None:
 
     from posttrain.cli.recipe import Recipe, run_rank
     from posttrain.dist.processes import run_processes
+    from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError
     from posttrain.pipelines import MismatchError
     from posttrain.pipelines.weight_sync import WeightSyncError
@@ -72,7 +75,7 @@ def _run(cfg, resume: bool) -> None:
         else:
             summary = Recipe(cfg).run(resume=resume)
     except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError,
-            WeightSyncError, TeacherMismatchError) as e:
+            WeightSyncError, TeacherMismatchError, EngineUnavailableError) as e:
         _fail(str(e))
     except ProcessRaisedException as e:  # a data-parallel process failed: its traceback
         _fail(f"a trainer process failed:\n{e}")
@@ -262,6 +265,26 @@ def reward_model(
     last = evals[-1] if evals else {}
     console.print(f"reward model -> {out}; held-out " + ", ".join(
         f"{k} {v:.3f}" for k, v in last.items() if k != "step"))
+
+
+@app.command()
+def doctor() -> None:
+    """Check what this environment can run (torch, Ray, vLLM, SGLang) and say what to fix;
+    exit code 1 when something installed is broken or a required part is missing."""
+    from rich.markup import escape
+
+    from posttrain.cli.doctor import checks
+
+    table = Table(title="posttrain doctor")
+    for col in ("component", "status", "detail", "fix"):
+        table.add_column(col, overflow="fold")
+    results = checks()
+    for c in results:
+        status = "[green]ok" if c.ok else "[red]broken" if not c.required else "[red]missing"
+        table.add_row(c.name, status, escape(c.detail), escape(c.fix))
+    Console().print(table)
+    if not all(c.ok for c in results):
+        raise typer.Exit(code=1)
 
 
 @app.command(name="build-tiny")

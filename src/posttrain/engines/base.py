@@ -13,6 +13,11 @@ from posttrain.types import SamplingParams
 FinishReason = Literal["stop", "length"]
 
 
+class EngineUnavailableError(RuntimeError):
+    """The engine a config names cannot run here (its package is missing, or it has no kernel
+    for the model)."""
+
+
 class EngineRestarted(RuntimeError):
     """The engine's process died during a call and was restarted with its last weights and
     version; the call's work is lost and must be dispatched again."""

@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel
 from transformers.models.llama.modeling_llama import rotate_half
 
+from posttrain.models.compat import cache_argument
+
 
 class Decoder(Protocol):
     def prefill(self, ids: torch.Tensor, valid: torch.Tensor, max_new: int) -> torch.Tensor: ...
@@ -54,7 +56,8 @@ class HFDecoder:
 
     def _forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.model(
-            input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache,
+            input_ids=ids, attention_mask=self.attn, position_ids=pos,
+            **cache_argument(self.model, self.cache),
             use_cache=True, logits_to_keep=1,
         ).logits[:, -1]
 

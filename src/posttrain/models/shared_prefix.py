@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from posttrain.models.compat import cache_argument, output_cache
+
 
 def prefix_lengths(loss_mask: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Leading untrained tokens a row (its prompt), clamped to ``[1, length - 1]``."""
@@ -83,7 +85,7 @@ def decoder_hidden_states(
         input_ids=prefix_ids, attention_mask=prefix_attn, position_ids=steps.expand_as(prefix_ids),
         use_cache=True,
     )
-    cache = out.cache
+    cache = output_cache(out)
     cache.batch_select_indices(group)
     # suffix of row r: tokens prefix_lens[r] .. lengths[r] - 1, right-padded to s_max
     suffix_len = lengths - prefix_lens
@@ -96,7 +98,7 @@ def decoder_hidden_states(
         input_ids=suffix_ids,
         attention_mask=torch.cat([prefix_attn[group], suffix_attn], dim=1),
         position_ids=prefix_lens[:, None] + offs[None, :],
-        cache=cache,
+        **cache_argument(decoder, cache),
     ).last_hidden_state
     # reassemble: position j < p from the group's prefix, else suffix position j - p
     both = torch.cat([out.last_hidden_state.index_select(0, group), suffix_hidden], dim=1)

