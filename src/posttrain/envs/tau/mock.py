@@ -1,0 +1,92 @@
+"""The ``mock`` domain (TAU_ENV.md §4): an agent that manages a user's tasks, a user who has
+notifications."""
+
+from __future__ import annotations
+
+from posttrain.envs.tau.db import data_dir, load_db
+from posttrain.envs.tau.mock_db import MockDB, MockTask, MockUserDB, Notification
+from posttrain.envs.tau.toolkit import GENERIC, READ, WRITE, DomainError, Toolkit, ToolSpec
+
+
+class MockTools:
+    def __init__(self, db: MockDB) -> None:
+        self.db = db
+
+    def create_task(self, user_id: str, title: str, description: str | None = None) -> MockTask:
+        if user_id not in self.db.users:
+            raise DomainError(f"User {user_id} not found")
+        task_id = f"task_{len(self.db.tasks) + 1}"
+        task = MockTask(task_id=task_id, title=title, description=description)
+        self.db.tasks[task_id] = task
+        self.db.users[user_id].tasks.append(task_id)
+        return task
+
+    def get_users(self) -> list:
+        return list(self.db.users.values())
+
+    def transfer_to_human_agents(self, summary: str) -> str:
+        return "Transfer successful"
+
+    def update_task_status(self, task_id: str, status: str) -> MockTask:
+        task = self._task(task_id)
+        task.__dict__["status"] = status  # the value is not validated (§4)
+        return task
+
+    def assert_number_of_tasks(self, user_id: str, expected_number: int) -> bool:
+        if user_id not in self.db.users:
+            raise DomainError(f"User {user_id} not found")
+        return len(self.db.users[user_id].tasks) == expected_number
+
+    def assert_task_status(self, task_id: str, expected_status: str) -> bool:
+        return self._task(task_id).status == expected_status
+
+    def _task(self, task_id: str) -> MockTask:
+        if task_id not in self.db.tasks:
+            raise DomainError(f"Task {task_id} not found")
+        return self.db.tasks[task_id]
+
+    def toolkit(self) -> Toolkit:
+        return Toolkit({"create_task": ToolSpec(self.create_task, WRITE),
+                        "get_users": ToolSpec(self.get_users, READ),
+                        "transfer_to_human_agents": ToolSpec(self.transfer_to_human_agents,
+                                                             GENERIC),
+                        "update_task_status": ToolSpec(self.update_task_status, WRITE)},
+                       {"assert_number_of_tasks": self.assert_number_of_tasks,
+                        "assert_task_status": self.assert_task_status})
+
+
+class MockUserTools:
+    def __init__(self, db: MockUserDB) -> None:
+        self.db = db
+
+    def check_notifications(self) -> list:
+        return list(self.db.notifications.values())
+
+    def dismiss_notification(self, notification_id: str) -> str:
+        self._notification(notification_id).status = "read"
+        return f"Notification {notification_id} dismissed"
+
+    def add_notification(self, notification_id: str, message: str,
+                         task_id: str | None = None) -> None:
+        self.db.notifications[notification_id] = Notification(
+            notification_id=notification_id, message=message, task_id=task_id)
+
+    def assert_notification_status(self, notification_id: str, expected_status: str) -> bool:
+        return self._notification(notification_id).status == expected_status
+
+    def _notification(self, notification_id: str) -> Notification:
+        if notification_id not in self.db.notifications:
+            raise DomainError(f"Notification {notification_id} not found")
+        return self.db.notifications[notification_id]
+
+    def toolkit(self) -> Toolkit:
+        return Toolkit({"check_notifications": ToolSpec(self.check_notifications, READ),
+                        "dismiss_notification": ToolSpec(self.dismiss_notification, WRITE)},
+                       {"add_notification": self.add_notification,
+                        "assert_notification_status": self.assert_notification_status})
+
+
+def pristine() -> tuple[MockDB, MockUserDB]:
+    """The shipped mock databases."""
+    return (load_db(MockDB, data_dir("mock") / "db.json"),
+            load_db(MockUserDB, data_dir("mock") / "user_db.json"))
