@@ -40,7 +40,7 @@ def probe(module: str, expression: str = "getattr(m, '__version__', 'installed')
         return None, "not installed"
     if run.returncode == 0:
         return True, out[-1] if out else "installed"
-    error = (run.stderr.strip().splitlines() or ["exit code %d" % run.returncode])[-1]
+    error = (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
     return False, error
 
 
