@@ -1,6 +1,7 @@
 """Layer 2: models and tokenizers from local directories, tiny-model factory, log-probs."""
 
 from posttrain.models.chat import ChatTemplateError, encode_chat, encode_prompt
+from posttrain.models.frozen import frozen
 from posttrain.models.loading import (
     ModelNotFoundError,
     load_model,
@@ -25,6 +26,7 @@ __all__ = [
     "build_tokenizer",
     "encode_chat",
     "encode_prompt",
+    "frozen",
     "load_model",
     "load_tokenizer",
     "load_value_model",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from posttrain.models import encode_prompt, sequence_scores
+from posttrain.models import encode_prompt, frozen, sequence_scores
 from posttrain.pipelines.pairs import evaluate_pairs, run_pairs
 from posttrain.pipelines.preference_data import PreferencePair, pair_batch
 from posttrain.pipelines.report import Reporter
@@ -36,14 +36,9 @@ LOSSES = {"bradley_terry": bradley_terry_loss, "pairwise_classifier": pairwise_c
 def reward_model_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
                       loss: str = "bradley_terry") -> dict[str, float]:
     """Loss, accuracy (chosen preferred) and mean margin on ``pairs``."""
-    was_training = trainer.model.training
-    trainer.model.eval()
-    try:
+    with frozen(trainer.model) as model:
         return evaluate_pairs(tokenizer, pairs, lambda batch, n: LOSSES[loss](
-            sequence_scores(trainer.model, batch.input_ids, batch.attention_mask), n),
-            BATCHES[loss])
-    finally:
-        trainer.model.train(was_training)
+            sequence_scores(model, batch.input_ids, batch.attention_mask), n), BATCHES[loss])
 
 
 def run_reward_model(

@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from posttrain.models import token_distributions
+from posttrain.models import frozen, token_distributions
 from posttrain.pipelines.report import Reporter
 from posttrain.pipelines.sft import conversation_segment
-from posttrain.pipelines.teachers import Targets, frozen
+from posttrain.pipelines.teachers import Targets
 from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
 
 

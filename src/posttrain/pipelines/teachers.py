@@ -5,15 +5,14 @@ their full next-token distributions (in-process models)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from posttrain.engines import Engine
 from posttrain.envs import Task
-from posttrain.models import encode_prompt, sequence_logprobs, token_distributions
+from posttrain.models import encode_prompt, frozen, sequence_logprobs, token_distributions
 from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
 
 # per teacher: (positions among a micro-batch's distillation positions, their weights, [n, V])
@@ -123,18 +122,6 @@ def sampled_logprobs(teachers: Sequence[Teacher], weights: torch.Tensor, samples
             values = torch.tensor(score[len(prompt):], dtype=out.dtype)
             out[r, start:start + len(completion)] += weights[r, k] * values
     return out * batch.loss_mask
-
-
-@contextlib.contextmanager
-def frozen(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
-    """``model`` in eval mode without gradient; its mode is restored after."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield model
-    finally:
-        model.train(was_training)
 
 
 def distribution_targets(teachers: Sequence[Teacher], weights: torch.Tensor, samples: Samples,

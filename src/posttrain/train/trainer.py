@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm, get
-from posttrain.models import prefix_lengths, sequence_scores, token_distributions
+from posttrain.models import frozen, prefix_lengths, sequence_scores, token_distributions
 from posttrain.models.lora import (
     adapter_state,
     add_lora,
@@ -108,20 +108,17 @@ class Trainer:
             score_mask=mb.loss_mask,
         )
 
-    @torch.no_grad()
     def score_tokens(
         self, batch: Batch, model: torch.nn.Module, fn: Callable[[Batch], torch.Tensor]
     ) -> torch.Tensor:
         """``[B, T]`` of ``fn(micro_batch)`` over micro-batches, in eval mode, no gradient."""
-        was_training = model.training
-        model.eval()
         out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
         i = 0
-        for mb in batch.split(self.settings.micro_batch_size):
-            values = fn(mb)
-            out[i : i + len(mb), : values.shape[1]] = values
-            i += len(mb)
-        model.train(was_training)
+        with frozen(model):
+            for mb in batch.split(self.settings.micro_batch_size):
+                values = fn(mb)
+                out[i : i + len(mb), : values.shape[1]] = values
+                i += len(mb)
         return out
 
     def compute_logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False):
