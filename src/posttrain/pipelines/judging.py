@@ -174,7 +174,7 @@ def apply_judge(episodes: Sequence[Episode], part: str, scores: Sequence[float |
             if scores[r] is None:
                 ep.meta.setdefault("missing_parts", []).append(part)
             ep.rewards[part] = fill if scores[r] is None else float(scores[r])
-            ep.reward = sum(ep.rewards[n] * w for n, (_, w) in reward_fn.weights.items())
+            ep.reward = reward_fn.total(ep.rewards)
 
 
 def missing_metrics(episodes: Sequence[Episode]) -> dict[str, float]:

@@ -71,9 +71,8 @@ def distill_update(run: OPDRun, samples: Samples) -> dict[str, float]:
     if cfg.loss == "opd_clip":
         options["r_max"] = cfg.r_max
     elif cfg.loss == "mopd":
-        weights_by_part = {n: w for n, (_, w) in run.reward_fn.weights.items()}
         options["orm_advantages"] = compute_advantages(batch, episodes, AlgoConfig(),
-                                                       weights_by_part)
+                                                       run.reward_fn.part_weights)
         options["alpha"] = cfg.alpha
     adv = get("divergence", cfg.loss)(teacher_logp=teacher_logp, logp=logp,
                                       mask=batch.loss_mask, **options)

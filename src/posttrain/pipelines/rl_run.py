@@ -30,5 +30,5 @@ class RLRun(LoopRun):
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(
             self.trainer, self.cfg, self.algo, self.actor, self.tokenizer.pad_token_id,
-            {name: weight for name, (_, weight) in self.reward_fn.weights.items()},
+            self.reward_fn.part_weights,
             self.critic, self.critic_cfg)

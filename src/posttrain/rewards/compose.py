@@ -51,5 +51,13 @@ class RewardFunction:
             except Exception:  # a verifier must not take the run down; the part scores 0
                 value = 0.0
             parts[name] = value if math.isfinite(value) else 0.0
-        total = sum(parts[n] * w for n, (_, w) in self.weights.items())
-        return parts, total
+        return parts, self.total(parts)
+
+    @property
+    def part_weights(self) -> dict[str, float]:
+        """Each part's weight."""
+        return {name: weight for name, (_, weight) in self.weights.items()}
+
+    def total(self, parts: Mapping[str, float]) -> float:
+        """``sum w * part``: the reward of scored ``parts``."""
+        return sum(parts[n] * w for n, w in self.part_weights.items())
