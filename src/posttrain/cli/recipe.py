@@ -153,14 +153,14 @@ class Recipe:
             torch.distributed.barrier()
 
     def make_engine(self, model, model_dir: Path, tokenizer) -> Engine:
-        """The rollout engine ``engine.name`` names, holding ``model``'s weights."""
+        """The rollout engine ``engine.name`` names, holding ``model``'s weights (those saved in
+        ``model_dir``, which vLLM and SGLang load themselves)."""
         name, dtype = self.cfg.engine.name, self.cfg.model.dtype
         if name == "torch":
             return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
-        engine = VLLMEngine(model_dir, dtype, kv_cache_gib=self.cfg.engine.kv_cache_gib) \
-            if name == "vllm" else SGLangEngine(model_dir, dtype)
-        engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
-        return engine
+        if name == "vllm":
+            return VLLMEngine(model_dir, dtype, kv_cache_gib=self.cfg.engine.kv_cache_gib)
+        return SGLangEngine(model_dir, dtype)
 
     def evaluate(self, engine: Engine, tokenizer) -> dict[str, float]:
         return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,

@@ -66,8 +66,8 @@ class VLLMEngine:
         self._vllm = vllm
         self.repair_tied_head = repair_tied_head
         self._version = version
-        self._weights = _checkpoint_tensors(Path(model_dir))
-        self._checksum = weights_checksum(self._weights.items())
+        start = _checkpoint_tensors(Path(model_dir))
+        self._layout, self._checksum = _layout(start), weights_checksum(start.items())
         self._broken: str | None = None
 
     @property
@@ -122,7 +122,7 @@ class VLLMEngine:
                        version: int) -> None:
         self._check_usable()
         weights = {n: t.detach().to("cpu").contiguous() for n, t in named_tensors}
-        problem = _mismatch(self._weights, weights)
+        problem = _mismatch(self._layout, weights)
         if problem:
             raise EngineReloadError(f"weights of version {version} refused ({problem}); kept "
                                     f"version {self._version}")
@@ -131,8 +131,7 @@ class VLLMEngine:
         except Exception as exc:
             self._broken = f"vLLM failed while loading version {version}: {exc!r}"
             raise EngineReloadError(self._broken + "; create a new engine") from exc
-        self._weights, self._checksum = weights, weights_checksum(weights.items())
-        self._version = version
+        self._checksum, self._version = weights_checksum(weights.items()), version
 
     def _check_usable(self) -> None:
         if self._broken is not None:
@@ -172,15 +171,22 @@ def check_head_size(model_dir: Path) -> None:
             "engine.name=torch")
 
 
-def _mismatch(old: dict[str, torch.Tensor], new: dict[str, torch.Tensor]) -> str:
-    """What makes ``new`` unloadable where ``old`` was loaded ('' if nothing)."""
-    if set(old) != set(new):
-        missing, extra = sorted(set(old) - set(new)), sorted(set(new) - set(old))
+Layout = dict[str, tuple[tuple[int, ...], torch.dtype]]
+
+
+def _layout(weights: dict[str, torch.Tensor]) -> Layout:
+    """Name -> (shape, dtype): what new weights must match to be loadable."""
+    return {n: (tuple(t.shape), t.dtype) for n, t in weights.items()}
+
+
+def _mismatch(loaded: Layout, new: dict[str, torch.Tensor]) -> str:
+    """What makes ``new`` unloadable where ``loaded`` was loaded ('' if nothing)."""
+    if set(loaded) != set(new):
+        missing, extra = sorted(set(loaded) - set(new)), sorted(set(new) - set(loaded))
         return f"names differ: missing {missing[:3]}, unexpected {extra[:3]}"
-    for name, t in new.items():
-        if t.shape != old[name].shape or t.dtype != old[name].dtype:
-            return (f"{name}: {tuple(t.shape)} {t.dtype}, the model has "
-                    f"{tuple(old[name].shape)} {old[name].dtype}")
+    for name, (shape, dtype) in _layout(new).items():
+        if (shape, dtype) != loaded[name]:
+            return f"{name}: {shape} {dtype}, the model has {loaded[name][0]} {loaded[name][1]}"
     return ""
 
 
