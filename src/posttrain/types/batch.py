@@ -87,14 +87,15 @@ class Batch:
         first; a longer segment gets a row of its own)."""
         order = sorted(range(len(segments)), key=lambda i: -len(segments[i].token_ids))
         rows: list[list[int]] = []
+        used: list[int] = []  # tokens in each row so far
         for i in order:
             n = len(segments[i].token_ids)
-            row = next((r for r in rows if sum(len(segments[j].token_ids) for j in r) + n
-                        <= max_tokens), None)
-            if row is None:
-                rows.append([i])
-            else:
-                row.append(i)
+            k = next((k for k, u in enumerate(used) if u + n <= max_tokens), len(rows))
+            if k == len(rows):
+                rows.append([])
+                used.append(0)
+            rows[k].append(i)
+            used[k] += n
         packed = [Segment([t for j in r for t in segments[j].token_ids],
                           [m for j in r for m in segments[j].loss_mask],
                           [x for j in r for x in segments[j].logprobs],
