@@ -143,16 +143,31 @@ def test_openai_client_against_a_local_endpoint_and_its_failures():
         server.shutdown()
 
 
-def test_a_judged_rl_run_through_the_cli(tiny_dir, tmp_path):
-    out = tmp_path / "run"
+def judged_rl_run(out, part: str, judge: str, *settings: str) -> list[dict]:
+    """A short nano RL run through the CLI with reward part ``part`` scored by ``judge``;
+    its metric rows."""
     result = CliRunner().invoke(app, [
         "train", "configs/quickstart.yaml", f"out_dir={out}", "model.preset=nano",
-        "stages=[rl]", "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2",
-        "eval.num_problems=2",
-        "reward.parts.quality={verifier: judge, weight: 0.5}",
-        f"reward.judges.quality={{kind: score, model: {tiny_dir}, max_new_tokens: 8}}"])
+        "stages=[rl]", "rl.prompts_per_step=2", "eval.num_problems=2",
+        f"reward.judges.{part}={judge}", *settings])
     assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    return [json.loads(line) for line in open(out / "metrics.jsonl")]
+
+
+def reward_model_cli(tmp_path, out, *settings: str) -> str:
+    """``posttrain reward-model`` on nano with a few generated pairs; its output."""
+    trained = CliRunner().invoke(app, [
+        "reward-model", "configs/quickstart.yaml", f"out_dir={tmp_path / 'base'}",
+        "model.preset=nano", "rm.batch_size=4", "--out", str(out), *settings])
+    assert trained.exit_code == 0, trained.output
+    return trained.output
+
+
+def test_a_judged_rl_run_through_the_cli(tiny_dir, tmp_path):
+    rows = judged_rl_run(tmp_path / "run", "quality",
+                         f"{{kind: score, model: {tiny_dir}, max_new_tokens: 8}}",
+                         "rl.steps=2", "rl.group_size=2",
+                         "reward.parts.quality={verifier: judge, weight: 0.5}")
     assert rows[-1]["reward/quality/missing"] == 1.0  # the untrained judge never grades
 
 
@@ -174,36 +189,20 @@ def test_bad_judge_settings_are_refused(overrides, message):
 
 def test_a_reward_model_trained_by_the_cli_scores_an_rl_run(tmp_path):
     out = tmp_path / "rm"
-    trained = CliRunner().invoke(app, [
-        "reward-model", "configs/quickstart.yaml", f"out_dir={tmp_path / 'base'}",
-        "model.preset=nano", "rm.steps=4", "rm.batch_size=4", "rm.num_pairs=16",
-        "rm.eval_pairs=8", "rm.eval_every=4", "--out", str(out)])
-    assert trained.exit_code == 0, trained.output
-    assert "reward_accuracy" in trained.output and (out / "config.json").is_file()
-    run = tmp_path / "run"
-    result = CliRunner().invoke(app, [
-        "train", "configs/quickstart.yaml", f"out_dir={run}", "model.preset=nano",
-        "stages=[rl]", "rl.steps=1", "rl.prompts_per_step=2", "rl.group_size=2",
-        "eval.num_problems=2", "reward.parts.rm={verifier: judge, weight: 1.0}",
-        f"reward.judges.rm={{kind: reward_model, model: {out}}}"])
-    assert result.exit_code == 0, result.output
-    row = json.loads(open(run / "metrics.jsonl").readline())
-    assert row["reward/rm/missing"] == 0.0 and row["reward/rm"] != 0.0
+    output = reward_model_cli(tmp_path, out, "rm.steps=4", "rm.num_pairs=16",
+                              "rm.eval_pairs=8", "rm.eval_every=4")
+    assert "reward_accuracy" in output and (out / "config.json").is_file()
+    rows = judged_rl_run(tmp_path / "run", "rm", f"{{kind: reward_model, model: {out}}}",
+                         "rl.steps=1", "rl.group_size=2",
+                         "reward.parts.rm={verifier: judge, weight: 1.0}")
+    assert rows[0]["reward/rm/missing"] == 0.0 and rows[0]["reward/rm"] != 0.0
 
 
 def test_a_pairwise_classifier_trained_by_the_cli_judges_an_rl_run(tmp_path):
     out = tmp_path / "pairwise"
-    trained = CliRunner().invoke(app, [
-        "reward-model", "configs/quickstart.yaml", f"out_dir={tmp_path / 'base'}",
-        "model.preset=nano", "rm.loss=pairwise_classifier", "rm.steps=2", "rm.batch_size=4",
-        "rm.num_pairs=8", "rm.eval_pairs=4", "rm.eval_every=0", "--out", str(out)])
-    assert trained.exit_code == 0, trained.output
-    run = tmp_path / "run"
-    result = CliRunner().invoke(app, [
-        "train", "configs/quickstart.yaml", f"out_dir={run}", "model.preset=nano",
-        "stages=[rl]", "rl.steps=1", "rl.prompts_per_step=2", "rl.group_size=3",
-        "eval.num_problems=2", "reward.parts.pref={verifier: judge, weight: 1.0}",
-        f"reward.judges.pref={{kind: pairwise_model, model: {out}}}"])
-    assert result.exit_code == 0, result.output
-    row = json.loads(open(run / "metrics.jsonl").readline())
-    assert row["reward/pref/missing"] == 0.0 and 0 <= row["reward/pref"] <= 1
+    reward_model_cli(tmp_path, out, "rm.loss=pairwise_classifier", "rm.steps=2",
+                     "rm.num_pairs=8", "rm.eval_pairs=4", "rm.eval_every=0")
+    rows = judged_rl_run(tmp_path / "run", "pref", f"{{kind: pairwise_model, model: {out}}}",
+                         "rl.steps=1", "rl.group_size=3",
+                         "reward.parts.pref={verifier: judge, weight: 1.0}")
+    assert rows[0]["reward/pref/missing"] == 0.0 and 0 <= rows[0]["reward/pref"] <= 1
