@@ -16,7 +16,7 @@ from posttrain.engines import Engine
 from posttrain.models import encode_prompt
 from posttrain.pipelines.distill_settings import OFFLINE_DIVERGENCES
 from posttrain.pipelines.report import Reporter
-from posttrain.pipelines.sft import batch_indices, conversation_segment
+from posttrain.pipelines.sft import ConversationSegments, batch_indices
 from posttrain.pipelines.teacher_logits import StoredLogits
 from posttrain.pipelines.teachers import model_targets
 from posttrain.train import Trainer
@@ -62,12 +62,13 @@ def run_distill(
                          f"{', '.join(DIVERGENCES)}")
     if not 0 <= lam <= 1 or (lam > 0 and engine is None):
         raise ValueError(f"GKD mixing lam={lam} must lie in [0, 1] and needs an engine")
+    encoded = ConversationSegments(tokenizer, conversations)
     stored = isinstance(teacher, StoredLogits)
     if stored:
         if lam > 0:
             raise ValueError("GKD mixing scores the student's own samples: it needs a live "
                              "teacher, not stored logits")
-        teacher.check([conversation_segment(tokenizer, c) for c in conversations],
+        teacher.check([encoded[i] for i in range(len(encoded))],
                       trainer.model.get_output_embeddings().out_features)
     else:
         check_same_vocabulary(tokenizer, teacher_tokenizer)
@@ -76,8 +77,7 @@ def run_distill(
         idx = batch_indices(step, batch_size, len(conversations), seed)
         rng = random.Random(f"{seed}:gkd:{step}")
         on_policy = [rng.random() < lam for _ in idx]
-        segments = [conversation_segment(tokenizer, conversations[i]) for i, own in
-                    zip(idx, on_policy) if not own]
+        segments = [encoded[i] for i, own in zip(idx, on_policy) if not own]
         prompts = [encode_prompt(tokenizer, conversations[i][:-1]) for i, own in
                    zip(idx, on_policy) if own]
         if prompts:

@@ -37,6 +37,24 @@ def conversation_segment(
     return Segment(ids, mask, [0.0] * len(ids), [-1] * len(ids))
 
 
+class ConversationSegments:
+    """Conversation ``i`` of ``conversations`` as a ``Segment``, encoded on first use."""
+
+    def __init__(self, tokenizer, conversations: list[list[dict]],
+                 tools: list[dict] | None = None) -> None:
+        self.tokenizer, self.conversations, self.tools = tokenizer, conversations, tools
+        self._cache: dict[int, Segment] = {}
+
+    def __getitem__(self, i: int) -> Segment:
+        if i not in self._cache:
+            self._cache[i] = conversation_segment(self.tokenizer, self.conversations[i],
+                                                  self.tools)
+        return self._cache[i]
+
+    def __len__(self) -> int:
+        return len(self.conversations)
+
+
 def run_sft(
     trainer: Trainer,
     tokenizer,
@@ -50,16 +68,13 @@ def run_sft(
 ) -> None:
     """Train for ``cfg.steps`` optimiser steps starting at ``start_step``; ``tools`` (schemas)
     are rendered into every conversation, as the agent loop renders them."""
-    cache: dict[int, Segment] = {}
+    segments = ConversationSegments(tokenizer, conversations, tools)
     reporter.start("SFT", cfg.steps)
     for step in range(start_step, cfg.steps):
         idx = batch_indices(step, cfg.batch_size, len(conversations), seed)
-        for i in idx:
-            if i not in cache:
-                cache[i] = conversation_segment(tokenizer, conversations[i], tools)
-        pad = tokenizer.pad_token_id
-        batch = Batch.packed([cache[i] for i in idx], cfg.pack_tokens, pad) if cfg.pack_tokens \
-            else Batch.from_episodes([Episode([cache[i]]) for i in idx], pad_token_id=pad)
+        rows, pad = [segments[i] for i in idx], tokenizer.pad_token_id
+        batch = Batch.packed(rows, cfg.pack_tokens, pad) if cfg.pack_tokens \
+            else Batch.from_episodes([Episode([s]) for s in rows], pad_token_id=pad)
         metrics = trainer.sft_step(batch)
         if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
             reporter.log("sft", step + 1, metrics)
