@@ -61,6 +61,7 @@ def test_rl_on_calculator_episodes_trains_with_engine_and_trainer_agreeing(model
 def test_step_and_tree_credit_train_on_agent_episodes(model, tokenizer, tmp_path, algo, rollout):
     class Alternating:  # rewards 0, 1, 0, ... whatever the random model says: gradients flow
         weights, k = {"correct": ("alternating", 1.0)}, 0
+        part_weights = {"correct": 1.0}
 
         def __call__(self, completion, reference, env_parts=None):
             self.k += 1
