@@ -1,9 +1,11 @@
 """Chat completion as a plain function — conversations in, one reply text each out — served by
 an ``Engine`` or by an OpenAI-compatible endpoint through the official ``openai`` client. This is
-how a judge (a generative reward model) is called."""
+how a judge (a generative reward model) is called. ``*_tool_chat`` are the one-conversation
+variants with tools, in OpenAI's message format (how a simulated user is played)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 
 from posttrain.engines.base import Engine
@@ -36,8 +38,7 @@ def openai_chat(base_url: str, model: str, api_key: str | None = None,
     the sample's judged part is marked missing rather than the run stopped."""
     import openai
 
-    client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
-                           timeout=timeout_s, max_retries=2)
+    client = _client(base_url, api_key, timeout_s)
 
     def reply(messages: list[dict]) -> str:
         try:
@@ -49,3 +50,60 @@ def openai_chat(base_url: str, model: str, api_key: str | None = None,
         return response.choices[0].message.content or "" if response.choices else ""
 
     return lambda conversations: [reply(list(c)) for c in conversations]
+
+
+def _client(base_url: str, api_key: str | None, timeout_s: float):
+    import openai
+
+    return openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
+                         timeout=timeout_s, max_retries=2)
+
+
+ToolChat = Callable[[list[dict], "list[dict] | None"], dict]
+
+
+def as_template_messages(messages: Sequence[dict]) -> list[dict]:
+    """OpenAI-format messages for a text-only chat template: an assistant turn's calls become
+    Hermes ``<tool_call>`` blocks after its content, a tool result a plain ``tool`` turn."""
+    out = []
+    for m in messages:
+        calls = "".join('<tool_call>{"name": %s, "arguments": %s}</tool_call>' % (
+            json.dumps(c["function"]["name"]), c["function"]["arguments"])
+            for c in m.get("tool_calls") or [])
+        out.append({"role": m["role"], "content": (m.get("content") or "") + calls})
+    return out
+
+
+def engine_tool_chat(engine: Engine, tokenizer, max_new_tokens: int = 256,
+                     temperature: float = 0.0, seed: int = 0) -> ToolChat:
+    """One reply sampled by ``engine``; tool calls stay in the text (the caller parses them)."""
+    sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
+                              stop_token_ids=(tokenizer.eos_token_id,), seed=seed)
+
+    def chat(messages: list[dict], tools: list[dict] | None) -> dict:
+        ids = encode_prompt(tokenizer, as_template_messages(messages), tools=tools)
+        (out,) = engine.generate([ids], sampling)
+        return {"content": tokenizer.decode(out.token_ids, skip_special_tokens=True),
+                "tool_calls": None}
+
+    return chat
+
+
+def openai_tool_chat(base_url: str, model: str, api_key: str | None = None,
+                     max_new_tokens: int = 256, temperature: float = 0.0,
+                     timeout_s: float = 60.0) -> ToolChat:
+    """One reply from the endpoint's ``chat.completions`` with ``tools``; its structured calls
+    as ``{"name", "arguments"}``. A failed request raises (an infrastructure error for the
+    caller: a conversation cannot go on without its user)."""
+    client = _client(base_url, api_key, timeout_s)
+
+    def chat(messages: list[dict], tools: list[dict] | None) -> dict:
+        response = client.chat.completions.create(
+            model=model, messages=messages, max_tokens=max_new_tokens, temperature=temperature,
+            **({"tools": tools} if tools else {}))
+        message = response.choices[0].message
+        calls = [{"name": c.function.name, "arguments": json.loads(c.function.arguments or "{}")}
+                 for c in message.tool_calls or []]
+        return {"content": message.content, "tool_calls": calls or None}
+
+    return chat

@@ -19,3 +19,25 @@ class EpisodeEnv(Protocol):
     def verdict(self, final: str) -> dict[str, float]: ...
 
     def close(self) -> None: ...
+
+
+class ConversationEnv(EpisodeEnv, Protocol):
+    """An environment with another party (a simulated user). The episode opens with
+    ``opening()`` after the task's messages (context, loss mask 0); a turn of the policy without
+    tool calls goes to ``reply``, which returns the other party's next message (appended as a
+    ``user`` turn, loss mask 0) and a stop reason when the conversation is over (then the
+    message is not appended). ``stop_reason`` is asked after every tool turn too (step and
+    error limits of the environment's own protocol); ``info`` goes into the episode's
+    ``meta["env"]``."""
+
+    def opening(self) -> list[dict]: ...
+
+    def reply(self, text: str) -> tuple[str | None, str | None]: ...
+
+    def stop_reason(self) -> str | None: ...
+
+    def info(self) -> dict: ...
+
+
+def is_conversation(env: EpisodeEnv | None) -> bool:
+    return env is not None and callable(getattr(env, "reply", None))

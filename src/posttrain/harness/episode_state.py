@@ -14,6 +14,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from posttrain.harness.episode_env import is_conversation
 from posttrain.harness.guard import BLOCKED
 from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
 from posttrain.harness.tools import ToolResult
@@ -52,6 +53,9 @@ class EpisodeState:
         self.sampling = sampling
         self.env = loop.env_factory(reference) if loop.env_factory is not None else None
         self.tools = loop.tools if self.env is None else self.env.tools
+        self.conversation = is_conversation(self.env)
+        if self.conversation:
+            task = self.task = [*self.task, *self.env.opening()]
         self.msgs = [dict(m) for m in task]
         text = self.render(self.msgs, True)
         self.trace = Trace(loop.encode(text), text)
@@ -79,7 +83,9 @@ class EpisodeState:
         """Whether another turn may start (compacting first when due); sets the stop reason
         when not."""
         limits, compaction = self.loop.limits, self.loop.compaction
-        if self.turns >= limits.max_turns:
+        if self.conversation and (reason := self.env.stop_reason()):
+            self.stop = reason
+        elif self.turns >= limits.max_turns:
             self.stop = "max_turns"
         elif time.monotonic() - self.started > limits.timeout_s:
             self.stop = "timeout"
@@ -115,7 +121,7 @@ class EpisodeState:
             return
         calls = parse_tool_calls(content, loop.call_pattern)
         if not calls:
-            self.stop, self.final = "answer", content
+            self._answered(content)
             return
         results = self._execute(calls)
         self.step_errors[-1] = any(r.malformed for r in results)
@@ -131,13 +137,33 @@ class EpisodeState:
         if self.repeats >= limits.loop_repeats:
             self.stop = "loop"
             return
-        self.msgs += [{"role": "tool", "content": r.output} for r in results]
+        if self.conversation and (reason := self.env.stop_reason()):
+            self.stop = reason
+            return
+        self._observe([{"role": "tool", "content": r.output} for r in results])
+
+    def _answered(self, content: str) -> None:
+        """A turn without tool calls: the final answer, or (in a conversation) a message to
+        the other party, whose reply continues the episode."""
+        if not self.conversation:
+            self.stop, self.final = "answer", content
+            return
+        message, reason = self.env.reply(content)
+        if reason is not None:
+            self.stop, self.final = reason, content
+            return
+        self._observe([{"role": "user", "content": message}])
+
+    def _observe(self, messages: list[dict]) -> None:
+        """Append observations and the template's scaffold up to the next generation prompt
+        (loss mask 0)."""
+        self.msgs += messages
         following = self.render(self.msgs, True)
         if not following.startswith(self.trace.text):
             raise ChatTemplateError("the chat template does not extend the rendered "
-                                    "conversation with the tool turn; cannot append tokens")
+                                    "conversation with the new turn; cannot append tokens")
         scaffold = following[len(self.trace.text):]
-        self.trace.add(loop.encode(scaffold), scaffold)
+        self.trace.add(self.loop.encode(scaffold), scaffold)
 
     def _execute(self, calls: list[ToolCall]) -> list[ToolResult]:
         """Run the calls the guard lets through; blocked ones get a dummy result."""
@@ -248,5 +274,6 @@ class EpisodeState:
                   "step_errors": self.step_errors, "compactions": self.compactions,
                   "branched_at": self.branched_at, "reference": self.reference,
                   "tools": self.tools.schemas(), "guard_flags": self.flags,
-                  "guard_blocks": self.blocks},
+                  "guard_blocks": self.blocks,
+                  **({"env": self.env.info()} if self.conversation else {})},
         )
