@@ -4,11 +4,10 @@ client against a local HTTP endpoint, and a judged RL run through the CLI."""
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 import torch
+from openai_endpoint import serve
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
@@ -107,40 +106,19 @@ def test_reward_model_judge_is_the_scalar_head_on_the_last_token(tiny_dir, model
         assert value == pytest.approx(float(want), abs=1e-5)
 
 
-class Endpoint(BaseHTTPRequestHandler):
-    """A local OpenAI-compatible chat endpoint: echoes a grade, or fails with 500."""
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if "fail" in body["messages"][-1]["content"]:
-            self.send_response(500)
-            self.end_headers()
-            return
-        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                     "role": "assistant", "content": f"<score>{len(body['messages'])}</score>"}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+def grade_or_fail(body):
+    """Echo a grade (the number of messages), or fail with 500."""
+    if "fail" in body["messages"][-1]["content"]:
+        return None
+    return {"role": "assistant", "content": f"<score>{len(body['messages'])}</score>"}
 
 
 def test_openai_client_against_a_local_endpoint_and_its_failures():
-    server = HTTPServer(("127.0.0.1", 0), Endpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        chat = openai_chat(f"http://127.0.0.1:{server.server_port}/v1", "judge",
-                           timeout_s=5)
+    with serve(grade_or_fail) as url:
+        chat = openai_chat(url, "judge", timeout_s=5)
         eps = [episode("good", "g"), episode("please fail", "g")]
         assert chat([[{"role": "user", "content": "hi"}]]) == ["<score>1</score>"]
         assert ScoreJudge(chat)(eps, [TASKS[0]] * 2) == [0.2, None]
-    finally:
-        server.shutdown()
 
 
 def judged_rl_run(out, part: str, judge: str, *settings: str) -> list[dict]:

@@ -10,22 +10,19 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from posttrain.cli.output import console
+from posttrain.cli.output import fail as _fail
+from posttrain.cli.tau import tau_app
+
 app = typer.Typer(
     add_completion=False, no_args_is_help=True,
     help="Post-train language models: SFT, then RL with verifiable rewards. Runs on a CPU.",
 )
-console = Console(stderr=True)
+app.add_typer(tau_app, name="tau")
 
 Overrides = Annotated[list[str] | None, typer.Argument(help="dotted.key=value overrides")]
 ConfigFile = Annotated[Path, typer.Argument(help="YAML config")]
 Resume = Annotated[bool, typer.Option(help="continue from the newest checkpoint")]
-
-
-def _fail(message: str) -> None:
-    from rich.markup import escape
-
-    console.print(f"[bold red]error:[/] {escape(message)}")
-    raise typer.Exit(code=2)
 
 
 def _load(config: Path | None, overrides: list[str] | None, **forced):

@@ -1,14 +1,22 @@
 """Judges of a run's ``reward.judges`` built from their config: a prompted grader or
 comparison judge served by a local model or an OpenAI-compatible endpoint, a pairwise
-classifier comparing a group's answers, or a Bradley-Terry reward model."""
+classifier comparing a group's answers, or a Bradley-Terry reward model; and the chat models
+of a tau run (its simulated user and its judge)."""
 
 from __future__ import annotations
 
 import os
 
-from posttrain.config.schema import JudgeConfig
+from posttrain.config.schema import ChatServer, JudgeConfig
 from posttrain.engines import TorchEngine
-from posttrain.engines.chat import Chat, engine_chat, openai_chat
+from posttrain.engines.chat import (
+    Chat,
+    ToolChat,
+    engine_chat,
+    engine_tool_chat,
+    openai_chat,
+    openai_tool_chat,
+)
 from posttrain.models import load_model, load_tokenizer, load_value_model
 from posttrain.pipelines.distill import check_same_vocabulary
 from posttrain.pipelines.judging import (
@@ -21,14 +29,29 @@ from posttrain.pipelines.judging import (
 )
 
 
-def judge_chat(cfg: JudgeConfig, dtype: str, seed: int) -> Chat:
+def judge_chat(cfg: JudgeConfig | ChatServer, dtype: str, seed: int) -> Chat:
+    """Replies of the model ``cfg`` serves (a local model in-process, or an endpoint)."""
     if cfg.endpoint is not None:
         return openai_chat(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
                            cfg.max_new_tokens, cfg.temperature)
-    tokenizer = load_tokenizer(cfg.model)
-    engine = TorchEngine(load_model(cfg.model, dtype), tokenizer.pad_token_id,
+    return engine_chat(*_local(cfg.model, dtype), cfg.max_new_tokens, cfg.temperature, seed)
+
+
+def tool_chat(cfg: ChatServer, dtype: str, seed: int) -> ToolChat:
+    """Tool-using replies of the model ``cfg`` serves (a simulated user)."""
+    if cfg.endpoint is not None:
+        return openai_tool_chat(cfg.endpoint, cfg.endpoint_model,
+                                os.environ.get(cfg.api_key_env), cfg.max_new_tokens,
+                                cfg.temperature)
+    return engine_tool_chat(*_local(cfg.model, dtype), cfg.max_new_tokens, cfg.temperature,
+                            seed)
+
+
+def _local(path: str, dtype: str) -> tuple[TorchEngine, object]:
+    tokenizer = load_tokenizer(path)
+    engine = TorchEngine(load_model(path, dtype), tokenizer.pad_token_id,
                          tokenizer.eos_token_id)
-    return engine_chat(engine, tokenizer, cfg.max_new_tokens, cfg.temperature, seed)
+    return engine, tokenizer
 
 
 def build_judge(cfg: JudgeConfig, policy_tokenizer, dtype: str, seed: int) -> Judge:

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from posttrain.cli.judges import build_judge
+from posttrain.cli.judges import build_judge, judge_chat, tool_chat
 from posttrain.config import RunConfig
+from posttrain.config.schema import TauConfig
 from posttrain.dist import RayTrainer, launch_engines, ray_session
 from posttrain.engines import Engine, TorchEngine
 from posttrain.engines.sglang_engine import SGLangEngine
@@ -34,6 +35,8 @@ from posttrain.envs import (
     SearchTasks,
     calculate,
 )
+from posttrain.envs.tau.episode import TauLimits, TauScoring
+from posttrain.envs.tau.rl import TauTasks, llm_users
 from posttrain.harness import Guard, ToolRegistry
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model, save_model
 from posttrain.pipelines import (
@@ -82,6 +85,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def tau_tasks(t: TauConfig, dtype: str, seed: int) -> TauTasks:
+    """The tau tasks ``t`` describes, their users played by ``t.user`` (a second engine or an
+    endpoint; none in solo mode) and ``NL_ASSERTION`` judged by ``t.judge`` (if set)."""
+    judge = None if t.judge is None else judge_chat(t.judge, dtype, seed)
+    basis = None if t.reward_basis is None else tuple(t.reward_basis)
+    users = None if t.solo else llm_users(tool_chat(t.user, dtype, seed))
+    return TauTasks(t.domain, users, t.train_split, t.eval_split,
+                    TauLimits(t.max_steps, t.max_errors), TauScoring(basis, judge))
+
+
 def task_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | None]:
     """The task source, the tools the model is shown (None: single turn, no agent loop) and
     the per-episode environment factory (tasks whose tools hold per-episode state)."""
@@ -92,6 +105,9 @@ def task_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | No
     if t.name == "code":
         tasks = CodeTasks(cfg.seed, t.eval_fraction, policy=t.submissions)
         return tasks, tasks.tools, tasks.make_env
+    if t.name == "tau":  # each episode's environment brings the domain's tools
+        tasks = tau_tasks(t.tau, cfg.model.dtype, cfg.seed)
+        return tasks, ToolRegistry(), tasks.make_env
     if t.name == "reasoning_gym":
         return ReasoningGymTasks(t.dataset, cfg.seed, t.eval_fraction,
                                  config=t.dataset_config), None, None

@@ -8,6 +8,8 @@ from pydantic import Field, field_validator, model_validator
 
 from posttrain.dist import DistConfig
 from posttrain.envs.code import VERDICT_PARTS
+from posttrain.envs.tau.episode import TAU_PARTS
+from posttrain.envs.tau.tasks import BASES
 from posttrain.harness import Compaction, LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.models import PRESETS
@@ -49,7 +51,51 @@ class ModelConfig(Section):
 
 SINGLE_TURN_TASKS = ("arithmetic", "reasoning_gym")
 TASK_KEYS = {"ops": ("arithmetic", "calculator"), "digits": ("arithmetic", "calculator"),
-             "submissions": ("code",), "dataset_config": ("reasoning_gym",)}
+             "submissions": ("code",), "dataset_config": ("reasoning_gym",), "tau": ("tau",)}
+ENV_TASK_PARTS = {"code": VERDICT_PARTS, "tau": TAU_PARTS}  # tasks whose environment scores
+
+
+class ChatServer(Section):
+    """A chat model served from ``model`` (a local directory, run in-process) or ``endpoint``
+    (an OpenAI-compatible ``.../v1`` URL, with ``endpoint_model`` and the key in the
+    environment variable ``api_key_env``)."""
+
+    model: str | None = None
+    endpoint: str | None = None
+    endpoint_model: str = "default"
+    api_key_env: str = "OPENAI_API_KEY"
+    max_new_tokens: int = Field(256, ge=1)
+    temperature: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _served_once(self) -> ChatServer:
+        if (self.model is None) == (self.endpoint is None):
+            raise ValueError("a chat model is served by exactly one of model and endpoint")
+        return self
+
+
+class TauConfig(Section):
+    """``task.name=tau`` (docs/tau.md): the tau-bench ``domain``, its splits (default: retail
+    ``train``/``test``; mock and telecom-small: every task in both), the conversation limits,
+    the simulated ``user`` (required unless ``solo``: the agent works each task's ticket alone,
+    only tasks with a ticket) and the ``judge`` of ``NL_ASSERTION`` (null: that component is
+    left out and the run reports it). ``reward_basis`` overrides every task's."""
+
+    domain: Literal["mock", "retail", "telecom"] = "retail"
+    train_split: str | None = None
+    eval_split: str | None = None
+    max_steps: int = Field(200, ge=1)
+    max_errors: int = Field(10, ge=1)
+    reward_basis: list[Literal[BASES]] | None = None  # type: ignore[valid-type]
+    solo: bool = False
+    user: ChatServer | None = None
+    judge: ChatServer | None = None
+
+    @model_validator(mode="after")
+    def _one_user(self) -> TauConfig:
+        if self.solo and self.user is not None:
+            raise ValueError("task.tau.solo has no user: unset task.tau.user")
+        return self
 
 
 class TreeConfig(Section):
@@ -104,7 +150,8 @@ class TaskConfig(Section):
     examples a random level, RL asks each prompt at every level (one group per (prompt,
     effort)), evaluation uses the highest."""
 
-    name: Literal["arithmetic", "calculator", "search", "code", "reasoning_gym"] = "arithmetic"
+    name: Literal["arithmetic", "calculator", "search", "code", "reasoning_gym",
+                  "tau"] = "arithmetic"
     ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
     digits: int = Field(2, ge=1, le=9)
     eval_fraction: float = Field(0.1, gt=0, lt=1)
@@ -112,6 +159,7 @@ class TaskConfig(Section):
     submissions: SubmissionPolicy = SubmissionPolicy()
     dataset: str | None = None
     dataset_config: dict[str, Any] = Field(default_factory=dict)
+    tau: TauConfig = TauConfig()
 
     @model_validator(mode="after")
     def _dataset(self) -> TaskConfig:
@@ -341,9 +389,9 @@ class RunConfig(Section):
                              f"task.name={self.task.name} is single-turn")
         if (algo.adv_estimator == "tree_grpo") != (agent.tree is not None):
             raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
-        if self.task.name == "code" and agent.tree is not None:
-            raise ValueError("agent.tree: tree rollouts cannot branch code episodes (their "
-                             "sandbox state cannot be copied)")
+        if self.task.name in ENV_TASK_PARTS and agent.tree is not None:
+            raise ValueError(f"agent.tree: tree rollouts cannot branch {self.task.name} "
+                             "episodes (their environment state cannot be copied)")
         if self.rl.mode == "async" and self.task.name not in SINGLE_TURN_TASKS:
             raise ValueError(f"rl.mode=async generates single-turn samples; task.name="
                              f"{self.task.name} is an agent task (use rl.mode=sync)")
@@ -375,10 +423,20 @@ class RunConfig(Section):
             raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "
                              "(plus format, if wanted), and that verifier needs the task")
         env_parts = {n for n, p in self.reward.parts.items() if p.verifier == ENV}
-        if (task.name == "code") != bool(env_parts):
+        if (task.name in ENV_TASK_PARTS) != bool(env_parts):
             raise ValueError("reward parts with verifier env (scored by the episode's "
-                             "environment) go with task.name=code, and it needs at least one")
-        if env_parts - set(VERDICT_PARTS):
-            raise ValueError(f"reward parts {sorted(env_parts - set(VERDICT_PARTS))}: the code "
-                             f"environment scores only {', '.join(VERDICT_PARTS)}")
+                             f"environment) go with task.name in {sorted(ENV_TASK_PARTS)}, "
+                             "and those need at least one")
+        scored = ENV_TASK_PARTS.get(task.name, ())
+        if env_parts - set(scored):
+            raise ValueError(f"reward parts {sorted(env_parts - set(scored))}: the "
+                             f"{task.name} environment scores only {', '.join(scored)}")
+        if task.name == "tau":
+            if task.tau.user is None and not task.tau.solo:
+                raise ValueError("task.tau.user: tau episodes need a simulated user (a local "
+                                 "model or an endpoint), or task.tau.solo")
+            for stage, data in (("sft", self.sft.data), ("distill", self.distill.data)):
+                if stage in self.stages and data is None:
+                    raise ValueError(f"the {stage} stage on tau tasks needs {stage}.data (no "
+                                     "conversations are generated for them)")
         return self

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from posttrain.envs.tau.db import data_dir, load_db
 from posttrain.envs.tau.mock_db import MockDB, MockTask, MockUserDB, Notification
-from posttrain.envs.tau.toolkit import GENERIC, READ, WRITE, DomainError, Toolkit, ToolSpec
+from posttrain.envs.tau.toolkit import (
+    GENERIC,
+    READ,
+    WRITE,
+    DomainError,
+    Toolkit,
+    ToolSpec,
+    transfer_to_human_agents,
+)
 
 
 class MockTools:
@@ -13,6 +21,17 @@ class MockTools:
         self.db = db
 
     def create_task(self, user_id: str, title: str, description: str | None = None) -> MockTask:
+        """Create a new task for a user; it starts with status 'pending' and is added to the user's
+        task list.
+
+        Args:
+            user_id: Id of the user who will own the task, e.g. 'user_1'.
+            title: Short title of the task.
+            description: Optional longer description of the task.
+
+        Returns:
+            The new task, with its assigned id ('task_<number>') and status.
+        """
         if user_id not in self.db.users:
             raise DomainError(f"User {user_id} not found")
         task_id = f"task_{len(self.db.tasks) + 1}"
@@ -22,12 +41,25 @@ class MockTools:
         return task
 
     def get_users(self) -> list:
+        """List all users, each with their id, name and the ids of their tasks.
+
+        Returns:
+            A list of user records.
+        """
         return list(self.db.users.values())
 
-    def transfer_to_human_agents(self, summary: str) -> str:
-        return "Transfer successful"
+    transfer_to_human_agents = staticmethod(transfer_to_human_agents)
 
     def update_task_status(self, task_id: str, status: str) -> MockTask:
+        """Change the status of an existing task.
+
+        Args:
+            task_id: Id of the task, e.g. 'task_1'.
+            status: The new status: 'pending' or 'completed'.
+
+        Returns:
+            The updated task.
+        """
         task = self._task(task_id)
         task.__dict__["status"] = status  # the value is not validated (§4)
         return task
@@ -60,9 +92,23 @@ class MockUserTools:
         self.db = db
 
     def check_notifications(self) -> list:
+        """Show all notifications on your device, each with its id, message, whether it has been
+        read, and the id of the task it is about (if any).
+
+        Returns:
+            A list of notifications.
+        """
         return list(self.db.notifications.values())
 
     def dismiss_notification(self, notification_id: str) -> str:
+        """Dismiss one of your notifications, which marks it as read.
+
+        Args:
+            notification_id: Id of the notification to dismiss, e.g. 'notif_1'.
+
+        Returns:
+            A confirmation message.
+        """
         self._notification(notification_id).status = "read"
         return f"Notification {notification_id} dismissed"
 

@@ -20,7 +20,15 @@ from posttrain.envs.tau.retail_db import (
     RetailUser,
     Variant,
 )
-from posttrain.envs.tau.toolkit import GENERIC, READ, WRITE, DomainError, Toolkit, ToolSpec
+from posttrain.envs.tau.toolkit import (
+    GENERIC,
+    READ,
+    WRITE,
+    DomainError,
+    Toolkit,
+    ToolSpec,
+    transfer_to_human_agents,
+)
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 CALC_CHARS = set("0123456789+-*/(). ")
@@ -88,18 +96,47 @@ class RetailTools:
 
     # -- read ------------------------------------------------------------------------------
     def calculate(self, expression: str) -> str:
+        """Evaluate an arithmetic expression, e.g. to add up prices or a refund.
+
+        Args:
+            expression: Digits, + - * /, parentheses, decimal points and spaces only, e.g.
+                '(19.99+5.01)*2'.
+
+        Returns:
+            The result rounded to two decimals, as a string.
+        """
         if not set(expression) <= CALC_CHARS:
             raise DomainError("Invalid characters in expression")
         value = eval(expression, {"__builtins__": {}}, {})  # digits and operators only
         return str(round(float(value), 2))
 
     def find_user_id_by_email(self, email: str) -> str:
+        """Find a customer's user id from their email address (case-insensitive). Use this first to
+        identify the customer when they give an email.
+
+        Args:
+            email: The customer's email address, e.g. 'jane.doe1234@example.com'.
+
+        Returns:
+            The user id, e.g. 'jane_doe_1234'.
+        """
         for user_id, user in self.db.users.items():
             if user.email.lower() == email.lower():
                 return user_id
         raise DomainError("User not found")
 
     def find_user_id_by_name_zip(self, first_name: str, last_name: str, zip: str) -> str:
+        """Find a customer's user id from their first name, last name and zip code, e.g. when they
+        cannot give an email. Names are case-insensitive; the zip code must match exactly.
+
+        Args:
+            first_name: The customer's first name, e.g. 'Jane'.
+            last_name: The customer's last name, e.g. 'Doe'.
+            zip: The zip code of the customer's address, e.g. '12345'.
+
+        Returns:
+            The user id, e.g. 'jane_doe_1234'.
+        """
         for user_id, user in self.db.users.items():
             if (user.name.first_name.lower() == first_name.lower()
                     and user.name.last_name.lower() == last_name.lower()
@@ -108,29 +145,79 @@ class RetailTools:
         raise DomainError("User not found")
 
     def get_order_details(self, order_id: str) -> Order:
+        """Get the details of an order: its status, items (names, product and item ids, prices,
+        options), shipping address, fulfillments and payment history.
+
+        Args:
+            order_id: Id of the order, including the leading '#', e.g. '#W0000000'.
+
+        Returns:
+            The order record.
+        """
         return self._order(order_id)
 
     def get_product_details(self, product_id: str) -> Product:
+        """Get a product type with all its variants (item ids, options, availability and prices).
+
+        Args:
+            product_id: Id of the product type (a 10-digit string, not an item id); see
+                list_all_product_types.
+
+        Returns:
+            The product record.
+        """
         return self._product(product_id)
 
     def get_user_details(self, user_id: str) -> RetailUser:
+        """Get a customer's profile: name, default address, email, payment methods (including gift
+        card balances) and the ids of their orders.
+
+        Args:
+            user_id: The customer's user id, e.g. 'jane_doe_1234'.
+
+        Returns:
+            The user record.
+        """
         return self._user(user_id)
 
     def get_item_details(self, item_id: str) -> Variant:
+        """Get a single item (one variant of a product) by its item id: its options, whether it is
+        available, and its price.
+
+        Args:
+            item_id: Id of the item, a 10-digit string, e.g. '1234567890'.
+
+        Returns:
+            The item record.
+        """
         for product in self.db.products.values():
             if item_id in product.variants:
                 return product.variants[item_id]
         raise DomainError("Item not found")
 
     def list_all_product_types(self) -> str:
+        """List every product type sold in the store, with its product id.
+
+        Returns:
+            A JSON object mapping product name to product id.
+        """
         return json.dumps({p.name: p.product_id for p in self.db.products.values()},
                           sort_keys=True)
 
-    def transfer_to_human_agents(self, summary: str) -> str:
-        return "Transfer successful"
+    transfer_to_human_agents = staticmethod(transfer_to_human_agents)
 
     # -- write -----------------------------------------------------------------------------
     def cancel_pending_order(self, order_id: str, reason: str) -> Order:
+        """Cancel an order whose status is exactly 'pending'. Every payment of the order is refunded
+        to the method it came from (gift cards are refunded immediately).
+
+        Args:
+            order_id: Id of the order, including the leading '#', e.g. '#W0000000'.
+            reason: Why the customer cancels; must be 'no longer needed' or 'ordered by mistake'.
+
+        Returns:
+            The cancelled order.
+        """
         order = self._order(order_id)
         if order.status != "pending":
             raise DomainError("Non-pending order cannot be cancelled")
@@ -149,6 +236,21 @@ class RetailTools:
 
     def modify_pending_order_address(self, order_id: str, address1: str, address2: str,
                                      city: str, state: str, country: str, zip: str) -> Order:
+        """Change the shipping address of a pending order (status 'pending' or 'pending (item
+        modified)').
+
+        Args:
+            order_id: Id of the order, including the leading '#', e.g. '#W0000000'.
+            address1: First line of the street address, e.g. '123 Main St'.
+            address2: Second address line (apartment, suite); may be an empty string.
+            city: City name.
+            state: State code, e.g. 'CA'.
+            country: Country, e.g. 'USA'.
+            zip: Zip code, e.g. '12345'.
+
+        Returns:
+            The updated order.
+        """
         order = self._order(order_id)
         if "pending" not in order.status:
             raise DomainError("Non-pending order cannot be modified")
@@ -158,12 +260,38 @@ class RetailTools:
 
     def modify_user_address(self, user_id: str, address1: str, address2: str, city: str,
                             state: str, country: str, zip: str) -> RetailUser:
+        """Change the default address in a customer's profile; existing orders keep their addresses.
+
+        Args:
+            user_id: The customer's user id, e.g. 'jane_doe_1234'.
+            address1: First line of the street address, e.g. '123 Main St'.
+            address2: Second address line (apartment, suite); may be an empty string.
+            city: City name.
+            state: State code, e.g. 'CA'.
+            country: Country, e.g. 'USA'.
+            zip: Zip code, e.g. '12345'.
+
+        Returns:
+            The updated user record.
+        """
         user = self._user(user_id)
         user.address = Address(address1=address1, address2=address2, city=city,
                                country=country, state=state, zip=zip)
         return user
 
     def modify_pending_order_payment(self, order_id: str, payment_method_id: str) -> Order:
+        """Pay for a pending order with a different payment method of the same customer; the old
+        method is refunded. The order must have exactly one payment so far, the new method must
+        differ from it, and a gift card must have enough balance for the whole amount.
+
+        Args:
+            order_id: Id of the order, including the leading '#', e.g. '#W0000000'.
+            payment_method_id: Id of one of the customer's payment methods, e.g.
+                'credit_card_0000000', 'gift_card_0000000' or 'paypal_0000000'.
+
+        Returns:
+            The updated order.
+        """
         order = self._order(order_id)
         if "pending" not in order.status:
             raise DomainError("Non-pending order cannot be modified")
@@ -189,6 +317,22 @@ class RetailTools:
 
     def modify_pending_order_items(self, order_id: str, item_ids: list[str],
                                    new_item_ids: list[str], payment_method_id: str) -> Order:
+        """Swap items of an order whose status is exactly 'pending' for other available variants of
+        the same products; the price difference is charged or refunded. This can be done only once
+        per order (its status becomes 'pending (item modified)'), so collect every change first.
+
+        Args:
+            order_id: Id of the order, including the leading '#', e.g. '#W0000000'.
+            item_ids: Item ids in the order to replace; repeat an id to replace several units.
+            new_item_ids: The replacement item ids, in the same positions as item_ids; each must be
+                an available variant of the same product and differ from the item it replaces.
+            payment_method_id: The customer's payment method that pays or receives the price
+                difference, e.g. 'credit_card_0000000', 'gift_card_0000000' or 'paypal_0000000'; a
+                gift card must cover any extra cost.
+
+        Returns:
+            The updated order.
+        """
         order = self._order(order_id)
         if order.status != "pending":
             raise DomainError("Non-pending order cannot be modified")
@@ -217,6 +361,22 @@ class RetailTools:
     def exchange_delivered_order_items(self, order_id: str, item_ids: list[str],
                                        new_item_ids: list[str], payment_method_id: str
                                        ) -> Order:
+        """Request an exchange of items from a delivered order for other available variants of the
+        same products. The order's status becomes 'exchange requested', so collect every item to
+        exchange first.
+
+        Args:
+            order_id: Id of the order, including the leading '#', e.g. '#W0000000'.
+            item_ids: Item ids in the order to exchange; repeat an id to exchange several units.
+            new_item_ids: The new item ids, in the same positions as item_ids; each must be an
+                available variant of the same product.
+            payment_method_id: The customer's payment method that pays or receives the price
+                difference, e.g. 'credit_card_0000000', 'gift_card_0000000' or 'paypal_0000000'; a
+                gift card must cover any extra cost.
+
+        Returns:
+            The updated order.
+        """
         order = self._order(order_id)
         if order.status != "delivered":
             raise DomainError("Non-delivered order cannot be exchanged")
@@ -238,6 +398,19 @@ class RetailTools:
 
     def return_delivered_order_items(self, order_id: str, item_ids: list[str],
                                      payment_method_id: str) -> Order:
+        """Request a return of items from a delivered order; the order's status becomes 'return
+        requested' and the refund goes to the given payment method.
+
+        Args:
+            order_id: Id of the order, including the leading '#', e.g. '#W0000000'.
+            item_ids: Item ids in the order to return; repeat an id to return several units.
+            payment_method_id: Where the refund goes: the order's original payment method or one of
+                the customer's gift cards, e.g. 'credit_card_0000000', 'gift_card_0000000' or
+                'paypal_0000000'.
+
+        Returns:
+            The updated order.
+        """
         order = self._order(order_id)
         if order.status != "delivered":
             raise DomainError("Non-delivered order cannot be returned")

@@ -19,6 +19,19 @@ class DomainError(ValueError):
     """A domain rule refused the call; its message is what the model reads."""
 
 
+def transfer_to_human_agents(summary: str) -> str:
+    """Hand the conversation over to a human agent, when the request cannot be handled with the
+    available tools or is outside the policy.
+
+    Args:
+        summary: A short summary of the customer's issue for the human agent.
+
+    Returns:
+        A confirmation that the transfer was made.
+    """
+    return "Transfer successful"
+
+
 @dataclass
 class ToolSpec:
     fn: Callable[..., Any]

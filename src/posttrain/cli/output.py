@@ -1,0 +1,16 @@
+"""Where the command line reports: rich output on stderr, and the one way a command fails
+(a red message, exit code 2)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+console = Console(stderr=True)
+
+
+def fail(message: str) -> None:
+    from rich.markup import escape
+
+    console.print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(code=2)

@@ -1,0 +1,156 @@
+"""``posttrain tau``: the tau-bench environments' gold check and evaluation (docs/tau.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from posttrain.cli.output import console, fail
+
+tau_app = typer.Typer(no_args_is_help=True,
+                      help="tau-bench customer-service environments: check and evaluate.")
+
+Domain = Annotated[str, typer.Option(help="mock, retail or telecom (the 20-task small set)")]
+
+
+@tau_app.command()
+def check(
+    domain: Domain,
+    task: Annotated[list[str] | None, typer.Option(help="only these task ids")] = None,
+) -> None:
+    """Replay every task's gold actions from its initial state: one JSON line per task on
+    stdout (final hashes, each action's output and error flag, the reward under the domain's
+    state basis); exit code 1 if any replay does not earn reward 1."""
+    from rich.progress import Progress
+
+    from posttrain.envs.tau.gold import gold_check
+    from posttrain.envs.tau.tasks import load_tasks
+
+    try:
+        tasks = load_tasks(domain)
+    except ValueError as e:
+        fail(str(e))
+    if task:
+        unknown = sorted(set(task) - {t.id for t in tasks})
+        if unknown:
+            fail(f"unknown task ids for {domain}: {', '.join(unknown)}")
+        tasks = [t for t in tasks if t.id in task]
+    failed = []
+    with Progress(console=console, transient=True) as progress:
+        bar = progress.add_task(f"gold replay of {domain}", total=len(tasks))
+        for t in tasks:
+            record = gold_check(t, domain)
+            typer.echo(json.dumps(record))
+            if abs(record["reward"] - 1.0) > 1e-6:
+                failed.append(t.id)
+            progress.advance(bar)
+    console.print(f"{domain}: {len(tasks) - len(failed)} of {len(tasks)} gold replays earn "
+                  "reward 1" + (f"; failing: {', '.join(failed)}" if failed else ""))
+    if failed:
+        raise typer.Exit(code=1)
+
+
+@tau_app.command(name="eval")
+def eval_(
+    domain: Domain,
+    model: Annotated[Path, typer.Option(help="the agent: a local Hugging Face model directory")],
+    trials: Annotated[int, typer.Option(min=1, help="conversations per task (pass^1..k)")] = 1,
+    split: Annotated[str | None, typer.Option(
+        help="task split (default: retail test; mock/telecom every task)")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="only the split's first N")] = None,
+    user_model: Annotated[str | None, typer.Option(
+        help="local model playing the user (default: the agent's model)")] = None,
+    user_endpoint: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible .../v1 URL playing the user")] = None,
+    user_endpoint_model: str = "default",
+    solo: Annotated[bool, typer.Option(
+        help="no user: the agent works each task's ticket alone (tasks with a ticket)")] = False,
+    judge_model: Annotated[str | None, typer.Option(
+        help="local model judging NL_ASSERTION")] = None,
+    judge_endpoint: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible .../v1 URL judging NL_ASSERTION")] = None,
+    judge_endpoint_model: str = "default",
+    basis: Annotated[str | None, typer.Option(
+        help="reward basis for every task, e.g. DB,COMMUNICATE (default: each task's)")] = None,
+    out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/tau-eval"),
+    max_turns: Annotated[int, typer.Option(min=1, help="agent turns per conversation")] = 30,
+    max_tokens: Annotated[int, typer.Option(min=16, help="agent context window")] = 8192,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per agent turn")] = 256,
+    temperature: Annotated[float, typer.Option(min=0.0)] = 0.0,
+    dtype: str = "float32",
+    seed: int = 0,
+) -> None:
+    """Play every task of a split TRIALS times against the simulated user; report pass^k for
+    k = 1..TRIALS, the average reward and the termination reasons; write episodes.jsonl
+    (viewable with `posttrain replay`) and summary.json to OUT."""
+    from pydantic import ValidationError
+    from rich.progress import Progress
+
+    from posttrain.cli.recipe import tau_tasks
+    from posttrain.config.schema import ChatServer, TauConfig
+    from posttrain.engines import TorchEngine
+    from posttrain.harness import LoopLimits
+    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.pipelines.tau_eval import play, summarize
+    from posttrain.types import SamplingParams, write_episodes
+
+    def served(path, endpoint, name):
+        if path is None and endpoint is None:
+            return None
+        return ChatServer(model=path, endpoint=endpoint, endpoint_model=name)
+
+    try:
+        user = served(user_model, user_endpoint, user_endpoint_model)
+        if user is None and not solo:
+            user = ChatServer(model=str(model))
+        cfg = TauConfig(domain=domain, eval_split=split, user=user, solo=solo,
+                        judge=served(judge_model, judge_endpoint, judge_endpoint_model),
+                        reward_basis=None if basis is None else basis.split(","))
+        tokenizer, policy = load_tokenizer(model), load_model(model, dtype)
+        tasks = tau_tasks(cfg, dtype, seed)
+    except (ValidationError, ValueError, ModelNotFoundError) as e:
+        fail(str(e))
+    prompts = tasks.splits["eval"][:limit]
+    engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    limits = LoopLimits(max_turns=max_turns, max_tokens=max_tokens, timeout_s=3600,
+                        max_tool_errors=cfg.max_errors, loop_repeats=cfg.max_steps)
+    sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
+                              stop_token_ids=(tokenizer.eos_token_id,), seed=seed)
+    if cfg.judge is None:
+        console.print("[yellow]no judge: NL_ASSERTION is left out of every task's basis")
+    episodes = []
+    with Progress(console=console, transient=True) as progress:
+        bar = progress.add_task(f"{domain}: {len(prompts)} tasks x {trials}",
+                                total=len(prompts) * trials)
+        for episode in play(engine, tokenizer, tasks, prompts, trials, limits, sampling):
+            episodes.append(episode)
+            progress.advance(bar)
+    out.mkdir(parents=True, exist_ok=True)
+    write_episodes(out / "episodes.jsonl", episodes)
+    summary = summarize(episodes)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    console.print(summary_table(domain, summary))
+    console.print(f"episodes.jsonl and summary.json in {out}")
+
+
+def summary_table(domain: str, summary: dict):
+    from rich.table import Table
+
+    table = Table(title=f"tau-bench {domain}: {summary['tasks']} tasks, "
+                        f"{summary['episodes']} scored episodes")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in summary["pass_hat_k"].items():
+        table.add_row(f"pass^{k}", f"{v:.3f}")
+    table.add_row("average reward", f"{summary['avg_reward']:.3f}")
+    for reason, count in sorted(summary["terminations"].items()):
+        table.add_row(f"ended: {reason}", str(count))
+    table.add_row("infrastructure errors", str(summary["infrastructure_errors"]))
+    for basis, count in summary["reward_basis"].items():
+        table.add_row(f"basis {basis}", str(count))
+    if summary["unavailable"]:
+        table.add_row("unavailable", ", ".join(summary["unavailable"]))
+    return table

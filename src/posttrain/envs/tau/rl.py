@@ -1,0 +1,93 @@
+"""tau-bench tasks as an agent-RL task source: the tasks of a domain in a ``train`` and an
+``eval`` split (from ``split_tasks.json``), each episode a ``TauEpisode`` with its own
+databases and simulated user."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from posttrain.envs.base import SplitTasks
+from posttrain.envs.tau.environment import domain
+from posttrain.envs.tau.episode import TauEpisode, TauLimits, TauScoring, agent_prompt
+from posttrain.envs.tau.tasks import TauTask, load_splits, load_tasks
+from posttrain.envs.tau.user import LLMUser, ToolChat, UserSimulator
+from posttrain.harness import Tool
+
+SPLITS = {"mock": ("base", "base"), "retail": ("train", "test"), "telecom": ("base", "base")}
+
+
+@dataclass(frozen=True)
+class TauPrompt:
+    """One task as the agent loop's ``Task``: the agent's system prompt; the reference is the
+    task id (the episode's environment looks the task up by it)."""
+
+    task: TauTask
+    system: str
+
+    @property
+    def reference(self) -> str:
+        return self.task.id
+
+    def messages(self) -> list[dict]:
+        return [{"role": "system", "content": self.system}]
+
+
+def user_tool_schemas(task: TauTask, domain_name: str) -> list[dict]:
+    """The user tools offered to the simulated user: the domain's, filtered by the task's
+    ``user_tools`` (all when unset)."""
+    d = domain(domain_name)
+    if d.user_tools is None:
+        return []
+    toolkit = d.user_tools(d.pristine()[1]).toolkit()
+    wanted = task.user_tools
+    return [Tool(s.fn).schema for name, s in toolkit.tools.items()
+            if wanted is None or name in wanted]
+
+
+# (task, the user tools' schemas) -> the simulated user of one episode
+Users = Callable[[TauTask, list[dict]], UserSimulator]
+
+
+def llm_users(chat: ToolChat) -> Users:
+    """Users played by ``chat`` (an engine or an endpoint, ``engines.chat``)."""
+    return lambda task, tools: LLMUser(chat, task.scenario_text(), tools)
+
+
+class TauTasks(SplitTasks):
+    """``train`` / ``eval`` splits of ``domain_name`` (default: retail's ``train``/``test``;
+    mock and telecom-small ship no split, so both are every task). Each episode talks to its
+    own user from ``users``; ``users=None`` is solo mode (only tasks with a ticket)."""
+
+    def __init__(self, domain_name: str, users: Users | None,
+                 train_split: str | None = None, eval_split: str | None = None,
+                 limits: TauLimits = TauLimits(), scoring: TauScoring = TauScoring()) -> None:
+        self.domain_name, self.users = domain_name, users
+        self.limits, self.scoring = limits, scoring
+        tasks = load_tasks(domain_name)
+        self.by_id = {t.id: t for t in tasks}
+        splits = load_splits(domain_name, tasks)
+        default_train, default_eval = SPLITS[domain_name]
+        policy = domain(domain_name).policy()
+        self.splits = {}
+        for ours, theirs in (("train", train_split or default_train),
+                             ("eval", eval_split or default_eval)):
+            if theirs not in splits:
+                raise ValueError(f"tau domain {domain_name!r} has no split {theirs!r}; "
+                                 f"known: {', '.join(splits)}")
+            chosen = [self.by_id[i] for i in splits[theirs]]
+            if users is None:  # solo mode: the tasks that carry a ticket
+                chosen = [t for t in chosen if t.ticket]
+                if not chosen:
+                    raise ValueError(f"solo mode: no task of {domain_name}'s {theirs!r} "
+                                     "split has a ticket")
+            self.splits[ours] = [TauPrompt(t, agent_prompt(policy, t.ticket if users is None
+                                                           else None)) for t in chosen]
+        self._schemas: dict[str, list[dict]] = {}
+
+    def make_env(self, reference: str) -> TauEpisode:
+        task = self.by_id[reference]
+        if task.id not in self._schemas:
+            self._schemas[task.id] = user_tool_schemas(task, self.domain_name)
+        user = None if self.users is None else self.users(task, self._schemas[task.id])
+        return TauEpisode(task, self.domain_name, user, self.limits, self.scoring)
