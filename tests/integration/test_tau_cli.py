@@ -163,3 +163,42 @@ def test_bad_tau_settings_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, base + overrides)
     assert load_config(None, [*base, "task.tau.solo=true"]).task.tau.solo
+
+
+
+def judge(verdict):
+    """A judge answering every expected outcome with ``verdict`` (None: not JSON at all)."""
+    def chat(conversations):
+        replies = []
+        for conversation in conversations:
+            outcomes = conversation[-1]["content"].split("Expected outcomes:\n")[1]
+            n = outcomes.count("\n- ") + 1
+            replies.append("I cannot tell." if verdict is None else json.dumps({"results": [
+                {"expectedOutcome": "o", "reasoning": "r", "metExpectation": verdict}] * n}))
+        return replies
+    return chat
+
+
+def test_nl_assertions_through_a_judge_and_infrastructure_errors_left_out(tokenizer):
+    ids = ["16", "19", "21"]  # retail tasks with NL assertions (basis DB x NL_ASSERTION)
+
+    def evaluate(scoring):
+        tasks = TauTasks("retail", gold_users("retail"), "base", "base", scoring=scoring)
+        prompts = [p for p in tasks.splits["eval"] if p.reference in ids]
+        assert all(p.task.evaluation_criteria.nl_assertions for p in prompts)
+        sampling = SamplingParams(max_new_tokens=512, stop_token_ids=(tokenizer.eos_token_id,))
+        limits = LoopLimits(max_turns=40, max_tokens=10**6, max_tool_errors=100,
+                            loop_repeats=100)
+        engine = ScriptedEngine(tokenizer, gold_agent("retail"))
+        return summarize(list(play(engine, tokenizer, tasks, prompts, 1, limits, sampling)))
+
+    judged = evaluate(TauScoring(judge=judge(True)))
+    assert judged["reward_basis"] == {"DB x NL_ASSERTION": 3}
+    assert (judged["pass_hat_k"], judged["unavailable"]) == ({1: 1.0}, [])
+    assert evaluate(TauScoring(judge=judge(False)))["pass_hat_k"] == {1: 0.0}
+    garbled = evaluate(TauScoring(judge=judge(None)))
+    assert (garbled["infrastructure_errors"], garbled["episodes"]) == (3, 0)
+    assert garbled["pass_hat_k"] == {} and garbled["avg_reward"] == 0.0
+    without = evaluate(TauScoring())
+    assert without["reward_basis"] == {"DB": 3} and without["unavailable"] == ["NL_ASSERTION"]
+    assert without["pass_hat_k"] == {1: 1.0}

@@ -16,7 +16,7 @@ from posttrain.envs.tau.rl import TauTasks
 from posttrain.envs.tau.user import user_message
 from posttrain.harness import LoopLimits, episode_problems
 from posttrain.pipelines.agent_rollout import AgentRollout
-from posttrain.pipelines.tau_eval import TAU_REWARD
+from posttrain.pipelines.tau_eval import TAU_REWARD, summarize
 from posttrain.types import SamplingParams, read_episodes, write_episodes
 
 BASIS = {"mock": ("DB",), "retail": ("DB",), "telecom": ("ENV_ASSERTION",)}
@@ -154,3 +154,61 @@ def test_solo_mode_gold_replay_earns_reward_one(tokenizer, domain):
     (e,) = AgentRollout(None, LOOSE, env_factory=tasks.make_env)(
         text, tokenizer, prompts[:1], TAU_REWARD, sampling)
     assert (e.finish_reason, e.rewards["tau"]) == ("agent_error", 0.0)
+
+
+class ScriptUser:
+    """Says ``lines`` in turn (a dict is a whole message); stops when the agent says
+    "All done."; ``fail`` raises instead."""
+
+    def __init__(self, lines=(), fail=False):
+        self.lines, self.fail = list(lines), fail
+
+    def respond(self, view):
+        if self.fail:
+            raise ConnectionError("the user endpoint is down")
+        if view[-1].get("content") == "All done.":
+            return user_message("###STOP###", None, "u")
+        line = self.lines.pop(0) if self.lines else "Please go on."
+        return line if isinstance(line, dict) else user_message(line, None, "u")
+
+
+def one(tokenizer, replies, user, task="update_task_1", basis=("DB",)):
+    tasks = TauTasks("mock", lambda t, tools: user, "base", "base",
+                     scoring=TauScoring(basis))
+    prompt = next(p for p in tasks.splits["eval"] if p.reference == task)
+    sampling = SamplingParams(max_new_tokens=512, stop_token_ids=(tokenizer.eos_token_id,))
+    engine = ScriptedEngine(tokenizer, list(replies))
+    (e,) = AgentRollout(None, LoopLimits(max_turns=12, max_tokens=10**6),
+                        env_factory=tasks.make_env)(engine, tokenizer, [prompt], TAU_REWARD,
+                                                    sampling)
+    return e
+
+
+UPDATE = ('<tool_call>{"name": "update_task_status", "arguments": {"task_id": "task_1", '
+          '"status": "completed"}}</tool_call>')
+
+
+def test_bad_output_of_either_party_is_scored_not_crashed(tokenizer):
+    # a malformed agent call is answered with its error and not replayed
+    e = one(tokenizer, ['<tool_call>{"name": "update_task_status", "arguments": "x"}'
+                        '</tool_call>', "Let me fix that. " + UPDATE, "All done."], ScriptUser())
+    info = e.meta["env"]
+    assert (e.rewards["tau"], info["infrastructure_error"]) == (1.0, None)
+    first, second = [m for m in info["trajectory"] if m.get("tool_calls")][:2]
+    assert first["tool_calls"][0]["name"] is None and "malformed" in first["tool_calls"][0]
+    assert second["content"] == "Let me fix that."  # a mixed turn keeps its words
+    # the same call again after the user's reply is not a loop
+    e = one(tokenizer, [UPDATE, "Done?", UPDATE, "Again?", UPDATE, "All done."], ScriptUser())
+    assert (e.finish_reason, e.rewards["tau"]) == ("user_stop", 1.0)
+    # the user: a malformed call, then a blank message
+    bad_call = user_message(None, [{"name": "check_notifications", "arguments": ["x"]}], "u")
+    e = one(tokenizer, ["Hello?"] * 3, ScriptUser([bad_call, "  "]))
+    info = e.meta["env"]
+    assert (e.finish_reason, e.rewards["tau"]) == ("user_error", 0.0)
+    assert [m["error"] for m in info["trajectory"] if m["role"] == "tool"] == [True]
+    # a failing simulator ends the episode as an infrastructure error, not a crash
+    e = one(tokenizer, ["Hello?"], ScriptUser(fail=True))
+    assert e.finish_reason == "infrastructure_error"
+    assert "the user endpoint is down" in e.meta["env"]["infrastructure_error"]
+    summary = summarize([e])
+    assert (summary["episodes"], summary["infrastructure_errors"]) == (0, 1)

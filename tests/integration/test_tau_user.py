@@ -49,6 +49,7 @@ def test_a_local_models_text_calls_become_user_calls():
     reply = user.respond(VIEW)
     assert reply["tool_calls"] == [{"id": "u1_0", "name": "toggle_airplane_mode",
                                     "arguments": {}, "requestor": "user"}]
+    assert reply["content"] == "ok"  # the call is not also kept as text (seen twice)
     system, *rest = seen[0][0]
     assert system == {"role": "system",
                       "content": user_system_prompt("Instructions:\n\tFix the phone.", True)}

@@ -76,8 +76,8 @@ def eval_(
     basis: Annotated[str | None, typer.Option(
         help="reward basis for every task, e.g. DB,COMMUNICATE (default: each task's)")] = None,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/tau-eval"),
-    max_turns: Annotated[int, typer.Option(min=1, help="agent turns per conversation")] = 30,
-    max_tokens: Annotated[int, typer.Option(min=16, help="agent context window")] = 8192,
+    max_turns: Annotated[int, typer.Option(min=1, help="agent turns per conversation")] = 100,
+    max_tokens: Annotated[int, typer.Option(min=16, help="agent context window")] = 32768,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per agent turn")] = 256,
     temperature: Annotated[float, typer.Option(min=0.0)] = 0.0,
     dtype: str = "float32",

@@ -64,7 +64,7 @@ class ChatServer(Section):
     endpoint: str | None = None
     endpoint_model: str = "default"
     api_key_env: str = "OPENAI_API_KEY"
-    max_new_tokens: int = Field(256, ge=1)
+    max_new_tokens: int = Field(512, ge=1)
     temperature: float = Field(0.0, ge=0)
 
     @model_validator(mode="after")

@@ -94,7 +94,8 @@ def openai_tool_chat(base_url: str, model: str, api_key: str | None = None,
                      timeout_s: float = 60.0) -> ToolChat:
     """One reply from the endpoint's ``chat.completions`` with ``tools``; its structured calls
     as ``{"name", "arguments"}``. A failed request raises (an infrastructure error for the
-    caller: a conversation cannot go on without its user)."""
+    caller: a conversation cannot go on without its user). Arguments that are not JSON stay
+    the raw string, for the caller to refuse."""
     client = _client(base_url, api_key, timeout_s)
 
     def chat(messages: list[dict], tools: list[dict] | None) -> dict:
@@ -102,8 +103,15 @@ def openai_tool_chat(base_url: str, model: str, api_key: str | None = None,
             model=model, messages=messages, max_tokens=max_new_tokens, temperature=temperature,
             **({"tools": tools} if tools else {}))
         message = response.choices[0].message
-        calls = [{"name": c.function.name, "arguments": json.loads(c.function.arguments or "{}")}
+        calls = [{"name": c.function.name, "arguments": _arguments(c.function.arguments)}
                  for c in message.tool_calls or []]
         return {"content": message.content, "tool_calls": calls or None}
 
     return chat
+
+
+def _arguments(raw: str | None):
+    try:
+        return json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return raw

@@ -27,12 +27,15 @@ class ConversationEnv(EpisodeEnv, Protocol):
     tool calls goes to ``reply``, which returns the other party's next message (appended as a
     ``user`` turn, loss mask 0) and a stop reason when the conversation is over (then the
     message is not appended). ``stop_reason`` is asked after every tool turn too (step and
-    error limits of the environment's own protocol); ``info`` goes into the episode's
+    error limits of the environment's own protocol); ``calls_text`` receives a tool-call
+    turn's text without its calls, before they run; ``info`` goes into the episode's
     ``meta["env"]``."""
 
     def opening(self) -> list[dict]: ...
 
     def reply(self, text: str) -> tuple[str | None, str | None]: ...
+
+    def calls_text(self, text: str) -> None: ...
 
     def stop_reason(self) -> str | None: ...
 

@@ -9,6 +9,7 @@ tokens); the three lists stay aligned over the episode's segments.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
@@ -123,6 +124,8 @@ class EpisodeState:
         if not calls:
             self._answered(content)
             return
+        if self.conversation:  # the turn's own words, for the other party's record
+            self.env.calls_text(re.sub(loop.call_pattern, "", content, flags=re.DOTALL).strip())
         results = self._execute(calls)
         self.step_errors[-1] = any(r.malformed for r in results)
         self.errors += sum(r.error for r in results)
@@ -152,6 +155,7 @@ class EpisodeState:
         if reason is not None:
             self.stop, self.final = reason, content
             return
+        self.repeats, self.last = 0, None  # the same call again after a reply is no loop
         self._observe([{"role": "user", "content": message}])
 
     def _observe(self, messages: list[dict]) -> None:

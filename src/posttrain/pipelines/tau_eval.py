@@ -36,8 +36,9 @@ def play(engine: Engine, tokenizer, tasks: TauTasks, prompts: Sequence[TauPrompt
 
 
 def summarize(episodes: Sequence[Episode]) -> dict:
-    """pass^k (k = 1..fewest scored trials of any task), the average reward, termination
-    counts (the agent loop's own stops included), and the reward bases used."""
+    """pass^k (k = 1..fewest scored trials of any task), the average reward and the reward
+    bases of the scored episodes; termination counts of every episode (the agent loop's own
+    stops and the infrastructure errors included)."""
     scored = [e for e in episodes if not e.meta["env"]["infrastructure_error"]]
     by_task: dict[str, list[bool]] = {}
     for e in scored:

@@ -40,8 +40,8 @@ the conversation as an error.
 
 @dataclass(frozen=True)
 class TauLimits:
-    """``max_steps`` messages of any party; ``max_errors`` tool errors (agent and user, in
-    all, not in a row — as tau2 counts)."""
+    """``max_steps`` steps (a message of the agent or the user, or one round of tool results);
+    ``max_errors`` tool errors (agent and user, in all, not in a row — as tau2 counts)."""
 
     max_steps: int = 200
     max_errors: int = 10
@@ -134,6 +134,7 @@ class TauEpisode:
         self.termination: str | None = None
         self.result: TauScore | None = None
         self.infrastructure_error: str | None = None
+        self._calls_text: str | None = None
         self.tools = TauTools(self)
 
     # -- the conversation ------------------------------------------------------------------
@@ -148,19 +149,17 @@ class TauEpisode:
                                     "tool_calls": None})
             self._user_turn()
         else:
-            last = self.trajectory[-1]
-            if last["role"] == "assistant" and not last.get("tool_calls"):
-                self._user_turn()
-            elif last["role"] == "tool" and last.get("requestor") == "user" or (
-                    last["role"] == "user" and last.get("tool_calls")):
+            last = self.trajectory[-1]  # its calls, if any, have results (strict replay)
+            if (last["role"] == "assistant" and not last.get("tool_calls")) or (
+                    last["role"] == "tool" and last.get("requestor") == "user"):
                 self._user_turn()
         return agent_view(self.trajectory)
 
     def reply(self, text: str) -> tuple[str | None, str | None]:
         """The agent wrote ``text`` to the user: the user's answer, or why the episode ends
-        (in solo mode a text turn is an ``agent_error``)."""
+        (in solo mode a text turn is an ``agent_error``, as is a blank one)."""
         self._record({"role": "assistant", "content": text, "tool_calls": None})
-        if self.solo:
+        if self.solo or not text.strip():
             self.termination = "agent_error"
         elif AGENT_STOP in text:
             self.termination = "agent_stop"
@@ -172,13 +171,20 @@ class TauEpisode:
     def stop_reason(self) -> str | None:
         return self.termination
 
+    def calls_text(self, text: str) -> None:
+        """The text of the coming tool-call turn (kept in its trajectory message)."""
+        self._calls_text = text or None
+
     def agent_calls(self, calls: list[ToolCall]) -> list[ToolResult]:
-        """Run the agent's calls in order; malformed ones answer with their parse error. In
-        solo mode a user tool runs as the user's call and ``done`` ends the episode."""
+        """Run the agent's calls in order; malformed ones answer with their parse error and are
+        recorded without a name (nothing to replay or match). In solo mode a user tool runs as
+        the user's call and ``done`` ends the episode."""
         requestors = [self._requestor(c.name) for c in calls]
-        self._record({"role": "assistant", "content": None, "tool_calls": [
-            {"id": c.call_id, "name": c.name, "arguments": c.arguments, "requestor": r}
+        self._record({"role": "assistant", "content": self._calls_text, "tool_calls": [
+            {"id": c.call_id, "name": None if c.error else c.name, "arguments": c.arguments,
+             "requestor": r, **({"malformed": c.error} if c.error else {})}
             for c, r in zip(calls, requestors)]})
+        self._calls_text = None
         results = []
         for c, requestor in zip(calls, requestors):
             start = time.perf_counter()
@@ -205,17 +211,28 @@ class TauEpisode:
 
     def _user_turn(self) -> str | None:
         """The user acts until it writes text (its tool calls run on the way); returns the
-        text, or None when the conversation ended."""
+        text, or None when the conversation ended: a stop token (``user_stop``), a message
+        with neither text nor calls (``user_error``), a simulator that failed
+        (``infrastructure_error``) or a limit."""
         while True:
-            message = self.user.respond(user_view(self.trajectory))
+            try:
+                message = self.user.respond(user_view(self.trajectory))
+            except Exception as e:  # the endpoint or model serving the user failed
+                self.termination = "infrastructure_error"
+                self.infrastructure_error = f"the user simulator failed: {e!r}"
+                return None
             self._record(message)
-            calls = message.get("tool_calls")
+            calls, content = message.get("tool_calls"), message.get("content") or ""
             if not calls:
-                if stop_token(message.get("content")):
+                if stop_token(content):
                     self.termination = "user_stop"
-                    return None
-                return None if self._stopped() else message.get("content") or ""
+                elif not content.strip():
+                    self.termination = "user_error"
+                return None if self._stopped() else content
             for c in calls:
+                if c.get("malformed"):
+                    self._tool_message(c["id"], f"Error: {c['malformed']}", "user", True)
+                    continue
                 msg = self.env.execute(c["id"], c["name"], c["arguments"], "user")
                 self._tool_message(c["id"], msg.content, "user", msg.error)
             self.steps += 1
@@ -249,8 +266,9 @@ class TauEpisode:
             self.result = score(self.task, self.domain_name, self.trajectory,
                                 self.termination or "agent_error", self.scoring.basis,
                                 self.scoring.judge)
-        except InfrastructureError as e:
-            self.infrastructure_error = str(e)
+        except Exception as e:  # never the end of a run: recorded, left out of metrics
+            self.infrastructure_error = (str(e) if isinstance(e, InfrastructureError)
+                                         else f"scoring failed: {e!r}")
             return {"tau": 0.0, "success": 0.0}
         return {"tau": self.result.reward, "success": float(self.result.success)}
 

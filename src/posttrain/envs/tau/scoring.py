@@ -25,13 +25,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from posttrain.envs.tau.environment import Message, ReplayMismatch, TauEnvironment, build
-from posttrain.envs.tau.tasks import Action, Criteria, TauTask
+from posttrain.envs.tau.tasks import BASES, Action, Criteria, TauTask
 
 Chat = Callable[[Sequence[list[dict]]], list[str]]
 FINISHED = ("user_stop", "agent_stop")
 JUDGE_SYSTEM = (
     "You check a customer-service conversation against expected outcomes. For each expected "
-    "outcome decide from the conversation alone whether it was met. Answer with JSON only: "
+    "outcome decide from the conversation alone whether it was met, with one sentence of "
+    "reasoning. Answer with JSON only: "
     '{"results": [{"expectedOutcome": "...", "reasoning": "...", "metExpectation": true}]}, '
     "one entry per expected outcome, in order.")
 
@@ -179,6 +180,8 @@ def score(task: TauTask, domain_name: str, trajectory: Sequence[Message], termin
     if task.evaluation_criteria is None:
         return TauScore(1.0)
     wanted = list(basis if basis is not None else task.evaluation_criteria.reward_basis)
+    if unknown := set(wanted) - set(BASES):
+        raise ValueError(f"unknown reward basis {sorted(unknown)}; known: {', '.join(BASES)}")
     unavailable = [b for b in wanted if b == "NL_ASSERTION" and judge is None]
     used = [b for b in wanted if b not in unavailable]
     parts: dict[str, float] = {}

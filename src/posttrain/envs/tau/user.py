@@ -5,12 +5,14 @@ to the LLM its own messages are ``assistant`` turns, the agent's texts ``user`` 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from posttrain.harness import parse_tool_calls
+from posttrain.harness import HERMES_PATTERN, parse_tool_calls
 
-# messages (OpenAI format, role-flipped) and the tools offered -> {"content", "tool_calls"}
+# messages (OpenAI format, role-flipped) and the tools offered -> {"content", "tool_calls"};
+# the shape of ``engines.chat.ToolChat`` (environments do not import engines)
 ToolChat = Callable[[list[dict], list[dict] | None], dict]
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 
@@ -79,16 +81,30 @@ class LLMUser:
         reply = self.chat([{"role": "system", "content": self.system}, *role_flip(view)],
                           self.tools)
         content, calls = reply.get("content"), reply.get("tool_calls")
-        if calls is None and self.tools:
-            parsed = [c for c in parse_tool_calls(content or "") if c.error is None]
-            calls = [{"name": c.name, "arguments": c.arguments} for c in parsed] or None
+        if calls is None and self.tools and (parsed := parse_tool_calls(content or "")):
+            calls = [{"name": c.name, "arguments": c.arguments, "malformed": c.error}
+                     for c in parsed]
+            content = re.sub(HERMES_PATTERN, "", content, flags=re.DOTALL).strip() or None
         self.turn += 1
         return user_message(content, calls, f"u{self.turn}")
 
 
 def user_message(content: str | None, calls: list[dict[str, Any]] | None,
                  prefix: str) -> dict:
-    """A user message; its calls get ids ``<prefix>_<k>`` and the user as requestor."""
-    return {"role": "user", "content": content, "tool_calls": None if not calls else [
-        {"id": f"{prefix}_{k}", "name": c["name"], "arguments": c.get("arguments") or {},
-         "requestor": "user"} for k, c in enumerate(calls)]}
+    """A user message; its calls get ids ``<prefix>_<k>`` and the user as requestor. A call
+    without a string name or with arguments that are not an object is kept as ``malformed``
+    (no name: nothing to run, replay or match)."""
+    return {"role": "user", "content": content,
+            "tool_calls": [_call(c, f"{prefix}_{k}") for k, c in enumerate(calls)]
+            if calls else None}
+
+
+def _call(call: dict[str, Any], call_id: str) -> dict:
+    arguments = {} if call.get("arguments") is None else call["arguments"]
+    problem = call.get("malformed") or (
+        None if isinstance(call.get("name"), str) and isinstance(arguments, dict)
+        else "a tool call needs a string name and an object of arguments")
+    if problem:
+        return {"id": call_id, "name": None, "arguments": {}, "requestor": "user",
+                "malformed": problem}
+    return {"id": call_id, "name": call["name"], "arguments": arguments, "requestor": "user"}
