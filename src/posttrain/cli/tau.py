@@ -121,15 +121,16 @@ def eval_(
                               stop_token_ids=(tokenizer.eos_token_id,), seed=seed)
     if cfg.judge is None:
         console.print("[yellow]no judge: NL_ASSERTION is left out of every task's basis")
-    episodes = []
+    episodes, path = [], out / "episodes.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
     with Progress(console=console, transient=True) as progress:
         bar = progress.add_task(f"{domain}: {len(prompts)} tasks x {trials}",
                                 total=len(prompts) * trials)
         for episode in play(engine, tokenizer, tasks, prompts, trials, limits, sampling):
             episodes.append(episode)
+            write_episodes(path, [episode], append=True)  # kept even if the run stops
             progress.advance(bar)
-    out.mkdir(parents=True, exist_ok=True)
-    write_episodes(out / "episodes.jsonl", episodes)
     summary = summarize(episodes)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(summary_table(domain, summary))
