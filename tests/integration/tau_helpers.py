@@ -4,11 +4,11 @@ loop: the user names its task, the agent makes its gold calls one per turn and h
 call at a time and says "Done with my part.", and the agent closes with "All done.", which the
 user answers with the stop token."""
 
-import json
 import re
 
 from posttrain.envs.tau.tasks import load_tasks
 from posttrain.envs.tau.user import user_message
+from posttrain.harness import format_tool_call
 
 HANDOVER, USER_DONE, FINISHED = "Your turn.", "Done with my part.", "All done."
 
@@ -47,8 +47,7 @@ def gold_agent(domain):
                 results -= len(block)
             else:
                 a = block[results]
-                return "<tool_call>%s</tool_call>" % json.dumps(
-                    {"name": a.name, "arguments": a.arguments})
+                return format_tool_call(a.name, a.arguments)
         return FINISHED
 
     return reply

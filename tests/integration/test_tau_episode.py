@@ -14,7 +14,7 @@ from posttrain.engines import TorchEngine
 from posttrain.envs.tau.episode import TauLimits, TauScoring
 from posttrain.envs.tau.rl import TauTasks
 from posttrain.envs.tau.user import user_message
-from posttrain.harness import LoopLimits, episode_problems
+from posttrain.harness import LoopLimits, episode_problems, format_tool_call
 from posttrain.pipelines.agent_rollout import AgentRollout
 from posttrain.pipelines.tau_eval import TAU_REWARD, summarize
 from posttrain.types import SamplingParams, read_episodes, write_episodes
@@ -123,12 +123,11 @@ def test_conversations_end_by_the_protocols_rules(tokenizer):
 
 def solo_gold(actions):
     """The agent of one solo task: every gold action (the user's too) in turn, then done."""
-    calls = [{"name": a.name, "arguments": a.arguments} for a in actions]
-    calls.append({"name": "done", "arguments": {}})
+    calls = [format_tool_call(a.name, a.arguments) for a in actions]
+    calls.append(format_tool_call("done", {}))
 
     def reply(prompt):
-        return "<tool_call>%s</tool_call>" % json.dumps(
-            calls[prompt.count("<|im_start|>tool")])
+        return calls[prompt.count("<|im_start|>tool")]
 
     return reply
 

@@ -36,7 +36,7 @@ from posttrain.envs import (
     calculate,
 )
 from posttrain.envs.tau.episode import TauLimits, TauScoring
-from posttrain.envs.tau.rl import TauTasks, llm_users
+from posttrain.envs.tau.rl import TauTasks, Users, llm_users
 from posttrain.harness import Guard, ToolRegistry
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model, save_model
 from posttrain.pipelines import (
@@ -85,12 +85,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def tau_tasks(t: TauConfig, dtype: str, seed: int) -> TauTasks:
+def tau_tasks(t: TauConfig, dtype: str, seed: int, users: Users | None = None) -> TauTasks:
     """The tau tasks ``t`` describes, their users played by ``t.user`` (a second engine or an
-    endpoint; none in solo mode) and ``NL_ASSERTION`` judged by ``t.judge`` (if set)."""
+    endpoint; none in solo mode; ``users`` when ``t.user`` is unset) and ``NL_ASSERTION``
+    judged by ``t.judge`` (if set)."""
     judge = None if t.judge is None else judge_chat(t.judge, dtype, seed)
     basis = None if t.reward_basis is None else tuple(t.reward_basis)
-    users = None if t.solo else llm_users(tool_chat(t.user, dtype, seed))
+    if t.solo:
+        users = None
+    elif t.user is not None:
+        users = llm_users(tool_chat(t.user, dtype, seed))
     return TauTasks(t.domain, users, t.train_split, t.eval_split,
                     TauLimits(t.max_steps, t.max_errors), TauScoring(basis, judge))
 

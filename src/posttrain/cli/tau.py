@@ -92,6 +92,8 @@ def eval_(
     from posttrain.cli.recipe import tau_tasks
     from posttrain.config.schema import ChatServer, TauConfig
     from posttrain.engines import TorchEngine
+    from posttrain.engines.chat import engine_tool_chat
+    from posttrain.envs.tau.rl import llm_users
     from posttrain.harness import LoopLimits
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.pipelines.tau_eval import play, summarize
@@ -103,18 +105,18 @@ def eval_(
         return ChatServer(model=path, endpoint=endpoint, endpoint_model=name)
 
     try:
-        user = served(user_model, user_endpoint, user_endpoint_model)
-        if user is None and not solo:
-            user = ChatServer(model=str(model))
-        cfg = TauConfig(domain=domain, eval_split=split, user=user, solo=solo,
+        cfg = TauConfig(domain=domain, eval_split=split, solo=solo,
+                        user=served(user_model, user_endpoint, user_endpoint_model),
                         judge=served(judge_model, judge_endpoint, judge_endpoint_model),
                         reward_basis=None if basis is None else basis.split(","))
         tokenizer, policy = load_tokenizer(model), load_model(model, dtype)
-        tasks = tau_tasks(cfg, dtype, seed)
+        engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        own = ChatServer(model=str(model))  # by default the agent's engine plays the user too
+        tasks = tau_tasks(cfg, dtype, seed, llm_users(engine_tool_chat(
+            engine, tokenizer, own.max_new_tokens, own.temperature, seed)))
     except (ValidationError, ValueError, ModelNotFoundError) as e:
         fail(str(e))
     prompts = tasks.splits["eval"][:limit]
-    engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
     limits = LoopLimits(max_turns=max_turns, max_tokens=max_tokens, timeout_s=3600,
                         max_tool_errors=cfg.max_errors, loop_repeats=cfg.max_steps)
     sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,

@@ -4,12 +4,12 @@ tool. SFT traces call the tool and copy its result; a share of them guess instea
 from __future__ import annotations
 
 import ast
-import json
 import operator
 import random
 import re
 
 from posttrain.envs.arithmetic import ArithmeticTasks, Problem
+from posttrain.harness import format_tool_call
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -52,10 +52,9 @@ class CalculatorTasks(ArithmeticTasks):
         if rng.random() < error_rate:
             return p.messages() + [{"role": "assistant",
                                     "content": f"<answer>{p.flawed_answer}</answer>"}]
-        call = json.dumps({"name": "calculate",
-                           "arguments": {"expression": f"{p.a}{p.op}{p.b}"}})
+        call = format_tool_call("calculate", {"expression": f"{p.a}{p.op}{p.b}"})
         return p.messages() + [
-            {"role": "assistant", "content": f"<tool_call>{call}</tool_call>"},
+            {"role": "assistant", "content": call},
             {"role": "tool", "content": calculate(f"{p.a}{p.op}{p.b}")},
             {"role": "assistant", "content": f"<answer>{p.answer}</answer>"},
         ]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from posttrain.envs.base import SplitTasks
-from posttrain.harness import Tool, ToolRegistry
+from posttrain.harness import Tool, ToolRegistry, format_tool_call
 from posttrain.harness.sandbox import Sandbox, SandboxError, SandboxLimits
 from posttrain.harness.verifier import SubmissionPolicy, Submissions
 
@@ -257,8 +257,7 @@ class CodeTasks(SplitTasks):
 
 
 def _submit_turns(solution: str, feedback: str) -> list[dict]:
-    call = json.dumps({"name": "submit", "arguments": {"solution": solution}})
-    return [{"role": "assistant", "content": f"<tool_call>{call}</tool_call>"},
+    return [{"role": "assistant", "content": format_tool_call("submit", {"solution": solution})},
             {"role": "tool", "content": feedback}]
 
 

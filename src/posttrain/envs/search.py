@@ -4,7 +4,6 @@ result; a share of them guess instead."""
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -14,6 +13,7 @@ from rank_bm25 import BM25Okapi
 
 from posttrain.envs.base import SplitTasks
 from posttrain.envs.search_corpus import KIND_BY_NAME, Attribute, Doc, build_corpus
+from posttrain.harness import format_tool_call
 
 
 def tokenize(text: str) -> list[str]:
@@ -114,9 +114,9 @@ class SearchTasks(SplitTasks):
         if rng.random() < error_rate:
             return p.messages() + [{"role": "assistant",
                                     "content": f"<answer>{p.guess(rng)}</answer>"}]
-        call = json.dumps({"name": "search", "arguments": {"query": p.doc.title}})
+        call = format_tool_call("search", {"query": p.doc.title})
         return p.messages() + [
-            {"role": "assistant", "content": f"<tool_call>{call}</tool_call>"},
+            {"role": "assistant", "content": call},
             {"role": "tool", "content": self.tool(p.doc.title)},
             {"role": "assistant", "content": f"<answer>{p.answer}</answer>"},
         ]

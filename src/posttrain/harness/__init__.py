@@ -20,7 +20,12 @@ from posttrain.harness.sandbox import (
     SandboxResult,
     namespaces_available,
 )
-from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
+from posttrain.harness.tool_calls import (
+    HERMES_PATTERN,
+    ToolCall,
+    format_tool_call,
+    parse_tool_calls,
+)
 from posttrain.harness.tools import MALFORMED, Tool, ToolRegistry, ToolResult
 from posttrain.harness.tree import run_tree
 from posttrain.harness.truncation import truncate_output
@@ -46,6 +51,7 @@ __all__ = [
     "ToolResult",
     "discard_tool_turns",
     "episode_problems",
+    "format_tool_call",
     "microcompact",
     "namespaces_available",
     "parse_tool_calls",

@@ -26,6 +26,11 @@ class ToolCall:
     error: str | None = None
 
 
+def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """The Hermes text of one call: what ``parse_tool_calls`` reads back."""
+    return "<tool_call>%s</tool_call>" % json.dumps({"name": name, "arguments": arguments})
+
+
 def parse_tool_calls(text: str, pattern: str = HERMES_PATTERN) -> list[ToolCall]:
     """Every call in ``text``; ``pattern``'s first group holds the JSON payload."""
     calls = []

@@ -1,6 +1,6 @@
 """Tool-call parsing (Hermes format, malformed input) and deterministic output truncation."""
 
-from posttrain.harness import parse_tool_calls, truncate_output
+from posttrain.harness import format_tool_call, parse_tool_calls, truncate_output
 
 
 def test_parses_parallel_calls_in_order():
@@ -19,6 +19,15 @@ def test_malformed_calls_become_errors_not_exceptions():
     assert "malformed tool call JSON" in calls[0].error
     assert "string 'name'" in calls[1].error and "JSON object" in calls[2].error
     assert parse_tool_calls("no calls here") == [] and parse_tool_calls(None) == []
+
+
+def test_formatted_calls_parse_back():
+    text = format_tool_call("refund", {"order_id": "#W1", "items": ["a", "b"]})
+    assert text == ('<tool_call>{"name": "refund", "arguments": {"order_id": "#W1", '
+                    '"items": ["a", "b"]}}</tool_call>')
+    (call,) = parse_tool_calls("Sure. " + text)
+    assert (call.name, call.arguments, call.error) == (
+        "refund", {"order_id": "#W1", "items": ["a", "b"]}, None)
 
 
 def test_custom_pattern():

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from posttrain.envs.tau import mock, retail
+from posttrain.envs.tau import mock, retail, telecom, telecom_user
 from posttrain.envs.tau.db import Record, data_dir, db_hash, merged
 from posttrain.envs.tau.tasks import TauTask
 from posttrain.envs.tau.toolkit import Toolkit, ToolMessage, execute
@@ -46,31 +46,25 @@ def _policy_file(domain: str) -> Callable[[], str]:
     return lambda: (data_dir(domain) / "policy.md").read_text()
 
 
-def _telecom() -> Domain:
-    from posttrain.envs.tau import telecom, telecom_user
-
-    return Domain("telecom", telecom.pristine, telecom.TelecomTools,
-                  telecom_user.TelecomUserTools, telecom.sync, telecom.policy)
-
-
-DOMAINS: dict[str, Callable[[], Domain]] = {
-    "mock": lambda: Domain("mock", mock.pristine, mock.MockTools, mock.MockUserTools, None,
-                           _policy_file("mock")),
-    "retail": lambda: Domain("retail", lambda: (retail.pristine(), None), retail.RetailTools,
-                             None, None, _policy_file("retail")),
-    "telecom": _telecom,
+DOMAINS = {
+    "mock": Domain("mock", mock.pristine, mock.MockTools, mock.MockUserTools, None,
+                   _policy_file("mock")),
+    "retail": Domain("retail", lambda: (retail.pristine(), None), retail.RetailTools, None,
+                     None, _policy_file("retail")),
+    "telecom": Domain("telecom", telecom.pristine, telecom.TelecomTools,
+                      telecom_user.TelecomUserTools, telecom.sync, telecom.policy),
 }
 
 
-@functools.cache
 def domain(name: str) -> Domain:
     if name not in DOMAINS:
         raise ValueError(f"unknown tau domain {name!r}; known: {', '.join(DOMAINS)}")
-    return DOMAINS[name]()
+    return DOMAINS[name]
 
 
 @functools.cache
-def _pristine(name: str) -> tuple[Record, Record | None]:
+def pristine(name: str) -> tuple[Record, Record | None]:
+    """The shipped databases of domain ``name``, loaded once (copy before changing them)."""
     return domain(name).pristine()
 
 
@@ -79,8 +73,8 @@ class TauEnvironment:
 
     def __init__(self, name: str, agent_data: dict | None = None,
                  user_data: dict | None = None) -> None:
-        d, (agent_db, user_db) = domain(name), _pristine(name)
-        self.domain, self._sync = d, d.sync
+        d, (agent_db, user_db) = domain(name), pristine(name)
+        self.domain = d
         self.agent_db = merged(agent_db.model_copy(deep=True), agent_data)
         self.user_db = None if user_db is None else merged(user_db.model_copy(deep=True),
                                                            user_data)
@@ -88,13 +82,9 @@ class TauEnvironment:
             "assistant": d.agent_tools(self.agent_db).toolkit(),
             "user": None if d.user_tools is None else d.user_tools(self.user_db).toolkit()}
 
-    @property
-    def policy(self) -> str:
-        return self.domain.policy()
-
     def sync(self) -> None:
-        if self._sync is not None:
-            self._sync(self.agent_db, self.user_db)
+        if self.domain.sync is not None:
+            self.domain.sync(self.agent_db, self.user_db)
 
     def execute(self, call_id: str, name: str, arguments: dict, requestor: str,
                 sync: bool = True) -> ToolMessage:

@@ -6,7 +6,6 @@ step and error limits, and scores the trajectory at the end."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from posttrain.envs.tau.environment import Message, build
 from posttrain.envs.tau.scoring import Chat, InfrastructureError, TauScore, score
 from posttrain.envs.tau.tasks import TauTask
 from posttrain.envs.tau.user import UserSimulator, stop_token
-from posttrain.harness import Tool, ToolCall, ToolRegistry, ToolResult
+from posttrain.harness import Tool, ToolCall, ToolRegistry, ToolResult, format_tool_call
 
 GREETING = "Hi! How can I help you today?"
 TAU_PARTS = ("tau", "success")  # the verdict: reward, and whether it is 1
@@ -71,11 +70,6 @@ def done() -> str:
     return "Done."
 
 
-def as_hermes(calls: Sequence[dict]) -> str:
-    return "".join('<tool_call>%s</tool_call>' % json.dumps(
-        {"name": c["name"], "arguments": c["arguments"]}) for c in calls)
-
-
 def agent_view(trajectory: Sequence[Message]) -> list[dict]:
     """What the agent sees (§7.3), as chat messages: the user's texts, its own messages (calls
     as Hermes blocks) and the results of its own calls."""
@@ -85,7 +79,8 @@ def agent_view(trajectory: Sequence[Message]) -> list[dict]:
             out.append({"role": "user", "content": m["content"]})
         elif m["role"] == "assistant":
             out.append({"role": "assistant",
-                        "content": (m.get("content") or "") + as_hermes(m.get("tool_calls") or [])})
+                        "content": (m.get("content") or "") + "".join(
+                format_tool_call(c["name"], c["arguments"]) for c in m.get("tool_calls") or [])})
         elif m["role"] == "tool" and m.get("requestor", "assistant") == "assistant":
             out.append({"role": "tool", "content": m["content"]})
     return out

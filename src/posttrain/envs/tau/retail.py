@@ -32,6 +32,11 @@ from posttrain.envs.tau.toolkit import (
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 CALC_CHARS = set("0123456789+-*/(). ")
+# the first checks of modifying a pending order's items and exchanging a delivered order's
+MODIFY_CHECKS = ("pending", "Non-pending order cannot be modified", "{} not found",
+                 "The number of items to be exchanged should match")
+EXCHANGE_CHECKS = ("delivered", "Non-delivered order cannot be exchanged",
+                   "Number of {} not found.", "The number of items to be exchanged should match.")
 
 
 def pristine() -> RetailDB:
@@ -75,6 +80,22 @@ class RetailTools:
         """The first requested id asked for more often than the order holds it."""
         held, asked = Counter(i.item_id for i in order.items), Counter(item_ids)
         return next((i for i in item_ids if asked[i] > held[i]), None)
+
+    def _swappable(self, order_id: str, item_ids: list[str], new_item_ids: list[str],
+                   checks: tuple[str, str, str, str]) -> Order:
+        """The order whose items are to be swapped, after the first checks of ``checks`` =
+        (required status, its refusal, the multiset refusal with ``{}`` for the item, the
+        length refusal)."""
+        status, refused, missing_message, mismatch = checks
+        order = self._order(order_id)
+        if order.status != status:
+            raise DomainError(refused)
+        missing = self._first_missing(order, item_ids)
+        if missing is not None:
+            raise DomainError(missing_message.format(missing))
+        if len(item_ids) != len(new_item_ids):
+            raise DomainError(mismatch)
+        return order
 
     def _pairs(self, order: Order, item_ids: list[str], new_item_ids: list[str],
                distinct: bool) -> tuple[float, list[Variant]]:
@@ -333,14 +354,7 @@ class RetailTools:
         Returns:
             The updated order.
         """
-        order = self._order(order_id)
-        if order.status != "pending":
-            raise DomainError("Non-pending order cannot be modified")
-        missing = self._first_missing(order, item_ids)
-        if missing is not None:
-            raise DomainError(f"{missing} not found")
-        if len(item_ids) != len(new_item_ids):
-            raise DomainError("The number of items to be exchanged should match")
+        order = self._swappable(order_id, item_ids, new_item_ids, MODIFY_CHECKS)
         diff, variants = self._pairs(order, item_ids, new_item_ids, distinct=True)
         method = self._method(order, payment_method_id)
         if isinstance(method, GiftCard) and method.balance < diff:
@@ -377,14 +391,7 @@ class RetailTools:
         Returns:
             The updated order.
         """
-        order = self._order(order_id)
-        if order.status != "delivered":
-            raise DomainError("Non-delivered order cannot be exchanged")
-        missing = self._first_missing(order, item_ids)
-        if missing is not None:
-            raise DomainError(f"Number of {missing} not found.")
-        if len(item_ids) != len(new_item_ids):
-            raise DomainError("The number of items to be exchanged should match.")
+        order = self._swappable(order_id, item_ids, new_item_ids, EXCHANGE_CHECKS)
         diff, _ = self._pairs(order, item_ids, new_item_ids, distinct=False)
         diff = round(diff, 2)
         method = self._method(order, payment_method_id)

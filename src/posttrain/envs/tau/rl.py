@@ -4,11 +4,12 @@ databases and simulated user."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from posttrain.envs.base import SplitTasks
-from posttrain.envs.tau.environment import domain
+from posttrain.envs.tau.environment import domain, pristine
 from posttrain.envs.tau.episode import TauEpisode, TauLimits, TauScoring, agent_prompt
 from posttrain.envs.tau.tasks import TauTask, load_splits, load_tasks
 from posttrain.envs.tau.user import LLMUser, ToolChat, UserSimulator
@@ -33,15 +34,20 @@ class TauPrompt:
         return [{"role": "system", "content": self.system}]
 
 
+@functools.cache
+def _user_schemas(domain_name: str) -> dict[str, dict]:
+    toolkit = domain(domain_name).user_tools
+    if toolkit is None:
+        return {}
+    tools = toolkit(pristine(domain_name)[1]).toolkit().tools  # schemas only: nothing runs
+    return {name: Tool(spec.fn).schema for name, spec in tools.items()}
+
+
 def user_tool_schemas(task: TauTask, domain_name: str) -> list[dict]:
     """The user tools offered to the simulated user: the domain's, filtered by the task's
     ``user_tools`` (all when unset)."""
-    d = domain(domain_name)
-    if d.user_tools is None:
-        return []
-    toolkit = d.user_tools(d.pristine()[1]).toolkit()
     wanted = task.user_tools
-    return [Tool(s.fn).schema for name, s in toolkit.tools.items()
+    return [schema for name, schema in _user_schemas(domain_name).items()
             if wanted is None or name in wanted]
 
 
@@ -83,11 +89,9 @@ class TauTasks(SplitTasks):
                                      "split has a ticket")
             self.splits[ours] = [TauPrompt(t, agent_prompt(policy, t.ticket if users is None
                                                            else None)) for t in chosen]
-        self._schemas: dict[str, list[dict]] = {}
 
     def make_env(self, reference: str) -> TauEpisode:
         task = self.by_id[reference]
-        if task.id not in self._schemas:
-            self._schemas[task.id] = user_tool_schemas(task, self.domain_name)
-        user = None if self.users is None else self.users(task, self._schemas[task.id])
+        user = (None if self.users is None
+                else self.users(task, user_tool_schemas(task, self.domain_name)))
         return TauEpisode(task, self.domain_name, user, self.limits, self.scoring)

@@ -20,6 +20,7 @@ parse, is an infrastructure error: no reward, excluded from the metrics.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -199,7 +200,4 @@ def score(task: TauTask, domain_name: str, trajectory: Sequence[Message], termin
             parts[b], details["unmatched_actions"] = action_component(task, trajectory)
         else:
             parts[b] = nl_assertion_component(task, trajectory, judge)
-    reward = 1.0
-    for v in parts.values():
-        reward *= v
-    return TauScore(reward, parts, used, unavailable, details)
+    return TauScore(math.prod(parts.values()), parts, used, unavailable, details)
