@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posttrain.pipelines.buffer import RolloutBuffer
-from posttrain.pipelines.dispatch import Dispatcher
+from posttrain.rollout.buffer import RolloutBuffer
+from posttrain.rollout.dispatch import Dispatcher
 
 
 @dataclass
@@ -179,15 +179,16 @@ def simulation(steps: int, max_staleness: int) -> dict:
 
 
 def real(steps: int) -> dict:
-    """Tiny-model runs of both pipelines (quickstart RL settings, SFT skipped)."""
+    """Tiny-model runs of both loops (quickstart RL settings, SFT skipped)."""
     from posttrain.engines import TorchEngine
     from posttrain.envs import ArithmeticTasks
     from posttrain.models import build_tiny, load_model, load_tokenizer
-    from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig, run_rl
-    from posttrain.pipelines.async_rl import run_async_rl
-    from posttrain.pipelines.rl_run import RLRun
+    from posttrain.recipes import Reporter, run_rl
+    from posttrain.recipes.rl import RLRun
+    from posttrain.recipes.rl_async import run_async_rl
     from posttrain.rewards import RewardFunction
-    from posttrain.train import ActorConfig, Trainer
+    from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, RLConfig
+    from posttrain.train import Trainer
 
     tmp = Path(tempfile.mkdtemp())
     model_dir = build_tiny(tmp / "model", "micro", seed=0)

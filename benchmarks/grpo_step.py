@@ -26,7 +26,8 @@ import torch
 from posttrain.algos import get
 from posttrain.engines import TorchEngine
 from posttrain.models import build_tiny, encode_prompt, load_model, load_tokenizer
-from posttrain.train import OptimConfig, Trainer, TrainerConfig
+from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.train import Trainer
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 PROMPTS = [f"What is {a}+{b}?" for a, b in [(12, 7), (45, 38), (3, 99), (60, 21), (8, 8),

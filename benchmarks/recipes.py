@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from posttrain.cli.recipe import Recipe
 from posttrain.config import load_config
-from posttrain.pipelines import Reporter
+from posttrain.recipes import Reporter
+from posttrain.recipes.stages import Recipe
 
 RECIPES = ["quickstart", "ppo", "dr_grpo", "dapo", "gspo", "kimi_k25"]
 FULL_RECIPES = ["effort"]  # their SFT data differs (effort lines), so they run both stages

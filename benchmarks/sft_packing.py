@@ -18,11 +18,11 @@ import time
 
 import torch
 
+from posttrain.data.conversations import conversation_segment
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model, load_tokenizer
-from posttrain.pipelines.sft import conversation_segment
-from posttrain.train import OptimConfig, Trainer, TrainerConfig
-from posttrain.train.settings import LoraConfig
+from posttrain.settings import LoraConfig, OptimConfig, TrainerConfig
+from posttrain.train import Trainer
 from posttrain.types import Batch, Episode
 
 LONG = "You are a careful arithmetic tutor. Show the column work, then the answer. " * 3

@@ -21,10 +21,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from posttrain.cli.recipe import Recipe
 from posttrain.config import load_config
 from posttrain.engines import TorchEngine
 from posttrain.models import load_model, load_tokenizer
+from posttrain.recipes.stages import Recipe
 
 DOMAINS = {"addition": "+", "subtraction": "-"}
 

@@ -6,10 +6,11 @@ import pytest
 
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig
-from posttrain.pipelines.rl_run import RLRun
+from posttrain.recipes import Reporter
+from posttrain.recipes.rl import RLRun
 from posttrain.rewards import VERIFIERS, RewardFunction
-from posttrain.train import ActorConfig, OptimConfig, Trainer
+from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
+from posttrain.train import Trainer
 
 TASKS = ArithmeticTasks(("+",), 1)
 

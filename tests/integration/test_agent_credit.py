@@ -9,9 +9,9 @@ from agent_helpers import CALL, REWARD, TASK, ScriptedEngine, add
 from posttrain.algos import get
 from posttrain.config import ConfigError, load_config
 from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry, episode_problems, run_tree
-from posttrain.pipelines import AlgoConfig
-from posttrain.pipelines.advantages import compute_advantages
-from posttrain.pipelines.settings import BehaviourRegConfig
+from posttrain.settings import AlgoConfig
+from posttrain.settings.rl_config import BehaviourRegConfig
+from posttrain.train.episode_advantages import compute_advantages
 from posttrain.types import Batch, Episode, SamplingParams, Segment, StepSpan
 
 

@@ -8,12 +8,13 @@ from posttrain.engines import TorchEngine
 from posttrain.envs import CalculatorTasks, calculate
 from posttrain.harness import Compaction, LoopLimits, ToolRegistry, episode_problems
 from posttrain.models import encode_chat
-from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig, run_rl
-from posttrain.pipelines.agent_rollout import AgentRollout
-from posttrain.pipelines.rl_run import RLRun
-from posttrain.pipelines.settings import BehaviourRegConfig
+from posttrain.recipes import Reporter, run_rl
+from posttrain.recipes.rl import RLRun
 from posttrain.rewards import RewardFunction
-from posttrain.train import ActorConfig, OptimConfig, Trainer
+from posttrain.rollout.agent import AgentRollout
+from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
+from posttrain.settings.rl_config import BehaviourRegConfig
+from posttrain.train import Trainer
 from posttrain.types import Batch, read_episodes
 
 TOOLS = ToolRegistry([calculate])

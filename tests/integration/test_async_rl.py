@@ -11,18 +11,19 @@ from async_helpers import TASKS, length_reward, rl_config, train  # noqa: F401 (
 
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, run_rl
-from posttrain.pipelines.async_rl import fresh_enough, run_async_rl, step_groups
-from posttrain.pipelines.async_rollout import AsyncRollout
-from posttrain.pipelines.buffer import RolloutBuffer
-from posttrain.pipelines.dispatch import Dispatcher, SampleRequest, TaskMixer
-from posttrain.pipelines.policy_update import PolicyUpdate
-from posttrain.pipelines.rl_run import RLRun
-from posttrain.pipelines.rollout_worker import RolloutWorker
-from posttrain.pipelines.weight_sync import WeightSyncError
+from posttrain.recipes import Reporter, run_rl
+from posttrain.recipes.rl import RLRun
+from posttrain.recipes.rl_async import fresh_enough, run_async_rl, step_groups
 from posttrain.rewards import RewardFunction
-from posttrain.train import ActorConfig, Trainer
+from posttrain.rollout.async_loop import AsyncRollout
+from posttrain.rollout.buffer import RolloutBuffer
+from posttrain.rollout.dispatch import Dispatcher, SampleRequest, TaskMixer
+from posttrain.rollout.worker import RolloutWorker
+from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig
+from posttrain.train import Trainer
+from posttrain.train.rl_update import PolicyUpdate
 from posttrain.types import Episode, SamplingParams, Segment, read_episodes
+from posttrain.types.errors import WeightSyncError
 
 
 def test_async_at_zero_staleness_ends_at_the_sync_parameters(model, tokenizer, tmp_path):

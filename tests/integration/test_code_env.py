@@ -115,8 +115,8 @@ def test_unknown_env_part_is_a_clear_error():
 
 def test_guard_blocks_reading_hidden_tests_and_metrics_count_it(tokenizer):
     from posttrain.harness import Guard
-    from posttrain.pipelines.agent_rollout import AgentRollout
-    from posttrain.pipelines.rl import rollout_metrics
+    from posttrain.rollout import rollout_metrics
+    from posttrain.rollout.agent import AgentRollout
 
     p = problem()
     peek = ('<tool_call>{"name": "run_python", "arguments": {"code": '

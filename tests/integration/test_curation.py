@@ -8,12 +8,12 @@ import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
+from posttrain.data.conversations import load_chat_jsonl
+from posttrain.data.curation import best_row, filter_row, in_range, sample_prompts
 from posttrain.engines import GenerationOutput
 from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines.curation import best_row, filter_row, in_range, sample_prompts
-from posttrain.pipelines.rollout import rollout
-from posttrain.pipelines.sft_data import load_chat_jsonl
 from posttrain.rewards import RewardFunction
+from posttrain.rollout.single_turn import rollout
 from posttrain.types import SamplingParams
 
 K = 4

@@ -4,9 +4,10 @@ single process's parameters."""
 import pytest
 import torch
 
-from posttrain.dist.processes import run_processes
+from posttrain.cluster.processes import run_processes
 from posttrain.models import load_model
-from posttrain.train import ActorConfig, OptimConfig, Trainer, TrainerConfig
+from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
+from posttrain.train import Trainer
 from posttrain.types import Batch, Episode, Segment
 
 

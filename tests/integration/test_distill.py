@@ -9,15 +9,16 @@ import pytest
 import torch
 
 from posttrain.algos import get
+from posttrain.data.conversations import conversation_segment
 from posttrain.engines import TorchEngine, weights_checksum
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model
-from posttrain.pipelines import Reporter
-from posttrain.pipelines.distill import DIVERGENCES, check_same_vocabulary, run_distill
-from posttrain.pipelines.sft import conversation_segment
-from posttrain.pipelines.teacher_logits import StoredLogits, write_teacher_logits
-from posttrain.pipelines.teachers import model_targets
-from posttrain.train import OptimConfig, Trainer, TrainerConfig
+from posttrain.recipes import Reporter
+from posttrain.recipes.distillation.offline import DIVERGENCES, check_same_vocabulary, run_distill
+from posttrain.recipes.distillation.teacher_logits import StoredLogits, write_teacher_logits
+from posttrain.recipes.distillation.teachers import model_targets
+from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.train import Trainer
 from posttrain.types import Batch, Episode
 
 TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)

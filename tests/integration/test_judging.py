@@ -15,7 +15,9 @@ from posttrain.engines import TorchEngine
 from posttrain.engines.chat import engine_chat, openai_chat
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_value_model
-from posttrain.pipelines.judging import (
+from posttrain.rewards import RewardFunction
+from posttrain.rollout import rollout_metrics
+from posttrain.rollout.judged import (
     ComparisonJudge,
     JudgedRollout,
     RewardModelJudge,
@@ -23,9 +25,7 @@ from posttrain.pipelines.judging import (
     chat_compare,
     missing_metrics,
 )
-from posttrain.pipelines.rl import rollout_metrics
-from posttrain.pipelines.rollout import rollout
-from posttrain.rewards import RewardFunction
+from posttrain.rollout.single_turn import rollout
 from posttrain.types import Episode, SamplingParams, Segment
 
 TASKS = ArithmeticTasks(("+",), 2).eval_set(4)
@@ -61,7 +61,7 @@ def comparer(conversations):
 
 
 def test_score_judge_scores_parse_and_misses_are_imputed_and_counted():
-    from posttrain.pipelines.judging import apply_judge
+    from posttrain.rollout.judged import apply_judge
 
     eps = [episode("good", "g0"), episode("bad", "g0"), episode("???", "g0"),
            episode("???", "g1"), episode("good", "g1")]

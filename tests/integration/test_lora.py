@@ -12,13 +12,13 @@ import torch
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
+from posttrain.data.conversations import conversation_segment
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_model, save_model, sequence_logprobs
 from posttrain.models.lora import base_name
-from posttrain.pipelines.sft import conversation_segment
-from posttrain.train import OptimConfig, Trainer, TrainerConfig
-from posttrain.train.settings import LoraConfig
+from posttrain.settings import LoraConfig, OptimConfig, TrainerConfig
+from posttrain.train import Trainer
 from posttrain.types import Batch, Episode
 
 TASKS = ArithmeticTasks(("+",), 2)

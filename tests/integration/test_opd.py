@@ -13,12 +13,10 @@ from posttrain.algos import get
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks, EffortTask
 from posttrain.models import build_tiny, load_model
-from posttrain.pipelines import EvalConfig, Reporter, evaluate
-from posttrain.pipelines.distill_settings import OPDConfig
-from posttrain.pipelines.opd import OPDRun, run_opd
-from posttrain.pipelines.rollout import rollout
-from posttrain.pipelines.self_distill import self_teacher
-from posttrain.pipelines.teachers import (
+from posttrain.recipes import Reporter
+from posttrain.recipes.distillation.opd import OPDRun, run_opd
+from posttrain.recipes.distillation.self_distill import self_teacher
+from posttrain.recipes.distillation.teachers import (
     Samples,
     Teacher,
     distribution_targets,
@@ -27,7 +25,10 @@ from posttrain.pipelines.teachers import (
     teacher_sequences,
 )
 from posttrain.rewards import RewardFunction
-from posttrain.train import ActorConfig, OptimConfig, Trainer, TrainerConfig
+from posttrain.rollout import evaluate
+from posttrain.rollout.single_turn import rollout
+from posttrain.settings import ActorConfig, EvalConfig, OPDConfig, OptimConfig, TrainerConfig
+from posttrain.train import Trainer
 from posttrain.types import Batch, SamplingParams
 
 TASKS = ArithmeticTasks(("+", "-"), 2, 0, 0.1)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from posttrain.algos import StepNorm
+from posttrain.data.conversations import conversation_segment
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import sequence_logprobs, token_distributions
-from posttrain.pipelines.sft import conversation_segment
 from posttrain.train.losses import sft_loss
 from posttrain.types import Batch, Episode
 
@@ -85,9 +85,10 @@ def test_packed_distributions_match_per_sample(model, tokenizer):
 def test_sft_with_packing_reports_the_unpacked_loss(model, tokenizer, tmp_path):
     import json
 
-    from posttrain.pipelines import Reporter, SFTConfig
-    from posttrain.pipelines.sft import run_sft
-    from posttrain.train import OptimConfig, Trainer
+    from posttrain.recipes import Reporter
+    from posttrain.recipes.sft import run_sft
+    from posttrain.settings import OptimConfig, SFTConfig
+    from posttrain.train import Trainer
 
     rng = random.Random(1)
     data = [TASKS.sft_conversation(p, 0.5, rng) for p in TASKS.sample(16, rng)]

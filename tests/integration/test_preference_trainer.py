@@ -10,19 +10,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines import Reporter
-from posttrain.pipelines.preference import preference_eval, run_preference
-from posttrain.pipelines.preference_data import (
+from posttrain.data.conversations import batch_indices
+from posttrain.data.preference_pairs import (
     arithmetic_pairs,
     load_preference_jsonl,
     mismatched_batch,
     pair_batch,
     parse_pair,
 )
-from posttrain.pipelines.settings import PreferenceConfig
-from posttrain.pipelines.sft import batch_indices
-from posttrain.train import OptimConfig, Trainer, TrainerConfig
+from posttrain.envs import ArithmeticTasks
+from posttrain.recipes import Reporter
+from posttrain.recipes.dpo import preference_eval, run_preference
+from posttrain.settings import OptimConfig, PreferenceConfig, TrainerConfig
+from posttrain.train import Trainer
 
 TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)
 

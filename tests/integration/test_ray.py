@@ -7,12 +7,13 @@ import pytest
 import torch
 from async_helpers import length_reward, rl_config, train  # noqa: F401 (fixture)
 
-from posttrain.dist import DistConfig, RayTrainer, launch_engines, ray_session
+from posttrain.cluster import RayTrainer, launch_engines, ray_session
 from posttrain.engines import EngineRestarted, TorchEngine, row_seeds
 from posttrain.models import encode_prompt
-from posttrain.pipelines.async_rl import run_async_rl
-from posttrain.pipelines.weight_sync import sync_weights
-from posttrain.train import OptimConfig, Trainer
+from posttrain.recipes.rl_async import run_async_rl
+from posttrain.recipes.weight_sync import sync_weights
+from posttrain.settings import DistConfig, OptimConfig
+from posttrain.train import Trainer
 from posttrain.types import SamplingParams, read_episodes
 
 pytest.importorskip("ray")
@@ -120,9 +121,9 @@ def test_a_teacher_served_by_a_ray_actor_scores_like_the_in_process_teacher(
     """Multi-teacher OPD with teachers as their own engine actors: the log-probs they give the
     student's sampled tokens are the in-process teacher's."""
     from posttrain.envs import ArithmeticTasks
-    from posttrain.pipelines.rollout import rollout
-    from posttrain.pipelines.teachers import Samples, Teacher, route, sampled_logprobs
+    from posttrain.recipes.distillation.teachers import Samples, Teacher, route, sampled_logprobs
     from posttrain.rewards import RewardFunction
+    from posttrain.rollout.single_turn import rollout
     from posttrain.types import Batch
 
     tasks = ArithmeticTasks(("+",), 2).eval_set(3)

@@ -5,32 +5,25 @@ through, for the SFT loop, the RL loop (sync, and async at zero staleness) and P
 import pytest
 import torch
 
+from posttrain.data import generate_arithmetic_sft
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_model, load_tokenizer, load_value_model
-from posttrain.pipelines import (
+from posttrain.recipes import Reporter, run_rl, run_sft
+from posttrain.recipes.rl import RLRun
+from posttrain.recipes.rl_async import run_async_rl
+from posttrain.rewards import VERIFIERS, RewardFunction
+from posttrain.settings import (
+    ActorConfig,
     AlgoConfig,
+    CriticConfig,
     EvalConfig,
-    Reporter,
+    OptimConfig,
     RLConfig,
     SFTConfig,
-    generate_arithmetic_sft,
-    run_rl,
-    run_sft,
-)
-from posttrain.pipelines.async_rl import run_async_rl
-from posttrain.pipelines.rl_run import RLRun
-from posttrain.rewards import VERIFIERS, RewardFunction
-from posttrain.train import (
-    ActorConfig,
-    CriticConfig,
-    OptimConfig,
-    Trainer,
     TrainerConfig,
-    latest_checkpoint,
-    load_checkpoint_state,
-    save_checkpoint,
 )
+from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
 from posttrain.train.checkpoint import CRITIC_DIR
 
 TASKS = ArithmeticTasks(("+",), 1)

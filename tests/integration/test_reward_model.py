@@ -7,18 +7,18 @@ import math
 import pytest
 import torch
 
+from posttrain.data.preference_pairs import arithmetic_pairs, comparison_batch, pair_batch
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_value_model, sequence_scores
-from posttrain.pipelines import Reporter
-from posttrain.pipelines.judging import ClassifierCompare
-from posttrain.pipelines.preference_data import arithmetic_pairs, pair_batch
-from posttrain.pipelines.reward_model import (
+from posttrain.recipes import Reporter
+from posttrain.recipes.reward_model import (
     RewardModelConfig,
-    comparison_batch,
     reward_model_eval,
     run_reward_model,
 )
-from posttrain.train import OptimConfig, Trainer, TrainerConfig
+from posttrain.rollout.judged import ClassifierCompare
+from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.train import Trainer
 
 TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)
 

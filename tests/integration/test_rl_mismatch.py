@@ -7,10 +7,12 @@ import torch
 
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines import AlgoConfig, EvalConfig, MismatchError, Reporter, RLConfig, run_rl
-from posttrain.pipelines.rl_run import RLRun
+from posttrain.recipes import Reporter, run_rl
+from posttrain.recipes.rl import RLRun
 from posttrain.rewards import RewardFunction
-from posttrain.train import ActorConfig, OptimConfig, Trainer
+from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
+from posttrain.train import Trainer
+from posttrain.types.errors import MismatchError
 
 TASKS = ArithmeticTasks(("+",), 1)
 

@@ -11,12 +11,13 @@ from posttrain.algos import get
 from posttrain.config import ConfigError, load_config
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines import AlgoConfig, EvalConfig, Reporter, RLConfig, run_rl
-from posttrain.pipelines.advantages import compute_advantages
-from posttrain.pipelines.rl import informative
-from posttrain.pipelines.rl_run import RLRun
+from posttrain.recipes import Reporter, run_rl
+from posttrain.recipes.rl import RLRun
 from posttrain.rewards import VERIFIERS, RewardFunction
-from posttrain.train import ActorConfig, KLConfig, OptimConfig, Trainer
+from posttrain.rollout import informative
+from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, KLConfig, OptimConfig, RLConfig
+from posttrain.train import Trainer
+from posttrain.train.episode_advantages import compute_advantages
 from posttrain.types import Batch, Episode, Segment
 
 TASKS = ArithmeticTasks(("+",), 1)
@@ -106,7 +107,8 @@ def test_config_rejects_combinations_that_cannot_take_effect():
 
 def test_critic_fits_returns(tiny_dir):
     from posttrain.models import load_value_model
-    from posttrain.train import CriticConfig, TrainerConfig, critic_step, critic_values
+    from posttrain.settings import CriticConfig, TrainerConfig
+    from posttrain.train import critic_step, critic_values
 
     torch.manual_seed(0)
     critic = Trainer(load_value_model(tiny_dir), OptimConfig(lr=1e-3), 20,

@@ -7,12 +7,9 @@ import torch
 from posttrain.algos import get
 from posttrain.engines import TorchEngine
 from posttrain.models import encode_prompt
+from posttrain.settings import ActorConfig, KLConfig, OptimConfig, TrainerConfig
 from posttrain.train import (
-    ActorConfig,
-    KLConfig,
-    OptimConfig,
     Trainer,
-    TrainerConfig,
     TrainingDivergedError,
     latest_checkpoint,
     load_checkpoint_state,
@@ -143,7 +140,7 @@ def test_lr_schedule_warmup_then_cosine():
 
 
 def test_sft_step_lowers_loss(model, tokenizer):
-    from posttrain.pipelines.sft import conversation_segment
+    from posttrain.data.conversations import conversation_segment
 
     conv = [{"role": "user", "content": "What is 2+2?"},
             {"role": "assistant", "content": "<answer>4</answer>"}]
@@ -173,7 +170,7 @@ ACTOR_LOSS_SETTINGS = {
 
 @pytest.mark.parametrize("name", sorted(ACTOR_LOSS_SETTINGS))
 def test_every_actor_loss_trains_through_the_trainer(model, tokenizer, name):
-    from posttrain.train.settings import ACTOR_LOSSES
+    from posttrain.settings.trainer_config import ACTOR_LOSSES
 
     assert set(ACTOR_LOSSES) == set(ACTOR_LOSS_SETTINGS)
     agg = "seq_mean_token_mean" if name == "gspo" else "token_mean"

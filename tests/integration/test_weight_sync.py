@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from posttrain.engines import TorchEngine, weights_checksum
-from posttrain.pipelines.settings import SyncConfig
-from posttrain.pipelines.weight_sync import WeightSyncError, sync_weights
-from posttrain.train import OptimConfig, Trainer
+from posttrain.recipes.weight_sync import sync_weights
+from posttrain.settings import OptimConfig, SyncConfig
+from posttrain.train import Trainer
+from posttrain.types.errors import WeightSyncError
 
 PROBES = [[1, 5, 9, 13, 2], [4, 4, 8]]
 

@@ -4,8 +4,8 @@ length-bias control."""
 import pytest
 
 from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines.buffer import RolloutBuffer
-from posttrain.pipelines.dispatch import Dispatcher, SampleRequest, TaskMixer
+from posttrain.rollout.buffer import RolloutBuffer
+from posttrain.rollout.dispatch import Dispatcher, SampleRequest, TaskMixer
 from posttrain.types import Episode, Segment
 
 G = 3

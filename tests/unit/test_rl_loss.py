@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from posttrain.algos import StepNorm, get
-from posttrain.train import ActorConfig, KLConfig, OffPolicyConfig, RLTokens, rl_loss
+from posttrain.settings import ActorConfig, KLConfig, OffPolicyConfig
+from posttrain.train import RLTokens, rl_loss
 
 D = torch.float64
 

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
+from posttrain.data import generate_arithmetic_sft, load_chat_jsonl
+from posttrain.data.conversations import batch_indices
 from posttrain.envs import ArithmeticTasks
-from posttrain.pipelines import generate_arithmetic_sft, load_chat_jsonl
-from posttrain.pipelines.sft import batch_indices
 
 
 def test_malformed_rows_are_skipped_and_reported(tmp_path):

@@ -55,14 +55,12 @@ def _summary_table(summary: dict) -> Table:
 def _run(cfg, resume: bool) -> None:
     from torch.multiprocessing import ProcessRaisedException
 
-    from posttrain.cli.recipe import Recipe, run_rank
-    from posttrain.dist.processes import run_processes
+    from posttrain.cluster.processes import run_processes
     from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError
-    from posttrain.pipelines import MismatchError
-    from posttrain.pipelines.weight_sync import WeightSyncError
+    from posttrain.recipes.stages import Recipe, run_rank
     from posttrain.train import TrainingDivergedError
-    from posttrain.types import TeacherMismatchError
+    from posttrain.types import MismatchError, TeacherMismatchError, WeightSyncError
 
     console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
     try:
@@ -119,9 +117,9 @@ def eval_(
     overrides: Overrides = None,
 ) -> None:
     """Evaluate MODEL on the held-out split of the config's task; prints JSON."""
-    from posttrain.cli.recipe import Recipe
     from posttrain.engines import TorchEngine
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.recipes.stages import Recipe
 
     cfg = _load(config, overrides)
     try:
@@ -157,7 +155,7 @@ def filter_cmd(
 ) -> None:
     """Keep the train prompts of CONFIG's task whose pass rate over K samples of MODEL lies in
     range; writes JSONL rows {messages, reference, pass_rate, passes, k}."""
-    from posttrain.pipelines.curation import filter_row, in_range
+    from posttrain.data.curation import filter_row, in_range
 
     _curate(_load(config, overrides), model, k, num_prompts, temperature, out, filter_row,
             lambda row: in_range(row["pass_rate"], min_pass, max_pass))
@@ -178,7 +176,7 @@ def rejection_sample(
     """Keep the best of K samples of MODEL per train prompt of CONFIG's task when its reward
     reaches THRESHOLD; writes SFT rows {messages, reward, pass_rate} (usable as sft.data)."""
     from posttrain.config.schema import SINGLE_TURN_TASKS
-    from posttrain.pipelines.curation import best_row
+    from posttrain.data.curation import best_row
 
     cfg = _load(config, overrides)
     if cfg.task.name not in SINGLE_TURN_TASKS:
@@ -215,10 +213,10 @@ def teacher_logits(
     """Score CONFIG's distillation data (distill.data, or the generated examples) with
     distill.teacher and store its top-K log-probs at every assistant position in OUT, for a
     distill stage with distill.logits=OUT."""
-    from posttrain.cli.recipe import Recipe
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
-    from posttrain.pipelines import Reporter
-    from posttrain.pipelines.teacher_logits import write_teacher_logits
+    from posttrain.recipes import Reporter
+    from posttrain.recipes.distillation.teacher_logits import write_teacher_logits
+    from posttrain.recipes.stages import Recipe
 
     cfg = _load(config, overrides)
     if cfg.distill.teacher is None:
@@ -246,8 +244,8 @@ def reward_model(
 ) -> None:
     """Train a Bradley-Terry reward model on CONFIG's rm section (rm.data pairs, or pairs
     generated from the task) from CONFIG's model; usable as a reward_model judge."""
-    from posttrain.cli.recipe import Recipe
     from posttrain.models import ModelNotFoundError
+    from posttrain.recipes.stages import Recipe
 
     cfg = _load(config, overrides)
     if cfg.rm.data is None and cfg.task.name != "arithmetic":

@@ -12,11 +12,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress
 
-from posttrain.cli.recipe import Recipe
 from posttrain.config import RunConfig
+from posttrain.data.curation import Sampled, sample_prompts
 from posttrain.engines import TorchEngine
 from posttrain.models import load_model, load_tokenizer
-from posttrain.pipelines.curation import Sampled, sample_prompts
+from posttrain.recipes.stages import Recipe
 from posttrain.types import SamplingParams
 
 

@@ -6,25 +6,31 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.dist import DistConfig
 from posttrain.envs.code import VERDICT_PARTS
 from posttrain.envs.tau.episode import TAU_PARTS
 from posttrain.envs.tau.tasks import BASES
 from posttrain.harness import Compaction, LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.models import PRESETS
-from posttrain.pipelines import AlgoConfig, EvalConfig, RLConfig, SFTConfig
-from posttrain.pipelines.distill_settings import DistillConfig, OPDConfig
-from posttrain.pipelines.settings import (
-    EPISODE_ESTIMATORS,
-    MULTI_REWARD_ESTIMATORS,
-    PreferenceConfig,
-    RewardModelConfig,
-    ShapingRule,
-)
 from posttrain.rewards import ENV, JUDGE, VERIFIERS
 from posttrain.rewards.judge import DEFAULT_RUBRIC
-from posttrain.train import ActorConfig, CriticConfig, Section, TrainerConfig
+from posttrain.settings import (
+    ActorConfig,
+    AlgoConfig,
+    CriticConfig,
+    DistConfig,
+    DistillConfig,
+    EvalConfig,
+    OPDConfig,
+    PreferenceConfig,
+    RewardModelConfig,
+    RLConfig,
+    Section,
+    SFTConfig,
+    ShapingRule,
+    TrainerConfig,
+)
+from posttrain.settings.rl_config import EPISODE_ESTIMATORS, MULTI_REWARD_ESTIMATORS
 
 
 class ModelConfig(Section):

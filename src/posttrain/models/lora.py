@@ -10,11 +10,9 @@ from collections.abc import Iterator
 
 import torch
 
-DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
-
-def add_lora(model: torch.nn.Module, r: int, alpha: float, dropout: float = 0.0,
-             target_modules: tuple[str, ...] = DEFAULT_TARGETS) -> torch.nn.Module:
+def add_lora(model: torch.nn.Module, r: int, alpha: float, dropout: float,
+             target_modules: tuple[str, ...]) -> torch.nn.Module:
     """``model`` wrapped with fresh adapters (``B = 0``: the same function at the start)."""
     from peft import LoraConfig, get_peft_model
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from posttrain.rewards.registry import VERIFIERS
 
 ENV = "env"  # the verifier name of a part the episode's environment scores
-JUDGE = "judge"  # ... and of a part a judge scores after the rollout (pipelines.judging)
+JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.judged)
 
 
 @dataclass(frozen=True)

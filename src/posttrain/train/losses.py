@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from posttrain.algos import StepNorm, get
-from posttrain.train.settings import ActorConfig, KLConfig, OffPolicyConfig
+from posttrain.settings import ActorConfig, KLConfig, OffPolicyConfig
 
 
 def sft_loss(logp: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from posttrain.train.settings import OptimConfig
+from posttrain.settings import OptimConfig
 
 
 def lr_factor(step: int, total_steps: int, cfg: OptimConfig) -> float:

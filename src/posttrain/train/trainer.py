@@ -24,6 +24,7 @@ from posttrain.models.lora import (
     merged_copy,
     merged_weights,
 )
+from posttrain.settings import ActorConfig, KLConfig, OffPolicyConfig, OptimConfig, TrainerConfig
 from posttrain.train.losses import (
     RLTokens,
     bradley_terry_loss,
@@ -34,13 +35,6 @@ from posttrain.train.losses import (
 )
 from posttrain.train.parallel import DataParallel, Scorer, full
 from posttrain.train.schedule import build_optimizer
-from posttrain.train.settings import (
-    ActorConfig,
-    KLConfig,
-    OffPolicyConfig,
-    OptimConfig,
-    TrainerConfig,
-)
 from posttrain.types import Batch
 
 MicroLoss = Callable[[Batch, StepNorm], tuple[torch.Tensor, dict[str, torch.Tensor]]]

@@ -2,7 +2,12 @@
 
 from posttrain.types.batch import Batch
 from posttrain.types.episode import Episode, Group, Segment, StepSpan
-from posttrain.types.errors import ChatTemplateError, TeacherMismatchError
+from posttrain.types.errors import (
+    ChatTemplateError,
+    MismatchError,
+    TeacherMismatchError,
+    WeightSyncError,
+)
 from posttrain.types.jsonl import read_episodes, write_episodes
 from posttrain.types.sampling import SamplingParams
 
@@ -11,10 +16,12 @@ __all__ = [
     "ChatTemplateError",
     "Episode",
     "Group",
+    "MismatchError",
     "SamplingParams",
     "Segment",
     "StepSpan",
     "TeacherMismatchError",
+    "WeightSyncError",
     "read_episodes",
     "write_episodes",
 ]

@@ -9,3 +9,12 @@ class ChatTemplateError(ValueError):
 class TeacherMismatchError(ValueError):
     """A teacher cannot score the student's data: another vocabulary, stored logits written
     for other data, or no teacher serving a sample's domain and effort."""
+
+
+class WeightSyncError(RuntimeError):
+    """A weight sync hung, delivered other weights than sent, or left the engine scoring
+    differently from the trainer."""
+
+
+class MismatchError(RuntimeError):
+    """Engine and trainer log-probs of the same tokens disagree beyond tolerance."""

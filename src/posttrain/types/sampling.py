@@ -38,3 +38,7 @@ class SamplingParams:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step) % 2**62

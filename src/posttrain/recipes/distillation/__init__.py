@@ -1,0 +1,1 @@
+"""Distillation stages: offline KD and on-policy distillation, their teachers."""

@@ -1,0 +1,99 @@
+"""Offline knowledge distillation (ALGORITHMS.md §7) on chat data: the student matches the
+teacher's next-token distribution at every assistant token — a live teacher's full one, or
+stored top-k logits (``teacher_logits``) — with a catalogue divergence (``forward_kl``,
+``reverse_kl``, ``jsd``, ``skew_fkl``, ``skew_rkl``, ``tvd``). Batches follow SFT's cursor
+(``batch_indices``), so a resumed run repeats the data; with GKD mixing (``lam``, live teacher
+only) part of each batch is the student's own samples."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import torch
+
+from posttrain.data.conversations import ConversationSegments, batch_indices
+from posttrain.engines import Engine
+from posttrain.models import encode_prompt
+from posttrain.recipes.distillation.teacher_logits import StoredLogits
+from posttrain.recipes.distillation.teachers import model_targets
+from posttrain.recipes.report import Reporter
+from posttrain.settings.distill_config import OFFLINE_DIVERGENCES
+from posttrain.train import Trainer
+from posttrain.types import Batch, Episode, SamplingParams, Segment, TeacherMismatchError
+
+DIVERGENCES = OFFLINE_DIVERGENCES
+
+
+def check_same_vocabulary(student_tokenizer, teacher_tokenizer,
+                          what: str = "token-level distillation") -> None:
+    """``what`` compares distributions (or token ids) over one vocabulary."""
+    if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
+        raise TeacherMismatchError(
+            f"the tokenizers differ: {what} needs the policy's vocabulary (no "
+            "cross-tokenizer mode is implemented)")
+
+
+def run_distill(
+    trainer: Trainer,
+    teacher: torch.nn.Module | StoredLogits,
+    tokenizer,
+    teacher_tokenizer,
+    conversations: list[list[dict]],
+    steps: int,
+    batch_size: int,
+    reporter: Reporter,
+    divergence: str = "forward_kl",
+    options: dict | None = None,
+    seed: int = 0,
+    start_step: int = 0,
+    on_step_end: Callable[[int], None] | None = None,
+    lam: float = 0.0,
+    engine: Engine | None = None,
+    max_new_tokens: int = 32,
+) -> None:
+    """Steps ``start_step .. steps`` of ``trainer.distill_step`` on the assistant tokens;
+    a live teacher's tokenizer must be the student's (stored logits must have been written for
+    exactly this data: ``teacher_tokenizer`` is then unused). GKD mixing: each conversation is
+    replaced, with probability ``lam``, by the student's own answer to its prompt, sampled by
+    ``engine`` (which gets the student's weights after every step)."""
+    if divergence not in DIVERGENCES:
+        raise ValueError(f"divergence {divergence!r}; offline distillation takes "
+                         f"{', '.join(DIVERGENCES)}")
+    if not 0 <= lam <= 1 or (lam > 0 and engine is None):
+        raise ValueError(f"GKD mixing lam={lam} must lie in [0, 1] and needs an engine")
+    encoded = ConversationSegments(tokenizer, conversations)
+    stored = isinstance(teacher, StoredLogits)
+    if stored:
+        if lam > 0:
+            raise ValueError("GKD mixing scores the student's own samples: it needs a live "
+                             "teacher, not stored logits")
+        teacher.check([encoded[i] for i in range(len(encoded))],
+                      trainer.model.get_output_embeddings().out_features)
+    else:
+        check_same_vocabulary(tokenizer, teacher_tokenizer)
+    reporter.start(f"distill ({divergence})", steps)
+    for step in range(start_step, steps):
+        idx = batch_indices(step, batch_size, len(conversations), seed)
+        rng = random.Random(f"{seed}:gkd:{step}")
+        on_policy = [rng.random() < lam for _ in idx]
+        segments = [encoded[i] for i, own in zip(idx, on_policy) if not own]
+        prompts = [encode_prompt(tokenizer, conversations[i][:-1]) for i, own in
+                   zip(idx, on_policy) if own]
+        if prompts:
+            sampling = SamplingParams(max_new_tokens=max_new_tokens, seed=step,
+                                      stop_token_ids=(tokenizer.eos_token_id,))
+            segments += [Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs)
+                         for o in engine.generate(prompts, sampling)]
+        batch = Batch.from_episodes([Episode([s]) for s in segments],
+                                    pad_token_id=tokenizer.pad_token_id)
+        targets = teacher.targets(idx) if stored else model_targets(teacher)
+        metrics = trainer.distill_step(batch, targets, divergence, options or {})
+        metrics["on_policy"] = len(prompts) / len(idx)
+        if engine is not None:
+            engine.update_weights(trainer.named_weights(), step + 1)
+        reporter.log("distill", step + 1, metrics)
+        reporter.advance(step + 1, f"{divergence} {metrics['divergence']:.4f}")
+        if on_step_end is not None:
+            on_step_end(step + 1)
+    reporter.finish()

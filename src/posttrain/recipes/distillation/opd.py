@@ -1,0 +1,113 @@
+"""On-policy distillation (ALGORITHMS.md §7): the student samples, the teachers routed to each
+sample score the student's own tokens, and the student moves toward them — by the exact
+full-vocabulary reverse KL (``full_vocab_rkl``, optionally top-k) or by a policy gradient on the
+per-token advantage ``A_t = sum_k w_k log P_k(y_t) - log Q(y_t)`` (``opd_sampled``,
+``opd_clip``, and ``mopd`` with the outcome advantage added).
+
+Step ``k`` draws its prompts and sampling seed from ``(seed, k)`` alone, so a resumed run
+repeats the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from posttrain.algos import get
+from posttrain.engines import Engine
+from posttrain.envs import EffortTask
+from posttrain.recipes.distillation.teachers import (
+    Samples,
+    Teacher,
+    distribution_targets,
+    route,
+    sampled_logprobs,
+)
+from posttrain.recipes.sampling_loop import LoopRun
+from posttrain.rollout import rollout_metrics
+from posttrain.rollout.evaluation import evaluate
+from posttrain.rollout.single_turn import rollout
+from posttrain.settings import ActorConfig, AlgoConfig, OPDConfig
+from posttrain.train.episode_advantages import compute_advantages
+from posttrain.types import Batch, SamplingParams
+from posttrain.types.sampling import step_seed
+
+
+@dataclass(kw_only=True)
+class OPDRun(LoopRun):
+    """On-policy distillation of ``teachers`` into ``trainer``'s model with ``cfg`` (sampled
+    losses train with ``actor``'s policy loss), asking every prompt at each level of
+    ``efforts`` when given."""
+
+    STAGE: ClassVar[str] = "opd"
+    cfg: OPDConfig
+    actor: ActorConfig
+    teachers: Sequence[Teacher]
+    efforts: Sequence[int] | None = None
+
+
+def sampled_rkl(logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean ``log Q(y_t) - log P(y_t)`` over sampled tokens: the reverse-KL estimate."""
+    return float(((logp - teacher_logp) * mask).sum() / mask.sum().clamp(min=1))
+
+
+def distill_update(run: OPDRun, samples: Samples) -> dict[str, float]:
+    """One optimiser step of ``run.cfg.loss`` on the student's scored samples."""
+    cfg, trainer, tokenizer = run.cfg, run.trainer, run.tokenizer
+    episodes = list(samples.episodes)
+    batch = Batch.from_episodes(episodes, pad_token_id=tokenizer.pad_token_id)
+    weights = route(run.teachers, episodes)
+    if cfg.loss == "full_vocab_rkl":
+        targets = distribution_targets(run.teachers, weights, samples, tokenizer)
+        return trainer.distill_step(batch, targets, "full_vocab_rkl", {"topk": cfg.topk})
+    teacher_logp = sampled_logprobs(run.teachers, weights, samples, batch, tokenizer)
+    logp = trainer.compute_logprobs(batch)
+    options: dict[str, Any] = {}
+    if cfg.loss == "opd_clip":
+        options["r_max"] = cfg.r_max
+    elif cfg.loss == "mopd":
+        options["orm_advantages"] = compute_advantages(batch, episodes, AlgoConfig(),
+                                                       run.reward_fn.part_weights)
+        options["alpha"] = cfg.alpha
+    adv = get("divergence", cfg.loss)(teacher_logp=teacher_logp, logp=logp,
+                                      mask=batch.loss_mask, **options)
+    metrics = trainer.rl_update(batch.replace(advantages=adv), run.actor,
+                                max_len=cfg.max_new_tokens)
+    metrics["sampled_rkl"] = sampled_rkl(logp, teacher_logp, batch.loss_mask)
+    return metrics
+
+
+def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
+    """Run ``run``'s steps with ``engine`` sampling for the student (synced after every
+    step); returns the evaluations made."""
+    cfg, tokenizer, seed = run.cfg, run.tokenizer, run.seed
+    evals = []
+    run.reporter.start(f"on-policy distillation ({cfg.loss})", cfg.steps)
+    for step in range(run.start_step, cfg.steps):
+        problems = run.tasks.sample(cfg.prompts_per_step, random.Random(f"{seed}:opd:{step}"))
+        if run.efforts:
+            problems = [EffortTask(p, e) for p in problems for e in run.efforts]
+        sampling = SamplingParams(
+            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+            stop_token_ids=(tokenizer.eos_token_id,), seed=step_seed(seed, step))
+        episodes = rollout(engine, tokenizer, problems, run.reward_fn, sampling, cfg.group_size)
+        metrics = rollout_metrics(episodes, run.accuracy_part)
+        keep = [j for j, e in enumerate(episodes) if e.segments[0].num_trainable]
+        if keep:
+            samples = Samples([episodes[j] for j in keep],
+                              [problems[j // cfg.group_size] for j in keep])
+            metrics |= distill_update(run, samples)
+            engine.update_weights(run.trainer.named_weights(), step + 1)
+        if run.eval_due(step):
+            result = evaluate(engine, tokenizer, run.eval_tasks, run.reward_fn, run.eval_cfg,
+                              run.accuracy_part)
+            metrics |= {f"eval/{k}": v for k, v in result.items()}
+            evals.append({"step": step + 1, **result})
+        run.finish_step(step, metrics)
+    run.reporter.finish()
+    return evals
+

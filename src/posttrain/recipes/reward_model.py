@@ -1,0 +1,48 @@
+"""Reward-model training (ALGORITHMS.md §9) on chosen/rejected pairs, in the shared pair loop
+(``recipes.pair_loop``): a backbone with a scalar head (``load_value_model``) on the last token.
+``bradley_terry`` scores each response alone; ``pairwise_classifier`` scores one rendering of
+the question and both answers (``comparison_messages``), trained on both orders."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from posttrain.data.preference_pairs import PreferencePair, comparison_batch, pair_batch
+from posttrain.models import frozen, sequence_scores
+from posttrain.recipes.pair_loop import evaluate_pairs, run_pairs
+from posttrain.recipes.report import Reporter
+from posttrain.settings import RewardModelConfig
+from posttrain.train import Trainer
+from posttrain.train.losses import bradley_terry_loss, pairwise_classifier_loss
+
+BATCHES = {"bradley_terry": pair_batch, "pairwise_classifier": comparison_batch}
+LOSSES = {"bradley_terry": bradley_terry_loss, "pairwise_classifier": pairwise_classifier_loss}
+
+
+def reward_model_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
+                      loss: str = "bradley_terry") -> dict[str, float]:
+    """Loss, accuracy (chosen preferred) and mean margin on ``pairs``."""
+    with frozen(trainer.model) as model:
+        return evaluate_pairs(tokenizer, pairs, lambda batch, n: LOSSES[loss](
+            sequence_scores(model, batch.input_ids, batch.attention_mask), n), BATCHES[loss])
+
+
+def run_reward_model(
+    trainer: Trainer,
+    tokenizer,
+    pairs: Sequence[PreferencePair],
+    cfg: RewardModelConfig,
+    reporter: Reporter,
+    eval_pairs: Sequence[PreferencePair] = (),
+    seed: int = 0,
+    start_step: int = 0,
+    on_step_end: Callable[[int], None] | None = None,
+) -> list[dict[str, float]]:
+    """Train ``trainer``'s scalar-head model for steps ``start_step .. cfg.steps``; returns the
+    held-out evaluations."""
+    evaluate = (lambda: reward_model_eval(trainer, tokenizer, eval_pairs, cfg.loss)) \
+        if eval_pairs else None
+    return run_pairs(tokenizer, pairs, cfg, reporter, "reward_model",
+                     f"reward model ({cfg.loss})",
+                     lambda batch, idx: trainer.reward_model_step(batch, cfg.loss), evaluate,
+                     seed, start_step, on_step_end, BATCHES[cfg.loss])

@@ -1,0 +1,123 @@
+"""Synchronous RL (GRPO by default): prompts -> G completions each -> rewards -> advantages ->
+update -> weight sync to the engine -> periodic eval.
+
+Step ``k`` draws its prompts and sampling seed from ``(seed, k)`` alone, so the step number is
+the data cursor and a resumed run repeats the uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from posttrain.engines import Engine
+from posttrain.envs import EffortTask
+from posttrain.recipes.sampling_loop import LoopRun
+from posttrain.recipes.weight_sync import sync_weights
+from posttrain.rollout import evaluate, informative, rollout, rollout_metrics, shape_rewards
+from posttrain.settings import ActorConfig, AlgoConfig, CriticConfig, RLConfig, ShapingRule
+from posttrain.train import Trainer
+from posttrain.train.rl_update import PolicyUpdate
+from posttrain.types import Episode, SamplingParams, write_episodes
+from posttrain.types.errors import MismatchError
+from posttrain.types.sampling import step_seed
+
+
+def check_mismatch(value: float, tolerance: float) -> None:
+    """``value`` is the mean |trainer - engine| log-prob of the sampled tokens (the update's
+    ``mismatch`` metric); above ``tolerance`` the engine is not sampling from the policy."""
+    if value > tolerance:
+        raise MismatchError(
+            f"train/inference log-prob mismatch {value:.4g} > rl.mismatch_tolerance={tolerance}"
+        )
+
+
+def run_rl(
+    run: RLRun,
+    engine: Engine,
+    efforts: Sequence[int] | None = None,
+    rollout_fn: Callable[..., list[Episode]] = rollout,
+) -> list[dict[str, float]]:
+    """Run ``run``'s steps synchronously; returns the evaluations made. With ``efforts`` every
+    prompt is asked at each level, one group per (prompt, effort); ``rollout_fn`` (``rollout``
+    or an ``AgentRollout``) plays the episodes."""
+    cfg, algo, tokenizer, seed = run.cfg, run.algo, run.tokenizer, run.seed
+    truncating = cfg.top_p < 1 or cfg.top_k > 0
+    update = run.policy_update()
+    groups_per_prompt = len(efforts) if efforts else 1
+    target_groups = cfg.prompts_per_step * groups_per_prompt
+    evals = []
+    run.reporter.start("RL", cfg.steps)
+    for step in range(run.start_step, cfg.steps):
+
+        def sample(n: int, round_: int) -> list[Episode]:
+            problems = run.tasks.sample(n, random.Random(f"{seed}:rl:{step}:{round_}"))
+            if efforts:  # one group per (prompt, effort)
+                problems = [EffortTask(p, b) for p in problems for b in efforts]
+            sampling = SamplingParams(
+                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                top_p=cfg.top_p, top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
+                seed=step_seed(seed, step) + round_,
+            )
+            episodes = rollout_fn(engine, tokenizer, problems, run.reward_fn, sampling,
+                                  cfg.group_size, group_prefix=f"{round_}-")
+            return shape_rewards(episodes, run.shaping, step, efforts)
+
+        first = sample(cfg.prompts_per_step, 0)
+        if cfg.save_episodes:
+            write_episodes(run.reporter.path.parent / "episodes.jsonl", first, append=True)
+        metrics = rollout_metrics(first, run.accuracy_part)
+        episodes = first
+        if algo.dynamic_sampling.enabled:
+            episodes, extra = informative(first), 0
+            if algo.dynamic_sampling.mode == "resample":
+                for round_ in range(1, algo.dynamic_sampling.max_rounds + 1):
+                    missing = target_groups - len(episodes) // cfg.group_size
+                    if missing <= 0:
+                        break
+                    more = sample(math.ceil(missing / groups_per_prompt), round_)
+                    extra += len(more)
+                    episodes += informative(more)
+                episodes = episodes[: target_groups * cfg.group_size]
+            metrics["extra_generations"] = float(extra)
+            metrics["kept_groups"] = float(len(episodes) // cfg.group_size)
+        if episodes:
+            metrics |= update(episodes)
+            if truncating:  # behaviour log-probs are of the truncated distribution
+                del metrics["mismatch"]
+            else:
+                check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
+            probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
+            metrics |= sync_weights(run.trainer, engine, step + 1, probes, cfg.sync).metrics()
+        if run.eval_due(step):
+            result = evaluate(engine, tokenizer, run.eval_tasks, run.reward_fn, run.eval_cfg,
+                              run.accuracy_part, rollout_fn=rollout_fn)
+            metrics |= {f"eval/{k}": v for k, v in result.items()}
+            evals.append({"step": step + 1, **result})
+        run.finish_step(step, metrics)
+    run.reporter.finish()
+    return evals
+
+
+@dataclass(kw_only=True)
+class RLRun(LoopRun):
+    """RL with ``cfg``, ``algo`` and ``actor``. With a ``critic`` (PPO), its values feed GAE
+    and it trains on the returns alongside the actor; ``shaping`` rules reshape rewards before
+    groups are filtered and scored."""
+
+    STAGE: ClassVar[str] = "rl"
+    cfg: RLConfig
+    algo: AlgoConfig
+    actor: ActorConfig
+    critic: Trainer | None = None
+    critic_cfg: CriticConfig | None = None
+    shaping: Sequence[ShapingRule] = ()
+
+    def policy_update(self) -> PolicyUpdate:
+        return PolicyUpdate(
+            self.trainer, self.cfg, self.algo, self.actor, self.tokenizer.pad_token_id,
+            self.reward_fn.part_weights,
+            self.critic, self.critic_cfg)

@@ -1,0 +1,49 @@
+"""``LoopRun``: what a sampling training loop (RL, on-policy distillation) needs besides its
+own settings — the trainer, the tasks and their reward, held-out evaluation, where results go
+and where to start. Each loop's run adds its settings as keyword-only fields, among them
+``cfg`` with ``steps`` and ``eval_every``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from posttrain.envs import Task
+from posttrain.recipes.report import Reporter
+from posttrain.rewards import RewardFunction
+from posttrain.settings import EvalConfig
+from posttrain.train import Trainer
+
+
+@dataclass
+class LoopRun:
+    """Steps ``start_step .. cfg.steps`` on ``tasks``, logged as ``STAGE``;
+    ``on_step_end(step)`` runs after each step (checkpoints)."""
+
+    STAGE: ClassVar[str]
+    trainer: Trainer
+    tokenizer: Any
+    tasks: Any
+    eval_tasks: Sequence[Task]
+    reward_fn: RewardFunction
+    eval_cfg: EvalConfig
+    accuracy_part: str
+    reporter: Reporter
+    seed: int = 0
+    start_step: int = 0
+    on_step_end: Callable[[int], None] | None = None
+    cfg: Any = field(kw_only=True)
+
+    def eval_due(self, step: int) -> bool:
+        """Whether held-out evaluation follows step ``step`` (0-based)."""
+        every = self.cfg.eval_every
+        return bool(every) and ((step + 1) % every == 0 or step + 1 == self.cfg.steps)
+
+    def finish_step(self, step: int, metrics: dict[str, float]) -> None:
+        """Log step ``step``'s metrics, advance the progress bar, run ``on_step_end``."""
+        self.reporter.log(self.STAGE, step + 1, metrics)
+        self.reporter.advance(step + 1,
+                              f"reward {metrics['reward']:.3f} acc {metrics['accuracy']:.3f}")
+        if self.on_step_end is not None:
+            self.on_step_end(step + 1)

@@ -1,0 +1,44 @@
+"""Supervised fine-tuning with assistant-only loss masks.
+
+Batch ``k`` holds positions ``[k*B, (k+1)*B)`` of an endless stream of seeded per-epoch
+permutations of the data, so the step number alone is the data cursor (exact resume).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from posttrain.data.conversations import ConversationSegments, batch_indices
+from posttrain.recipes.report import Reporter
+from posttrain.settings import SFTConfig
+from posttrain.train import Trainer
+from posttrain.types import Batch, Episode
+
+
+def run_sft(
+    trainer: Trainer,
+    tokenizer,
+    conversations: list[list[dict]],
+    cfg: SFTConfig,
+    reporter: Reporter,
+    seed: int = 0,
+    start_step: int = 0,
+    on_step_end: Callable[[int], None] | None = None,
+    tools: list[dict] | None = None,
+) -> None:
+    """Train for ``cfg.steps`` optimiser steps starting at ``start_step``; ``tools`` (schemas)
+    are rendered into every conversation, as the agent loop renders them."""
+    segments = ConversationSegments(tokenizer, conversations, tools)
+    reporter.start("SFT", cfg.steps)
+    for step in range(start_step, cfg.steps):
+        idx = batch_indices(step, cfg.batch_size, len(conversations), seed)
+        rows, pad = [segments[i] for i in idx], tokenizer.pad_token_id
+        batch = Batch.packed(rows, cfg.pack_tokens, pad) if cfg.pack_tokens \
+            else Batch.from_episodes([Episode([s]) for s in rows], pad_token_id=pad)
+        metrics = trainer.sft_step(batch)
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            reporter.log("sft", step + 1, metrics)
+        reporter.advance(step + 1, f"loss {metrics['loss']:.3f}")
+        if on_step_end is not None:
+            on_step_end(step + 1)
+    reporter.finish()

@@ -1,0 +1,202 @@
+"""Judges as RL reward parts (ALGORITHMS.md §9): after a rollout, each judged part of the
+reward is filled in for every episode by a judge — a prompted generative grader (``genrm``:
+rubric, score extraction that survives garbage), a round-robin comparison of the group's
+answers by a prompted judge or a pairwise classifier (``group_binary_comparison``: an answer
+over the verbosity budget loses without a comparison), or a Bradley–Terry reward model's
+scalar head.
+
+A sample the judge leaves unscored (no parsable output) is marked missing, never scored 0
+silently: ``meta["missing_parts"]`` names the part, the part takes the mean of its group's
+scored samples (so a failed judgement gives no advantage either way; 0 when none in the group
+was scored), and the rollout metrics count the misses (``reward/<part>/missing``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from posttrain.algos import get
+from posttrain.data.preference_pairs import PreferencePair, comparison_batch
+from posttrain.engines.chat import Chat
+from posttrain.envs import Task
+from posttrain.models import sequence_scores
+from posttrain.rewards import RewardFunction
+from posttrain.rewards.judge import (
+    DEFAULT_RUBRIC,
+    comparison_messages,
+    extract_verdict,
+    question_of,
+    score_messages,
+)
+from posttrain.types import Batch, Episode
+
+Judge = Callable[[Sequence[Episode], Sequence[Task]], list[float | None]]
+
+
+@dataclass
+class ScoreJudge:
+    """``genrm``: ``n_samples`` gradings a sample, the mean of those that parse over
+    ``score_max``; None when none parse."""
+
+    chat: Chat
+    rubric: str = DEFAULT_RUBRIC
+    n_samples: int = 1
+    score_max: float = 10.0
+
+    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]
+                 ) -> list[float | None]:
+        n = self.n_samples
+        replies = self.chat([
+            score_messages(question_of(t.messages()), e.meta["completion"], self.rubric,
+                           self.score_max)
+            for e, t in zip(episodes, tasks) for _ in range(n)])
+        out: list[float | None] = []
+        for i in range(len(episodes)):
+            value, failed = get("reward_model", "genrm")(outputs=replies[i * n:(i + 1) * n],
+                                                         score_max=self.score_max)
+            out.append(None if failed else value)
+        return out
+
+
+# (question, answer A, answer B) -> the probability that A is the better answer, None: unknown
+Compare = Callable[[Sequence[tuple[str, str, str]]], list[float | None]]
+
+
+def chat_compare(chat: Chat, rubric: str = DEFAULT_RUBRIC) -> Compare:
+    """A prompted judge's verdicts (``<winner>A|B|tie</winner>``: 1, 0, 0.5)."""
+    return lambda triples: [extract_verdict(r) for r in chat(
+        [comparison_messages(q, a, b, rubric) for q, a, b in triples])]
+
+
+@dataclass
+class ClassifierCompare:
+    """A pairwise classifier (``posttrain reward-model`` with ``rm.loss:
+    pairwise_classifier``): ``(sigmoid s(x, a, b) + 1 - sigmoid s(x, b, a)) / 2``."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    micro_batch_size: int = 16
+
+    @torch.no_grad()
+    def __call__(self, triples: Sequence[tuple[str, str, str]]) -> list[float | None]:
+        self.model.eval()
+        pairs = [PreferencePair(({"role": "user", "content": q},), a, b) for q, a, b in triples]
+        probs = []
+        for i in range(0, len(pairs), self.micro_batch_size):
+            batch = comparison_batch(self.tokenizer, pairs[i:i + self.micro_batch_size])
+            scores = sequence_scores(self.model, batch.input_ids, batch.attention_mask)
+            p = torch.sigmoid(scores.float())
+            probs += ((p[0::2] + 1 - p[1::2]) / 2).tolist()
+        return probs
+
+
+@dataclass
+class ComparisonJudge:
+    """``group_binary_comparison``: every pair of a group compared once by ``compare``; an
+    answer longer than ``budget_tokens`` loses to any within it (two over it tie) without a
+    comparison. A pair ``compare`` cannot decide counts as a tie; a sample none of whose
+    compared pairs was decided is unscored."""
+
+    compare: Compare
+    budget_tokens: int | None = None
+
+    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]
+                 ) -> list[float | None]:
+        out: list[float | None] = [None] * len(episodes)
+        for rows in _groups(episodes).values():
+            over = torch.tensor([self.budget_tokens is not None and
+                                 episodes[r].segments[0].num_trainable > self.budget_tokens
+                                 for r in rows])
+            pairs = [(i, j) for i in range(len(rows)) for j in range(i + 1, len(rows))
+                     if not (over[i] or over[j])]
+            verdicts = self.compare([(question_of(tasks[rows[i]].messages()),
+                                      episodes[rows[i]].meta["completion"],
+                                      episodes[rows[j]].meta["completion"]) for i, j in pairs])
+            outcomes = torch.full((len(rows), len(rows)), 0.5, dtype=torch.float64)
+            asked, decided = [0] * len(rows), [0] * len(rows)
+            for (i, j), verdict in zip(pairs, verdicts):
+                for k in (i, j):
+                    asked[k] += 1
+                    decided[k] += verdict is not None
+                if verdict is not None:
+                    outcomes[i, j] = verdict
+            scores = get("reward_model", "group_binary_comparison")(outcomes=outcomes,
+                                                                    over_budget=over)
+            for k, r in enumerate(rows):  # never compared: decided by the budget alone
+                out[r] = float(scores[k]) if decided[k] or not asked[k] else None
+        return out
+
+
+@dataclass
+class RewardModelJudge:
+    """A Bradley–Terry reward model (``run_reward_model``): its scalar head on the episode's
+    last token. Always scores."""
+
+    model: torch.nn.Module
+    pad_token_id: int
+    micro_batch_size: int = 16
+
+    @torch.no_grad()
+    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]
+                 ) -> list[float | None]:
+        self.model.eval()
+        out: list[float | None] = []
+        for i in range(0, len(episodes), self.micro_batch_size):
+            batch = Batch.from_episodes(episodes[i:i + self.micro_batch_size],
+                                        self.pad_token_id)
+            out += sequence_scores(self.model, batch.input_ids, batch.attention_mask).tolist()
+        return out
+
+
+def _groups(episodes: Sequence[Episode]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for r, e in enumerate(episodes):
+        groups.setdefault(e.group_id, []).append(r)
+    return groups
+
+
+def apply_judge(episodes: Sequence[Episode], part: str, scores: Sequence[float | None],
+                reward_fn: RewardFunction) -> None:
+    """Set reward part ``part`` of every episode from ``scores`` (None: missing, imputed with
+    its group's mean) and recompute each total reward with ``reward_fn``'s weights."""
+    for rows in _groups(episodes).values():
+        known = [scores[r] for r in rows if scores[r] is not None]
+        fill = statistics.fmean(known) if known else 0.0
+        for r in rows:
+            ep = episodes[r]
+            ep.meta.setdefault("judged_parts", []).append(part)
+            if scores[r] is None:
+                ep.meta.setdefault("missing_parts", []).append(part)
+            ep.rewards[part] = fill if scores[r] is None else float(scores[r])
+            ep.reward = reward_fn.total(ep.rewards)
+
+
+def missing_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """``reward/<part>/missing``: the share of episodes the judge of ``part`` left unscored."""
+    judged = episodes[0].meta.get("judged_parts", ()) if episodes else ()
+    return {f"reward/{part}/missing": sum(part in e.meta.get("missing_parts", ())
+                                          for e in episodes) / len(episodes)
+            for part in judged}
+
+
+@dataclass
+class JudgedRollout:
+    """A rollout function whose episodes then get their judged parts (``judges``: part name ->
+    judge); single-turn rollouts, ``group_size`` episodes a task."""
+
+    rollout_fn: Callable[..., list[Episode]]
+    judges: Mapping[str, Judge] = field(default_factory=dict)
+
+    def __call__(self, engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
+                 sampling, group_size: int = 1, group_prefix: str = "") -> list[Episode]:
+        episodes = self.rollout_fn(engine, tokenizer, tasks, reward_fn, sampling, group_size,
+                                   group_prefix=group_prefix)
+        task_of = [tasks[j // group_size] for j in range(len(episodes))]
+        for part, judge in self.judges.items():
+            apply_judge(episodes, part, judge(episodes, task_of), reward_fn)
+        return episodes

@@ -1,0 +1,47 @@
+"""Where the run's pieces execute (``dist`` section; docs/scaling.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from posttrain.settings.section import Section
+
+
+class DistConfig(Section):
+    """``backend: local`` runs everything in this process. ``ray`` runs the rollout engines
+    as Ray actors (``engines`` of them; a crashed one is restarted up to ``max_restarts``
+    times) on the cluster at ``address`` (null: start a local one). ``placement``:
+    ``colocated`` actors reserve nothing and time-share the trainer's CPUs;
+    ``disaggregated`` actors reserve ``cpus_per_engine`` CPUs each (engines run on CPU in this
+    release). ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor too (the
+    driver keeps the loop, a copy of the weights for checkpoints, and a critic if any).
+    ``trainer_processes > 1`` runs the stages in that many processes of a gloo
+    ``torch.distributed`` group that split each update's micro-batches (data parallel, DDP's
+    semantics); every process generates the same rollouts (local backend only)."""
+
+    backend: Literal["local", "ray"] = "local"
+    address: str | None = None
+    placement: Literal["colocated", "disaggregated"] = "colocated"
+    engines: int = Field(1, ge=1)
+    cpus_per_engine: float = Field(1.0, gt=0)
+    max_restarts: int = Field(3, ge=0)
+    trainer_processes: int = Field(1, ge=1)
+    trainer_actor: bool = False
+
+    @model_validator(mode="after")
+    def _ray_options_need_ray(self) -> DistConfig:
+        if self.backend == "local":
+            defaults = DistConfig.model_fields
+            changed = [k for k in ("address", "placement", "engines", "cpus_per_engine",
+                                   "max_restarts", "trainer_actor")
+                       if getattr(self, k) != defaults[k].default]
+            if changed:
+                raise ValueError(f"dist.{changed[0]} applies to dist.backend=ray")
+        if self.trainer_processes > 1 and self.backend != "local":
+            raise ValueError("dist.trainer_processes > 1 runs with dist.backend=local")
+        if self.placement == "colocated" and self.cpus_per_engine != 1.0:
+            raise ValueError("dist.cpus_per_engine reserves CPUs: it applies to "
+                             "placement=disaggregated")
+        return self

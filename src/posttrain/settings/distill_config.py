@@ -1,0 +1,102 @@
+"""Validated settings of distillation (ALGORITHMS.md §7): offline knowledge distillation
+(``distill`` stage) and on-policy distillation (``opd`` stage)."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from posttrain.settings.section import NamedLoss, OptimConfig, Section, registered
+
+OFFLINE_DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "skew_fkl", "skew_rkl", "tvd")
+OPD_LOSSES = ("full_vocab_rkl", "opd_sampled", "opd_clip", "mopd")
+SELF_DISTILL = ("sdft", "sdpo", "opsd")
+
+
+class TeacherConfig(Section):
+    """One teacher: a local HF model directory, the task ``domains`` and effort levels it
+    scores (empty: all), and its ``weight`` among the teachers a sample is routed to."""
+
+    path: str
+    domains: list[str] = Field(default_factory=list)
+    efforts: list[int] = Field(default_factory=list)
+    weight: float = Field(1.0, gt=0)
+
+
+class OPDConfig(Section):
+    """On-policy distillation: the student samples ``group_size`` completions for each of
+    ``prompts_per_step`` prompts, the teachers score the student's tokens and the student
+    moves toward them.
+
+    ``loss``: ``full_vocab_rkl`` (DeepSeek V4: the exact reverse KL over the vocabulary, or
+    the student's ``topk`` tokens plus a tail bucket) or a per-token advantage trained with the
+    ``actor`` section's policy loss: ``opd_sampled`` (``A_t = logp_T - logp``), ``opd_clip``
+    (clipped to ``[-r_max, r_max]``, Kimi K3) or ``mopd`` (plus ``alpha`` times the outcome
+    advantage, MiMo). ``teachers`` run in-process, or as Ray engine actors
+    (``teacher_placement: ray``, with ``dist.backend: ray``; sampled losses only, since an
+    engine returns the sampled tokens' log-probs). ``self_distill`` (``sdft``, ``sdpo``,
+    ``opsd``) makes the student its own teacher given privileged context instead."""
+
+    steps: int = Field(100, ge=0)
+    prompts_per_step: int = Field(16, ge=1)
+    group_size: int = Field(4, ge=1)
+    max_new_tokens: int = Field(32, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    loss: Literal[OPD_LOSSES] = "full_vocab_rkl"
+    topk: int | None = Field(None, ge=1)
+    r_max: float = Field(1.0, gt=0)
+    alpha: float = Field(0.5, ge=0)
+    teachers: list[TeacherConfig] = Field(default_factory=list)
+    teacher_placement: Literal["local", "ray"] = "local"
+    self_distill: Literal[SELF_DISTILL] | None = None
+    eval_every: int = Field(25, ge=0)
+    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=5)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> OPDConfig:
+        if self.self_distill is not None and self.teachers:
+            raise ValueError("opd.self_distill uses the student as its own teacher: leave "
+                             "opd.teachers empty")
+        if self.topk is not None and self.loss != "full_vocab_rkl":
+            raise ValueError(f"opd.topk applies to full_vocab_rkl, not {self.loss}")
+        if self.teacher_placement == "ray" and self.loss == "full_vocab_rkl":
+            raise ValueError("opd.teacher_placement=ray serves sampled-token log-probs only: "
+                             "use loss opd_sampled, opd_clip or mopd, or local teachers")
+        return self
+
+
+class DivergenceConfig(NamedLoss):
+    """A divergence of offline distillation with its hyperparameters as keys
+    (``distill.divergence.beta=0.9`` for ``jsd``)."""
+
+    KIND: ClassVar[str] = "divergence"
+    LABEL: ClassVar[str] = "divergence"
+    name: Annotated[str, registered("divergence", OFFLINE_DIVERGENCES)] = "forward_kl"
+
+
+class DistillConfig(Section):
+    """Offline knowledge distillation on chat data: ``data`` (JSONL of ``{"messages"}``
+    rows) or, when null, ``num_examples`` worked solutions generated from the task. Targets
+    come from a live ``teacher`` (a model directory) or stored ``logits`` (a file written by
+    ``posttrain teacher-logits`` for this data): exactly one. ``lam`` > 0 (GKD, live teacher
+    only) replaces each conversation with that probability by the student's own answer of up
+    to ``max_new_tokens``."""
+
+    steps: int = Field(200, ge=0)
+    batch_size: int = Field(32, ge=1)
+    data: str | None = None
+    num_examples: int = Field(5000, ge=1)
+    teacher: str | None = None
+    logits: str | None = None
+    divergence: DivergenceConfig = DivergenceConfig()
+    lam: float = Field(0.0, ge=0, le=1)
+    max_new_tokens: int = Field(32, ge=1)
+    optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=10)
+
+    @model_validator(mode="after")
+    def _gkd_needs_a_live_teacher(self) -> DistillConfig:
+        if self.lam > 0 and self.logits is not None:
+            raise ValueError("distill.lam > 0 scores the student's own samples: it needs a "
+                             "live distill.teacher, not stored logits")
+        return self

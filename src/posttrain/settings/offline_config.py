@@ -1,0 +1,77 @@
+"""Settings of the stages that learn from a fixed dataset: SFT, preference optimisation and
+reward models."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
+
+from posttrain.settings.section import NamedLoss, OptimConfig, Section, registered
+
+
+class SFTConfig(Section):
+    """Supervised fine-tuning on chat data (``data`` JSONL of ``{"messages": [...]}`` rows, or
+    generated from the task with ``error_rate`` of flawed answers when ``data`` is null).
+    ``pack_tokens``: each step's conversations packed into rows of at most that many tokens,
+    attention isolated between them (same loss and gradients as unpacked; null: one a row)."""
+
+    steps: int = Field(500, ge=0)
+    batch_size: int = Field(64, ge=1)
+    data: str | None = None
+    num_examples: int = Field(20000, ge=1)
+    error_rate: float = Field(0.6, ge=0, le=1)
+    optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=30)
+    log_every: int = Field(10, ge=1)
+    pack_tokens: int | None = Field(None, ge=2)
+
+
+# preference losses on (chosen, rejected) pairs; kto sees the pairs' responses unpaired
+PREFERENCE_LOSSES = ("dpo", "ipo", "simpo", "orpo", "cpo", "r_dpo", "kto")
+
+
+class PreferenceLossConfig(NamedLoss):
+    """A preference loss of ALGORITHMS.md §8 (``dpo``, ``ipo``, ``simpo``, ``orpo``, ``cpo``,
+    ``r_dpo``, ``kto``) with its hyperparameters as keys (``pref.loss.beta=0.2``)."""
+
+    KIND: ClassVar[str] = "preference"
+    LABEL: ClassVar[str] = "preference loss"
+    name: Annotated[str, registered("preference", PREFERENCE_LOSSES)] = "dpo"
+
+
+class PairDataConfig(Section):
+    """Where pairs come from: ``data`` (JSONL; its last ``eval_pairs`` rows, at most a tenth,
+    held out) or, when null, ``num_pairs`` generated from the task (the worked solution over
+    the flawed one) and ``eval_pairs`` from its held-out split."""
+
+    data: str | None = None
+    num_pairs: int = Field(4000, ge=1)
+    eval_pairs: int = Field(200, ge=1)
+
+
+class PreferenceConfig(PairDataConfig):
+    """Preference optimisation on pairs: ``batch_size`` pairs a step. Losses with a reference
+    take its log-probs ``precompute``d once for the data or computed ``on_the_fly`` each step
+    (same numbers). The held-out pairs measure the implicit reward's accuracy every
+    ``eval_every`` steps."""
+
+    steps: int = Field(200, ge=0)
+    batch_size: int = Field(32, ge=1)
+    loss: PreferenceLossConfig = PreferenceLossConfig()
+    reference: Literal["precompute", "on_the_fly"] = "precompute"
+    eval_every: int = Field(50, ge=0)
+    optim: OptimConfig = OptimConfig(lr=1e-5, warmup_steps=10)
+    log_every: int = Field(10, ge=1)
+
+
+class RewardModelConfig(PairDataConfig):
+    """Reward-model training (``posttrain reward-model``): ``loss`` ``bradley_terry`` (a score
+    per response) or ``pairwise_classifier`` (a score per comparison of two answers); ``steps``
+    of ``batch_size`` pairs; held-out accuracy every ``eval_every`` steps."""
+
+    loss: Literal["bradley_terry", "pairwise_classifier"] = "bradley_terry"
+    steps: int = Field(200, ge=0)
+    batch_size: int = Field(32, ge=1)
+    eval_every: int = Field(50, ge=0)
+    log_every: int = Field(10, ge=1)
+    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=10)

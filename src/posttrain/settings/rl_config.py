@@ -1,0 +1,185 @@
+"""Settings of the RL loop (sync and async), its advantages, reward shaping and evaluation."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from posttrain.algos import entry
+from posttrain.settings.section import OptimConfig, Section, check_hyperparameters, registered
+from posttrain.settings.trainer_config import KLConfig, OffPolicyConfig
+
+
+class EvalConfig(Section):
+    """Held-out evaluation: ``temperature == 0`` is greedy (one sample a problem)."""
+
+    num_problems: int = Field(200, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    max_new_tokens: int = Field(32, ge=1)
+
+
+class SyncConfig(Section):
+    """``timeout_s`` per sync; ``probes`` sequences (taken from the step's rollouts) scored by
+    both sides; above ``tolerance`` (mean |trainer - engine| log-prob) the run stops."""
+
+    timeout_s: float = Field(120.0, gt=0)
+    probes: int = Field(4, ge=0)
+    tolerance: float = Field(1e-3, gt=0)
+
+
+class AsyncConfig(Section):
+    """Asynchronous RL (``rl.mode: async``, docs/async.md). Pacing keeps at most
+    ``(max_staleness + 1) * prompts_per_step`` groups started and not yet trained on; tokens
+    older than ``max_staleness`` policy versions are masked out of the loss (``stale: mask``) or
+    their groups dropped and replaced (``stale: drop``). The rollout thread generates
+    ``capacity`` samples at once (null: one step's ``prompts_per_step x group_size``),
+    ``chunk_tokens`` at a time (null: whole completions; each chunk re-prefills what a sample
+    has so far); at a weight update a ``partial_rollout`` (needs ``chunk_tokens``) resumes its
+    in-flight samples under the new weights at the next chunk boundary, otherwise the update
+    waits for them to finish. Length-bias control:
+    ``max_inflight_per_group`` samples of a group at once (null: all), and a finished group is
+    held back while more than ``max_overtake`` older groups are unfinished (null: never)."""
+
+    max_staleness: int = Field(1, ge=0)
+    stale: Literal["mask", "drop"] = "mask"
+    capacity: int | None = Field(None, ge=1)
+    chunk_tokens: int | None = Field(None, ge=1)
+    partial_rollout: bool = False
+    max_inflight_per_group: int | None = Field(None, ge=1)
+    max_overtake: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _partial_needs_chunks(self) -> AsyncConfig:
+        if self.partial_rollout and self.chunk_tokens is None:
+            raise ValueError("rl.async.partial_rollout interrupts generation between chunks: "
+                             "it needs rl.async.chunk_tokens")
+        return self
+
+
+class RLConfig(Section):
+    """GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the task's
+    effort levels, if any), ``sync`` or ``async`` (the ``async`` section, ``AsyncConfig``).
+    ``save_episodes`` appends every step's episodes to ``episodes.jsonl`` in the run directory
+    (``posttrain replay`` checks them); ``sync`` verifies every weight sync
+    (``recipes.weight_sync``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
+                              serialize_by_alias=True)
+
+    steps: int = Field(60, ge=0)
+    prompts_per_step: int = Field(16, ge=1)
+    group_size: int = Field(8, ge=1)
+    max_new_tokens: int = Field(32, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0)
+    epochs: int = Field(1, ge=1)
+    mini_batches: int = Field(1, ge=1)
+    eval_every: int = Field(20, ge=0)
+    mismatch_tolerance: float = Field(0.05, gt=0)
+    save_episodes: bool = False
+    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
+    sync: SyncConfig = SyncConfig()
+    mode: Literal["sync", "async"] = "sync"
+    async_: AsyncConfig = Field(AsyncConfig(), alias="async")
+
+    @model_validator(mode="after")
+    def _async_options_act(self) -> RLConfig:
+        if self.mode == "sync" and self.async_ != AsyncConfig():
+            raise ValueError("rl.async options are set but rl.mode is sync")
+        return self
+
+
+# estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
+# parts (multi-reward); the others need a critic or episode structure
+OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
+MULTI_REWARD_ESTIMATORS = ("gdpo", "gd2po", "dvao")
+EPISODE_ESTIMATORS = ("gigpo", "tree_grpo")  # need agent episodes: state keys, trees
+
+
+class DynamicSamplingConfig(Section):
+    """DAPO dynamic sampling: a group whose rewards are all equal carries no signal. ``drop``
+    trains on the other groups; ``resample`` draws fresh prompts (at most ``max_rounds`` extra
+    rounds) until ``rl.prompts_per_step`` groups carry signal."""
+
+    enabled: bool = False
+    mode: Literal["drop", "resample"] = "resample"
+    max_rounds: int = Field(3, ge=1)
+
+
+class BehaviourRegConfig(Section):
+    """``behaviour_reg``'s token rule on the tokens of steps whose tool calls were malformed
+    (format, unknown tool, bad arguments): they lose positive credit and get ``k_err`` times the
+    blame; other tokens scale by ``1 + up`` (A > 0) or ``1 - down`` (A < 0)."""
+
+    k_err: float = Field(gt=1)
+    up: float = Field(0.0, ge=0)
+    down: float = Field(0.0, ge=0, le=1)
+
+
+# estimator options and the estimators they act on
+ESTIMATOR_OPTIONS = {"gamma": ("gae", "gigpo"), "lam": ("gae",), "omega": ("gigpo",)}
+
+
+class AlgoConfig(Section):
+    """How rewards become advantages (ALGORITHMS.md §1, §4-§6). A multi-reward estimator
+    (``gdpo``, ``gd2po``, ``dvao``) combines ``reward.parts`` with their weights; ``gae`` needs
+    the critic (``critic.enabled``) and takes ``gamma``/``lam`` (null: 1.0 and 0.95); ``gigpo``
+    (step credit over the environment's state keys) takes ``gamma``/``omega`` (null: 0.95 and
+    1.0); ``tree_grpo`` needs ``agent.tree``. ``behaviour_reg`` modifies the advantages of
+    agent episodes per token."""
+
+    adv_estimator: Annotated[
+        str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS
+                        + EPISODE_ESTIMATORS + ("gae",))
+    ] = "grpo"
+    gamma: float | None = Field(None, gt=0, le=1)
+    lam: float | None = Field(None, ge=0, le=1)
+    omega: float | None = Field(None, ge=0)
+    kl: KLConfig = KLConfig()
+    offpolicy: OffPolicyConfig = OffPolicyConfig()
+    dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
+    behaviour_reg: BehaviourRegConfig | None = None
+
+    def estimator_options(self) -> dict[str, float]:
+        """The options set (not null), for the configured estimator."""
+        return {k: getattr(self, k) for k in ESTIMATOR_OPTIONS if getattr(self, k) is not None}
+
+    @model_validator(mode="after")
+    def _options_act(self) -> AlgoConfig:
+        for key in self.estimator_options():
+            if self.adv_estimator not in ESTIMATOR_OPTIONS[key]:
+                raise ValueError(f"algo.{key} only acts with adv_estimator in "
+                                 f"{ESTIMATOR_OPTIONS[key]}, not {self.adv_estimator}")
+        return self
+
+
+SHAPING_RULES = ("dapo_overlong", "effort_length_penalty", "budget_penalty", "toggle",
+                 "concave_length_penalty")
+# per rule: keys the pipeline supplies, and keys this config adds to the function's own
+SUPPLIED = {"step"}
+RULE_KEYS = {"budget_penalty": {"budget"}, "toggle": {"budget"}, "concave_length_penalty": {"coef"}}
+
+
+class ShapingRule(Section):
+    """One reward-shaping rule (ALGORITHMS.md §6) with its hyperparameters as keys; lengths
+    are completion tokens. ``budget_penalty`` and ``toggle`` take a token ``budget`` (``b_0``,
+    ``B``: one for all prompts), ``concave_length_penalty`` a ``coef`` (``R -= coef C``)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: Annotated[str, registered("shaping", SHAPING_RULES)]
+
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _takes_effect(self) -> ShapingRule:
+        params = entry("shaping", self.name).hyperparameters()
+        accepted = {k: r for k, r in params.items() if k not in SUPPLIED}
+        accepted |= dict.fromkeys(RULE_KEYS.get(self.name, ()), True)
+        check_hyperparameters(f"shaping {self.name!r}", accepted, set(self.options()))
+        return self
+
+

@@ -1,0 +1,88 @@
+"""The base of every config section, catalogue-name validation and the optimiser section."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from posttrain.algos import canonical, entry
+
+
+def registered(kind: str, allowed: tuple[str, ...] | None = None) -> AfterValidator:
+    """Field annotation: the value names a ``kind`` entry of the catalogue (an alias is
+    replaced by its canonical name); with ``allowed``, one of those."""
+
+    def check(name: str) -> str:
+        try:
+            name = canonical(kind, name)
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        if allowed is not None and name not in allowed:
+            raise ValueError(f"{kind} {name!r} cannot be used here; use one of: "
+                             f"{', '.join(allowed)}")
+        return name
+
+    return AfterValidator(check)
+
+
+def check_hyperparameters(label: str, accepted: dict[str, bool], given: set[str]) -> None:
+    """``given`` keys must be among ``accepted`` (``name -> required``) and include every
+    required one; the error names ``label`` (``policy loss 'cispo'``)."""
+    unknown = sorted(given - set(accepted))
+    if unknown:
+        raise ValueError(f"{label} does not take {', '.join(unknown)}; it takes: "
+                         f"{', '.join(sorted(accepted)) or 'nothing'}")
+    missing = sorted(k for k, required in accepted.items() if required and k not in given)
+    if missing:
+        raise ValueError(f"{label} needs {', '.join(missing)}")
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class OptimConfig(Section):
+    """AdamW with linear warmup then cosine decay to ``min_lr_ratio * lr``."""
+
+    lr: float = Field(1e-3, gt=0, le=1)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(1e-8, gt=0)
+    warmup_steps: int = Field(0, ge=0)
+    schedule: Literal["cosine", "constant"] = "cosine"
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    grad_clip: float | None = Field(1.0, gt=0)
+
+    @field_validator("betas")
+    @classmethod
+    def _betas(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not all(0 <= b < 1 for b in v):
+            raise ValueError("each beta must be in [0, 1)")
+        return v
+
+
+class NamedLoss(Section):
+    """A catalogue function of kind ``KIND`` chosen by ``name``, its hyperparameters as extra
+    keys. Null means the function's own default; a value it does not take, or a missing
+    required one, is an error."""
+
+    KIND: ClassVar[str]
+    LABEL: ClassVar[str]  # how errors name it: "policy loss"
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: str
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The keyword arguments to pass: every non-null value except ``name``."""
+        values = {**self.__dict__, **(self.model_extra or {})}
+        return {k: v for k, v in values.items() if k != "name" and v is not None}
+
+    @model_validator(mode="after")
+    def _takes_effect(self) -> NamedLoss:
+        check_hyperparameters(f"{self.LABEL} {self.name!r}",
+                              entry(self.KIND, self.name).hyperparameters(),
+                              set(self.hyperparameters()))
+        return self

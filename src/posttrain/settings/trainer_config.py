@@ -1,0 +1,154 @@
+"""Validated settings the trainer consumes (sections of the pydantic config tree)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from posttrain.algos import get, names
+from posttrain.settings.section import NamedLoss, OptimConfig, Section, registered
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+MISMATCH_WEIGHTS = ("tis_token", "tis_seq", "mis_token", "mis_seq")
+# policy losses of the actor (those of log-probs; value_clip and entropy_bonus are terms)
+ACTOR_LOSSES = tuple(
+    n for n in names("policy_loss") if "logp" in inspect.signature(get("policy_loss", n)).parameters
+)
+
+
+class PolicyLossConfig(NamedLoss):
+    """A policy loss and its hyperparameters. The clip family's ``eps_low``, ``eps_high`` and
+    ``dual_clip`` are range-checked fields; any other hyperparameter of the chosen loss is an
+    extra key (``actor.policy_loss.r_max=5``)."""
+
+    KIND: ClassVar[str] = "policy_loss"
+    LABEL: ClassVar[str] = "policy loss"
+    name: Annotated[str, registered("policy_loss", ACTOR_LOSSES)] = "ppo_clip"
+    eps_low: float | None = Field(None, ge=0, lt=1)
+    eps_high: float | None = Field(None, ge=0)
+    dual_clip: float | None = Field(None, gt=1)
+
+
+class KLConfig(Section):
+    """KL to the frozen reference (ALGORITHMS.md §4). ``in_loss``: ``L += coef agg(KL_t)`` on
+    the current log-probs; ``in_reward``: ``R_i -= coef sum_t KL_t`` on the old log-probs before
+    advantages. ``coef > 0`` loads the reference model. ``adaptive``: after each step the
+    coefficient halves or doubles to keep the measured KL near ``target``."""
+
+    estimator: Annotated[str, registered("kl")] = "k3"
+    coef: float = Field(0.0, ge=0)
+    placement: Literal["in_loss", "in_reward"] = "in_loss"
+    controller: Literal["fixed", "adaptive"] = "fixed"
+    target: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _is_k3_in_loss(self) -> KLConfig:
+        if (self.controller == "adaptive") != (self.target is not None):
+            raise ValueError("kl.controller=adaptive and kl.target go together (the adaptive "
+                             "controller steers the measured KL towards target)")
+        if self.estimator == "is_k3" and self.placement != "in_loss":
+            raise ValueError("kl estimator is_k3 corrects the loss for off-policy samples; "
+                             "use placement in_loss")
+        return self
+
+
+class OffPolicyConfig(Section):
+    """Train/inference mismatch correction (ALGORITHMS.md §5): ``correction`` weights the
+    per-token loss by ``tis_*``/``mis_*`` of ``old - behaviour`` log-probs within ``bounds``
+    (``(C_min, C_max)`` or ``(C_lo, C_hi)``; null: the spec's defaults); ``opsm_delta`` drops
+    negative-advantage sequences that drifted more than it."""
+
+    correction: Annotated[str, registered("offpolicy", MISMATCH_WEIGHTS)] | None = None
+    bounds: tuple[float, float] | None = None
+    opsm_delta: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> OffPolicyConfig:
+        if self.bounds is not None:
+            if self.correction is None:
+                raise ValueError("offpolicy.bounds is set but offpolicy.correction is null")
+            if not 0 <= self.bounds[0] < self.bounds[1]:
+                raise ValueError(f"offpolicy.bounds must satisfy 0 <= low < high, got "
+                                 f"{self.bounds}")
+        return self
+
+    def weight_options(self) -> dict[str, float]:
+        if self.bounds is None:
+            return {}
+        names = ("c_min", "c_max") if self.correction.startswith("tis") else ("c_lo", "c_hi")
+        return dict(zip(names, self.bounds))
+
+
+class EntropyBonusConfig(Section):
+    """``L -= alpha agg(H)``: a fixed ``coef``, or ``adaptive`` (Skywork-OR1): alpha rises by
+    ``delta`` on each step whose previous-step entropy was below ``target``."""
+
+    coef: float = Field(0.0, ge=0)
+    adaptive: bool = False
+    target: float = Field(0.2, gt=0)
+    delta: float = Field(0.005, gt=0)
+
+
+class ActorConfig(Section):
+    """How the policy's loss is built from a batch with advantages (ALGORITHMS.md §2-3)."""
+
+    policy_loss: PolicyLossConfig = PolicyLossConfig()
+    loss_agg_mode: Annotated[str, registered("aggregation")] = "token_mean"
+    entropy_bonus: EntropyBonusConfig = EntropyBonusConfig()
+
+    @model_validator(mode="after")
+    def _gspo_aggregation(self) -> ActorConfig:
+        if self.policy_loss.name == "gspo" and self.loss_agg_mode != "seq_mean_token_mean":
+            raise ValueError("policy loss gspo is defined with loss_agg_mode=seq_mean_token_mean, "
+                             f"not {self.loss_agg_mode}")
+        return self
+
+
+class CriticConfig(Section):
+    """PPO's value model (``algo.adv_estimator=gae``): the policy's backbone with a fresh scalar
+    head, trained on GAE returns with ``value_clip`` and its own optimiser."""
+
+    enabled: bool = False
+    cliprange_value: float = Field(0.2, gt=0)
+    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
+
+
+class LoraConfig(Section):
+    """LoRA adapters (through ``peft``) of rank ``r`` and scale ``alpha / r`` on the
+    ``target_modules`` linear layers; the base weights stay frozen."""
+
+    r: int = Field(8, ge=1)
+    alpha: float = Field(16.0, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(default_factory=lambda: list(LORA_TARGETS),
+                                      min_length=1)
+
+
+class TrainerConfig(Section):
+    """``share_prefix``: rows of a micro-batch with the same prompt encode it once (a GRPO group
+    of ``G`` samples does ``1/G`` of the prompt work); same values and gradients. ``shard``:
+    in a process group of several trainers (``dist.trainer_processes``), shard parameters,
+    gradients and optimiser state with FSDP2 instead of replicating them.
+    ``gradient_checkpointing``: keep only each decoder layer's input and recompute the layer
+    in the backward pass (less activation memory, one more forward; same gradients). ``lora``
+    (null: full fine-tuning): train adapters only; engines, checkpoints and saved models get
+    the merged weights."""
+
+    micro_batch_size: int = Field(64, ge=1)
+    logprob_chunk_size: int = Field(1024, ge=1)
+    max_bad_steps: int = Field(3, ge=0)
+    share_prefix: bool = True
+    shard: bool = False
+    gradient_checkpointing: bool = False
+    lora: LoraConfig | None = None
+
+    @model_validator(mode="after")
+    def _prefix_or_checkpointing(self) -> TrainerConfig:
+        if self.share_prefix and self.gradient_checkpointing:
+            raise ValueError("trainer.gradient_checkpointing recomputes every layer in the "
+                             "backward pass, where a shared prefix's cache does not exist: set "
+                             "trainer.share_prefix=false with it")
+        return self

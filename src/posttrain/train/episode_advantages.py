@@ -1,0 +1,115 @@
+"""From scored episodes to advantages: KL in the reward, the configured estimator, then the
+per-token modifiers.
+
+Group estimators count episodes, not segments (ALGORITHMS.md §11): each runs over one row per
+episode whose mask holds the episode's trainable-token count, and the episode's advantage is
+broadcast to every trainable token of every segment. ``gae`` runs per segment on the critic's
+values; ``gigpo`` gives each step's tokens their own advantage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from posttrain.algos import get
+from posttrain.settings.rl_config import MULTI_REWARD_ESTIMATORS, AlgoConfig
+from posttrain.types import Batch, Episode
+
+
+def token_kl(batch: Batch, algo: AlgoConfig) -> torch.Tensor:
+    """``KL_t(old, ref)`` on the loss-mask tokens."""
+    kl = get("kl", algo.kl.estimator)(logp=batch.old_logprobs, ref_logp=batch.ref_logprobs)
+    return kl * batch.loss_mask
+
+
+def episode_rows(episodes: Sequence[Episode]) -> torch.Tensor:
+    """``[B]``: the episode of every batch row (one row per segment)."""
+    return torch.tensor([i for i, ep in enumerate(episodes) for _ in ep.segments],
+                        dtype=torch.long)
+
+
+def per_episode(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
+    """Sum per-row ``values`` over each episode's rows."""
+    return torch.zeros(n, dtype=values.dtype).index_add_(0, rows, values)
+
+
+def _episode_mask(batch: Batch, rows: torch.Tensor, n: int) -> torch.Tensor:
+    """``[E, max n_e]``: row ``e`` holds ``n_e`` ones, ``n_e`` the episode's trainable tokens."""
+    counts = per_episode(batch.loss_mask.sum(dim=1), rows, n).long()
+    width = max(int(counts.max()), 1)
+    return (torch.arange(width)[None, :] < counts[:, None]).to(batch.loss_mask.dtype)
+
+
+def _group_index(keys: Sequence[str]) -> torch.Tensor:
+    index: dict[str, int] = {}
+    return torch.tensor([index.setdefault(k, len(index)) for k in keys], dtype=torch.long)
+
+
+def step_tokens(step_values: Sequence[torch.Tensor], episodes: Sequence[Episode],
+                batch: Batch) -> torch.Tensor:
+    """``[B, T]``: value ``k`` of an episode on the tokens of its ``k``-th step (steps counted
+    over its segments in order), masked to trainable tokens."""
+    out = torch.zeros_like(batch.loss_mask)
+    row = 0
+    for ep, values in zip(episodes, step_values):
+        k = 0
+        for seg in ep.segments:
+            for span in seg.steps:
+                out[row, span.start:span.end] = float(values[k])
+                k += 1
+            row += 1
+    return out * batch.loss_mask
+
+
+def error_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
+    """``[B, T]``: 1 on the tokens of steps whose tool calls were malformed."""
+    flags = [torch.tensor(ep.meta["step_errors"], dtype=torch.float32) for ep in episodes]
+    return step_tokens(flags, episodes, batch)
+
+
+def compute_advantages(
+    batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig, part_weights: dict[str, float]
+) -> torch.Tensor:
+    """``[B, T]`` advantages of ``batch`` (built from ``episodes``) under ``algo``."""
+    name, options = algo.adv_estimator, algo.estimator_options()
+    estimator = get("advantage", name)
+    in_reward = algo.kl.coef > 0 and algo.kl.placement == "in_reward"
+    if name == "gae":  # per segment; KL per token: r_t = -coef KL_t + 1[t = T] R
+        kl = token_kl(batch, algo) if in_reward else None
+        adv = estimator(rewards=batch.rewards, values=batch.old_values, mask=batch.loss_mask,
+                        kl=kl, kl_coef=algo.kl.coef, **options)
+        return _modified(adv, episodes, batch, algo)
+    rows, n = episode_rows(episodes), len(episodes)
+    rewards = torch.tensor([ep.reward for ep in episodes], dtype=torch.float32)
+    if in_reward:  # R - coef sum_t KL_t(old, ref) over the episode's tokens
+        rewards = rewards - algo.kl.coef * per_episode(token_kl(batch, algo).sum(dim=1), rows, n)
+    groups = _group_index([ep.group_id for ep in episodes])
+    if name == "gigpo":
+        steps = estimator(rewards=rewards, group_ids=groups,
+                          step_states=[ep.meta["state_keys"] for ep in episodes], **options)
+        return _modified(step_tokens(steps, episodes, batch), episodes, batch, algo)
+    common = {"group_ids": groups, "mask": _episode_mask(batch, rows, n)}
+    if name in MULTI_REWARD_ESTIMATORS:
+        names = list(part_weights)
+        parts = torch.tensor([[ep.rewards[k] for k in names] for ep in episodes],
+                             dtype=torch.float64)
+        adv = estimator(rewards=parts, weights=[part_weights[k] for k in names], **common)
+    elif name == "tree_grpo":
+        trees = _group_index([ep.meta["tree_id"] for ep in episodes])
+        adv = estimator(rewards=rewards, tree_ids=trees, **common)
+    else:
+        adv = estimator(rewards=rewards, **common)
+    scalar = (adv.sum(dim=1) / common["mask"].sum(dim=1).clamp(min=1)).to(batch.loss_mask.dtype)
+    return _modified(scalar[rows][:, None] * batch.loss_mask, episodes, batch, algo)
+
+
+def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
+              algo: AlgoConfig) -> torch.Tensor:
+    """The per-token modifiers (``behaviour_reg``) applied to ``adv``."""
+    if algo.behaviour_reg is None:
+        return adv
+    return get("advantage", "behaviour_reg")(
+        advantages=adv, error_mask=error_tokens(episodes, batch),
+        **algo.behaviour_reg.model_dump())

@@ -1,0 +1,101 @@
+"""One RL update from scored episodes, shared by the synchronous and asynchronous pipelines:
+batch -> old / reference log-probs -> critic values -> advantages -> actor (and critic) update
+-> adaptive KL. Tokens sampled more than ``max_staleness`` versions ago leave the loss mask
+(``staleness_mask``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from posttrain.algos import adaptive_kl_coef, get
+from posttrain.settings import ActorConfig, AlgoConfig, CriticConfig, RLConfig
+from posttrain.train import Trainer, critic_step, critic_values
+from posttrain.train.episode_advantages import compute_advantages, token_kl
+from posttrain.train.trainer import mean_metrics
+from posttrain.types import Batch, Episode
+
+
+def update_critic(
+    critic: Trainer, batch: Batch, cfg: RLConfig, critic_cfg: CriticConfig, loss_agg_mode: str
+) -> dict[str, float]:
+    """The critic's ``epochs x mini_batches`` optimiser steps on the step's returns; mean
+    metrics."""
+    size = math.ceil(len(batch) / cfg.mini_batches)
+    return mean_metrics([
+        critic_step(critic, part, critic_cfg.cliprange_value, loss_agg_mode, cfg.max_new_tokens)
+        for _ in range(cfg.epochs) for part in batch.split(size)
+    ])
+
+
+def staleness_metrics(batch: Batch, version: int) -> dict[str, float]:
+    """Mean and max ``version - v_t`` over the trainable tokens, and the share of samples whose
+    tokens come from more than one version (partial rollouts that crossed a weight update)."""
+    mask = batch.loss_mask > 0
+    lag = (version - batch.versions)[mask].float()
+    vers = batch.versions.masked_fill(~mask, -1)
+    lo = vers.masked_fill(~mask, 2**62).min(dim=1).values
+    mixed = ((vers.max(dim=1).values != lo) & mask.any(dim=1)).float().mean()
+    return {"staleness/mean": float(lag.mean()) if lag.numel() else 0.0,
+            "staleness/max": float(lag.max()) if lag.numel() else 0.0,
+            "staleness/mixed_versions": float(mixed)}
+
+
+@dataclass
+class PolicyUpdate:
+    """The update step; ``critic`` (PPO) feeds GAE and trains on the returns."""
+
+    trainer: Trainer
+    cfg: RLConfig
+    algo: AlgoConfig
+    actor: ActorConfig
+    pad_token_id: int
+    part_weights: dict[str, float]
+    critic: Trainer | None = None
+    critic_cfg: CriticConfig | None = None
+
+    def __call__(self, episodes: Sequence[Episode], version: int | None = None,
+                 max_staleness: int | None = None) -> dict[str, float]:
+        """Update on ``episodes``; with ``version``, mask tokens older than ``max_staleness``
+        versions and report the staleness. Returns the update's metrics."""
+        cfg, algo, trainer, critic = self.cfg, self.algo, self.trainer, self.critic
+        kl_cfg = algo.kl if algo.kl.coef > 0 else None
+        kl = None if kl_cfg is None else kl_cfg.model_copy(
+            update={"coef": trainer.kl_coef if trainer.kl_coef is not None else kl_cfg.coef})
+        step_algo = algo.model_copy(update={"kl": kl or algo.kl})
+        on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old pass
+        need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
+        batch = Batch.from_episodes(episodes, pad_token_id=self.pad_token_id)
+        metrics: dict[str, float] = {}
+        if version is not None:
+            metrics |= staleness_metrics(batch, version)
+            fresh = get("offpolicy", "staleness_mask")(
+                versions=batch.versions, mask=batch.loss_mask, current_version=version,
+                max_off_policy_steps=max_staleness)
+            metrics["staleness/masked"] = float(1 - fresh.sum() / batch.loss_mask.sum().clamp(
+                min=1))
+            batch = batch.replace(loss_mask=fresh)
+        old = trainer.compute_logprobs(batch, cfg.temperature) if need_old else None
+        ref = trainer.compute_logprobs(batch, cfg.temperature, True) if kl else None
+        batch = batch.replace(old_logprobs=old, ref_logprobs=ref)
+        if critic is not None:
+            batch = batch.replace(old_values=critic_values(critic, batch))
+        adv = compute_advantages(batch, episodes, step_algo, self.part_weights)
+        batch = batch.replace(advantages=adv)
+        if critic is not None:
+            batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
+        metrics |= trainer.rl_update(
+            batch, self.actor, kl=kl, offpolicy=algo.offpolicy, epochs=cfg.epochs,
+            mini_batches=cfg.mini_batches, temperature=cfg.temperature,
+            max_len=cfg.max_new_tokens,
+        )
+        if critic is not None:
+            metrics |= update_critic(critic, batch, cfg, self.critic_cfg, self.actor.loss_agg_mode)
+        if kl is not None:
+            metrics["kl_coef"] = kl.coef
+            if kl.controller == "adaptive":
+                measured = metrics["ref_kl"] if kl.placement == "in_loss" else float(
+                    token_kl(batch, step_algo).sum() / batch.loss_mask.sum().clamp(min=1))
+                trainer.kl_coef = adaptive_kl_coef(kl.coef, measured, kl.target)
+        return metrics
