@@ -49,11 +49,6 @@ def effort_length_penalty(
     return -torch.clamp(k * lengths.to(torch.float64) / l_norm, max=c_max)
 
 
-def effort_system_prompt(effort: int) -> str:
-    """The system-prompt line that conditions a sample on its effort level (1-100)."""
-    return (f"Reasoning Effort: {effort} (range 1--100; max=100, high=75, low=50)")
-
-
 @register("shaping", "budget_penalty", source="PT (Kimi K3)")
 def budget_penalty(
     *,

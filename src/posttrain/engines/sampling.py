@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
-from posttrain.algos.offpolicy import keep_sampling_mask
 from posttrain.types import SamplingParams
+from posttrain.types.sampling import keep_sampling_mask
 
 _M64 = (1 << 64) - 1
 _GOLDEN, _MUL1, _MUL2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
@@ -69,7 +69,7 @@ def resolve_seeds(n: int, sampling: SamplingParams, seeds: Sequence[int] | None)
 
 def processed_logprobs(logits: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
     """Log-probs ``[B, V]`` after temperature, top-k and top-p (truncated entries are -inf):
-    the catalogue's ``keep_sampling_mask``, so engine and trainer truncate the same way."""
+    ``keep_sampling_mask`` (in the catalogue too), so engine and trainer truncate the same way."""
     return keep_sampling_mask(logits=logits, temperature=sampling.temperature,
                               top_k=sampling.top_k, top_p=sampling.top_p)
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from posttrain.algos import effort_system_prompt
 from posttrain.envs.base import Task
+
+
+def effort_system_prompt(effort: int) -> str:
+    """The system-prompt line that conditions a sample on its effort level (1-100)."""
+    return f"Reasoning Effort: {effort} (range 1--100; max=100, high=75, low=50)"
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from posttrain.harness.context import (
     should_compact,
 )
 from posttrain.harness.episode_env import EpisodeEnv
+from posttrain.harness.episode_state import STOP_REASONS, LoopLimits
 from posttrain.harness.guard import Guard, GuardRule
-from posttrain.harness.loop import STOP_REASONS, AgentLoop, LoopLimits
+from posttrain.harness.loop import AgentLoop
 from posttrain.harness.replay import episode_problems
 from posttrain.harness.sandbox import (
     Sandbox,

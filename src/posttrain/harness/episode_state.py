@@ -11,20 +11,52 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from posttrain.harness.episode_env import is_conversation
-from posttrain.harness.guard import BLOCKED
+from posttrain.engines import Engine
+from posttrain.harness.compaction import Compaction
+from posttrain.harness.episode_env import EpisodeEnv, is_conversation
+from posttrain.harness.guard import BLOCKED, Guard
 from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
-from posttrain.harness.tools import ToolResult
+from posttrain.harness.tools import ToolRegistry, ToolResult
 from posttrain.harness.trace import Trace
 from posttrain.rewards import RewardFunction
 from posttrain.types import ChatTemplateError, Episode, SamplingParams, Segment, StepSpan
 
-if TYPE_CHECKING:
-    from posttrain.harness.loop import AgentLoop
+STOP_REASONS = ("answer", "max_turns", "max_tokens", "timeout", "loop", "tool_errors")
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    """When an episode ends, besides a final answer (a turn without tool calls)."""
+
+    max_turns: int = 8
+    max_tokens: int = 2048  # the context window: one segment's tokens
+    max_new_tokens: int = 256  # one assistant turn
+    timeout_s: float = 120.0
+    max_tool_errors: int = 3
+    loop_repeats: int = 3  # the same calls this many turns in a row
+
+
+class LoopView(Protocol):
+    """What an episode reads of the ``AgentLoop`` that plays it."""
+
+    engine: Engine
+    tokenizer: Any
+    tools: ToolRegistry
+    limits: LoopLimits
+    call_pattern: str
+    state_key: Callable[[list[dict]], Hashable] | None
+    guard: Guard | None
+    compaction: Compaction
+    env_factory: Callable[[str], EpisodeEnv] | None
+
+    def render(self, messages: list[dict], generation_prompt: bool,
+               tools: ToolRegistry | None = None) -> str: ...
+
+    def encode(self, text: str) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +80,7 @@ class Snapshot:
 class EpisodeState:
     """``task``: the opening messages; the episode plays from ``task`` (or a branch's prefix)."""
 
-    def __init__(self, loop: AgentLoop, task: Sequence[dict], reference: str, group_id: str,
+    def __init__(self, loop: LoopView, task: Sequence[dict], reference: str, group_id: str,
                  sampling: SamplingParams) -> None:
         self.loop, self.task, self.reference, self.group_id = loop, list(task), reference, group_id
         self.sampling = sampling

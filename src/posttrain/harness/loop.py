@@ -11,31 +11,17 @@ closes the segment and starts the next one from the rebuilt context (``Compactio
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from posttrain.engines import Engine
 from posttrain.harness.compaction import Compaction
 from posttrain.harness.episode_env import EpisodeEnv
-from posttrain.harness.episode_state import EpisodeState
+from posttrain.harness.episode_state import EpisodeState, LoopLimits
 from posttrain.harness.guard import Guard
 from posttrain.harness.tool_calls import HERMES_PATTERN
 from posttrain.harness.tools import ToolRegistry
 from posttrain.rewards import RewardFunction
 from posttrain.types import Episode, SamplingParams
-
-STOP_REASONS = ("answer", "max_turns", "max_tokens", "timeout", "loop", "tool_errors")
-
-
-@dataclass(frozen=True)
-class LoopLimits:
-    """When an episode ends, besides a final answer (a turn without tool calls)."""
-
-    max_turns: int = 8
-    max_tokens: int = 2048  # the context window: one segment's tokens
-    max_new_tokens: int = 256  # one assistant turn
-    timeout_s: float = 120.0
-    max_tool_errors: int = 3
-    loop_repeats: int = 3  # the same calls this many turns in a row
 
 
 class AgentLoop:

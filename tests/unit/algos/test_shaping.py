@@ -6,7 +6,8 @@ import pytest
 import torch
 from algo_helpers import t
 
-from posttrain.algos import effort_system_prompt, get, toggle_budget
+from posttrain.algos import get, toggle_budget
+from posttrain.envs.effort import effort_system_prompt
 
 
 def close(actual, expected):

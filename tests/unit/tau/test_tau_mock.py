@@ -5,8 +5,8 @@ their results serialized per §1.2 and their failures as "Error: ..." messages."
 import json
 
 from posttrain.envs.tau.db import data_dir, db_hash, deep_merge, load_db, merged
-from posttrain.envs.tau.mock import MockTools, MockUserTools, pristine
-from posttrain.envs.tau.retail_db import RetailDB
+from posttrain.envs.tau.domains.mock import MockTools, MockUserTools, pristine
+from posttrain.envs.tau.domains.retail_db import RetailDB
 from posttrain.envs.tau.toolkit import execute, serialize
 
 PRISTINE = {

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from posttrain.envs.tau.db import data_dir, db_hash
-from posttrain.envs.tau.retail import RetailTools, pristine
+from posttrain.envs.tau.domains.retail import RetailTools, pristine
 from posttrain.envs.tau.toolkit import execute
 
 RETAIL = "b25c9cb211f5efcaee5dd646054a73c4a9f43f4f5acc32c10713cd9f9ac20e9c"

@@ -7,7 +7,7 @@ import inspect
 import pytest
 from transformers.utils import get_json_schema
 
-from posttrain.envs.tau import mock, retail, telecom, telecom_user
+from posttrain.envs.tau.domains import mock, retail, telecom, telecom_user
 from posttrain.envs.tau.toolkit import Toolkit
 
 

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from posttrain.envs.tau.db import db_hash
+from posttrain.envs.tau.domains.telecom import TelecomTools, policy, pristine, sync
+from posttrain.envs.tau.domains.telecom_user import TelecomUserTools
 from posttrain.envs.tau.gold import gold_trajectory
 from posttrain.envs.tau.scoring import env_assertion_component, gold_environment
 from posttrain.envs.tau.tasks import load_tasks
-from posttrain.envs.tau.telecom import TelecomTools, policy, pristine, sync
-from posttrain.envs.tau.telecom_user import TelecomUserTools
 from posttrain.envs.tau.toolkit import READ, WRITE, execute
 
 AGENT = "304cf5ef059852e117ea801ab9a5efc24c9713ec887679dc2e30acceb4b6742d"

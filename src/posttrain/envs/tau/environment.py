@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from posttrain.envs.tau import mock, retail, telecom, telecom_user
 from posttrain.envs.tau.db import Record, data_dir, db_hash, merged
+from posttrain.envs.tau.domains import mock, retail, telecom, telecom_user
 from posttrain.envs.tau.tasks import TauTask
 from posttrain.envs.tau.toolkit import Toolkit, ToolMessage, execute
 

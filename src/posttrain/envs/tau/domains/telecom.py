@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from posttrain.envs.tau.db import data_dir
-from posttrain.envs.tau.telecom_db import (
+from posttrain.envs.tau.domains.telecom_db import (
     Bill,
     Customer,
     Device,

@@ -4,7 +4,7 @@ speed test and the status bar."""
 
 from __future__ import annotations
 
-from posttrain.envs.tau.telecom_db import MobileDevice, Surroundings
+from posttrain.envs.tau.domains.telecom_db import MobileDevice, Surroundings
 
 SPEED_RANGES = {"2G": (0.1, 0.4), "3G": (1.0, 5.0), "4G": (10.0, 100.0), "5G": (50.0, 500.0)}
 SIGNAL_FACTOR = {"poor": 0.2, "fair": 0.5, "good": 0.8, "excellent": 1.0}

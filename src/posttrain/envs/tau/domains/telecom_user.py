@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from posttrain.envs.tau.telecom_db import (
+from posttrain.envs.tau.domains.telecom_db import (
     APNSettings,
     AppPermissions,
     MobileDevice,
     TelecomUserDB,
     VpnDetails,
 )
-from posttrain.envs.tau.telecom_device import (
+from posttrain.envs.tau.domains.telecom_device import (
     can_send_mms,
     data_works,
     network_search,

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 
 from posttrain.envs.tau.db import data_dir, load_db
-from posttrain.envs.tau.retail_db import (
+from posttrain.envs.tau.domains.retail_db import (
     Address,
     GiftCard,
     Order,

@@ -4,7 +4,7 @@ notifications."""
 from __future__ import annotations
 
 from posttrain.envs.tau.db import data_dir, load_db
-from posttrain.envs.tau.mock_db import MockDB, MockTask, MockUserDB, Notification
+from posttrain.envs.tau.domains.mock_db import MockDB, MockTask, MockUserDB, Notification
 from posttrain.envs.tau.toolkit import (
     GENERIC,
     READ,

@@ -1,0 +1,1 @@
+"""The tau-bench domains: each one's database model and tools (mock, retail, telecom-small)."""
