@@ -136,13 +136,10 @@ def reduced(edges: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def picture() -> str:
     """The generated block: a mermaid graph of the packages (import edges, transitively
-    reduced) and a table of the layers with their size."""
-    mods = modules()
+    reduced) and a table of the layers with their number of modules."""
     files: dict[str, int] = defaultdict(int)
-    lines: dict[str, int] = defaultdict(int)
-    for name, path in mods.items():
+    for name in modules():
         files[package_of(name)] += 1
-        lines[package_of(name)] += len(path.read_text().splitlines())
     edges = reduced({k: v for k, v in package_imports().items() if k})
     out = [BEGIN, "", "```mermaid", "flowchart BT"]
     for i, layer in enumerate(LAYERS):
@@ -151,12 +148,11 @@ def picture() -> str:
         out.append("  end")
     for src in sorted(edges):
         out += [f"  {src} --> {dst}" for dst in sorted(edges[src])]
-    out += ["```", "", "| layer | package | files | lines | imports (directly) |",
-            "|---|---|---|---|---|"]
+    out += ["```", "", "| layer | package | files | imports (directly) |", "|---|---|---|---|"]
     direct = package_imports()
     for i, layer in reversed(list(enumerate(LAYERS))):
         for pkg in layer:
-            out.append(f"| {i} | `{pkg}` | {files[pkg]} | {lines[pkg]} | "
+            out.append(f"| {i} | `{pkg}` | {files[pkg]} | "
                        f"{', '.join(sorted(direct.get(pkg, ()))) or '-'} |")
     out += ["", END]
     return "\n".join(out)

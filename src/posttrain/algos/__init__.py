@@ -30,7 +30,17 @@ from posttrain.algos.objectives.divergences import rl_kd_objective
 from posttrain.algos.objectives.preference import kto_reference_point
 from posttrain.algos.objectives.value_entropy import AdaptiveEntropyCoef
 from posttrain.algos.offpolicy import importance_stats
-from posttrain.algos.registry import KINDS, Entry, canonical, entries, entry, get, names, register
+from posttrain.algos.registry import (
+    KINDS,
+    Entry,
+    LazyInputs,
+    canonical,
+    entries,
+    entry,
+    get,
+    names,
+    register,
+)
 from posttrain.algos.shaping import toggle_budget
 from posttrain.algos.tensors import group_stats, importance_ratio
 
@@ -39,6 +49,7 @@ __all__ = [
     "adaptive_kl_coef",
     "KINDS",
     "Entry",
+    "LazyInputs",
     "StepNorm",
     "canonical",
     "entries",

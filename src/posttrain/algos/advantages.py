@@ -10,7 +10,7 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import EPS, group_stats, normalise, per_token, require_finite
 
 
-@register("advantage", "grpo", aliases=("group_norm",), source="S21, S22")
+@register("advantage", "grpo", aliases=("group_norm",), source="S21, S22", output="episode")
 def grpo(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor, eps: float = EPS
 ) -> torch.Tensor:
@@ -24,7 +24,8 @@ def grpo(
     return per_token(normalise(r, mean, std, eps), mask)
 
 
-@register("advantage", "dr_grpo", aliases=("no_std_norm",), source="S21 (Dr.GRPO)")
+@register("advantage", "dr_grpo", aliases=("no_std_norm",), source="S21 (Dr.GRPO)",
+          output="episode")
 def dr_grpo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``A_i = r_i - mean_g`` (no std division: no difficulty bias); pair with
     ``seq_mean_token_sum_norm``."""
@@ -33,7 +34,8 @@ def dr_grpo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tenso
     return per_token(r - group_stats(r, group_ids)[0], mask)
 
 
-@register("advantage", "mean_baseline", aliases=("k2_5", "composer"), source="PT (Kimi K2.5), S03")
+@register("advantage", "mean_baseline", aliases=("k2_5", "composer"), source="PT (Kimi K2.5), S03",
+          output="episode")
 def mean_baseline(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
@@ -41,7 +43,7 @@ def mean_baseline(
     return dr_grpo(rewards=rewards, group_ids=group_ids, mask=mask)
 
 
-@register("advantage", "rloo", source="standard (RLOO)")
+@register("advantage", "rloo", source="standard (RLOO)", output="episode")
 def rloo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``A_i = r_i - mean_{j != i} r_j = G / (G - 1) (r_i - mean_g)``; ``G = 1`` gives 0."""
     require_finite("rloo", rewards=rewards)
@@ -91,7 +93,7 @@ def reinforce_plus_plus(
 
 
 @register("advantage", "reinforce_plus_plus_baseline", aliases=("reinforce_baseline",),
-          source="standard (verl)")
+          source="standard (verl)", output="episode")
 def reinforce_plus_plus_baseline(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
@@ -110,7 +112,8 @@ def remax(
     return per_token(rewards.to(torch.float64) - baseline_rewards.to(torch.float64), mask)
 
 
-@register("advantage", "gae", aliases=("ppo",), source="S21, S27, S26")
+@register("advantage", "gae", aliases=("ppo",), source="S21, S27, S26",
+          feeds={"rewards": "token_rewards", "mask": "loss_mask"}, output="token")
 def gae(
     *,
     rewards: torch.Tensor,

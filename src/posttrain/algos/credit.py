@@ -14,7 +14,7 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import EPS, group_stats, normalise, per_token, require_finite
 
 
-@register("advantage", "gigpo", source="S00, standard (GiGPO paper)")
+@register("advantage", "gigpo", source="S00, standard (GiGPO paper)", output="step")
 def gigpo(
     *,
     rewards: torch.Tensor,
@@ -67,7 +67,7 @@ def gigpo(
     return [episode[i] + omega * step_adv[i] for i in range(n)]
 
 
-@register("advantage", "tree_grpo", source="S00 (Tree-GRPO)")
+@register("advantage", "tree_grpo", source="S00 (Tree-GRPO)", output="episode")
 def tree_grpo(
     *,
     rewards: torch.Tensor,

@@ -12,6 +12,9 @@ import torch
 from posttrain.algos.registry import register
 from posttrain.algos.tensors import EPS, group_stats, normalise, per_token, require_finite
 
+# the pipeline's reward parts (one column a part) and their weights feed these estimators
+PARTS = {"rewards": "reward_parts", "weights": "part_weights"}
+
 
 def _per_reward(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float):
     """``A_k = (r_k - mean_g) / (std_g + eps)`` for each reward column, and the group stds."""
@@ -29,7 +32,8 @@ def _weights(weights: Sequence[float] | None, k: int) -> torch.Tensor:
     return w
 
 
-@register("advantage", "gdpo", aliases=("normalize_then_sum",), source="S00 (NVIDIA GDPO)")
+@register("advantage", "gdpo", aliases=("normalize_then_sum",), source="S00 (NVIDIA GDPO)",
+          feeds=PARTS, output="episode")
 def gdpo(
     *,
     rewards: torch.Tensor,
@@ -47,7 +51,7 @@ def gdpo(
     return per_token(normalise(s, mean, std, eps), mask)
 
 
-@register("advantage", "gd2po", source="S00 (GD2PO)")
+@register("advantage", "gd2po", source="S00 (GD2PO)", feeds=PARTS, output="episode")
 def gd2po(
     *,
     rewards: torch.Tensor,
@@ -77,7 +81,7 @@ def gd2po(
     return per_token(q * kept * total, mask)
 
 
-@register("advantage", "dvao", source="S00 (DVAO)")
+@register("advantage", "dvao", source="S00 (DVAO)", feeds=PARTS, output="episode")
 def dvao(
     *,
     rewards: torch.Tensor,

@@ -11,8 +11,9 @@ True
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 KINDS = (
     "advantage", "policy_loss", "aggregation", "kl", "offpolicy", "shaping", "divergence",
@@ -20,15 +21,61 @@ KINDS = (
 )
 
 
+class LazyInputs(Mapping):
+    """Inputs a caller can provide, each computed on first use from its zero-argument
+    function, so an entry's call computes only what the entry asks for."""
+
+    def __init__(self, **makers: Callable[[], Any]) -> None:
+        self._makers, self._values = makers, {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._values:
+            self._values[name] = self._makers[name]()
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One registered algorithm; ``formula`` is the first paragraph of its docstring."""
+    """One registered algorithm; ``formula`` is the first paragraph of its docstring.
+
+    ``feeds`` names the caller's input that fills a parameter of another name
+    (``{"rewards": "reward_parts"}``); ``output`` says what the result is to callers that
+    combine several entries' results (an advantage per ``episode``, ``step`` or ``token``; a
+    shaping ``bonus`` to add, ``cost`` to subtract or a new ``reward``)."""
 
     kind: str
     name: str
     fn: Callable
     aliases: tuple[str, ...]
     source: str
+    feeds: Mapping[str, str] = field(default_factory=dict)
+    output: str = ""
+
+    def takes(self, name: str) -> bool:
+        """Whether the entry asks for the input ``name`` (a parameter, or one fed from it)."""
+        params = inspect.signature(self.fn).parameters
+        return any(self.feeds.get(p, p) == name for p in params)
+
+    def call(self, inputs: Mapping[str, Any], **hyperparameters: Any) -> Any:
+        """``fn(**hyperparameters, **asked)``: every other parameter is taken from ``inputs``
+        under its input name; a required one that ``inputs`` lacks is a ``ValueError``."""
+        asked = {}
+        for p in inspect.signature(self.fn).parameters.values():
+            source = self.feeds.get(p.name, p.name)
+            if p.name in hyperparameters:
+                continue
+            if source in inputs:
+                asked[p.name] = inputs[source]
+            elif p.default is inspect.Parameter.empty:
+                raise ValueError(f"{self.kind} {self.name!r} needs {source!r}, which is not "
+                                 f"available here (available: {', '.join(inputs) or 'none'})")
+        return self.fn(**hyperparameters, **asked)
 
     @property
     def formula(self) -> str:
@@ -54,9 +101,11 @@ def _key(name: str) -> str:
 
 
 def register(
-    kind: str, name: str, *, aliases: tuple[str, ...] = (), source: str
+    kind: str, name: str, *, aliases: tuple[str, ...] = (), source: str,
+    feeds: Mapping[str, str] | None = None, output: str = "",
 ) -> Callable[[Callable], Callable]:
-    """Decorator: add ``fn`` to the catalogue as ``kind``/``name``."""
+    """Decorator: add ``fn`` to the catalogue as ``kind``/``name`` (``feeds``, ``output``:
+    see ``Entry``)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
 
@@ -66,7 +115,8 @@ def register(
             if key in _LOOKUP[kind]:
                 raise ValueError(f"{kind} {key!r} is already registered")
         _LOOKUP[kind].update(dict.fromkeys(keys, name))
-        _ENTRIES[kind][name] = Entry(kind, name, fn, tuple(aliases), source)
+        _ENTRIES[kind][name] = Entry(kind, name, fn, tuple(aliases), source, dict(feeds or {}),
+                                     output)
         return fn
 
     return decorate

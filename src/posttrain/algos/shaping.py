@@ -15,7 +15,8 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import group_stats, require_finite
 
 
-@register("shaping", "dapo_overlong", aliases=("overlong_reward_penalty",), source="S21 (DAPO)")
+@register("shaping", "dapo_overlong", aliases=("overlong_reward_penalty",), source="S21 (DAPO)",
+          output="bonus")
 def dapo_overlong(*, lengths: torch.Tensor, max_length: int, cache_length: int) -> torch.Tensor:
     """Penalty to add: 0 if ``|y| <= L_max - L_c``; ``((L_max - L_c) - |y|) / L_c`` up to
     ``L_max``; -1 beyond."""
@@ -28,7 +29,7 @@ def dapo_overlong(*, lengths: torch.Tensor, max_length: int, cache_length: int) 
     return torch.where(length <= soft, 0.0, torch.where(length <= max_length, ramp, -1.0))
 
 
-@register("shaping", "effort_length_penalty", source="PT (DeepSeek V4.1)")
+@register("shaping", "effort_length_penalty", source="PT (DeepSeek V4.1)", output="bonus")
 def effort_length_penalty(
     *,
     lengths: torch.Tensor,
@@ -49,7 +50,7 @@ def effort_length_penalty(
     return -torch.clamp(k * lengths.to(torch.float64) / l_norm, max=c_max)
 
 
-@register("shaping", "budget_penalty", source="PT (Kimi K3)")
+@register("shaping", "budget_penalty", source="PT (Kimi K3)", output="reward")
 def budget_penalty(
     *,
     rewards: torch.Tensor,
@@ -75,7 +76,7 @@ def toggle_budget(correct_lengths: Sequence[int], rho: float = 50) -> float:
     return float(torch.quantile(values, rho / 100, interpolation="linear"))
 
 
-@register("shaping", "toggle", source="PT (Kimi K2.5)")
+@register("shaping", "toggle", source="PT (Kimi K2.5)", output="reward")
 def toggle(
     *,
     rewards: torch.Tensor,
@@ -95,7 +96,8 @@ def toggle(
     return torch.where(mastered & ~within, torch.zeros_like(rewards), rewards)
 
 
-@register("shaping", "concave_length_penalty", source="S03 (Composer 2)")
+@register("shaping", "concave_length_penalty", source="S03 (Composer 2)",
+          feeds={"x": "lengths"}, output="cost")
 def concave_length_penalty(*, x: torch.Tensor, k: float, q: float) -> torch.Tensor:
     """``C(x) = ((1 + kx)^(1-q) - 1) / (k (1 - q))``: increasing and concave; ``ln(1 + kx) / k``
     at ``q = 1``, ``x`` at ``q = 0`` or ``k -> 0``. Subtract ``coef * C``."""

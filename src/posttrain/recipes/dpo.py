@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from posttrain.algos import get, kto_reference_point
+from posttrain.algos import entry, get, kto_reference_point
 from posttrain.data.preference_pairs import PreferencePair, mismatched_batch, pair_batch
 from posttrain.recipes.pair_loop import CHUNK, evaluate_pairs, run_pairs
 from posttrain.recipes.report import Reporter
@@ -92,7 +92,7 @@ def run_preference(
             batch = batch.replace(ref_logprobs=stack_rows(rows, batch.input_ids.shape[1]))
         elif use_ref:
             batch = batch.replace(ref_logprobs=trainer.compute_logprobs(batch, reference=True))
-        if cfg.loss.name != "kto":
+        if not entry("preference", cfg.loss.name).takes("reference_point"):
             return trainer.preference_step(batch, cfg.loss.name, options)
         z = kto_reference(trainer, tokenizer, [pairs[i] for i in idx], options.get("beta", 0.1))
         return trainer.preference_step(batch, cfg.loss.name, options, z) | {

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from posttrain.algos import get
+from posttrain.algos import LazyInputs, entry, get
 from posttrain.settings import ShapingRule
 from posttrain.types import Episode
 
@@ -23,30 +23,34 @@ def shape_rewards(
     efforts: Sequence[int] | None = None,
 ) -> list[Episode]:
     """Episodes whose ``reward`` went through ``rules`` in order; the unshaped total stays in
-    ``meta["raw_reward"]`` and the named parts are unchanged."""
+    ``meta["raw_reward"]`` and the named parts are unchanged. Each rule takes what it asks for
+    (``rewards``, ``lengths`` in completion tokens, ``group_ids``, ``efforts`` and the
+    ``effort_grid``, ``budgets`` from the rule's ``budget``, the ``step``) and its declared
+    output is a ``bonus`` to add, a ``cost`` to subtract ``coef`` times, or the new ``reward``."""
     if not rules or not episodes:
         return list(episodes)
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)
-    lengths = completion_lengths(episodes)
     groups = {g: i for i, g in enumerate(dict.fromkeys(e.group_id for e in episodes))}
-    group_ids = torch.tensor([groups[e.group_id] for e in episodes])
+    fixed = {
+        "lengths": lambda: completion_lengths(episodes),
+        "group_ids": lambda: torch.tensor([groups[e.group_id] for e in episodes]),
+        "efforts": lambda: torch.tensor([e.meta["effort"] for e in episodes]),
+        "effort_grid": lambda: efforts,
+        "step": lambda: step,
+    }
     for rule in rules:
-        fn, opts = get("shaping", rule.name), rule.options()
-        if rule.name == "dapo_overlong":
-            rewards = rewards + fn(lengths=lengths, **opts)
-        elif rule.name == "effort_length_penalty":
-            levels = torch.tensor([e.meta["effort"] for e in episodes])
-            rewards = rewards + fn(lengths=lengths, efforts=levels, effort_grid=efforts, **opts)
-        elif rule.name == "budget_penalty":
-            budgets = torch.full_like(rewards, float(opts.pop("budget")))
-            rewards = fn(rewards=rewards, lengths=lengths, budgets=budgets, **opts)
-        elif rule.name == "toggle":
-            budgets = torch.full_like(rewards, float(opts.pop("budget")))
-            rewards = fn(rewards=rewards, lengths=lengths, group_ids=group_ids, budgets=budgets,
-                         step=step, **opts)
-        elif rule.name == "concave_length_penalty":
-            coef = opts.pop("coef")
-            rewards = rewards - coef * fn(x=lengths.to(torch.float64), **opts)
+        shaping, opts = entry("shaping", rule.name), rule.options()
+        coef, budget = opts.pop("coef", None), opts.pop("budget", None)
+        current = {"rewards": lambda r=rewards: r}
+        if budget is not None:  # one budget for all prompts
+            current["budgets"] = lambda r=rewards, b=float(budget): torch.full_like(r, b)
+        value = shaping.call(LazyInputs(**fixed, **current), **opts)
+        if shaping.output == "bonus":
+            rewards = rewards + value
+        elif shaping.output == "cost":
+            rewards = rewards - coef * value
+        else:
+            rewards = value
     return [dataclasses.replace(e, reward=float(r), meta={**e.meta, "raw_reward": e.reward})
             for e, r in zip(episodes, rewards.tolist())]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -157,9 +158,7 @@ class AlgoConfig(Section):
 
 SHAPING_RULES = ("dapo_overlong", "effort_length_penalty", "budget_penalty", "toggle",
                  "concave_length_penalty")
-# per rule: keys the pipeline supplies, and keys this config adds to the function's own
-SUPPLIED = {"step"}
-RULE_KEYS = {"budget_penalty": {"budget"}, "toggle": {"budget"}, "concave_length_penalty": {"coef"}}
+SUPPLIED = {"step"}  # inputs the pipeline supplies that are not tensors
 
 
 class ShapingRule(Section):
@@ -176,9 +175,12 @@ class ShapingRule(Section):
 
     @model_validator(mode="after")
     def _takes_effect(self) -> ShapingRule:
-        params = entry("shaping", self.name).hyperparameters()
-        accepted = {k: r for k, r in params.items() if k not in SUPPLIED}
-        accepted |= dict.fromkeys(RULE_KEYS.get(self.name, ()), True)
+        rule = entry("shaping", self.name)
+        accepted = {k: r for k, r in rule.hyperparameters().items() if k not in SUPPLIED}
+        if "budgets" in inspect.signature(rule.fn).parameters:  # from one config budget
+            accepted["budget"] = True
+        if rule.output == "cost":  # subtracted coef times
+            accepted["coef"] = True
         check_hyperparameters(f"shaping {self.name!r}", accepted, set(self.options()))
         return self
 

@@ -4,7 +4,8 @@ per-token modifiers.
 Group estimators count episodes, not segments (ALGORITHMS.md §11): each runs over one row per
 episode whose mask holds the episode's trainable-token count, and the episode's advantage is
 broadcast to every trainable token of every segment. ``gae`` runs per segment on the critic's
-values; ``gigpo`` gives each step's tokens their own advantage.
+values; ``gigpo`` gives each step's tokens their own advantage. No estimator is named here: each
+declares its inputs and its output in the catalogue.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Sequence
 
 import torch
 
-from posttrain.algos import get
-from posttrain.settings.rl_config import MULTI_REWARD_ESTIMATORS, AlgoConfig
+from posttrain.algos import LazyInputs, entry, get
+from posttrain.settings import AlgoConfig
 from posttrain.types import Batch, Episode
 
 
@@ -69,40 +70,68 @@ def error_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
     return step_tokens(flags, episodes, batch)
 
 
+def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
+                     part_weights: dict[str, float]) -> LazyInputs:
+    """What the pipeline can feed an estimator, by input name. Per episode: ``rewards`` (minus
+    ``coef sum_t KL_t(old, ref)`` with the KL in the reward), ``group_ids``, ``mask`` (``[E, max
+    n_e]``, ``n_e`` ones), ``reward_parts`` ``[E, K]`` and ``part_weights``, ``tree_ids``,
+    ``step_states``; per token: ``token_rewards``, ``values``, ``loss_mask``, ``kl`` (in the
+    reward only) and ``kl_coef``."""
+    rows, n = episode_rows(episodes), len(episodes)
+    in_reward = algo.kl.coef > 0 and algo.kl.placement == "in_reward"
+    names = list(part_weights)
+
+    def rewards() -> torch.Tensor:
+        r = torch.tensor([ep.reward for ep in episodes], dtype=torch.float32)
+        if in_reward:
+            r = r - algo.kl.coef * per_episode(token_kl(batch, algo).sum(dim=1), rows, n)
+        return r
+
+    return LazyInputs(
+        rewards=rewards,
+        group_ids=lambda: _group_index([ep.group_id for ep in episodes]),
+        mask=lambda: _episode_mask(batch, rows, n),
+        reward_parts=lambda: torch.tensor([[ep.rewards[k] for k in names] for ep in episodes],
+                                          dtype=torch.float64),
+        part_weights=lambda: [part_weights[k] for k in names],
+        tree_ids=lambda: _group_index([ep.meta["tree_id"] for ep in episodes]),
+        step_states=lambda: [ep.meta["state_keys"] for ep in episodes],
+        token_rewards=lambda: batch.rewards,
+        values=lambda: batch.old_values,
+        loss_mask=lambda: batch.loss_mask,
+        kl=lambda: token_kl(batch, algo) if in_reward else None,
+        kl_coef=lambda: algo.kl.coef,
+    )
+
+
+def _episode_tokens(adv: torch.Tensor, inputs: LazyInputs, episodes: Sequence[Episode],
+                    batch: Batch) -> torch.Tensor:
+    """An episode's advantage (the mean over its row of ``adv [E, max n_e]``) on every
+    trainable token of its segments."""
+    mask = inputs["mask"]
+    scalar = (adv.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).to(batch.loss_mask.dtype)
+    return scalar[episode_rows(episodes)][:, None] * batch.loss_mask
+
+
+# an estimator's result, by its declared output, as [B, T] token advantages
+TO_TOKENS = {
+    "token": lambda adv, inputs, episodes, batch: adv,
+    "step": lambda adv, inputs, episodes, batch: step_tokens(adv, episodes, batch),
+    "episode": _episode_tokens,
+}
+
+
 def compute_advantages(
     batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig, part_weights: dict[str, float]
 ) -> torch.Tensor:
-    """``[B, T]`` advantages of ``batch`` (built from ``episodes``) under ``algo``."""
-    name, options = algo.adv_estimator, algo.estimator_options()
-    estimator = get("advantage", name)
-    in_reward = algo.kl.coef > 0 and algo.kl.placement == "in_reward"
-    if name == "gae":  # per segment; KL per token: r_t = -coef KL_t + 1[t = T] R
-        kl = token_kl(batch, algo) if in_reward else None
-        adv = estimator(rewards=batch.rewards, values=batch.old_values, mask=batch.loss_mask,
-                        kl=kl, kl_coef=algo.kl.coef, **options)
-        return _modified(adv, episodes, batch, algo)
-    rows, n = episode_rows(episodes), len(episodes)
-    rewards = torch.tensor([ep.reward for ep in episodes], dtype=torch.float32)
-    if in_reward:  # R - coef sum_t KL_t(old, ref) over the episode's tokens
-        rewards = rewards - algo.kl.coef * per_episode(token_kl(batch, algo).sum(dim=1), rows, n)
-    groups = _group_index([ep.group_id for ep in episodes])
-    if name == "gigpo":
-        steps = estimator(rewards=rewards, group_ids=groups,
-                          step_states=[ep.meta["state_keys"] for ep in episodes], **options)
-        return _modified(step_tokens(steps, episodes, batch), episodes, batch, algo)
-    common = {"group_ids": groups, "mask": _episode_mask(batch, rows, n)}
-    if name in MULTI_REWARD_ESTIMATORS:
-        names = list(part_weights)
-        parts = torch.tensor([[ep.rewards[k] for k in names] for ep in episodes],
-                             dtype=torch.float64)
-        adv = estimator(rewards=parts, weights=[part_weights[k] for k in names], **common)
-    elif name == "tree_grpo":
-        trees = _group_index([ep.meta["tree_id"] for ep in episodes])
-        adv = estimator(rewards=rewards, tree_ids=trees, **common)
-    else:
-        adv = estimator(rewards=rewards, **common)
-    scalar = (adv.sum(dim=1) / common["mask"].sum(dim=1).clamp(min=1)).to(batch.loss_mask.dtype)
-    return _modified(scalar[rows][:, None] * batch.loss_mask, episodes, batch, algo)
+    """``[B, T]`` advantages of ``batch`` (built from ``episodes``) under ``algo``: the
+    estimator takes what it asks for from ``advantage_inputs`` and its declared output says
+    how its result reaches the tokens."""
+    estimator = entry("advantage", algo.adv_estimator)
+    inputs = advantage_inputs(batch, episodes, algo, part_weights)
+    adv = estimator.call(inputs, **algo.estimator_options())
+    return _modified(TO_TOKENS[estimator.output](adv, inputs, episodes, batch), episodes, batch,
+                     algo)
 
 
 def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import torch
 
-from posttrain.algos import StepNorm, get
+from posttrain.algos import StepNorm, entry, get
 from posttrain.settings import ActorConfig, KLConfig, OffPolicyConfig
 
 
@@ -31,11 +30,9 @@ class RLTokens:
 
 
 def _policy_term(t: RLTokens, mask: torch.Tensor, actor: ActorConfig):
-    policy_loss = get("policy_loss", actor.policy_loss.name)
     inputs = {"logp": t.logp, "old_logp": t.old_logp, "advantages": t.advantages, "mask": mask}
-    wanted = inspect.signature(policy_loss).parameters
-    return policy_loss(**{k: v for k, v in inputs.items() if k in wanted},
-                       **actor.policy_loss.hyperparameters())
+    return entry("policy_loss", actor.policy_loss.name).call(
+        inputs, **actor.policy_loss.hyperparameters())
 
 
 def rl_loss(
@@ -87,8 +84,8 @@ def rl_loss(
     if kl is not None and kl.coef > 0 and kl.placement == "in_loss":
         if t.ref_logp is None:
             raise ValueError("kl.coef > 0 needs reference log-probs")
-        extra = {"old_logp": t.old_logp} if kl.estimator == "is_k3" else {}
-        kl_t = get("kl", kl.estimator)(logp=t.logp, ref_logp=t.ref_logp, **extra)
+        kl_t = entry("kl", kl.estimator).call(
+            {"logp": t.logp, "ref_logp": t.ref_logp, "old_logp": t.old_logp})
         loss = loss + kl.coef * agg(kl_t)
         out["ref_kl"] = mean(kl_t)
     if t.entropy is not None:
@@ -123,12 +120,11 @@ def preference_loss(
               "rejected_mean_logp": ell[1::2] / lengths[1::2]}
     if ref is not None:
         inputs |= {"ref_chosen_logp": ref[0::2], "ref_rejected_logp": ref[1::2]}
-    fn = get("preference", name)
-    wanted = inspect.signature(fn).parameters
-    if ref is None and any(k.startswith("ref_") for k in wanted):
+    loss = entry("preference", name)
+    if ref is None and any(loss.takes(k) for k in ("ref_logp", "ref_chosen_logp")):
         raise ValueError(f"preference loss {name!r} needs reference log-probs")
-    per_item = fn(**{k: v for k, v in inputs.items() if k in wanted}, **options)
-    unpaired = "desirable" in wanted  # one loss a row: a pair's is the mean of its two rows
+    per_item = loss.call(inputs, **options)
+    unpaired = loss.takes("desirable")  # one loss a row: a pair's is the mean of its two rows
     per_pair = per_item.view(-1, 2).mean(dim=1) if unpaired else per_item
     reward = (ell - ref) if ref is not None else ell / lengths
     return per_pair.sum() / pairs, pair_statistics(reward[0::2] - reward[1::2], pairs)

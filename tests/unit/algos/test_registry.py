@@ -3,8 +3,9 @@
 from pathlib import Path
 
 import pytest
+import torch
 
-from posttrain.algos import KINDS, entries, entry, get, names, register
+from posttrain.algos import KINDS, LazyInputs, entries, entry, get, names, register
 from posttrain.algos.docs import render_markdown
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -54,3 +55,40 @@ def test_duplicate_and_bad_kind_registration_fail():
 def test_docs_are_generated_from_the_registry():
     doc = (ROOT / "docs" / "algorithms.md").read_text()
     assert doc == render_markdown(), "run: posttrain algorithms --markdown > docs/algorithms.md"
+
+
+def test_an_entry_takes_its_declared_inputs_and_computes_only_those():
+    """``gdpo`` reads its rewards from the ``reward_parts`` input (its declared feed); an
+    input it does not ask for is never computed."""
+    def untouched():
+        raise AssertionError("computed an input nobody asked for")
+
+    parts = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    inputs = LazyInputs(reward_parts=lambda: parts, part_weights=lambda: [1.0, 2.0],
+                        group_ids=lambda: torch.tensor([0, 0, 1, 1]),
+                        mask=lambda: torch.ones(4, 1), rewards=untouched)
+    called = entry("advantage", "gdpo").call(inputs)
+    direct = get("advantage", "gdpo")(rewards=parts, weights=[1.0, 2.0],
+                                      group_ids=torch.tensor([0, 0, 1, 1]), mask=torch.ones(4, 1))
+    assert torch.equal(called, direct)
+
+
+def test_a_missing_input_names_what_is_needed():
+    with pytest.raises(ValueError, match="gigpo' needs 'step_states'"):
+        entry("advantage", "gigpo").call(LazyInputs(rewards=lambda: torch.zeros(2),
+                                                    group_ids=lambda: torch.zeros(2)))
+
+
+def test_every_estimator_and_shaping_rule_the_pipeline_feeds_declares_its_output():
+    from posttrain.settings.rl_config import (
+        EPISODE_ESTIMATORS,
+        MULTI_REWARD_ESTIMATORS,
+        OUTCOME_ESTIMATORS,
+        SHAPING_RULES,
+    )
+    from posttrain.train.episode_advantages import TO_TOKENS
+
+    for name in (*OUTCOME_ESTIMATORS, *MULTI_REWARD_ESTIMATORS, *EPISODE_ESTIMATORS, "gae"):
+        assert entry("advantage", name).output in TO_TOKENS, name
+    for name in SHAPING_RULES:
+        assert entry("shaping", name).output in ("bonus", "cost", "reward"), name

@@ -13,11 +13,11 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
-from posttrain.algos import get
+from posttrain.algos import LazyInputs, entry
 from posttrain.engines import Engine
 from posttrain.envs import EffortTask
 from posttrain.recipes.distillation.teachers import (
@@ -61,20 +61,17 @@ def distill_update(run: OPDRun, samples: Samples) -> dict[str, float]:
     episodes = list(samples.episodes)
     batch = Batch.from_episodes(episodes, pad_token_id=tokenizer.pad_token_id)
     weights = route(run.teachers, episodes)
-    if cfg.loss == "full_vocab_rkl":
+    loss = entry("divergence", cfg.loss)
+    if loss.takes("student_logp"):  # over the vocabulary: the teachers' distributions
         targets = distribution_targets(run.teachers, weights, samples, tokenizer)
-        return trainer.distill_step(batch, targets, "full_vocab_rkl", {"topk": cfg.topk})
+        return trainer.distill_step(batch, targets, cfg.loss, {"topk": cfg.topk})
     teacher_logp = sampled_logprobs(run.teachers, weights, samples, batch, tokenizer)
     logp = trainer.compute_logprobs(batch)
-    options: dict[str, Any] = {}
-    if cfg.loss == "opd_clip":
-        options["r_max"] = cfg.r_max
-    elif cfg.loss == "mopd":
-        options["orm_advantages"] = compute_advantages(batch, episodes, AlgoConfig(),
-                                                       run.reward_fn.part_weights)
-        options["alpha"] = cfg.alpha
-    adv = get("divergence", cfg.loss)(teacher_logp=teacher_logp, logp=logp,
-                                      mask=batch.loss_mask, **options)
+    adv = loss.call(LazyInputs(
+        teacher_logp=lambda: teacher_logp, logp=lambda: logp, mask=lambda: batch.loss_mask,
+        r_max=lambda: cfg.r_max, alpha=lambda: cfg.alpha,
+        orm_advantages=lambda: compute_advantages(batch, episodes, AlgoConfig(),
+                                                  run.reward_fn.part_weights)))
     metrics = trainer.rl_update(batch.replace(advantages=adv), run.actor,
                                 max_len=cfg.max_new_tokens)
     metrics["sampled_rkl"] = sampled_rkl(logp, teacher_logp, batch.loss_mask)
