@@ -175,11 +175,10 @@ def rejection_sample(
 ) -> None:
     """Keep the best of K samples of MODEL per train prompt of CONFIG's task when its reward
     reaches THRESHOLD; writes SFT rows {messages, reward, pass_rate} (usable as sft.data)."""
-    from posttrain.config.schema import SINGLE_TURN_TASKS
     from posttrain.data.curation import best_row
 
     cfg = _load(config, overrides)
-    if cfg.task.name not in SINGLE_TURN_TASKS:
+    if not cfg.single_turn:
         _fail(f"rejection-sample writes single-turn answers; task.name={cfg.task.name} is an "
               "agent task")
     _curate(cfg, model, k, num_prompts, temperature, out, lambda s: best_row(s, threshold),

@@ -89,13 +89,13 @@ def eval_(
     from pydantic import ValidationError
     from rich.progress import Progress
 
-    from posttrain.config.schema import ChatServer, TauConfig
+    from posttrain.config.task_config import ChatServer, TauConfig
     from posttrain.engines import TorchEngine
     from posttrain.engines.chat import engine_tool_chat
     from posttrain.envs.tau.rl import llm_users
     from posttrain.harness import LoopLimits
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
-    from posttrain.recipes.stages import tau_tasks
+    from posttrain.recipes.build import tau_tasks
     from posttrain.recipes.tau_eval import play, summarize
     from posttrain.types import SamplingParams, write_episodes
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.envs.code import VERDICT_PARTS
-from posttrain.envs.tau.episode import TAU_PARTS
-from posttrain.envs.tau.tasks import BASES
-from posttrain.harness import Compaction, LoopLimits
-from posttrain.harness.verifier import SubmissionPolicy
+from posttrain.config.reward_config import RewardConfig
+from posttrain.config.task_config import (
+    ENV_TASK_PARTS,
+    SINGLE_TURN_TASKS,
+    TASK_KEYS,
+    AgentConfig,
+    TaskConfig,
+)
 from posttrain.models import PRESETS
-from posttrain.rewards import ENV, JUDGE, VERIFIERS
-from posttrain.rewards.judge import DEFAULT_RUBRIC
+from posttrain.rewards import ENV
 from posttrain.settings import (
     ActorConfig,
     AlgoConfig,
@@ -27,7 +29,6 @@ from posttrain.settings import (
     RLConfig,
     Section,
     SFTConfig,
-    ShapingRule,
     TrainerConfig,
 )
 from posttrain.settings.rl_config import EPISODE_ESTIMATORS, MULTI_REWARD_ESTIMATORS
@@ -52,212 +53,6 @@ class ModelConfig(Section):
     def _one_source(self) -> ModelConfig:
         if (self.path is None) == (self.preset is None):
             raise ValueError("set exactly one of model.path and model.preset (the other to null)")
-        return self
-
-
-SINGLE_TURN_TASKS = ("arithmetic", "reasoning_gym")
-TASK_KEYS = {"ops": ("arithmetic", "calculator"), "digits": ("arithmetic", "calculator"),
-             "submissions": ("code",), "dataset_config": ("reasoning_gym",), "tau": ("tau",)}
-ENV_TASK_PARTS = {"code": VERDICT_PARTS, "tau": TAU_PARTS}  # tasks whose environment scores
-
-
-class ChatServer(Section):
-    """A chat model served from ``model`` (a local directory, run in-process) or ``endpoint``
-    (an OpenAI-compatible ``.../v1`` URL, with ``endpoint_model`` and the key in the
-    environment variable ``api_key_env``)."""
-
-    model: str | None = None
-    endpoint: str | None = None
-    endpoint_model: str = "default"
-    api_key_env: str = "OPENAI_API_KEY"
-    max_new_tokens: int = Field(512, ge=1)
-    temperature: float = Field(0.0, ge=0)
-
-    @model_validator(mode="after")
-    def _served_once(self) -> ChatServer:
-        if (self.model is None) == (self.endpoint is None):
-            raise ValueError("a chat model is served by exactly one of model and endpoint")
-        return self
-
-
-class TauConfig(Section):
-    """``task.name=tau`` (docs/tau.md): the tau-bench ``domain``, its splits (default: retail
-    ``train``/``test``; mock and telecom-small: every task in both), the conversation limits,
-    the simulated ``user`` (required unless ``solo``: the agent works each task's ticket alone,
-    only tasks with a ticket) and the ``judge`` of ``NL_ASSERTION`` (null: that component is
-    left out and the run reports it). ``reward_basis`` overrides every task's."""
-
-    domain: Literal["mock", "retail", "telecom"] = "retail"
-    train_split: str | None = None
-    eval_split: str | None = None
-    max_steps: int = Field(200, ge=1)
-    max_errors: int = Field(10, ge=1)
-    reward_basis: list[Literal[BASES]] | None = None  # type: ignore[valid-type]
-    solo: bool = False
-    user: ChatServer | None = None
-    judge: ChatServer | None = None
-
-    @model_validator(mode="after")
-    def _one_user(self) -> TauConfig:
-        if self.solo and self.user is not None:
-            raise ValueError("task.tau.solo has no user: unset task.tau.user")
-        return self
-
-
-class TreeConfig(Section):
-    """``tree_grpo`` rollouts: each of ``M`` backbone episodes per prompt grows ``rounds`` (L)
-    times ``branches`` (N) branches from intermediate turns; ``rl.group_size`` is
-    ``M (L N + 1)``."""
-
-    branches: int = Field(2, ge=1)
-    rounds: int = Field(1, ge=1)
-
-    @property
-    def per_backbone(self) -> int:
-        return self.rounds * self.branches + 1
-
-
-class GuardConfig(Section):
-    """The online anti-hack guard (docs/agents.md): the default rules plus
-    ``protected_paths``; ``on_hack`` ``block`` (dummy result) or ``zero_reward``."""
-
-    protected_paths: list[str] = Field(default_factory=list)
-    on_hack: Literal["block", "zero_reward"] = "block"
-
-
-class AgentConfig(Section):
-    """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
-    budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
-    the context window. ``compaction`` manages the window (docs/agents.md); ``tree`` shapes
-    ``tree_grpo`` rollouts; ``guard`` (null: off) inspects every tool call."""
-
-    max_turns: int = Field(4, ge=1)
-    max_tokens: int = Field(512, ge=16)
-    timeout_s: float = Field(120.0, gt=0)
-    max_tool_errors: int = Field(3, ge=0)
-    loop_repeats: int = Field(3, ge=2)
-    compaction: Compaction = Compaction()
-    tree: TreeConfig | None = None
-    guard: GuardConfig | None = None
-
-    def limits(self) -> LoopLimits:
-        """The episode limits (the per-turn budget comes with each call's sampling)."""
-        return LoopLimits(**self.model_dump(exclude={"compaction", "tree", "guard"}))
-
-
-class TaskConfig(Section):
-    """The task family: ``arithmetic`` (single turn), ``calculator`` (a ``calculate`` tool
-    through the agent loop; SFT on tool-use traces) or ``search`` (likewise, with a BM25
-    ``search`` tool over fictional fact cards; ``ops`` and ``digits`` do not apply) or ``code``
-    (write a function in a sandbox; ``run_python`` and ``submit`` tools; hidden tests decide the
-    reward parts ``correct``, ``f2p``, ``p2p`` and ``submissions``, scored with verifier
-    ``env``; ``submissions`` caps submissions, each after the first costing ``penalty``). With
-    ``efforts`` (levels in 1-100) every prompt carries a ``Reasoning Effort`` system line: SFT
-    examples a random level, RL asks each prompt at every level (one group per (prompt,
-    effort)), evaluation uses the highest."""
-
-    name: Literal["arithmetic", "calculator", "search", "code", "reasoning_gym",
-                  "tau"] = "arithmetic"
-    ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
-    digits: int = Field(2, ge=1, le=9)
-    eval_fraction: float = Field(0.1, gt=0, lt=1)
-    efforts: list[int] | None = None
-    submissions: SubmissionPolicy = SubmissionPolicy()
-    dataset: str | None = None
-    dataset_config: dict[str, Any] = Field(default_factory=dict)
-    tau: TauConfig = TauConfig()
-
-    @model_validator(mode="after")
-    def _dataset(self) -> TaskConfig:
-        if (self.name == "reasoning_gym") != (self.dataset is not None):
-            raise ValueError("task.dataset (a reasoning-gym dataset name) goes with "
-                             "task.name=reasoning_gym")
-        return self
-
-    @field_validator("efforts")
-    @classmethod
-    def _efforts(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and (len(set(v)) < 2 or not all(1 <= b <= 100 for b in v)):
-            raise ValueError("at least two distinct levels, each in 1..100")
-        return v
-
-
-class RewardPart(Section):
-    verifier: str
-    weight: float = 1.0
-
-    @field_validator("verifier")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        if v not in VERIFIERS and v not in (ENV, JUDGE):
-            known = ", ".join(sorted([*VERIFIERS, ENV, JUDGE]))
-            raise ValueError(f"unknown verifier {v!r}; known: {known}")
-        return v
-
-
-def _default_parts() -> dict[str, RewardPart]:
-    return {
-        "correct": RewardPart(verifier="numeric", weight=1.0),
-        "format": RewardPart(verifier="format", weight=0.1),
-    }
-
-
-class JudgeConfig(Section):
-    """The judge of a reward part with ``verifier: judge`` (docs/reward_models.md): ``kind``
-    ``score`` (a prompted grader: ``rubric``, ``n_samples`` gradings on ``0..score_max``),
-    ``comparison`` (round robin in the group; an answer over ``budget_tokens`` loses),
-    ``pairwise_model`` (the same round robin decided by a pairwise classifier) or
-    ``reward_model`` (a Bradley-Terry scalar head); the last two come from ``posttrain
-    reward-model`` (``rm.loss``) and are local models. Served from
-    ``model`` (a local directory) or ``endpoint`` (an OpenAI-compatible ``.../v1`` URL, with
-    ``endpoint_model`` and the key in the environment variable ``api_key_env``)."""
-
-    kind: Literal["score", "comparison", "pairwise_model", "reward_model"] = "score"
-    model: str | None = None
-    endpoint: str | None = None
-    endpoint_model: str = "judge"
-    api_key_env: str = "OPENAI_API_KEY"
-    rubric: str = DEFAULT_RUBRIC
-    n_samples: int = Field(1, ge=1)
-    score_max: float = Field(10.0, gt=0)
-    max_new_tokens: int = Field(64, ge=1)
-    temperature: float = Field(0.0, ge=0)
-    budget_tokens: int | None = Field(None, ge=1)
-
-    @model_validator(mode="after")
-    def _served_once(self) -> JudgeConfig:
-        if (self.model is None) == (self.endpoint is None):
-            raise ValueError("a judge is served by exactly one of model and endpoint")
-        if self.kind in ("reward_model", "pairwise_model") and self.endpoint is not None:
-            raise ValueError(f"a {self.kind} judge is a local scalar-head model: set model")
-        return self
-
-
-class RewardConfig(Section):
-    """Reward = sum of weighted named parts, then the ``shaping`` rules in order;
-    ``accuracy_part`` is the one reported as accuracy. A part with ``verifier: judge`` is
-    scored by ``judges[<part>]`` after the rollout."""
-
-    parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
-    accuracy_part: str = "correct"
-    shaping: list[ShapingRule] = Field(default_factory=list)
-    judges: dict[str, JudgeConfig] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _judged_parts(self) -> RewardConfig:
-        judged = {n for n, p in self.parts.items() if p.verifier == JUDGE}
-        if judged != set(self.judges):
-            raise ValueError(f"reward parts with verifier judge ({sorted(judged)}) and "
-                             f"reward.judges ({sorted(self.judges)}) must name the same parts")
-        return self
-
-    @model_validator(mode="after")
-    def _accuracy_known(self) -> RewardConfig:
-        if self.accuracy_part not in self.parts:
-            raise ValueError(
-                f"reward.accuracy_part {self.accuracy_part!r} is not one of reward.parts "
-                f"({', '.join(self.parts)})"
-            )
         return self
 
 
@@ -297,6 +92,13 @@ class RunConfig(Section):
     eval: EvalConfig = EvalConfig()
     trainer: TrainerConfig = TrainerConfig()
     dist: DistConfig = DistConfig()
+
+    @property
+    def single_turn(self) -> bool:
+        """Whether episodes are single completions: a single-turn built-in task or the user's
+        task source, with no ``agent.tools`` added."""
+        single = self.task.name in SINGLE_TURN_TASKS or self.task.custom
+        return single and not self.agent.tools
 
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:
@@ -368,7 +170,7 @@ class RunConfig(Section):
         opd = self.opd
         if not opd.teachers and opd.self_distill is None:
             raise ValueError("the opd stage needs opd.teachers or opd.self_distill")
-        if self.task.name not in SINGLE_TURN_TASKS:
+        if not self.single_turn:
             raise ValueError(f"on-policy distillation samples single-turn answers; task.name="
                              f"{self.task.name} is an agent task")
         if opd.loss == "mopd" and opd.group_size < 2:
@@ -390,7 +192,7 @@ class RunConfig(Section):
             ("algo.behaviour_reg", algo.behaviour_reg is not None),
             ("agent.compaction", agent.compaction.strategy != "none"),
             ("agent.guard", agent.guard is not None)) if on]
-        if needs_agent and self.task.name in SINGLE_TURN_TASKS:
+        if needs_agent and self.single_turn:
             raise ValueError(f"{needs_agent[0]} acts on agent episodes (tool steps); "
                              f"task.name={self.task.name} is single-turn")
         if (algo.adv_estimator == "tree_grpo") != (agent.tree is not None):
@@ -398,10 +200,10 @@ class RunConfig(Section):
         if self.task.name in ENV_TASK_PARTS and agent.tree is not None:
             raise ValueError(f"agent.tree: tree rollouts cannot branch {self.task.name} "
                              "episodes (their environment state cannot be copied)")
-        if self.rl.mode == "async" and self.task.name not in SINGLE_TURN_TASKS:
+        if self.rl.mode == "async" and not self.single_turn:
             raise ValueError(f"rl.mode=async generates single-turn samples; task.name="
                              f"{self.task.name} is an agent task (use rl.mode=sync)")
-        if self.reward.judges and self.task.name not in SINGLE_TURN_TASKS:
+        if self.reward.judges and not self.single_turn:
             raise ValueError(f"reward.judges score single-turn answers; task.name="
                              f"{self.task.name} is an agent task")
         if self.reward.judges and self.rl.mode == "async":
@@ -437,12 +239,12 @@ class RunConfig(Section):
         if env_parts - set(scored):
             raise ValueError(f"reward parts {sorted(env_parts - set(scored))}: the "
                              f"{task.name} environment scores only {', '.join(scored)}")
-        if task.name == "tau":
-            if task.tau.user is None and not task.tau.solo:
-                raise ValueError("task.tau.user: tau episodes need a simulated user (a local "
-                                 "model or an endpoint), or task.tau.solo")
+        if task.name == "tau" and task.tau.user is None and not task.tau.solo:
+            raise ValueError("task.tau.user: tau episodes need a simulated user (a local "
+                             "model or an endpoint), or task.tau.solo")
+        if task.name == "tau" or task.custom:
             for stage, data in (("sft", self.sft.data), ("distill", self.distill.data)):
                 if stage in self.stages and data is None:
-                    raise ValueError(f"the {stage} stage on tau tasks needs {stage}.data (no "
-                                     "conversations are generated for them)")
+                    raise ValueError(f"the {stage} stage on task {task.name} needs {stage}.data "
+                                     "(no conversations are generated for it)")
         return self

@@ -1,7 +1,7 @@
-"""Layer 4: environments and task sources."""
+"""Layer 5: environments and task sources."""
 
 from posttrain.envs.arithmetic import ArithmeticEnv, ArithmeticTasks, Problem
-from posttrain.envs.base import Environment, StepResult, Task
+from posttrain.envs.base import Environment, SplitTasks, StepResult, Task
 from posttrain.envs.calculator import CalculatorTasks, calculate
 from posttrain.envs.code import CodeEnv, CodeProblem, CodeTasks
 from posttrain.envs.effort import EffortTask, prepend_system
@@ -23,6 +23,7 @@ __all__ = [
     "SearchIndex",
     "SearchProblem",
     "SearchTasks",
+    "SplitTasks",
     "StepResult",
     "Task",
     "calculate",

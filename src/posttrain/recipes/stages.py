@@ -21,7 +21,6 @@ import torch
 
 from posttrain.cluster import RayTrainer, launch_engines, ray_session
 from posttrain.config import RunConfig
-from posttrain.config.schema import TauConfig
 from posttrain.data import generate_arithmetic_sft, load_chat_jsonl
 from posttrain.data.preference_pairs import (
     PreferencePair,
@@ -32,20 +31,11 @@ from posttrain.engines import Engine, TorchEngine
 from posttrain.engines.sglang_engine import SGLangEngine
 from posttrain.engines.vllm_engine import VLLMEngine
 from posttrain.envs import (
-    ArithmeticTasks,
-    CalculatorTasks,
-    CodeTasks,
     EffortTask,
-    ReasoningGymTasks,
-    SearchTasks,
-    calculate,
 )
-from posttrain.envs.tau.episode import TauLimits, TauScoring
-from posttrain.envs.tau.rl import TauTasks, Users, llm_users
-from posttrain.harness import Guard, ToolRegistry
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model, save_model
 from posttrain.recipes import Reporter, plot_curves, run_rl, run_sft
-from posttrain.recipes.build import build_judge, judge_chat, tool_chat
+from posttrain.recipes.build import build_judge, rollout_function, task_family
 from posttrain.recipes.distillation.offline import check_same_vocabulary, run_distill
 from posttrain.recipes.distillation.opd import OPDRun, run_opd
 from posttrain.recipes.distillation.self_distill import self_teacher
@@ -59,9 +49,7 @@ from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.recipes.weight_sync import sync_weights
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import evaluate
-from posttrain.rollout.agent import AgentRollout
 from posttrain.rollout.judged import JudgedRollout
-from posttrain.rollout.single_turn import rollout
 from posttrain.settings import PairDataConfig, TrainerConfig
 from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
 from posttrain.train.checkpoint import CRITIC_DIR
@@ -71,42 +59,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def tau_tasks(t: TauConfig, dtype: str, seed: int, users: Users | None = None) -> TauTasks:
-    """The tau tasks ``t`` describes, their users played by ``t.user`` (a second engine or an
-    endpoint; none in solo mode; ``users`` when ``t.user`` is unset) and ``NL_ASSERTION``
-    judged by ``t.judge`` (if set)."""
-    judge = None if t.judge is None else judge_chat(t.judge, dtype, seed)
-    basis = None if t.reward_basis is None else tuple(t.reward_basis)
-    if t.solo:
-        users = None
-    elif t.user is not None:
-        users = llm_users(tool_chat(t.user, dtype, seed))
-    return TauTasks(t.domain, users, t.train_split, t.eval_split,
-                    TauLimits(t.max_steps, t.max_errors), TauScoring(basis, judge))
-
-
-def task_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | None]:
-    """The task source, the tools the model is shown (None: single turn, no agent loop) and
-    the per-episode environment factory (tasks whose tools hold per-episode state)."""
-    t = cfg.task
-    if t.name == "search":
-        tasks = SearchTasks(cfg.seed, t.eval_fraction)
-        return tasks, ToolRegistry([tasks.tool]), None
-    if t.name == "code":
-        tasks = CodeTasks(cfg.seed, t.eval_fraction, policy=t.submissions)
-        return tasks, tasks.tools, tasks.make_env
-    if t.name == "tau":  # each episode's environment brings the domain's tools
-        tasks = tau_tasks(t.tau, cfg.model.dtype, cfg.seed)
-        return tasks, ToolRegistry(), tasks.make_env
-    if t.name == "reasoning_gym":
-        return ReasoningGymTasks(t.dataset, cfg.seed, t.eval_fraction,
-                                 config=t.dataset_config), None, None
-    if t.name == "calculator":
-        tasks = CalculatorTasks(tuple(t.ops), t.digits, cfg.seed, t.eval_fraction)
-        return tasks, ToolRegistry([calculate]), None
-    return ArithmeticTasks(tuple(t.ops), t.digits, cfg.seed, t.eval_fraction), None, None
 
 
 class Recipe:
@@ -123,12 +75,7 @@ class Recipe:
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
         self.ckpt_dir = self.out / "checkpoints"
         self.tasks, self.tools, env_factory = task_family(cfg)
-        tree, guard = cfg.agent.tree, cfg.agent.guard
-        self.rollout_fn = rollout if self.tools is None else AgentRollout(
-            self.tools, cfg.agent.limits(), cfg.agent.compaction,
-            tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
-            guard=None if guard is None else Guard(protected_paths=guard.protected_paths,
-                                                   on_hack=guard.on_hack))
+        self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from posttrain.rewards.registry import VERIFIERS
+from posttrain.settings.extension import is_path, load_extension
 
 ENV = "env"  # the verifier name of a part the episode's environment scores
 JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.judged)
@@ -14,9 +15,10 @@ JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.j
 
 @dataclass(frozen=True)
 class RewardFunction:
-    """``parts[name] = VERIFIERS[verifier](completion, reference)``; ``reward = sum w * part``.
+    """``parts[name] = verifier(completion, reference)``; ``reward = sum w * part``.
 
-    ``weights`` maps a part name to ``(verifier name, weight)``. A verifier that raises or
+    ``weights`` maps a part name to ``(verifier, weight)``: a name of ``VERIFIERS`` or a dotted
+    path to a reward function (docs/extending.md). A verifier that raises or
     returns a non-finite value scores 0 for that part: bad model output never crashes a run.
     The verifier ``env`` takes the part from ``env_parts``, the verdict of the episode's own
     environment (hidden tests, a submission penalty); without one it scores 0. A ``judge``
@@ -26,12 +28,21 @@ class RewardFunction:
     weights: Mapping[str, tuple[str, float]]
 
     def __post_init__(self) -> None:
+        functions = {}
         for name, (verifier, _) in self.weights.items():
-            if verifier not in VERIFIERS and verifier not in (ENV, JUDGE):
+            if is_path(verifier):
+                functions[name] = load_extension("reward", verifier)
+            elif verifier in VERIFIERS:
+                functions[name] = VERIFIERS[verifier]
+            elif verifier not in (ENV, JUDGE):
                 raise ValueError(
                     f"reward part {name!r}: unknown verifier {verifier!r}; "
                     f"known: {', '.join(sorted([*VERIFIERS, ENV, JUDGE]))}"
                 )
+        object.__setattr__(self, "_functions", functions)
+
+    def __reduce__(self):  # rebuilt from the weights (a file-loaded function pickles badly)
+        return RewardFunction, (dict(self.weights),)
 
     def __call__(self, completion: str, reference: str,
                  env_parts: Mapping[str, float] | None = None) -> tuple[dict[str, float], float]:
@@ -47,7 +58,7 @@ class RewardFunction:
                 parts[name] = 0.0
                 continue
             try:
-                value = float(VERIFIERS[verifier](completion, reference))
+                value = float(self._functions[name](completion, reference))
             except Exception:  # a verifier must not take the run down; the part scores 0
                 value = 0.0
             parts[name] = value if math.isfinite(value) else 0.0

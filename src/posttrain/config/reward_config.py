@@ -1,0 +1,106 @@
+"""The reward of a run: named parts scored by built-in verifiers, reward functions named by
+dotted path, the episode's environment or judges, then shaping rules."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from posttrain.rewards import ENV, JUDGE, VERIFIERS
+from posttrain.rewards.judge import DEFAULT_RUBRIC
+from posttrain.settings import Section, ShapingRule
+from posttrain.settings.extension import extension, is_path, load_extension
+
+
+class RewardPart(Section):
+    """A part of the reward: ``verifier`` a built-in name, ``env``, ``judge``, or a dotted
+    path to a reward function ``f(completion, reference) -> float``."""
+
+    verifier: str
+    weight: float = 1.0
+
+    @field_validator("verifier")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if is_path(v):
+            load_extension("reward", v)
+        elif v not in VERIFIERS and v not in (ENV, JUDGE):
+            known = ", ".join(sorted([*VERIFIERS, ENV, JUDGE]))
+            raise ValueError(f"unknown verifier {v!r}; known: {known}")
+        return v
+
+
+def _default_parts() -> dict[str, RewardPart]:
+    return {
+        "correct": RewardPart(verifier="numeric", weight=1.0),
+        "format": RewardPart(verifier="format", weight=0.1),
+    }
+
+
+class JudgeConfig(Section):
+    """The judge of a reward part with ``verifier: judge`` (docs/reward_models.md): ``kind``
+    ``score`` (a prompted grader: ``rubric``, ``n_samples`` gradings on ``0..score_max``),
+    ``comparison`` (round robin in the group; an answer over ``budget_tokens`` loses),
+    ``pairwise_model`` (the same round robin decided by a pairwise classifier) or
+    ``reward_model`` (a Bradley-Terry scalar head); the last two come from ``posttrain
+    reward-model`` (``rm.loss``) and are local models. ``function``: the dotted path in
+    ``function``, called as ``f(episodes, tasks)``. Served from
+    ``model`` (a local directory) or ``endpoint`` (an OpenAI-compatible ``.../v1`` URL, with
+    ``endpoint_model`` and the key in the environment variable ``api_key_env``)."""
+
+    kind: Literal["score", "comparison", "pairwise_model", "reward_model", "function"] = "score"
+    function: Annotated[str, extension("judge")] | None = None
+    model: str | None = None
+    endpoint: str | None = None
+    endpoint_model: str = "judge"
+    api_key_env: str = "OPENAI_API_KEY"
+    rubric: str = DEFAULT_RUBRIC
+    n_samples: int = Field(1, ge=1)
+    score_max: float = Field(10.0, gt=0)
+    max_new_tokens: int = Field(64, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    budget_tokens: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _served_once(self) -> JudgeConfig:
+        if (self.kind == "function") != (self.function is not None):
+            raise ValueError("a judge of kind function is the dotted path in function "
+                             "(f(episodes, tasks) -> a score or None per episode)")
+        if self.kind == "function":
+            if self.model is not None or self.endpoint is not None:
+                raise ValueError("a function judge is served by no model or endpoint")
+            return self
+        if (self.model is None) == (self.endpoint is None):
+            raise ValueError("a judge is served by exactly one of model and endpoint")
+        if self.kind in ("reward_model", "pairwise_model") and self.endpoint is not None:
+            raise ValueError(f"a {self.kind} judge is a local scalar-head model: set model")
+        return self
+
+
+class RewardConfig(Section):
+    """Reward = sum of weighted named parts, then the ``shaping`` rules in order;
+    ``accuracy_part`` is the one reported as accuracy. A part with ``verifier: judge`` is
+    scored by ``judges[<part>]`` after the rollout."""
+
+    parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
+    accuracy_part: str = "correct"
+    shaping: list[ShapingRule] = Field(default_factory=list)
+    judges: dict[str, JudgeConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _judged_parts(self) -> RewardConfig:
+        judged = {n for n, p in self.parts.items() if p.verifier == JUDGE}
+        if judged != set(self.judges):
+            raise ValueError(f"reward parts with verifier judge ({sorted(judged)}) and "
+                             f"reward.judges ({sorted(self.judges)}) must name the same parts")
+        return self
+
+    @model_validator(mode="after")
+    def _accuracy_known(self) -> RewardConfig:
+        if self.accuracy_part not in self.parts:
+            raise ValueError(
+                f"reward.accuracy_part {self.accuracy_part!r} is not one of reward.parts "
+                f"({', '.join(self.parts)})"
+            )
+        return self

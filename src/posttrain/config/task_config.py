@@ -1,0 +1,169 @@
+"""The task a run trains on and how its episodes are played: built-in task families or a
+task source named by dotted path, a rollout function, extra tools, and the agent's limits."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from posttrain.envs.code import VERDICT_PARTS
+from posttrain.envs.tau.episode import TAU_PARTS
+from posttrain.envs.tau.tasks import BASES
+from posttrain.harness import Compaction, LoopLimits
+from posttrain.harness.verifier import SubmissionPolicy
+from posttrain.settings import Section
+from posttrain.settings.extension import extension, is_path, load_extension
+
+BUILT_IN_TASKS = ("arithmetic", "calculator", "search", "code", "reasoning_gym", "tau")
+SINGLE_TURN_TASKS = ("arithmetic", "reasoning_gym")
+
+
+TASK_KEYS = {"ops": ("arithmetic", "calculator"), "digits": ("arithmetic", "calculator"),
+             "submissions": ("code",), "dataset_config": ("reasoning_gym",), "tau": ("tau",)}
+
+
+ENV_TASK_PARTS = {"code": VERDICT_PARTS, "tau": TAU_PARTS}  # tasks whose environment scores
+
+
+class ChatServer(Section):
+    """A chat model served from ``model`` (a local directory, run in-process) or ``endpoint``
+    (an OpenAI-compatible ``.../v1`` URL, with ``endpoint_model`` and the key in the
+    environment variable ``api_key_env``)."""
+
+    model: str | None = None
+    endpoint: str | None = None
+    endpoint_model: str = "default"
+    api_key_env: str = "OPENAI_API_KEY"
+    max_new_tokens: int = Field(512, ge=1)
+    temperature: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _served_once(self) -> ChatServer:
+        if (self.model is None) == (self.endpoint is None):
+            raise ValueError("a chat model is served by exactly one of model and endpoint")
+        return self
+
+
+class TauConfig(Section):
+    """``task.name=tau`` (docs/tau.md): the tau-bench ``domain``, its splits (default: retail
+    ``train``/``test``; mock and telecom-small: every task in both), the conversation limits,
+    the simulated ``user`` (required unless ``solo``: the agent works each task's ticket alone,
+    only tasks with a ticket) and the ``judge`` of ``NL_ASSERTION`` (null: that component is
+    left out and the run reports it). ``reward_basis`` overrides every task's."""
+
+    domain: Literal["mock", "retail", "telecom"] = "retail"
+    train_split: str | None = None
+    eval_split: str | None = None
+    max_steps: int = Field(200, ge=1)
+    max_errors: int = Field(10, ge=1)
+    reward_basis: list[Literal[BASES]] | None = None  # type: ignore[valid-type]
+    solo: bool = False
+    user: ChatServer | None = None
+    judge: ChatServer | None = None
+
+    @model_validator(mode="after")
+    def _one_user(self) -> TauConfig:
+        if self.solo and self.user is not None:
+            raise ValueError("task.tau.solo has no user: unset task.tau.user")
+        return self
+
+
+class TreeConfig(Section):
+    """``tree_grpo`` rollouts: each of ``M`` backbone episodes per prompt grows ``rounds`` (L)
+    times ``branches`` (N) branches from intermediate turns; ``rl.group_size`` is
+    ``M (L N + 1)``."""
+
+    branches: int = Field(2, ge=1)
+    rounds: int = Field(1, ge=1)
+
+    @property
+    def per_backbone(self) -> int:
+        return self.rounds * self.branches + 1
+
+
+class GuardConfig(Section):
+    """The online anti-hack guard (docs/agents.md): the default rules plus
+    ``protected_paths``; ``on_hack`` ``block`` (dummy result) or ``zero_reward``."""
+
+    protected_paths: list[str] = Field(default_factory=list)
+    on_hack: Literal["block", "zero_reward"] = "block"
+
+
+class AgentConfig(Section):
+    """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
+    budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
+    the context window. ``compaction`` manages the window (docs/agents.md); ``tree`` shapes
+    ``tree_grpo`` rollouts; ``guard`` (null: off) inspects every tool call. ``tools``: dotted
+    paths of plain typed functions added to the task's tools (a task without tools then plays
+    through the agent loop)."""
+
+    max_turns: int = Field(4, ge=1)
+    max_tokens: int = Field(512, ge=16)
+    timeout_s: float = Field(120.0, gt=0)
+    max_tool_errors: int = Field(3, ge=0)
+    loop_repeats: int = Field(3, ge=2)
+    compaction: Compaction = Compaction()
+    tree: TreeConfig | None = None
+    guard: GuardConfig | None = None
+    tools: list[Annotated[str, extension("tool")]] = Field(default_factory=list)
+
+    def limits(self) -> LoopLimits:
+        """The episode limits (the per-turn budget comes with each call's sampling)."""
+        return LoopLimits(**self.model_dump(exclude={"compaction", "tree", "guard", "tools"}))
+
+
+class TaskConfig(Section):
+    """The task family: a task source named by dotted path (``my_pkg.tasks:make``, called
+    with ``(seed, eval_fraction)``; docs/extending.md) or a built-in one: ``arithmetic`` (single
+    turn), ``calculator`` (a ``calculate`` tool
+    through the agent loop; SFT on tool-use traces) or ``search`` (likewise, with a BM25
+    ``search`` tool over fictional fact cards; ``ops`` and ``digits`` do not apply) or ``code``
+    (write a function in a sandbox; ``run_python`` and ``submit`` tools; hidden tests decide the
+    reward parts ``correct``, ``f2p``, ``p2p`` and ``submissions``, scored with verifier
+    ``env``; ``submissions`` caps submissions, each after the first costing ``penalty``). With
+    ``efforts`` (levels in 1-100) every prompt carries a ``Reasoning Effort`` system line: SFT
+    examples a random level, RL asks each prompt at every level (one group per (prompt,
+    effort)), evaluation uses the highest. ``rollout`` (a dotted path) replaces the function
+    that plays and scores the episodes (default: one completion a sample, or the agent loop for
+    tool tasks)."""
+
+    @field_validator("name")
+    @classmethod
+    def _known_task(cls, v: str) -> str:
+        if is_path(v):
+            load_extension("tasks", v)
+        elif v not in BUILT_IN_TASKS:
+            raise ValueError(f"unknown task {v!r}; built in: {', '.join(BUILT_IN_TASKS)}, or a "
+                             "dotted path to a task source (package.module:name)")
+        return v
+
+    @property
+    def custom(self) -> bool:
+        """Whether the task source is the user's (named by dotted path)."""
+        return is_path(self.name)
+
+    name: str = "arithmetic"
+    rollout: Annotated[str, extension("rollout")] | None = None
+    ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
+    digits: int = Field(2, ge=1, le=9)
+    eval_fraction: float = Field(0.1, gt=0, lt=1)
+    efforts: list[int] | None = None
+    submissions: SubmissionPolicy = SubmissionPolicy()
+    dataset: str | None = None
+    dataset_config: dict[str, Any] = Field(default_factory=dict)
+    tau: TauConfig = TauConfig()
+
+    @model_validator(mode="after")
+    def _dataset(self) -> TaskConfig:
+        if (self.name == "reasoning_gym") != (self.dataset is not None):
+            raise ValueError("task.dataset (a reasoning-gym dataset name) goes with "
+                             "task.name=reasoning_gym")
+        return self
+
+    @field_validator("efforts")
+    @classmethod
+    def _efforts(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (len(set(v)) < 2 or not all(1 <= b <= 100 for b in v)):
+            raise ValueError("at least two distinct levels, each in 1..100")
+        return v

@@ -1,0 +1,129 @@
+"""Extension points named in config by dotted path (docs/extending.md).
+
+A path is ``package.module:attr`` (an importable module) or ``path/to/file.py:attr`` (a file,
+relative to the working directory). Each kind has a calling contract, checked when the config
+is validated: the object must be callable with the contract's arguments (a tool must also have
+the type hints and docstring its JSON schema is read from).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import AfterValidator
+
+
+class ExtensionError(ValueError):
+    """A dotted path that does not load, or loads something of the wrong shape."""
+
+
+@dataclass(frozen=True)
+class Contract:
+    """How a kind of extension is called: positional ``args`` then keyword ``keywords``."""
+
+    what: str
+    args: tuple[str, ...]
+    keywords: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return f"{self.what}, called as f({', '.join((*self.args, *self.keywords))})"
+
+
+CONTRACTS = {
+    "reward": Contract("a reward function (returns a float)", ("completion", "reference")),
+    "tasks": Contract("a task source factory (returns an object with sample(n, rng) and "
+                      "eval_set(n))", ("seed", "eval_fraction")),
+    "rollout": Contract("a rollout function (returns scored Episodes)",
+                        ("engine", "tokenizer", "tasks", "reward_fn", "sampling", "group_size"),
+                        ("group_prefix",)),
+    "judge": Contract("a judge (returns a score or None per episode)", ("episodes", "tasks")),
+    "tool": Contract("a tool (typed arguments and a Google-style docstring)", ()),
+}
+
+
+def is_path(value: str) -> bool:
+    """Whether a config value names an extension rather than a built-in."""
+    return ":" in value
+
+
+def _module_of_file(path: Path):
+    """The module at ``path``, loaded once per resolved path."""
+    resolved = path.resolve()
+    name = f"posttrain_ext_{hashlib.sha1(str(resolved).encode()).hexdigest()[:12]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load_object(spec: str) -> Any:
+    """The object ``spec`` names; an ``ExtensionError`` says which part failed."""
+    where, sep, attr = spec.rpartition(":")
+    if not sep or not where or not attr:
+        raise ExtensionError(f"{spec!r} is not a dotted path: use package.module:name or "
+                             "path/to/file.py:name")
+    try:
+        if where.endswith(".py"):
+            if not Path(where).is_file():
+                raise ExtensionError(f"{spec!r}: no file {where!r}")
+            module = _module_of_file(Path(where))
+        else:
+            module = importlib.import_module(where)
+    except ExtensionError:
+        raise
+    except Exception as e:  # the user's module failed to import: say why
+        raise ExtensionError(f"{spec!r}: cannot import {where!r}: "
+                             f"{type(e).__name__}: {e}") from e
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ExtensionError(f"{spec!r}: {where!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_extension(kind: str, spec: str) -> Any:
+    """``load_object(spec)``, checked against the calling contract of ``kind``."""
+    contract = CONTRACTS[kind]
+    obj = load_object(spec)
+    if not callable(obj):
+        raise ExtensionError(f"{spec!r} is a {type(obj).__name__}, not {contract.describe()}")
+    if kind == "tool":
+        from transformers.utils import get_json_schema
+
+        try:
+            get_json_schema(obj)
+        except Exception as e:
+            raise ExtensionError(f"{spec!r} is not {contract.describe()}: {e}") from None
+        return obj
+    try:
+        inspect.signature(obj).bind(*contract.args, **dict.fromkeys(contract.keywords))
+    except TypeError as e:
+        raise ExtensionError(f"{spec!r} is not {contract.describe()}: {e}") from None
+    except ValueError:  # no signature to read (a builtin): let the call decide
+        pass
+    return obj
+
+
+def extension(kind: str) -> AfterValidator:
+    """Field annotation: the value is a dotted path to an extension of ``kind``."""
+
+    def check(spec: str) -> str:
+        load_extension(kind, spec)
+        return spec
+
+    return AfterValidator(check)
