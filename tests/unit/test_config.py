@@ -89,3 +89,28 @@ def test_policy_loss_hyperparameters_are_checked_against_the_loss():
 def test_every_shipped_recipe_loads(path):
     cfg = load_config(path)
     assert cfg.out_dir.startswith("runs/")
+
+
+def test_shipped_quickstart_yaml_lists_every_key():
+    """Every key of the tree appears in configs/quickstart.yaml, and no other."""
+    import yaml
+
+    def keys(tree, prefix=""):
+        out = set()
+        for k, v in tree.items():
+            out.add(prefix + k)
+            if isinstance(v, dict) and k not in ("dataset_config", "parts", "judges"):
+                out |= keys(v, f"{prefix}{k}.")
+        return out
+
+    shipped = yaml.safe_load(open("configs/quickstart.yaml"))
+    assert keys(shipped) == keys(RunConfig().model_dump(mode="json", by_alias=True))
+
+
+def test_every_stage_decides_when_to_log_and_evaluate_the_same_way():
+    """``due``: every ``every`` steps and after the last step; never with ``every == 0``."""
+    from posttrain.settings import SFTConfig
+
+    cfg = SFTConfig(steps=7)
+    assert [s + 1 for s in range(7) if cfg.due(3, s)] == [3, 6, 7]
+    assert not any(cfg.due(0, s) for s in range(7))

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-from pydantic import BaseModel
 
 from posttrain.data.conversations import batch_indices
 from posttrain.data.preference_pairs import PreferencePair, pair_batch
 from posttrain.recipes.report import Reporter
+from posttrain.settings import PairDataConfig
 from posttrain.types import Batch
 
 CHUNK = 64  # pairs scored at once outside training
@@ -39,7 +39,7 @@ def evaluate_pairs(
 def run_pairs(
     tokenizer,
     pairs: Sequence[PreferencePair],
-    cfg: BaseModel,
+    cfg: PairDataConfig,
     reporter: Reporter,
     stage: str,
     title: str,
@@ -51,19 +51,18 @@ def run_pairs(
     make_batch: PairBatch = pair_batch,
 ) -> list[dict[str, float]]:
     """Steps ``start_step .. cfg.steps`` of ``step(batch, pair_indices)`` on the pairs'
-    ``make_batch`` rows, logged as ``stage`` under a progress bar titled ``title``; ``cfg`` has
-    ``steps``, ``batch_size``, ``log_every``, ``eval_every``. Returns the evaluations."""
+    ``make_batch`` rows, logged as ``stage`` under a progress bar titled ``title``. Returns the
+    evaluations."""
     evals = []
     reporter.start(title, cfg.steps)
     for k in range(start_step, cfg.steps):
         idx = batch_indices(k, cfg.batch_size, len(pairs), seed)
         metrics = step(make_batch(tokenizer, [pairs[i] for i in idx]), idx)
-        if evaluate is not None and cfg.eval_every and ((k + 1) % cfg.eval_every == 0
-                                                        or k + 1 == cfg.steps):
+        if evaluate is not None and cfg.due(cfg.eval_every, k):
             result = evaluate()
             metrics |= {f"eval/{name}": v for name, v in result.items()}
             evals.append({"step": k + 1, **result})
-        if (k + 1) % cfg.log_every == 0 or k + 1 == cfg.steps or "eval/loss" in metrics:
+        if cfg.due(cfg.log_every, k) or "eval/loss" in metrics:
             reporter.log(stage, k + 1, metrics)
         reporter.advance(k + 1, f"loss {metrics['loss']:.3f} "
                                 f"acc {metrics['reward_accuracy']:.2f}")

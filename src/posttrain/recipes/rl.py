@@ -21,7 +21,7 @@ from posttrain.rollout import evaluate, informative, rollout, rollout_metrics, s
 from posttrain.settings import ActorConfig, AlgoConfig, CriticConfig, RLConfig, ShapingRule
 from posttrain.train import Trainer
 from posttrain.train.rl_update import PolicyUpdate
-from posttrain.types import Episode, SamplingParams, write_episodes
+from posttrain.types import Episode, write_episodes
 from posttrain.types.errors import MismatchError
 from posttrain.types.sampling import step_seed
 
@@ -57,11 +57,7 @@ def run_rl(
             problems = run.tasks.sample(n, random.Random(f"{seed}:rl:{step}:{round_}"))
             if efforts:  # one group per (prompt, effort)
                 problems = [EffortTask(p, b) for p in problems for b in efforts]
-            sampling = SamplingParams(
-                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                top_p=cfg.top_p, top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,),
-                seed=step_seed(seed, step) + round_,
-            )
+            sampling = cfg.params((tokenizer.eos_token_id,), step_seed(seed, step) + round_)
             episodes = rollout_fn(engine, tokenizer, problems, run.reward_fn, sampling,
                                   cfg.group_size, group_prefix=f"{round_}-")
             return shape_rewards(episodes, run.shaping, step, efforts)

@@ -30,7 +30,7 @@ from posttrain.rollout.dispatch import Dispatcher, GroupSource
 from posttrain.rollout.evaluation import evaluate
 from posttrain.rollout.reward_shaping import shape_rewards
 from posttrain.rollout.worker import RolloutWorker
-from posttrain.types import Episode, SamplingParams, write_episodes
+from posttrain.types import Episode, write_episodes
 from posttrain.types.sampling import step_seed
 
 
@@ -106,9 +106,7 @@ def run_async_rl(
     acfg = cfg.async_
     b, g = cfg.prompts_per_step, cfg.group_size
     update = run.policy_update()
-    sampling = SamplingParams(
-        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-        top_k=cfg.top_k, stop_token_ids=(tokenizer.eos_token_id,))
+    sampling = cfg.params((tokenizer.eos_token_id,))
     chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
     engines = [engine] if isinstance(engine, Engine) else list(engine)
     workers = [RolloutWorker(e, tokenizer, run.reward_fn, sampling, chunk) for e in engines]

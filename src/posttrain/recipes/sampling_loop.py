@@ -37,8 +37,7 @@ class LoopRun:
 
     def eval_due(self, step: int) -> bool:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
-        every = self.cfg.eval_every
-        return bool(every) and ((step + 1) % every == 0 or step + 1 == self.cfg.steps)
+        return self.cfg.due(self.cfg.eval_every, step)
 
     def finish_step(self, step: int, metrics: dict[str, float]) -> None:
         """Log step ``step``'s metrics, advance the progress bar, run ``on_step_end``."""

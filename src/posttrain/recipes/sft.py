@@ -36,7 +36,7 @@ def run_sft(
         batch = Batch.packed(rows, cfg.pack_tokens, pad) if cfg.pack_tokens \
             else Batch.from_episodes([Episode([s]) for s in rows], pad_token_id=pad)
         metrics = trainer.sft_step(batch)
-        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+        if cfg.due(cfg.log_every, step):
             reporter.log("sft", step + 1, metrics)
         reporter.advance(step + 1, f"loss {metrics['loss']:.3f}")
         if on_step_end is not None:

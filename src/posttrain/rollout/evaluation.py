@@ -11,7 +11,7 @@ from posttrain.rollout.agent import tool_use_rate
 from posttrain.rollout.judged import missing_metrics
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import EvalConfig
-from posttrain.types import Episode, SamplingParams
+from posttrain.types import Episode
 
 
 def evaluate(
@@ -26,10 +26,7 @@ def evaluate(
 ) -> dict[str, float]:
     """``{"accuracy", "reward", <part>...}`` averaged over ``tasks`` (plus ``tool_use`` for
     agent episodes, and ``accuracy/<domain>`` when the tasks span several domains)."""
-    sampling = SamplingParams(
-        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-        stop_token_ids=(tokenizer.eos_token_id,), seed=seed,
-    )
+    sampling = cfg.params((tokenizer.eos_token_id,), seed)
     episodes = rollout_fn(engine, tokenizer, tasks, reward_fn, sampling)
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}

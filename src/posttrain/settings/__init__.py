@@ -17,7 +17,14 @@ from posttrain.settings.rl_config import (
     ShapingRule,
     SyncConfig,
 )
-from posttrain.settings.section import OptimConfig, Section
+from posttrain.settings.section import (
+    BatchStageConfig,
+    OptimConfig,
+    SampledStageConfig,
+    SamplingConfig,
+    Section,
+    StageConfig,
+)
 from posttrain.settings.trainer_config import (
     ActorConfig,
     CriticConfig,
@@ -33,6 +40,7 @@ __all__ = [
     "ActorConfig",
     "AlgoConfig",
     "AsyncConfig",
+    "BatchStageConfig",
     "CriticConfig",
     "DistConfig",
     "DistillConfig",
@@ -49,9 +57,12 @@ __all__ = [
     "PreferenceConfig",
     "RLConfig",
     "RewardModelConfig",
+    "SampledStageConfig",
+    "SamplingConfig",
     "SFTConfig",
     "Section",
     "ShapingRule",
+    "StageConfig",
     "SyncConfig",
     "TeacherConfig",
     "TrainerConfig",

@@ -7,7 +7,17 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from posttrain.settings.section import NamedLoss, OptimConfig, Section, registered
+from posttrain.settings.section import (
+    Count,
+    Every,
+    NamedLoss,
+    OptimConfig,
+    SampledStageConfig,
+    Section,
+    StageConfig,
+    Steps,
+    registered,
+)
 
 OFFLINE_DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "skew_fkl", "skew_rkl", "tvd")
 OPD_LOSSES = ("full_vocab_rkl", "opd_sampled", "opd_clip", "mopd")
@@ -24,7 +34,7 @@ class TeacherConfig(Section):
     weight: float = Field(1.0, gt=0)
 
 
-class OPDConfig(Section):
+class OPDConfig(SampledStageConfig):
     """On-policy distillation: the student samples ``group_size`` completions for each of
     ``prompts_per_step`` prompts, the teachers score the student's tokens and the student
     moves toward them.
@@ -38,11 +48,7 @@ class OPDConfig(Section):
     engine returns the sampled tokens' log-probs). ``self_distill`` (``sdft``, ``sdpo``,
     ``opsd``) makes the student its own teacher given privileged context instead."""
 
-    steps: int = Field(100, ge=0)
-    prompts_per_step: int = Field(16, ge=1)
-    group_size: int = Field(4, ge=1)
-    max_new_tokens: int = Field(32, ge=1)
-    temperature: float = Field(1.0, gt=0)
+    group_size: Count = 4
     loss: Literal[OPD_LOSSES] = "full_vocab_rkl"
     topk: int | None = Field(None, ge=1)
     r_max: float = Field(1.0, gt=0)
@@ -50,7 +56,7 @@ class OPDConfig(Section):
     teachers: list[TeacherConfig] = Field(default_factory=list)
     teacher_placement: Literal["local", "ray"] = "local"
     self_distill: Literal[SELF_DISTILL] | None = None
-    eval_every: int = Field(25, ge=0)
+    eval_every: Every = 25
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=5)
 
     @model_validator(mode="after")
@@ -75,7 +81,7 @@ class DivergenceConfig(NamedLoss):
     name: Annotated[str, registered("divergence", OFFLINE_DIVERGENCES)] = "forward_kl"
 
 
-class DistillConfig(Section):
+class DistillConfig(StageConfig):
     """Offline knowledge distillation on chat data: ``data`` (JSONL of ``{"messages"}``
     rows) or, when null, ``num_examples`` worked solutions generated from the task. Targets
     come from a live ``teacher`` (a model directory) or stored ``logits`` (a file written by
@@ -83,15 +89,15 @@ class DistillConfig(Section):
     only) replaces each conversation with that probability by the student's own answer of up
     to ``max_new_tokens``."""
 
-    steps: int = Field(200, ge=0)
-    batch_size: int = Field(32, ge=1)
+    steps: Steps = 200
+    batch_size: Count = 32
     data: str | None = None
-    num_examples: int = Field(5000, ge=1)
+    num_examples: Count = 5000
     teacher: str | None = None
     logits: str | None = None
     divergence: DivergenceConfig = DivergenceConfig()
     lam: float = Field(0.0, ge=0, le=1)
-    max_new_tokens: int = Field(32, ge=1)
+    max_new_tokens: Count = 32
     optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=10)
 
     @model_validator(mode="after")

@@ -7,22 +7,29 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from posttrain.settings.section import NamedLoss, OptimConfig, Section, registered
+from posttrain.settings.section import (
+    BatchStageConfig,
+    Count,
+    Every,
+    NamedLoss,
+    OptimConfig,
+    Steps,
+    registered,
+)
 
 
-class SFTConfig(Section):
+class SFTConfig(BatchStageConfig):
     """Supervised fine-tuning on chat data (``data`` JSONL of ``{"messages": [...]}`` rows, or
     generated from the task with ``error_rate`` of flawed answers when ``data`` is null).
     ``pack_tokens``: each step's conversations packed into rows of at most that many tokens,
     attention isolated between them (same loss and gradients as unpacked; null: one a row)."""
 
-    steps: int = Field(500, ge=0)
-    batch_size: int = Field(64, ge=1)
+    steps: Steps = 500
+    batch_size: Count = 64
     data: str | None = None
-    num_examples: int = Field(20000, ge=1)
+    num_examples: Count = 20000
     error_rate: float = Field(0.6, ge=0, le=1)
     optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=30)
-    log_every: int = Field(10, ge=1)
     pack_tokens: int | None = Field(None, ge=2)
 
 
@@ -39,14 +46,16 @@ class PreferenceLossConfig(NamedLoss):
     name: Annotated[str, registered("preference", PREFERENCE_LOSSES)] = "dpo"
 
 
-class PairDataConfig(Section):
+class PairDataConfig(BatchStageConfig):
     """Where pairs come from: ``data`` (JSONL; its last ``eval_pairs`` rows, at most a tenth,
     held out) or, when null, ``num_pairs`` generated from the task (the worked solution over
     the flawed one) and ``eval_pairs`` from its held-out split."""
 
     data: str | None = None
-    num_pairs: int = Field(4000, ge=1)
-    eval_pairs: int = Field(200, ge=1)
+    num_pairs: Count = 4000
+    eval_pairs: Count = 200
+    steps: Steps = 200
+    eval_every: Every = 50
 
 
 class PreferenceConfig(PairDataConfig):
@@ -55,13 +64,9 @@ class PreferenceConfig(PairDataConfig):
     (same numbers). The held-out pairs measure the implicit reward's accuracy every
     ``eval_every`` steps."""
 
-    steps: int = Field(200, ge=0)
-    batch_size: int = Field(32, ge=1)
     loss: PreferenceLossConfig = PreferenceLossConfig()
     reference: Literal["precompute", "on_the_fly"] = "precompute"
-    eval_every: int = Field(50, ge=0)
     optim: OptimConfig = OptimConfig(lr=1e-5, warmup_steps=10)
-    log_every: int = Field(10, ge=1)
 
 
 class RewardModelConfig(PairDataConfig):
@@ -70,8 +75,4 @@ class RewardModelConfig(PairDataConfig):
     of ``batch_size`` pairs; held-out accuracy every ``eval_every`` steps."""
 
     loss: Literal["bradley_terry", "pairwise_classifier"] = "bradley_terry"
-    steps: int = Field(200, ge=0)
-    batch_size: int = Field(32, ge=1)
-    eval_every: int = Field(50, ge=0)
-    log_every: int = Field(10, ge=1)
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=10)

@@ -8,16 +8,25 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from posttrain.algos import entry
-from posttrain.settings.section import OptimConfig, Section, check_hyperparameters, registered
+from posttrain.settings.section import (
+    Count,
+    OptimConfig,
+    SampledStageConfig,
+    SamplingConfig,
+    Section,
+    Steps,
+    check_hyperparameters,
+    registered,
+)
 from posttrain.settings.trainer_config import KLConfig, OffPolicyConfig
 
 
-class EvalConfig(Section):
-    """Held-out evaluation: ``temperature == 0`` is greedy (one sample a problem)."""
+class EvalConfig(SamplingConfig):
+    """Held-out evaluation of ``num_problems`` problems: ``temperature == 0`` is greedy (one
+    sample a problem)."""
 
-    num_problems: int = Field(200, ge=1)
+    num_problems: Count = 200
     temperature: float = Field(0.0, ge=0)
-    max_new_tokens: int = Field(32, ge=1)
 
 
 class SyncConfig(Section):
@@ -58,7 +67,7 @@ class AsyncConfig(Section):
         return self
 
 
-class RLConfig(Section):
+class RLConfig(SampledStageConfig):
     """GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the task's
     effort levels, if any), ``sync`` or ``async`` (the ``async`` section, ``AsyncConfig``).
     ``save_episodes`` appends every step's episodes to ``episodes.jsonl`` in the run directory
@@ -68,16 +77,9 @@ class RLConfig(Section):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
                               serialize_by_alias=True)
 
-    steps: int = Field(60, ge=0)
-    prompts_per_step: int = Field(16, ge=1)
-    group_size: int = Field(8, ge=1)
-    max_new_tokens: int = Field(32, ge=1)
-    temperature: float = Field(1.0, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = Field(0, ge=0)
-    epochs: int = Field(1, ge=1)
-    mini_batches: int = Field(1, ge=1)
-    eval_every: int = Field(20, ge=0)
+    steps: Steps = 60
+    epochs: Count = 1
+    mini_batches: Count = 1
     mismatch_tolerance: float = Field(0.05, gt=0)
     save_episodes: bool = False
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from posttrain.algos import canonical, entry
+from posttrain.types import SamplingParams
+
+# field types of the shared sections (a stage declares only its own defaults)
+Steps = Annotated[int, Field(ge=0)]
+Every = Annotated[int, Field(ge=0)]  # do something every this many steps; 0: never
+Count = Annotated[int, Field(ge=1)]
 
 
 def registered(kind: str, allowed: tuple[str, ...] | None = None) -> AfterValidator:
@@ -86,3 +92,50 @@ class NamedLoss(Section):
                               entry(self.KIND, self.name).hyperparameters(),
                               set(self.hyperparameters()))
         return self
+
+
+class StageConfig(Section):
+    """What every training stage has: ``steps`` optimiser steps with ``optim``."""
+
+    steps: Steps = 100
+    optim: OptimConfig = OptimConfig()
+
+    def due(self, every: int, step: int) -> bool:
+        """Whether what runs every ``every`` steps (0: never) follows step ``step`` (0-based);
+        it also follows the last step."""
+        return bool(every) and ((step + 1) % every == 0 or step + 1 == self.steps)
+
+
+class BatchStageConfig(StageConfig):
+    """A stage on a fixed dataset: ``batch_size`` examples a step, metrics every
+    ``log_every`` steps."""
+
+    batch_size: Count = 32
+    log_every: Count = 10
+
+
+class SamplingConfig(Section):
+    """How completions are sampled: up to ``max_new_tokens``, at ``temperature`` (0: greedy),
+    truncated to the ``top_k`` most likely tokens (0: all) and the smallest set of mass
+    ``top_p``."""
+
+    max_new_tokens: Count = 32
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0)
+
+    def params(self, stop_token_ids: tuple[int, ...], seed: int | None = None
+               ) -> SamplingParams:
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                              top_p=self.top_p, top_k=self.top_k,
+                              stop_token_ids=stop_token_ids, seed=seed)
+
+
+class SampledStageConfig(StageConfig, SamplingConfig):
+    """A stage that trains on its own samples: ``prompts_per_step`` prompts x ``group_size``
+    samples each step (``temperature > 0``), held-out evaluation every ``eval_every`` steps."""
+
+    prompts_per_step: Count = 16
+    group_size: Count = 8
+    temperature: float = Field(1.0, gt=0)
+    eval_every: Every = 20

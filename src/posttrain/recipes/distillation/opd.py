@@ -33,7 +33,7 @@ from posttrain.rollout.evaluation import evaluate
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import ActorConfig, AlgoConfig, OPDConfig
 from posttrain.train.episode_advantages import compute_advantages
-from posttrain.types import Batch, SamplingParams
+from posttrain.types import Batch
 from posttrain.types.sampling import step_seed
 
 
@@ -88,9 +88,7 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
         problems = run.tasks.sample(cfg.prompts_per_step, random.Random(f"{seed}:opd:{step}"))
         if run.efforts:
             problems = [EffortTask(p, e) for p in problems for e in run.efforts]
-        sampling = SamplingParams(
-            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-            stop_token_ids=(tokenizer.eos_token_id,), seed=step_seed(seed, step))
+        sampling = cfg.params((tokenizer.eos_token_id,), step_seed(seed, step))
         episodes = rollout(engine, tokenizer, problems, run.reward_fn, sampling, cfg.group_size)
         metrics = rollout_metrics(episodes, run.accuracy_part)
         keep = [j for j, e in enumerate(episodes) if e.segments[0].num_trainable]
