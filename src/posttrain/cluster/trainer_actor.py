@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.settings import ActorConfig, KLConfig, OffPolicyConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer
 from posttrain.types import Batch
 
@@ -84,8 +84,12 @@ class RayTrainer:
                          reference: bool = False) -> torch.Tensor:
         return self._call("compute_logprobs", batch, temperature, reference)
 
-    def rl_update(self, batch: Batch, *args: Any, **kwargs: Any) -> dict[str, float]:
-        return self._call("rl_update", batch, *args, **kwargs)
+    def rl_update(self, batch: Batch, actor: ActorConfig | None = None, *,
+                  kl: KLConfig | None = None, offpolicy: OffPolicyConfig | None = None,
+                  epochs: int = 1, mini_batches: int = 1, temperature: float = 1.0,
+                  max_len: int | None = None) -> dict[str, float]:
+        return self._call("rl_update", batch, actor, kl=kl, offpolicy=offpolicy, epochs=epochs,
+                          mini_batches=mini_batches, temperature=temperature, max_len=max_len)
 
     def sft_step(self, batch: Batch) -> dict[str, float]:
         return self._call("sft_step", batch)

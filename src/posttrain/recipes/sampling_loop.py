@@ -13,7 +13,7 @@ from posttrain.envs import Task
 from posttrain.recipes.report import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.settings import EvalConfig
-from posttrain.train import Trainer
+from posttrain.train import PolicyTrainer
 
 
 @dataclass
@@ -22,7 +22,7 @@ class LoopRun:
     ``on_step_end(step)`` runs after each step (checkpoints)."""
 
     STAGE: ClassVar[str]
-    trainer: Trainer
+    trainer: PolicyTrainer
     tokenizer: Any
     tasks: Any
     eval_tasks: Sequence[Task]

@@ -51,7 +51,13 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout import evaluate
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig, TrainerConfig
-from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
+from posttrain.train import (
+    PolicyTrainer,
+    Trainer,
+    latest_checkpoint,
+    load_checkpoint_state,
+    save_checkpoint,
+)
 from posttrain.train.checkpoint import CRITIC_DIR
 
 
@@ -122,7 +128,7 @@ class Recipe:
                         self.cfg.reward.accuracy_part, seed=self.cfg.seed,
                         rollout_fn=self.rollout_fn)
 
-    def _checkpointer(self, trainer: Trainer, tokenizer, stage: str, every: int, evals: dict,
+    def _checkpointer(self, trainer: PolicyTrainer, tokenizer, stage: str, every: int, evals: dict,
                       critic: Trainer | None = None):
         def on_step_end(step: int) -> None:
             if every and step % every == 0:
@@ -132,7 +138,7 @@ class Recipe:
 
         return on_step_end
 
-    def _loop_run(self, cls: type[LoopRun], trainer: Trainer, tokenizer, start: int,
+    def _loop_run(self, cls: type[LoopRun], trainer: PolicyTrainer, tokenizer, start: int,
                   evals: dict, **settings) -> LoopRun:
         """A sampling loop's run (``RLRun``, ``OPDRun``) on this recipe's tasks, reward and
         evaluation, checkpointing as ``cls.STAGE`` (with ``settings["critic"]``, if any)."""

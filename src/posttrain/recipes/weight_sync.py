@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from posttrain.engines import Engine, weights_checksum
 from posttrain.settings import SyncConfig
-from posttrain.train import Trainer
+from posttrain.train import PolicyTrainer
 from posttrain.types import Batch, Episode, Segment
 from posttrain.types.errors import WeightSyncError
 
@@ -29,7 +29,7 @@ class SyncReport:
         return {"sync/mismatch": self.mismatch, "sync/seconds": self.seconds}
 
 
-def sync_weights(trainer: Trainer, engine: Engine, version: int,
+def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
                  probes: Sequence[Sequence[int]] = (), cfg: SyncConfig = SyncConfig()
                  ) -> SyncReport:
     """Send the trainer's weights to ``engine`` as ``version`` and verify them."""
@@ -57,7 +57,8 @@ def sync_weights(trainer: Trainer, engine: Engine, version: int,
     return SyncReport(version, checksum, mismatch, time.perf_counter() - start)
 
 
-def probe_mismatch(trainer: Trainer, engine: Engine, probes: Sequence[Sequence[int]]) -> float:
+def probe_mismatch(trainer: PolicyTrainer, engine: Engine,
+                   probes: Sequence[Sequence[int]]) -> float:
     """Mean |trainer - engine| log-prob over every token of ``probes`` but the first."""
     segments = [Segment(list(p), [0] + [1] * (len(p) - 1), [0.0] * len(p), [-1] * len(p))
                 for p in probes]

@@ -5,10 +5,12 @@ checkpoints."""
 from posttrain.train.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
 from posttrain.train.critic import critic_step, critic_values
 from posttrain.train.losses import RLTokens, rl_loss, sft_loss
+from posttrain.train.protocol import PolicyTrainer
 from posttrain.train.schedule import build_optimizer, lr_factor
 from posttrain.train.trainer import Trainer, TrainingDivergedError
 
 __all__ = [
+    "PolicyTrainer",
     "RLTokens",
     "Trainer",
     "TrainingDivergedError",

@@ -13,6 +13,7 @@ from posttrain.algos import adaptive_kl_coef, get
 from posttrain.settings import ActorConfig, AlgoConfig, CriticConfig, RLConfig
 from posttrain.train import Trainer, critic_step, critic_values
 from posttrain.train.episode_advantages import compute_advantages, token_kl
+from posttrain.train.protocol import PolicyTrainer
 from posttrain.train.trainer import mean_metrics
 from posttrain.types import Batch, Episode
 
@@ -46,7 +47,7 @@ def staleness_metrics(batch: Batch, version: int) -> dict[str, float]:
 class PolicyUpdate:
     """The update step; ``critic`` (PPO) feeds GAE and trains on the returns."""
 
-    trainer: Trainer
+    trainer: PolicyTrainer
     cfg: RLConfig
     algo: AlgoConfig
     actor: ActorConfig
