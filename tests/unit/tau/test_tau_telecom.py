@@ -10,6 +10,7 @@ import pytest
 from posttrain.envs.tau.db import db_hash
 from posttrain.envs.tau.domains.telecom import TelecomTools, policy, pristine, sync
 from posttrain.envs.tau.domains.telecom_user import TelecomUserTools
+from posttrain.envs.tau.environment import build
 from posttrain.envs.tau.gold import gold_trajectory
 from posttrain.envs.tau.scoring import env_assertion_component, gold_environment
 from posttrain.envs.tau.tasks import load_tasks
@@ -126,7 +127,10 @@ def test_status_bar_speed_and_toggles():
     env = Env(phone=None)
     assert env.user_call("check_status_bar") == (
         "Status Bar: 📶³ Good | 5G | 📱 Data Enabled | 🔋 80%")  # the shipped state
-    env = Env()  # set_user_info searches: 5G at the surroundings' excellent signal
+    env = Env()  # set_user_info sets the surroundings only: the stored signal stays
+    assert env.user_call("check_status_bar") == (
+        "Status Bar: 📶³ Good | 5G | 📱 Data Enabled | 🔋 80%")
+    env.helper("user", "simulate_network_search")  # 5G at the surroundings' excellent signal
     assert env.user_call("check_status_bar") == "Status Bar: " + BAR
     assert env.user_call("run_speed_test").startswith(
         "Speed Test Result: 275.00 Mbps (Excellent). ")
@@ -172,6 +176,7 @@ def test_status_bar_speed_and_toggles():
     assert env.user_call("connect_vpn") == "VPN already connected."
     assert env.user_call("disconnect_vpn").startswith("VPN disconnected successfully.\n")
     fresh = Env()
+    fresh.helper("user", "simulate_network_search")
     fresh.user_call("connect_vpn")  # another env's broken VPN is not shared (quirk 7)
     assert fresh.user.device.vpn_details.server_performance == "excellent"
 
@@ -217,3 +222,35 @@ def test_gold_path_without_sync_differs_on_four_tasks():
                       "[mobile_data_issue]user_abroad_roaming_disabled_off",
                       "[mobile_data_issue]data_usage_exceeded",
                       "[service_issue]overdue_bill_suspension"]
+
+
+# tau2-bench's replay: these tasks' setups run no network search (set_user_info and
+# set_user_location set the surroundings only, §6.3), so the phone keeps its stored signal
+NO_SEARCH_AT_SETUP = {
+    "[mobile_data_issue]data_saver_mode_on[PERSONA:Easy]",
+    "[mobile_data_issue]bad_vpn[PERSONA:None]",
+    "[mobile_data_issue]data_usage_exceeded[PERSONA:Easy]",
+    "[mms_issue]bad_wifi_calling[PERSONA:Easy]",
+    "[mms_issue]break_app_sms_permission[PERSONA:None]",
+    "[mms_issue]break_app_storage_permission[PERSONA:Easy]",
+    "[mms_issue]break_app_both_permissions[PERSONA:Hard]",
+}
+
+
+@pytest.mark.parametrize("task", [t for t in TASKS if t.id in NO_SEARCH_AT_SETUP],
+                         ids=lambda t: t.id)
+def test_a_setup_without_a_searching_helper_keeps_the_stored_signal(task):
+    env = build(task, "telecom", history=False)
+    device, stored = env.user_db.device, pristine()[1].device
+    assert (device.network_signal_strength, device.network_technology_connected) == (
+        stored.network_signal_strength, stored.network_technology_connected) == ("good", "5G")
+    bar = TelecomUserTools(env.user_db).toolkit().tools["check_status_bar"].fn()
+    assert bar.startswith("Status Bar: 📶³ Good | 5G | ")
+
+
+def test_bad_vpns_first_gold_output_is_tau2_benchs():
+    (task,) = [t for t in TASKS if t.id == "[mobile_data_issue]bad_vpn[PERSONA:None]"]
+    trajectory, _ = gold_trajectory(task, "telecom")
+    first = next(m["content"] for m in trajectory if m["role"] == "tool")
+    assert first == ("VPN disconnected successfully.\n"
+                     "Status Bar: 📶³ Good | 5G | 📱 Data Enabled | 🔋 80%")

@@ -361,13 +361,14 @@ class TelecomUserTools:
         return f"Success. Permission '{p}' {verb} app '{app_name}'."
 
     # -- helpers (task setup) --------------------------------------------------------------
-    def set_user_info(self, name: str, phone_number: str) -> str:
+    def set_user_info(self, name: str, phone_number: str) -> None:
+        """Sets the surroundings' fields only: the device keeps its stored signal until a
+        tool that searches runs (§6.3)."""
         self.db.surroundings.name, self.db.surroundings.phone_number = name, phone_number
-        return self.simulate_network_search()
 
-    def set_user_location(self, abroad: bool) -> str:
+    def set_user_location(self, abroad: bool) -> None:
+        """Sets the surroundings' field only (no search, like ``set_user_info``)."""
         self.db.surroundings.is_abroad = abroad
-        return self.simulate_network_search()
 
     def unseat_sim_card(self) -> str:
         self.device.sim_card_missing = True
