@@ -119,16 +119,16 @@ def eval_(
     """Evaluate MODEL on the held-out split of the config's task; prints JSON."""
     from posttrain.engines import TorchEngine
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
-    from posttrain.recipes.stages import Recipe
+    from posttrain.recipes.build import RunParts
 
     cfg = _load(config, overrides)
     try:
         tok, m = load_tokenizer(model), load_model(model, cfg.model.dtype)
     except ModelNotFoundError as e:
         _fail(str(e))
-    recipe = Recipe(cfg)
-    recipe.attach_judges(tok)
-    result = recipe.evaluate(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
+    parts = RunParts(cfg)
+    parts.attach_judges(tok)
+    result = parts.evaluate(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
     typer.echo(json.dumps(result, indent=2))
 
 
@@ -214,8 +214,8 @@ def teacher_logits(
     distill stage with distill.logits=OUT."""
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.recipes import Reporter
+    from posttrain.recipes.build import RunParts
     from posttrain.recipes.distillation.teacher_logits import write_teacher_logits
-    from posttrain.recipes.stages import Recipe
 
     cfg = _load(config, overrides)
     if cfg.distill.teacher is None:
@@ -225,7 +225,7 @@ def teacher_logits(
         teacher = load_model(cfg.distill.teacher, cfg.model.dtype)
     except ModelNotFoundError as e:
         _fail(str(e))
-    data = Recipe(cfg).distill_data()
+    data = RunParts(cfg).distill_data()
     try:
         path = write_teacher_logits(teacher, tok, data, out, topk,
                                     reporter=Reporter(out.parent, console))
@@ -244,16 +244,17 @@ def reward_model(
     """Train a Bradley-Terry reward model on CONFIG's rm section (rm.data pairs, or pairs
     generated from the task) from CONFIG's model; usable as a reward_model judge."""
     from posttrain.models import ModelNotFoundError
-    from posttrain.recipes.stages import Recipe
+    from posttrain.recipes.build import RunParts
+    from posttrain.recipes.reward_model import train_reward_model
 
     cfg = _load(config, overrides)
     if cfg.rm.data is None and cfg.task.name != "arithmetic":
         _fail(f"rm.data is null: generated preference pairs exist for task.name=arithmetic, "
               f"not {cfg.task.name}")
-    recipe = Recipe(cfg)
-    out = out or recipe.out / "rm_model"
+    parts = RunParts(cfg)
+    out = out or parts.out / "rm_model"
     try:
-        evals = recipe.train_reward_model(recipe.base_model_dir(), out)
+        evals = train_reward_model(parts, parts.base_model_dir(), out)
     except ModelNotFoundError as e:
         _fail(str(e))
     last = evals[-1] if evals else {}

@@ -16,22 +16,22 @@ from posttrain.config import RunConfig
 from posttrain.data.curation import Sampled, sample_prompts
 from posttrain.engines import TorchEngine
 from posttrain.models import load_model, load_tokenizer
-from posttrain.recipes.stages import Recipe
+from posttrain.recipes.build import RunParts
 from posttrain.types import SamplingParams
 
 
 def sampled(cfg: RunConfig, model: Path, k: int, num_prompts: int, temperature: float,
             console: Console) -> Iterator[Sampled]:
     """``k`` scored samples of ``num_prompts`` train prompts, with a progress bar."""
-    recipe = Recipe(cfg.model_copy(update={"out_dir": str(Path(cfg.out_dir))}))
+    parts = RunParts(cfg.model_copy(update={"out_dir": str(Path(cfg.out_dir))}))
     tokenizer, policy = load_tokenizer(model), load_model(model, cfg.model.dtype)
     engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    tasks = recipe.tasks.sample(num_prompts, random.Random(f"{cfg.seed}:curate"))
+    tasks = parts.tasks.sample(num_prompts, random.Random(f"{cfg.seed}:curate"))
     sampling = SamplingParams(max_new_tokens=cfg.rl.max_new_tokens, temperature=temperature,
                               stop_token_ids=(tokenizer.eos_token_id,), seed=cfg.seed)
     with Progress(console=console, transient=True) as progress:
         bar = progress.add_task(f"sampling {k} per prompt", total=len(tasks))
-        for s in sample_prompts(engine, tokenizer, tasks, recipe.reward_fn, recipe.rollout_fn,
+        for s in sample_prompts(engine, tokenizer, tasks, parts.reward_fn, parts.rollout_fn,
                                 k, sampling, cfg.reward.accuracy_part):
             progress.advance(bar)
             yield s

@@ -4,6 +4,7 @@ from posttrain.models.chat import ChatTemplateError, encode_chat, encode_prompt
 from posttrain.models.frozen import frozen
 from posttrain.models.loading import (
     ModelNotFoundError,
+    check_same_vocabulary,
     load_model,
     load_tokenizer,
     load_value_model,
@@ -24,6 +25,7 @@ __all__ = [
     "ModelNotFoundError",
     "build_tiny",
     "build_tokenizer",
+    "check_same_vocabulary",
     "encode_chat",
     "encode_prompt",
     "frozen",

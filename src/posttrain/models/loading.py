@@ -14,6 +14,8 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from posttrain.types import TeacherMismatchError
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -77,3 +79,12 @@ def save_model(model: PreTrainedModel, tokenizer, out_dir: str | Path) -> None:
     hf_logging.disable_progress_bar()
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
+
+
+def check_same_vocabulary(student_tokenizer, teacher_tokenizer,
+                          what: str = "token-level distillation") -> None:
+    """``what`` compares distributions (or token ids) over one vocabulary."""
+    if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
+        raise TeacherMismatchError(
+            f"the tokenizers differ: {what} needs the policy's vocabulary (no "
+            "cross-tokenizer mode is implemented)")

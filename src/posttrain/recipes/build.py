@@ -1,31 +1,31 @@
-"""Config -> the run's parts: its task family (built in or named by dotted path) and the
-function that plays its episodes; the judges of its ``reward.judges`` (a prompted grader or
-comparison judge served by a local model or an OpenAI-compatible endpoint, a pairwise
-classifier, a Bradley-Terry reward model, or a function named by dotted path); and the chat
-models of a tau run (its simulated user and its judge)."""
+"""Config -> what every stage of a run shares (``RunParts``): the task family (built in or
+named by dotted path), the function that plays its episodes, the reward and its judges, the
+held-out evaluation, and the run directory (models, checkpoints, the report)."""
 
 from __future__ import annotations
 
-import os
+import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from posttrain.config import RunConfig
-from posttrain.config.reward_config import JudgeConfig
-from posttrain.config.task_config import ChatServer, TauConfig
-from posttrain.engines import TorchEngine
-from posttrain.engines.chat import (
-    Chat,
-    ToolChat,
-    engine_chat,
-    engine_tool_chat,
-    openai_chat,
-    openai_tool_chat,
+from posttrain.config.task_config import TauConfig
+from posttrain.data import generate_arithmetic_sft, load_chat_jsonl
+from posttrain.data.preference_pairs import (
+    PreferencePair,
+    arithmetic_pairs,
+    load_preference_jsonl,
 )
+from posttrain.engines import Engine
 from posttrain.envs import (
     ArithmeticTasks,
     CalculatorTasks,
     CodeTasks,
+    EffortTask,
     ReasoningGymTasks,
     SearchTasks,
     calculate,
@@ -33,62 +33,23 @@ from posttrain.envs import (
 from posttrain.envs.tau.episode import TauLimits, TauScoring
 from posttrain.envs.tau.rl import TauTasks, Users, llm_users
 from posttrain.harness import Guard, ToolRegistry
-from posttrain.models import load_model, load_tokenizer, load_value_model
-from posttrain.recipes.distillation.offline import check_same_vocabulary
-from posttrain.rollout import AgentRollout, rollout
-from posttrain.rollout.judged import (
-    ClassifierCompare,
-    ComparisonJudge,
-    Judge,
-    RewardModelJudge,
-    ScoreJudge,
-    chat_compare,
-)
+from posttrain.models import build_tiny
+from posttrain.recipes.judges import build_judge, judge_chat, tool_chat
+from posttrain.recipes.report import Reporter
+from posttrain.recipes.sampling_loop import LoopRun
+from posttrain.rewards import RewardFunction
+from posttrain.rollout import AgentRollout, evaluate, rollout
+from posttrain.rollout.judged import JudgedRollout
+from posttrain.settings import PairDataConfig
 from posttrain.settings.extension import load_extension
+from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.types import Episode
 
 
-def judge_chat(cfg: JudgeConfig | ChatServer, dtype: str, seed: int) -> Chat:
-    """Replies of the model ``cfg`` serves (a local model in-process, or an endpoint)."""
-    if cfg.endpoint is not None:
-        return openai_chat(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
-                           cfg.max_new_tokens, cfg.temperature)
-    return engine_chat(*_local(cfg.model, dtype), cfg.max_new_tokens, cfg.temperature, seed)
-
-
-def tool_chat(cfg: ChatServer, dtype: str, seed: int) -> ToolChat:
-    """Tool-using replies of the model ``cfg`` serves (a simulated user)."""
-    if cfg.endpoint is not None:
-        return openai_tool_chat(cfg.endpoint, cfg.endpoint_model,
-                                os.environ.get(cfg.api_key_env), cfg.max_new_tokens,
-                                cfg.temperature)
-    return engine_tool_chat(*_local(cfg.model, dtype), cfg.max_new_tokens, cfg.temperature,
-                            seed)
-
-
-def _local(path: str, dtype: str) -> tuple[TorchEngine, object]:
-    tokenizer = load_tokenizer(path)
-    engine = TorchEngine(load_model(path, dtype), tokenizer.pad_token_id,
-                         tokenizer.eos_token_id)
-    return engine, tokenizer
-
-
-def build_judge(cfg: JudgeConfig, policy_tokenizer, dtype: str, seed: int) -> Judge:
-    """The judge ``cfg`` describes; a reward model must share the policy's vocabulary (it
-    scores the sampled token ids as they are)."""
-    if cfg.kind == "function":
-        return load_extension("judge", cfg.function)
-    if cfg.kind == "reward_model":
-        check_same_vocabulary(policy_tokenizer, load_tokenizer(cfg.model), "a reward model")
-        return RewardModelJudge(load_value_model(cfg.model, dtype),
-                                policy_tokenizer.pad_token_id)
-    if cfg.kind == "pairwise_model":
-        compare = ClassifierCompare(load_value_model(cfg.model, dtype), load_tokenizer(cfg.model))
-        return ComparisonJudge(compare, cfg.budget_tokens)
-    chat = judge_chat(cfg, dtype, seed)
-    if cfg.kind == "comparison":
-        return ComparisonJudge(chat_compare(chat, cfg.rubric), cfg.budget_tokens)
-    return ScoreJudge(chat, cfg.rubric, cfg.n_samples, cfg.score_max)
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def tau_tasks(t: TauConfig, dtype: str, seed: int, users: Users | None = None) -> TauTasks:
@@ -152,3 +113,126 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
         tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
         guard=None if guard is None else Guard(protected_paths=guard.protected_paths,
                                                on_hack=guard.on_hack))
+
+
+class RunParts:
+    """What the stages of the run ``cfg`` describes share: ``tasks`` (and ``tools``), the
+    ``rollout_fn`` that plays them, ``reward_fn``, the held-out ``eval_tasks``, and the run
+    directory ``out`` with its ``reporter`` and checkpoints. ``rank > 0``: a data-parallel peer
+    of rank 0 (``dist.trainer_processes``): it reads the models and checkpoints rank 0 writes
+    and logs quietly to ``out_dir/ranks/<rank>``."""
+
+    def __init__(self, cfg: RunConfig, reporter: Reporter | None = None, rank: int = 0) -> None:
+        self.cfg, self.rank = cfg, rank
+        self.out = Path(cfg.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.reporter = reporter or (
+            Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
+        self.ckpt_dir = self.out / "checkpoints"
+        self.tasks, self.tools, env_factory = task_family(cfg)
+        self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
+        self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
+        if cfg.task.efforts:  # evaluate at the highest effort level
+            self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
+        self.reward_fn = RewardFunction(
+            {n: (p.verifier, p.weight) for n, p in cfg.reward.parts.items()})
+
+    def attach_judges(self, tokenizer) -> None:
+        """Score ``reward.judges``' parts after every rollout (and evaluation)."""
+        judges = self.cfg.reward.judges
+        if judges and not isinstance(self.rollout_fn, JudgedRollout):
+            self.rollout_fn = JudgedRollout(self.rollout_fn, {
+                part: build_judge(j, tokenizer, self.cfg.model.dtype, self.cfg.seed)
+                for part, j in judges.items()})
+
+    def evaluate(self, engine: Engine, tokenizer) -> dict[str, float]:
+        return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
+                        self.cfg.reward.accuracy_part, seed=self.cfg.seed,
+                        rollout_fn=self.rollout_fn)
+
+    # -- the run directory -----------------------------------------------------------------
+    def base_model_dir(self) -> Path:
+        if self.cfg.model.path is not None:
+            return Path(self.cfg.model.path)
+        d = self.out / "base_model"
+        self.on_rank0(lambda: (d / "config.json").is_file() or build_tiny(
+            d, self.cfg.model.preset, seed=self.cfg.seed))
+        return d
+
+    def start_dir(self, stage: str) -> Path:
+        """The model ``stage`` starts from: the previous stage's, or the base model."""
+        i = self.cfg.stages.index(stage)
+        return self.out / f"{self.cfg.stages[i - 1]}_model" if i else self.base_model_dir()
+
+    def on_rank0(self, write: Callable[[], object]) -> None:
+        """``write`` on rank 0 only; in a process group, every rank waits for it."""
+        if self.rank == 0:
+            write()
+        if torch.distributed.is_initialized():
+            torch.distributed.barrier()
+
+    def resume(self, ckpt: Path | None, trainer: PolicyTrainer,
+               critic: Trainer | None = None) -> int:
+        """The step a stage starts at: 0, or the checkpoint's (its state loaded)."""
+        return load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
+
+    def checkpointer(self, trainer: PolicyTrainer, tokenizer, stage: str, evals: dict,
+                     critic: Trainer | None = None) -> Callable[[int], None]:
+        """``on_step_end``: a checkpoint every ``checkpoint_every`` steps (the cursor holds
+        the stage, its step and the evaluations so far)."""
+        every = self.cfg.checkpoint_every
+
+        def on_step_end(step: int) -> None:
+            if every and step % every == 0:
+                cursor = {"stage": stage, "step": step, "evals": evals}
+                save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
+                                critic, write=self.rank == 0)
+
+        return on_step_end
+
+    def loop_run(self, cls: type[LoopRun], trainer: PolicyTrainer, tokenizer, start: int,
+                 evals: dict, **settings: Any) -> LoopRun:
+        """A sampling loop's run (``RLRun``, ``OPDRun``) on this run's tasks, reward and
+        evaluation, checkpointing as ``cls.STAGE`` (with ``settings["critic"]``, if any)."""
+        cfg = self.cfg
+        checkpoint = self.checkpointer(trainer, tokenizer, cls.STAGE, evals,
+                                       settings.get("critic"))
+        return cls(trainer, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.eval,
+                   cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint,
+                   **settings)
+
+    # -- data --------------------------------------------------------------------------------
+    def report_skipped(self, what: str, lines: list[int]) -> None:
+        if lines:
+            self.reporter.message(f"[yellow]skipped {len(lines)} malformed {what} rows (lines "
+                                  f"{lines[:5]}{'...' if len(lines) > 5 else ''})")
+
+    def conversations(self, path: str | None, n: int, error_rate: float, what: str
+                      ) -> list[list[dict]]:
+        """Conversations from the JSONL at ``path``, or ``n`` generated from the task with a
+        share ``error_rate`` of flawed answers."""
+        if path is not None:
+            data = load_chat_jsonl(path)
+            self.report_skipped(what, data.skipped_lines)
+        else:
+            data = generate_arithmetic_sft(self.tasks, n, error_rate, self.cfg.seed,
+                                           self.cfg.task.efforts)
+        return data.conversations
+
+    def distill_data(self) -> list[list[dict]]:
+        """The distill stage's conversations: ``distill.data``, or worked solutions."""
+        d = self.cfg.distill
+        return self.conversations(d.data, d.num_examples, 0.0, "distillation")
+
+    def preference_pairs(self, pref: PairDataConfig
+                         ) -> tuple[list[PreferencePair], list[PreferencePair]]:
+        """Train and held-out pairs of ``pref`` (the ``pref`` or ``rm`` section): from its
+        ``data`` (the last ``eval_pairs`` rows, at most a tenth, held out) or generated from
+        the task's train and eval splits."""
+        if pref.data is None:
+            return (arithmetic_pairs(self.tasks, pref.num_pairs, self.cfg.seed),
+                    arithmetic_pairs(self.tasks, pref.eval_pairs, self.cfg.seed, split="eval"))
+        data = load_preference_jsonl(pref.data)
+        self.report_skipped("preference", data.skipped_lines)
+        held = min(pref.eval_pairs, len(data.pairs) // 10)
+        return data.pairs[: len(data.pairs) - held], data.pairs[len(data.pairs) - held :]

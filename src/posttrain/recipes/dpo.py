@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 
 from posttrain.algos import entry, get, kto_reference_point
 from posttrain.data.preference_pairs import PreferencePair, mismatched_batch, pair_batch
+from posttrain.engines import Engine
+from posttrain.recipes.build import RunParts
 from posttrain.recipes.pair_loop import CHUNK, evaluate_pairs, run_pairs
+from posttrain.recipes.placement import reference_model
 from posttrain.recipes.report import Reporter
 from posttrain.settings import PreferenceConfig
 from posttrain.train import Trainer
@@ -102,3 +106,17 @@ def run_preference(
         else None
     return run_pairs(tokenizer, pairs, cfg, reporter, "pref", f"preference ({cfg.loss.name})",
                      step, evaluate, seed, start_step, on_step_end)
+
+
+def preference_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
+                     evals: dict):
+    """The ``pref`` stage, against a frozen copy of its starting model; returns the trained
+    model with whole weights."""
+    cfg = parts.cfg
+    ref = reference_model(cfg, model, parts.start_dir("pref"), ckpt is not None)
+    trainer = Trainer(model, cfg.pref.optim, cfg.pref.steps, cfg.trainer, ref_model=ref)
+    start = parts.resume(ckpt, trainer)
+    pairs, held_out = parts.preference_pairs(cfg.pref)
+    run_preference(trainer, tokenizer, pairs, cfg.pref, parts.reporter, held_out, cfg.seed,
+                   start, parts.checkpointer(trainer, tokenizer, "pref", evals))
+    return trainer.export_model()

@@ -6,10 +6,13 @@ the question and both answers (``comparison_messages``), trained on both orders.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from posttrain.data.preference_pairs import PreferencePair, comparison_batch, pair_batch
-from posttrain.models import frozen, sequence_scores
+from posttrain.models import frozen, load_tokenizer, load_value_model, save_model, sequence_scores
+from posttrain.recipes.build import RunParts
 from posttrain.recipes.pair_loop import evaluate_pairs, run_pairs
+from posttrain.recipes.placement import scalar_head_settings
 from posttrain.recipes.report import Reporter
 from posttrain.settings import RewardModelConfig
 from posttrain.train import Trainer
@@ -46,3 +49,17 @@ def run_reward_model(
                      f"reward model ({cfg.loss})",
                      lambda batch, idx: trainer.reward_model_step(batch, cfg.loss), evaluate,
                      seed, start_step, on_step_end, BATCHES[cfg.loss])
+
+
+def train_reward_model(parts: RunParts, backbone: Path, out: Path) -> list[dict[str, float]]:
+    """A reward model on ``rm``'s pairs from ``backbone`` (a scalar head on its decoder),
+    written to ``out``; returns the held-out evaluations."""
+    cfg = parts.cfg
+    tokenizer = load_tokenizer(backbone)
+    trainer = Trainer(load_value_model(backbone, cfg.model.dtype), cfg.rm.optim, cfg.rm.steps,
+                      scalar_head_settings(cfg))
+    pairs, held_out = parts.preference_pairs(cfg.rm)
+    evals = run_reward_model(trainer, tokenizer, pairs, cfg.rm, parts.reporter, held_out,
+                             cfg.seed)
+    save_model(trainer.export_model(), tokenizer, out)
+    return evals

@@ -10,17 +10,22 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import Path
 
 from posttrain.engines import Engine
 from posttrain.envs import EffortTask
-from posttrain.recipes.sampling_loop import LoopRun
+from posttrain.recipes.build import RunParts
+from posttrain.recipes.placement import (
+    cluster_session,
+    critic_trainer,
+    policy_trainer,
+    reference_model,
+    rollout_engines,
+)
+from posttrain.recipes.rl_async import run_async_rl
+from posttrain.recipes.sampling_loop import RLRun
 from posttrain.recipes.weight_sync import sync_weights
 from posttrain.rollout import evaluate, informative, rollout, rollout_metrics, shape_rewards
-from posttrain.settings import ActorConfig, AlgoConfig, CriticConfig, RLConfig, ShapingRule
-from posttrain.train import Trainer
-from posttrain.train.rl_update import PolicyUpdate
 from posttrain.types import Episode, write_episodes
 from posttrain.types.errors import MismatchError
 from posttrain.types.sampling import step_seed
@@ -98,22 +103,26 @@ def run_rl(
     return evals
 
 
-@dataclass(kw_only=True)
-class RLRun(LoopRun):
-    """RL with ``cfg``, ``algo`` and ``actor``. With a ``critic`` (PPO), its values feed GAE
-    and it trains on the returns alongside the actor; ``shaping`` rules reshape rewards before
-    groups are filtered and scored."""
-
-    STAGE: ClassVar[str] = "rl"
-    cfg: RLConfig
-    algo: AlgoConfig
-    actor: ActorConfig
-    critic: Trainer | None = None
-    critic_cfg: CriticConfig | None = None
-    shaping: Sequence[ShapingRule] = ()
-
-    def policy_update(self) -> PolicyUpdate:
-        return PolicyUpdate(
-            self.trainer, self.cfg, self.algo, self.actor, self.tokenizer.pad_token_id,
-            self.reward_fn.part_weights,
-            self.critic, self.critic_cfg)
+def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
+             evals: dict):
+    """The ``rl`` stage (sync or async, local or on Ray); returns the trained model with
+    whole weights."""
+    cfg = parts.cfg
+    start_dir = parts.start_dir("rl")
+    ref = reference_model(cfg, model, start_dir, ckpt is not None) if cfg.algo.kl.coef > 0 \
+        else None
+    with cluster_session(cfg):
+        trainer = policy_trainer(cfg, model, cfg.rl.optim, cfg.rl.steps, ref)
+        critic = critic_trainer(cfg, start_dir, ckpt)
+        start = parts.resume(ckpt, trainer, critic)
+        run = parts.loop_run(RLRun, trainer, tokenizer, start, evals, cfg=cfg.rl, algo=cfg.algo,
+                             actor=cfg.actor, critic=critic, critic_cfg=cfg.critic,
+                             shaping=cfg.reward.shaping)
+        with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
+            for e in engines:
+                sync_weights(trainer, e, start, cfg=cfg.rl.sync)
+            if cfg.rl.mode == "async":
+                run_async_rl(run, engines)
+            else:
+                run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn)
+        return trainer.export_model()

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from posttrain.engines import Engine, row_seeds
 from posttrain.envs import Task
-from posttrain.recipes.rl import RLRun
+from posttrain.recipes.sampling_loop import RLRun
 from posttrain.recipes.weight_sync import sync_weights
 from posttrain.rollout import informative, rollout_metrics
 from posttrain.rollout.async_loop import AsyncRollout

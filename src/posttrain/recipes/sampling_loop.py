@@ -1,7 +1,8 @@
 """``LoopRun``: what a sampling training loop (RL, on-policy distillation) needs besides its
 own settings — the trainer, the tasks and their reward, held-out evaluation, where results go
 and where to start. Each loop's run adds its settings as keyword-only fields, among them
-``cfg`` with ``steps`` and ``eval_every``."""
+``cfg`` with ``steps`` and ``eval_every``: ``RLRun`` (the sync and async RL loops) here,
+``OPDRun`` beside on-policy distillation."""
 
 from __future__ import annotations
 
@@ -12,8 +13,16 @@ from typing import Any, ClassVar
 from posttrain.envs import Task
 from posttrain.recipes.report import Reporter
 from posttrain.rewards import RewardFunction
-from posttrain.settings import EvalConfig
-from posttrain.train import PolicyTrainer
+from posttrain.settings import (
+    ActorConfig,
+    AlgoConfig,
+    CriticConfig,
+    EvalConfig,
+    RLConfig,
+    ShapingRule,
+)
+from posttrain.train import PolicyTrainer, Trainer
+from posttrain.train.rl_update import PolicyUpdate
 
 
 @dataclass
@@ -46,3 +55,24 @@ class LoopRun:
                               f"reward {metrics['reward']:.3f} acc {metrics['accuracy']:.3f}")
         if self.on_step_end is not None:
             self.on_step_end(step + 1)
+
+
+@dataclass(kw_only=True)
+class RLRun(LoopRun):
+    """RL with ``cfg``, ``algo`` and ``actor``. With a ``critic`` (PPO), its values feed GAE
+    and it trains on the returns alongside the actor; ``shaping`` rules reshape rewards before
+    groups are filtered and scored."""
+
+    STAGE: ClassVar[str] = "rl"
+    cfg: RLConfig
+    algo: AlgoConfig
+    actor: ActorConfig
+    critic: Trainer | None = None
+    critic_cfg: CriticConfig | None = None
+    shaping: Sequence[ShapingRule] = ()
+
+    def policy_update(self) -> PolicyUpdate:
+        return PolicyUpdate(
+            self.trainer, self.cfg, self.algo, self.actor, self.tokenizer.pad_token_id,
+            self.reward_fn.part_weights,
+            self.critic, self.critic_cfg)

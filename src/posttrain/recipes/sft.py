@@ -7,8 +7,11 @@ permutations of the data, so the step number alone is the data cursor (exact res
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from posttrain.data.conversations import ConversationSegments, batch_indices
+from posttrain.engines import Engine
+from posttrain.recipes.build import RunParts
 from posttrain.recipes.report import Reporter
 from posttrain.settings import SFTConfig
 from posttrain.train import Trainer
@@ -42,3 +45,15 @@ def run_sft(
         if on_step_end is not None:
             on_step_end(step + 1)
     reporter.finish()
+
+
+def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
+              evals: dict):
+    """The ``sft`` stage; returns the trained model with whole weights."""
+    cfg = parts.cfg
+    trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)
+    data = parts.conversations(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT")
+    run_sft(trainer, tokenizer, data, cfg.sft, parts.reporter, cfg.seed,
+            parts.resume(ckpt, trainer), parts.checkpointer(trainer, tokenizer, "sft", evals),
+            tools=parts.tools.schemas() if parts.tools else None)
+    return trainer.export_model()

@@ -9,29 +9,22 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from posttrain.data.conversations import ConversationSegments, batch_indices
 from posttrain.engines import Engine
-from posttrain.models import encode_prompt
+from posttrain.models import check_same_vocabulary, encode_prompt, load_model, load_tokenizer
+from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teacher_logits import StoredLogits
 from posttrain.recipes.distillation.teachers import model_targets
 from posttrain.recipes.report import Reporter
 from posttrain.settings.distill_config import OFFLINE_DIVERGENCES
 from posttrain.train import Trainer
-from posttrain.types import Batch, Episode, SamplingParams, Segment, TeacherMismatchError
+from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 DIVERGENCES = OFFLINE_DIVERGENCES
-
-
-def check_same_vocabulary(student_tokenizer, teacher_tokenizer,
-                          what: str = "token-level distillation") -> None:
-    """``what`` compares distributions (or token ids) over one vocabulary."""
-    if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
-        raise TeacherMismatchError(
-            f"the tokenizers differ: {what} needs the policy's vocabulary (no "
-            "cross-tokenizer mode is implemented)")
 
 
 def run_distill(
@@ -97,3 +90,23 @@ def run_distill(
         if on_step_end is not None:
             on_step_end(step + 1)
     reporter.finish()
+
+
+def distill_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
+                  evals: dict):
+    """The ``distill`` stage from ``distill.teacher`` or ``distill.logits`` (GKD samples with
+    ``engine``); returns the trained model with whole weights."""
+    cfg, d = parts.cfg, parts.cfg.distill
+    trainer = Trainer(model, d.optim, d.steps, cfg.trainer)
+    start = parts.resume(ckpt, trainer)
+    if d.teacher is not None:
+        teacher, teacher_tok = load_model(d.teacher, cfg.model.dtype), load_tokenizer(d.teacher)
+    else:
+        teacher, teacher_tok = StoredLogits(d.logits), None
+    if d.lam > 0:
+        engine.update_weights(trainer.named_weights(), start)
+    run_distill(trainer, teacher, tokenizer, teacher_tok, parts.distill_data(), d.steps,
+                d.batch_size, parts.reporter, d.divergence.name, d.divergence.hyperparameters(),
+                cfg.seed, start, parts.checkpointer(trainer, tokenizer, "distill", evals),
+                d.lam, engine if d.lam > 0 else None, d.max_new_tokens)
+    return trainer.export_model()

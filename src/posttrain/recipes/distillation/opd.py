@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -20,6 +21,7 @@ import torch
 from posttrain.algos import LazyInputs, entry
 from posttrain.engines import Engine
 from posttrain.envs import EffortTask
+from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teachers import (
     Samples,
     Teacher,
@@ -27,11 +29,13 @@ from posttrain.recipes.distillation.teachers import (
     route,
     sampled_logprobs,
 )
+from posttrain.recipes.placement import cluster_session, teachers
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import rollout_metrics
 from posttrain.rollout.evaluation import evaluate
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import ActorConfig, AlgoConfig, OPDConfig
+from posttrain.train import Trainer
 from posttrain.train.episode_advantages import compute_advantages
 from posttrain.types import Batch
 from posttrain.types.sampling import step_seed
@@ -106,3 +110,18 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
     run.reporter.finish()
     return evals
 
+
+def opd_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
+              evals: dict):
+    """The ``opd`` stage from ``opd.teachers`` (or the student itself, with
+    ``opd.self_distill``); returns the trained model with whole weights."""
+    cfg = parts.cfg
+    trainer = Trainer(model, cfg.opd.optim, cfg.opd.steps, cfg.trainer)
+    start = parts.resume(ckpt, trainer)
+    engine.update_weights(trainer.named_weights(), start)
+    with cluster_session(cfg):
+        run = parts.loop_run(OPDRun, trainer, tokenizer, start, evals, cfg=cfg.opd,
+                             actor=cfg.actor, efforts=cfg.task.efforts,
+                             teachers=teachers(cfg, tokenizer, trainer.model))
+        run_opd(run, engine)
+    return trainer.export_model()

@@ -1,0 +1,73 @@
+"""The chat models and judges a config names: a judge of ``reward.judges`` (a prompted grader
+or comparison judge served by a local model or an OpenAI-compatible endpoint, a pairwise
+classifier, a Bradley-Terry reward model, or a function named by dotted path), and the chat
+functions of a tau run's simulated user and judge."""
+
+from __future__ import annotations
+
+import os
+
+from posttrain.config.reward_config import JudgeConfig
+from posttrain.config.task_config import ChatServer
+from posttrain.engines import TorchEngine
+from posttrain.engines.chat import (
+    Chat,
+    ToolChat,
+    engine_chat,
+    engine_tool_chat,
+    openai_chat,
+    openai_tool_chat,
+)
+from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
+from posttrain.rollout.judged import (
+    ClassifierCompare,
+    ComparisonJudge,
+    Judge,
+    RewardModelJudge,
+    ScoreJudge,
+    chat_compare,
+)
+from posttrain.settings.extension import load_extension
+
+
+def judge_chat(cfg: JudgeConfig | ChatServer, dtype: str, seed: int) -> Chat:
+    """Replies of the model ``cfg`` serves (a local model in-process, or an endpoint)."""
+    if cfg.endpoint is not None:
+        return openai_chat(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
+                           cfg.max_new_tokens, cfg.temperature)
+    return engine_chat(*_local(cfg.model, dtype), cfg.max_new_tokens, cfg.temperature, seed)
+
+
+def tool_chat(cfg: ChatServer, dtype: str, seed: int) -> ToolChat:
+    """Tool-using replies of the model ``cfg`` serves (a simulated user)."""
+    if cfg.endpoint is not None:
+        return openai_tool_chat(cfg.endpoint, cfg.endpoint_model,
+                                os.environ.get(cfg.api_key_env), cfg.max_new_tokens,
+                                cfg.temperature)
+    return engine_tool_chat(*_local(cfg.model, dtype), cfg.max_new_tokens, cfg.temperature,
+                            seed)
+
+
+def _local(path: str, dtype: str) -> tuple[TorchEngine, object]:
+    tokenizer = load_tokenizer(path)
+    engine = TorchEngine(load_model(path, dtype), tokenizer.pad_token_id,
+                         tokenizer.eos_token_id)
+    return engine, tokenizer
+
+
+def build_judge(cfg: JudgeConfig, policy_tokenizer, dtype: str, seed: int) -> Judge:
+    """The judge ``cfg`` describes; a reward model must share the policy's vocabulary (it
+    scores the sampled token ids as they are)."""
+    if cfg.kind == "function":
+        return load_extension("judge", cfg.function)
+    if cfg.kind == "reward_model":
+        check_same_vocabulary(policy_tokenizer, load_tokenizer(cfg.model), "a reward model")
+        return RewardModelJudge(load_value_model(cfg.model, dtype),
+                                policy_tokenizer.pad_token_id)
+    if cfg.kind == "pairwise_model":
+        compare = ClassifierCompare(load_value_model(cfg.model, dtype), load_tokenizer(cfg.model))
+        return ComparisonJudge(compare, cfg.budget_tokens)
+    chat = judge_chat(cfg, dtype, seed)
+    if cfg.kind == "comparison":
+        return ComparisonJudge(chat_compare(chat, cfg.rubric), cfg.budget_tokens)
+    return ScoreJudge(chat, cfg.rubric, cfg.n_samples, cfg.score_max)

@@ -1,0 +1,111 @@
+"""Where a run's pieces execute — every placement choice in one place: the rollout engine
+(torch, vLLM, SGLang, or Ray engine actors), the policy trainer (in-process or a Ray actor),
+the critic, the distillation teachers (in-process or Ray actors) and the Ray session."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from posttrain.cluster import RayTrainer, launch_engines, ray_session
+from posttrain.config import RunConfig
+from posttrain.engines import Engine, TorchEngine
+from posttrain.engines.sglang_engine import SGLangEngine
+from posttrain.engines.vllm_engine import VLLMEngine
+from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
+from posttrain.recipes.distillation.self_distill import self_teacher
+from posttrain.recipes.distillation.teachers import Teacher
+from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.train import PolicyTrainer, Trainer
+from posttrain.train.checkpoint import CRITIC_DIR
+
+
+def make_engine(cfg: RunConfig, model, model_dir: Path, tokenizer) -> Engine:
+    """The rollout engine ``engine.name`` names, holding ``model``'s weights (those saved in
+    ``model_dir``, which vLLM and SGLang load themselves)."""
+    name, dtype = cfg.engine.name, cfg.model.dtype
+    if name == "torch":
+        return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    if name == "vllm":
+        return VLLMEngine(model_dir, dtype, kv_cache_gib=cfg.engine.kv_cache_gib)
+    return SGLangEngine(model_dir, dtype)
+
+
+def cluster_session(cfg: RunConfig) -> contextlib.AbstractContextManager:
+    """A Ray session for ``dist.backend: ray`` (nothing for ``local``)."""
+    if cfg.dist.backend == "local":
+        return contextlib.nullcontext()
+    return ray_session(cfg.dist, num_cpus=os.cpu_count())
+
+
+@contextlib.contextmanager
+def rollout_engines(cfg: RunConfig, engine: Engine, model_dir: Path,
+                    tokenizer) -> Iterator[list[Engine]]:
+    """The RL stage's engines: ``engine`` itself, or Ray actors (``dist.backend: ray``,
+    inside ``cluster_session``). An async run on one machine splits its cores between the
+    rollout thread and the trainer."""
+    dist = cfg.dist
+    if dist.backend == "ray":
+        yield launch_engines(dist, model_dir, cfg.model.dtype, tokenizer.pad_token_id,
+                             tokenizer.eos_token_id)
+    elif cfg.rl.mode == "async":
+        threads = torch.get_num_threads()
+        torch.set_num_threads(max(1, threads // 2))
+        try:
+            yield [engine]
+        finally:
+            torch.set_num_threads(threads)
+    else:
+        yield [engine]
+
+
+def reference_model(cfg: RunConfig, model, start_dir: Path, resumed: bool):
+    """A frozen copy of the model the stage starts from (reloaded when resuming)."""
+    return load_model(start_dir, cfg.model.dtype) if resumed else copy.deepcopy(model)
+
+
+def policy_trainer(cfg: RunConfig, model, optim: OptimConfig, steps: int,
+                   ref_model=None) -> PolicyTrainer:
+    """The policy's trainer: in this process, or a Ray actor (``dist.trainer_actor``)."""
+    return (RayTrainer if cfg.dist.trainer_actor else Trainer)(
+        model, optim, steps, cfg.trainer, ref_model=ref_model)
+
+
+def scalar_head_settings(cfg: RunConfig) -> TrainerConfig:
+    """A critic's or reward model's trainer settings: fully fine-tuned (``trainer.lora``
+    adapts the policy; a fresh scalar head must train whole)."""
+    return cfg.trainer.model_copy(update={"lora": None})
+
+
+def critic_trainer(cfg: RunConfig, start_dir: Path, ckpt: Path | None) -> Trainer | None:
+    """PPO's critic (``critic.enabled``): a scalar head on the starting model's backbone, or
+    the checkpoint's critic."""
+    if not cfg.critic.enabled:
+        return None
+    value_model = load_value_model(ckpt / CRITIC_DIR if ckpt else start_dir, cfg.model.dtype)
+    return Trainer(value_model, cfg.critic.optim, cfg.rl.steps, scalar_head_settings(cfg))
+
+
+def teachers(cfg: RunConfig, tokenizer, student: torch.nn.Module) -> list[Teacher]:
+    """``opd.teachers`` loaded in-process or launched as Ray engine actors, or the
+    ``student`` itself under ``opd.self_distill``."""
+    opd, dtype = cfg.opd, cfg.model.dtype
+    if opd.self_distill is not None:
+        return [self_teacher(opd.self_distill, student)]
+    out = []
+    for spec in opd.teachers:
+        check_same_vocabulary(tokenizer, load_tokenizer(spec.path))
+        if opd.teacher_placement == "ray":
+            where = {"engine": launch_engines(
+                cfg.dist.model_copy(update={"engines": 1}), Path(spec.path), dtype,
+                tokenizer.pad_token_id, tokenizer.eos_token_id)[0]}
+        else:
+            where = {"model": load_model(spec.path, dtype)}
+        out.append(Teacher(spec.path, domains=tuple(spec.domains), efforts=tuple(spec.efforts),
+                           weight=spec.weight, **where))
+    return out
