@@ -7,7 +7,7 @@ import pytest
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.recipes import Reporter
-from posttrain.recipes.rl import RLRun
+from posttrain.recipes.sampling_loop import RLRun
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
 from posttrain.train import Trainer

@@ -9,7 +9,7 @@ from posttrain.envs import CalculatorTasks, calculate
 from posttrain.harness import Compaction, LoopLimits, ToolRegistry, episode_problems
 from posttrain.models import encode_chat
 from posttrain.recipes import Reporter, run_rl
-from posttrain.recipes.rl import RLRun
+from posttrain.recipes.sampling_loop import RLRun
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.agent import AgentRollout
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig

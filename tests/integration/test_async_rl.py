@@ -12,7 +12,7 @@ from async_helpers import TASKS, length_reward, rl_config, train  # noqa: F401 (
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.recipes import Reporter, run_rl
-from posttrain.recipes.rl import RLRun
+from posttrain.recipes.sampling_loop import RLRun
 from posttrain.recipes.rl_async import fresh_enough, run_async_rl, step_groups
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.async_loop import AsyncRollout
