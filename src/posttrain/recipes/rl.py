@@ -25,7 +25,7 @@ from posttrain.recipes.placement import (
 from posttrain.recipes.rl_async import run_async_rl
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.recipes.weight_sync import sync_weights
-from posttrain.rollout import evaluate, informative, rollout, rollout_metrics, shape_rewards
+from posttrain.rollout import informative, rollout, rollout_metrics, shape_rewards
 from posttrain.types import Episode, write_episodes
 from posttrain.types.errors import MismatchError
 from posttrain.types.sampling import step_seed
@@ -94,10 +94,7 @@ def run_rl(
             probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
             metrics |= sync_weights(run.trainer, engine, step + 1, probes, cfg.sync).metrics()
         if run.eval_due(step):
-            result = evaluate(engine, tokenizer, run.eval_tasks, run.reward_fn, run.eval_cfg,
-                              run.accuracy_part, rollout_fn=rollout_fn)
-            metrics |= {f"eval/{k}": v for k, v in result.items()}
-            evals.append({"step": step + 1, **result})
+            metrics |= run.record_eval(step, run.held_out(engine, rollout_fn), evals)
         run.finish_step(step, metrics)
     run.reporter.finish()
     return evals

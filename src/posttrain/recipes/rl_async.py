@@ -27,7 +27,6 @@ from posttrain.rollout import informative, rollout_metrics
 from posttrain.rollout.async_loop import AsyncRollout
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, GroupSource
-from posttrain.rollout.evaluation import evaluate
 from posttrain.rollout.reward_shaping import shape_rewards
 from posttrain.rollout.worker import RolloutWorker
 from posttrain.types import Episode, write_episodes
@@ -140,12 +139,8 @@ def run_async_rl(
                 metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
             loop.release(len(kept))
             if run.eval_due(step):
-                (result,) = loop.call(lambda e: evaluate(e, tokenizer, run.eval_tasks,
-                                                         run.reward_fn, run.eval_cfg,
-                                                         run.accuracy_part),
-                                      drain=False, workers=[0])
-                metrics |= {f"eval/{k}": v for k, v in result.items()}
-                evals.append({"step": step + 1, **result})
+                (result,) = loop.call(run.held_out, drain=False, workers=[0])
+                metrics |= run.record_eval(step, result, evals)
             metrics |= {"async/trainer_wait_s": loop.trainer_wait_s - waited,
                         "async/rollout_idle_s": loop.rollout_idle_s - idle,
                         "async/tokens": float(generated(workers) - tokens),

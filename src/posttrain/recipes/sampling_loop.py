@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.recipes.report import Reporter
 from posttrain.rewards import RewardFunction
+from posttrain.rollout import evaluate, rollout
 from posttrain.settings import (
     ActorConfig,
     AlgoConfig,
@@ -47,6 +49,18 @@ class LoopRun:
     def eval_due(self, step: int) -> bool:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
         return self.cfg.due(self.cfg.eval_every, step)
+
+    def held_out(self, engine: Engine, rollout_fn: Callable[..., list] = rollout
+                 ) -> dict[str, float]:
+        """Held-out evaluation of the weights ``engine`` holds."""
+        return evaluate(engine, self.tokenizer, self.eval_tasks, self.reward_fn, self.eval_cfg,
+                        self.accuracy_part, rollout_fn=rollout_fn)
+
+    @staticmethod
+    def record_eval(step: int, result: dict[str, float], evals: list[dict]) -> dict[str, float]:
+        """Append ``result`` to ``evals`` as step ``step``'s; returns its ``eval/`` metrics."""
+        evals.append({"step": step + 1, **result})
+        return {f"eval/{k}": v for k, v in result.items()}
 
     def finish_step(self, step: int, metrics: dict[str, float]) -> None:
         """Log step ``step``'s metrics, advance the progress bar, run ``on_step_end``."""

@@ -32,7 +32,6 @@ from posttrain.recipes.distillation.teachers import (
 from posttrain.recipes.placement import cluster_session, teachers
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import rollout_metrics
-from posttrain.rollout.evaluation import evaluate
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import ActorConfig, AlgoConfig, OPDConfig
 from posttrain.train import Trainer
@@ -102,10 +101,7 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
             metrics |= distill_update(run, samples)
             engine.update_weights(run.trainer.named_weights(), step + 1)
         if run.eval_due(step):
-            result = evaluate(engine, tokenizer, run.eval_tasks, run.reward_fn, run.eval_cfg,
-                              run.accuracy_part)
-            metrics |= {f"eval/{k}": v for k, v in result.items()}
-            evals.append({"step": step + 1, **result})
+            metrics |= run.record_eval(step, run.held_out(engine), evals)
         run.finish_step(step, metrics)
     run.reporter.finish()
     return evals
