@@ -13,7 +13,8 @@ from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.recipes import Reporter, run_rl
 from posttrain.recipes.sampling_loop import RLRun
-from posttrain.recipes.rl_async import fresh_enough, run_async_rl, step_groups
+from posttrain.recipes.rl import run_async_rl
+from posttrain.rollout.step_sources import fresh_enough, step_groups
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.async_loop import AsyncRollout
 from posttrain.rollout.buffer import RolloutBuffer

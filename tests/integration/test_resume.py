@@ -11,7 +11,7 @@ from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_model, load_tokenizer, load_value_model
 from posttrain.recipes import Reporter, run_rl, run_sft
 from posttrain.recipes.sampling_loop import RLRun
-from posttrain.recipes.rl_async import run_async_rl
+from posttrain.recipes.rl import run_async_rl
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.settings import (
     ActorConfig,

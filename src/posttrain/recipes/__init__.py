@@ -3,8 +3,7 @@
 ``stages`` (the run a config describes)."""
 
 from posttrain.recipes.report import Reporter, plot_curves
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_async import run_async_rl
+from posttrain.recipes.rl import run_async_rl, run_rl
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.recipes.sft import run_sft
 

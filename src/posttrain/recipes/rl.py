@@ -1,19 +1,18 @@
-"""Synchronous RL (GRPO by default): prompts -> G completions each -> rewards -> advantages ->
-update -> weight sync to the engine -> periodic eval.
+"""RL (GRPO by default), one loop for sync and async: episodes -> update -> weight sync to
+the engines -> periodic eval -> log and checkpoint (``rl_loop``); where the episodes come from
+is the only difference (``rollout.step_sources``).
 
 Step ``k`` draws its prompts and sampling seed from ``(seed, k)`` alone, so the step number is
-the data cursor and a resumed run repeats the uninterrupted one exactly.
+the data cursor and a resumed run repeats the uninterrupted one exactly; at ``max_staleness:
+0`` the async run samples the synchronous run's tokens (tests/integration/test_async_rl.py).
 """
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from posttrain.engines import Engine
-from posttrain.envs import EffortTask
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.placement import (
     cluster_session,
@@ -22,13 +21,13 @@ from posttrain.recipes.placement import (
     reference_model,
     rollout_engines,
 )
-from posttrain.recipes.rl_async import run_async_rl
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.recipes.weight_sync import sync_weights
-from posttrain.rollout import informative, rollout, rollout_metrics, shape_rewards
+from posttrain.rollout import rollout, rollout_metrics
+from posttrain.rollout.dispatch import GroupSource
+from posttrain.rollout.step_sources import AsyncEpisodes, SyncEpisodes
 from posttrain.types import Episode, write_episodes
 from posttrain.types.errors import MismatchError
-from posttrain.types.sampling import step_seed
 
 
 def check_mismatch(value: float, tolerance: float) -> None:
@@ -40,64 +39,60 @@ def check_mismatch(value: float, tolerance: float) -> None:
         )
 
 
-def run_rl(
-    run: RLRun,
-    engine: Engine,
-    efforts: Sequence[int] | None = None,
-    rollout_fn: Callable[..., list[Episode]] = rollout,
-) -> list[dict[str, float]]:
-    """Run ``run``'s steps synchronously; returns the evaluations made. With ``efforts`` every
-    prompt is asked at each level, one group per (prompt, effort); ``rollout_fn`` (``rollout``
-    or an ``AgentRollout``) plays the episodes."""
-    cfg, algo, tokenizer, seed = run.cfg, run.algo, run.tokenizer, run.seed
-    truncating = cfg.top_p < 1 or cfg.top_k > 0
+def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, float]]:
+    """The RL loop, sync or async: each step takes its episodes from ``source``, updates the
+    policy, syncs the engines (version, checksum, probes), evaluates when due, logs and
+    checkpoints. Returns the evaluations made."""
+    cfg, evals = run.cfg, []
     update = run.policy_update()
-    groups_per_prompt = len(efforts) if efforts else 1
-    target_groups = cfg.prompts_per_step * groups_per_prompt
-    evals = []
-    run.reporter.start("RL", cfg.steps)
-    for step in range(run.start_step, cfg.steps):
-
-        def sample(n: int, round_: int) -> list[Episode]:
-            problems = run.tasks.sample(n, random.Random(f"{seed}:rl:{step}:{round_}"))
-            if efforts:  # one group per (prompt, effort)
-                problems = [EffortTask(p, b) for p in problems for b in efforts]
-            sampling = cfg.params((tokenizer.eos_token_id,), step_seed(seed, step) + round_)
-            episodes = rollout_fn(engine, tokenizer, problems, run.reward_fn, sampling,
-                                  cfg.group_size, group_prefix=f"{round_}-")
-            return shape_rewards(episodes, run.shaping, step, efforts)
-
-        first = sample(cfg.prompts_per_step, 0)
-        if cfg.save_episodes:
-            write_episodes(run.reporter.path.parent / "episodes.jsonl", first, append=True)
-        metrics = rollout_metrics(first, run.accuracy_part)
-        episodes = first
-        if algo.dynamic_sampling.enabled:
-            episodes, extra = informative(first), 0
-            if algo.dynamic_sampling.mode == "resample":
-                for round_ in range(1, algo.dynamic_sampling.max_rounds + 1):
-                    missing = target_groups - len(episodes) // cfg.group_size
-                    if missing <= 0:
-                        break
-                    more = sample(math.ceil(missing / groups_per_prompt), round_)
-                    extra += len(more)
-                    episodes += informative(more)
-                episodes = episodes[: target_groups * cfg.group_size]
-            metrics["extra_generations"] = float(extra)
-            metrics["kept_groups"] = float(len(episodes) // cfg.group_size)
-        if episodes:
-            metrics |= update(episodes)
-            if truncating:  # behaviour log-probs are of the truncated distribution
-                del metrics["mismatch"]
-            else:
-                check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
-            probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
-            metrics |= sync_weights(run.trainer, engine, step + 1, probes, cfg.sync).metrics()
-        if run.eval_due(step):
-            metrics |= run.record_eval(step, run.held_out(engine, rollout_fn), evals)
-        run.finish_step(step, metrics)
+    truncating = cfg.top_p < 1 or cfg.top_k > 0
+    run.reporter.start(source.title, cfg.steps)
+    with source:
+        for step in range(run.start_step, cfg.steps):
+            episodes, sampled, counts = source.take(step)
+            if cfg.save_episodes:
+                write_episodes(run.reporter.path.parent / "episodes.jsonl", sampled,
+                               append=True)
+            metrics = rollout_metrics(sampled, run.accuracy_part) | counts
+            if episodes:
+                metrics |= update(episodes, *source.staleness())
+                if source.on_policy and truncating:  # behaviour log-probs: truncated
+                    del metrics["mismatch"]
+                elif source.on_policy:
+                    check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
+                probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
+                reports = source.call(lambda e: sync_weights(
+                    run.trainer, e, source.version + 1, probes, cfg.sync))
+                metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
+            source.release(len(episodes) // cfg.group_size)
+            if run.eval_due(step):
+                result = source.first(lambda e: run.held_out(e, source.rollout_fn))
+                metrics |= run.record_eval(step, result, evals)
+            run.finish_step(step, metrics | source.stats())
     run.reporter.finish()
     return evals
+
+
+def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
+           rollout_fn: Callable[..., list[Episode]] = rollout) -> list[dict[str, float]]:
+    """``run``'s steps, each sampling its own episodes with ``rollout_fn`` (``rollout``, an
+    ``AgentRollout``, ...) on ``engine``; with ``efforts`` every prompt is asked at each level.
+    Returns the evaluations made."""
+    return rl_loop(run, SyncEpisodes(engine, run.tokenizer, run.tasks, run.reward_fn, run.cfg,
+                                     run.algo.dynamic_sampling, run.shaping, run.seed, efforts,
+                                     rollout_fn))
+
+
+def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine],
+                 groups: GroupSource | None = None) -> list[dict[str, float]]:
+    """``run``'s steps with one rollout thread per engine generating continuously
+    (``cfg.async_``); single-turn tasks: ``run.tasks`` in the synchronous run's order, or any
+    ``groups`` source (``TaskMixer.groups`` mixes task families by ratio). Returns the
+    evaluations made."""
+    engines = [engine] if isinstance(engine, Engine) else list(engine)
+    return rl_loop(run, AsyncEpisodes(engines, run.tokenizer, run.tasks, run.reward_fn,
+                                      run.cfg, run.algo.dynamic_sampling, run.shaping, run.seed,
+                                      run.start_step, groups))
 
 
 def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,

@@ -1,0 +1,224 @@
+"""Where an RL step's episodes come from, for the one RL loop (``recipes.rl.rl_loop``).
+
+``SyncEpisodes`` samples each step's groups with the current weights (any rollout function:
+single turn, agent, judged; effort levels; dynamic sampling by resampling fresh prompts).
+``AsyncEpisodes`` takes complete groups from rollout threads that generate continuously under
+a staleness bound (single-turn, sample-level dispatch, partial rollout; docs/async.md).
+
+Both answer the loop alike: ``take(step)`` gives the groups to train on, every episode sampled
+and the counts; ``call(fn)`` runs ``fn(engine)`` on every engine (a weight sync), ``first(fn)``
+on the first (an evaluation); ``release(n)`` frees the capacity of ``n`` trained groups;
+``stats()`` reports the step's rollout figures.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from posttrain.engines import Engine, row_seeds
+from posttrain.envs import EffortTask, Task
+from posttrain.rewards import RewardFunction
+from posttrain.rollout.async_loop import AsyncRollout
+from posttrain.rollout.buffer import RolloutBuffer
+from posttrain.rollout.dispatch import Dispatcher, GroupSource
+from posttrain.rollout.reward_shaping import informative, shape_rewards
+from posttrain.rollout.single_turn import rollout
+from posttrain.rollout.worker import RolloutWorker
+from posttrain.settings import DynamicSamplingConfig, RLConfig, ShapingRule
+from posttrain.types import Episode
+from posttrain.types.sampling import step_seed
+
+T = TypeVar("T")
+
+
+@dataclass
+class SyncEpisodes:
+    """Step ``k`` samples ``prompts_per_step`` prompts drawn from ``(seed, k)`` alone (x the
+    ``efforts`` levels: one group per (prompt, effort)) with ``rollout_fn``; with dynamic
+    sampling it keeps the groups that carry signal and, in ``resample`` mode, draws fresh
+    prompts (round ``r`` from ``(seed, k, r)``) until ``prompts_per_step`` do or the rounds
+    run out. Behaviour log-probs are the current weights' (``on_policy``)."""
+
+    engine: Engine
+    tokenizer: Any
+    tasks: Any
+    reward_fn: RewardFunction
+    cfg: RLConfig
+    dynamic: DynamicSamplingConfig
+    shaping: Sequence[ShapingRule]
+    seed: int
+    efforts: Sequence[int] | None = None
+    rollout_fn: Callable[..., list[Episode]] = rollout
+    title = "RL"
+    on_policy = True
+    version: int = field(default=0, init=False)
+
+    def __enter__(self) -> SyncEpisodes:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def _sample(self, step: int, n: int, round_: int) -> list[Episode]:
+        problems = self.tasks.sample(n, random.Random(f"{self.seed}:rl:{step}:{round_}"))
+        if self.efforts:
+            problems = [EffortTask(p, b) for p in problems for b in self.efforts]
+        sampling = self.cfg.params((self.tokenizer.eos_token_id,),
+                                   step_seed(self.seed, step) + round_)
+        episodes = self.rollout_fn(self.engine, self.tokenizer, problems, self.reward_fn,
+                                   sampling, self.cfg.group_size, group_prefix=f"{round_}-")
+        return shape_rewards(episodes, self.shaping, step, self.efforts)
+
+    def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
+        cfg, dynamic = self.cfg, self.dynamic
+        self.version = step
+        first = self._sample(step, cfg.prompts_per_step, 0)
+        if not dynamic.enabled:
+            return first, first, {}
+        per_prompt = len(self.efforts) if self.efforts else 1
+        target = cfg.prompts_per_step * per_prompt
+        episodes, extra = informative(first), 0
+        if dynamic.mode == "resample":
+            for round_ in range(1, dynamic.max_rounds + 1):
+                missing = target - len(episodes) // cfg.group_size
+                if missing <= 0:
+                    break
+                more = self._sample(step, math.ceil(missing / per_prompt), round_)
+                extra += len(more)
+                episodes += informative(more)
+            episodes = episodes[: target * cfg.group_size]
+        return episodes, first, {"extra_generations": float(extra),
+                                 "kept_groups": float(len(episodes) // cfg.group_size)}
+
+    def staleness(self) -> tuple:
+        return ()
+
+    def call(self, fn: Callable[[Engine], T], drain: bool = True) -> list[T]:
+        return [fn(self.engine)]
+
+    def first(self, fn: Callable[[Engine], T]) -> T:
+        return fn(self.engine)
+
+    def release(self, groups: int) -> None:
+        pass
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+
+def step_groups(tasks, seed: int, prompts_per_step: int, group_size: int) -> GroupSource:
+    """Groups in the synchronous run's order: prompts and row seeds of its first rounds."""
+
+    @functools.lru_cache(maxsize=4)
+    def step_batch(step: int) -> tuple[list[Task], list[int]]:
+        problems = tasks.sample(prompts_per_step, random.Random(f"{seed}:rl:{step}:0"))
+        return problems, row_seeds(step_seed(seed, step), prompts_per_step * group_size)
+
+    def source(group: int) -> tuple[Task, list[int]]:
+        step, k = divmod(group, prompts_per_step)
+        problems, seeds = step_batch(step)
+        return problems[k], seeds[k * group_size : (k + 1) * group_size]
+
+    return source
+
+
+def fresh_enough(group: list[Episode], version: int, max_staleness: int) -> bool:
+    """Every trainable token was sampled at most ``max_staleness`` versions ago."""
+    return all(version - v <= max_staleness for e in group for s in e.segments
+               for v, m in zip(s.versions, s.loss_mask) if m)
+
+
+class AsyncEpisodes:
+    """Rollout threads, one per engine, generate continuously; step ``s`` trains on the first
+    ``prompts_per_step`` complete groups it can take (``RolloutBuffer``'s order). Groups are
+    prompt ``n % B`` of the synchronous run's step ``n // B`` with its per-sample seeds (or any
+    ``groups`` source), so at ``max_staleness: 0`` the tokens are the synchronous run's. A group
+    is shaped, then dropped and replaced if stale (``stale: drop``) or, with dynamic sampling,
+    without signal, until ``B`` are kept or ``max_rounds * B`` were dropped."""
+
+    title = "RL (async)"
+    on_policy = False  # the update's mismatch includes the policy's lag behind the samples
+
+    def __init__(self, engines: Sequence[Engine], tokenizer, tasks, reward_fn: RewardFunction,
+                 cfg: RLConfig, dynamic: DynamicSamplingConfig, shaping: Sequence[ShapingRule],
+                 seed: int, start_step: int, groups: GroupSource | None = None) -> None:
+        acfg, b, g = cfg.async_, cfg.prompts_per_step, cfg.group_size
+        self.cfg, self.dynamic, self.shaping, self.engines = cfg, dynamic, shaping, engines
+        chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
+        sampling = cfg.params((tokenizer.eos_token_id,))
+        self.workers = [RolloutWorker(e, tokenizer, reward_fn, sampling, chunk)
+                        for e in engines]
+        dispatcher = Dispatcher(groups or step_groups(tasks, seed, b, g), g, b,
+                                acfg.max_staleness, acfg.max_inflight_per_group,
+                                start_group=start_step * b)
+        self.buffer = RolloutBuffer(g, acfg.max_overtake)
+        capacity = acfg.capacity or -(-b * g // len(self.workers))
+        self.loop = AsyncRollout(self.workers, dispatcher, self.buffer, capacity)
+        self.rollout_fn = rollout  # evaluation plays single turns
+        self.version = 0
+        self._marks = (0.0, 0.0, 0)
+
+    def __enter__(self) -> AsyncEpisodes:
+        self.loop.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.loop.__exit__(*exc)
+
+    def _generated(self) -> int:
+        return sum(w.tokens_generated for w in self.workers)
+
+    def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
+        """Groups until ``B`` are kept or too many were dropped (a dropped group's capacity is
+        released at once so a replacement starts); kept groups in dispatch order."""
+        loop, acfg, b = self.loop, self.cfg.async_, self.cfg.prompts_per_step
+        self._marks = (loop.trainer_wait_s, loop.rollout_idle_s, self._generated())
+        self.version = self.engines[0].version
+        kept: list[list[Episode]] = []
+        sampled: list[Episode] = []
+        stale = discarded = 0
+        while len(kept) < b and stale + discarded < self.dynamic.max_rounds * b:
+            (group,) = loop.wait_groups(1)
+            group = shape_rewards(group, self.shaping, step, None)
+            sampled += group
+            if acfg.stale == "drop" and not fresh_enough(group, self.version,
+                                                         acfg.max_staleness):
+                stale += 1
+            elif self.dynamic.enabled and not informative(group):
+                discarded += 1
+            else:
+                kept.append(group)
+                continue
+            loop.release(1)
+        kept.sort(key=lambda grp: int(grp[0].group_id))
+        return [e for group in kept for e in group], sampled, {
+            "kept_groups": float(len(kept)), "stale_groups": float(stale),
+            "discarded_groups": float(discarded)}
+
+    def staleness(self) -> tuple:
+        return self.version, self.cfg.async_.max_staleness
+
+    def call(self, fn: Callable[[Engine], T], drain: bool = True) -> list[T]:
+        return self.loop.call(fn, drain=drain and not self.cfg.async_.partial_rollout,
+                              timeout=self.cfg.sync.timeout_s)
+
+    def first(self, fn: Callable[[Engine], T]) -> T:
+        (result,) = self.loop.call(fn, drain=False, workers=[0])
+        return result
+
+    def release(self, groups: int) -> None:
+        self.loop.release(groups)
+
+    def stats(self) -> dict[str, float]:
+        loop, (waited, idle, tokens) = self.loop, self._marks
+        return {"async/trainer_wait_s": loop.trainer_wait_s - waited,
+                "async/rollout_idle_s": loop.rollout_idle_s - idle,
+                "async/tokens": float(self._generated() - tokens),
+                "async/restarts": float(loop.restarts),
+                "async/requeued": float(loop.requeued),
+                "async/duplicates": float(self.buffer.duplicates)}
