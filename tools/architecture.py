@@ -159,7 +159,7 @@ def picture() -> str:
 
 
 def doc_block() -> str | None:
-    match = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), DOC.read_text(), re.S)
+    match = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), DOC.read_text(), re.DOTALL)
     return match.group(0) if match else None
 
 
