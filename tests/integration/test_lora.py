@@ -51,7 +51,10 @@ def test_only_adapters_train_and_the_merged_model_is_the_adapted_one(model, toke
     with torch.no_grad():
         want = sequence_logprobs(trainer.model, b.input_ids, b.attention_mask)[0]
         got = sequence_logprobs(plain, b.input_ids, b.attention_mask)[0]
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    # W x + B A x s and (W + B A s) x are two float32 computations of the same log-probs:
+    # within 16 eps32 of the largest (~8 chained float32 reductions, ~2 eps32 each)
+    eps32 = torch.finfo(torch.float32).eps
+    torch.testing.assert_close(got, want, atol=16 * eps32 * float(want.abs().max()), rtol=0)
     engine = TorchEngine(load_model_from(plain, tokenizer, tmp_path), tokenizer.pad_token_id)
     reference = TorchEngine(copy.deepcopy(plain), tokenizer.pad_token_id)
     engine.update_weights(trainer.named_weights(), 3)

@@ -10,8 +10,8 @@ from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_model, load_tokenizer, load_value_model
 from posttrain.recipes import Reporter, run_rl, run_sft
-from posttrain.recipes.sampling_loop import RLRun
 from posttrain.recipes.rl import run_async_rl
+from posttrain.recipes.sampling_loop import RLRun
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.settings import (
     ActorConfig,

@@ -38,8 +38,12 @@ def test_a_sync_is_verified_by_checksum_and_probes(trainer_and_engine):
     assert engine.weights_checksum() != weights_checksum(trainer.named_weights())
     report = sync_weights(trainer, engine, 3, PROBES)
     assert engine.version == 3 and engine.weights_checksum() == report.checksum
-    assert report.mismatch < 1e-5 and set(report.metrics()) == {"sync/mismatch",
-                                                                "sync/seconds"}
+    # trainer and engine: two float32 computations of the same log-probs, within 16 eps32 of
+    # the largest (~8 chained reductions through the model, head and logsumexp, ~2 eps32 each)
+    scale = max(abs(x) for row in engine.score(PROBES) for x in row)
+    bound = 16 * torch.finfo(torch.float32).eps * scale
+    assert report.mismatch < bound and set(report.metrics()) == {"sync/mismatch",
+                                                                 "sync/seconds"}
 
 
 class Corrupting(TorchEngine):

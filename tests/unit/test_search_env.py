@@ -75,5 +75,6 @@ def test_the_guessed_share_follows_error_rate():
     rng = random.Random(0)
     traces = [TASKS.sft_conversation(p, 0.3, rng) for p in TASKS.sample(2000, rng)]
     guesses = [t for t in traces if len(t) == 2]
+    # standard error sqrt(0.3 * 0.7 / 2000) = 0.010; seeded Python random: the same on any host
     assert abs(len(guesses) / len(traces) - 0.3) < 0.03
     assert all(t[1]["content"].startswith("<answer>") for t in guesses)

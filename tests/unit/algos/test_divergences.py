@@ -7,6 +7,9 @@ from algo_helpers import D, ones, t
 
 from posttrain.algos import get, rl_kd_objective
 
+# rel=1e-4 against a literal: the spec's worked examples are quoted to 5 significant
+# figures (rounding <= 5e-5 relative); the float64 arithmetic itself is good to ~1e-15.
+
 P, Q = t([0.7, 0.2, 0.1]).log(), t([0.5, 0.3, 0.2]).log()
 
 
@@ -33,6 +36,8 @@ def test_bounds_and_jsd_limits():
     p, q = random_pair(0)
     assert (div("jsd", p, q) <= torch.log(t(2.0)) + 1e-12).all()
     assert (div("tvd", p, q) <= 1).all() and (div("tvd", p, q) >= 0).all()
+    # first-order limits: the remainder is O(beta * max p/q) ~ 1e-5 relative at beta = 1e-6
+    # (the float64 cancellation in JSD / beta adds only ~eps64 / beta = 2e-10)
     torch.testing.assert_close(div("jsd", p, q, beta=1e-6) / 1e-6, div("forward_kl", p, q),
                                rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(div("jsd", p, q, beta=1 - 1e-6) / 1e-6, div("reverse_kl", p, q),
@@ -101,4 +106,5 @@ def test_opd_sampled_estimates_the_reverse_kl_and_its_gradient():
     # Monte Carlo over sampled tokens converges to the full-vocabulary value
     y = torch.multinomial(q.exp().detach(), 100_000, replacement=True,
                           generator=torch.Generator().manual_seed(0))
+    # 100k draws: standard error 0.67% of the value; 0.05 is 7.5 s.e.
     assert (-adv[y]).mean().item() == pytest.approx(exact.item(), rel=0.05)

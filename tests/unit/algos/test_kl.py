@@ -7,6 +7,9 @@ from algo_helpers import D
 
 from posttrain.algos import get
 
+# rel=1e-4 against a literal: the spec's worked examples are quoted to 5 significant
+# figures (rounding <= 5e-5 relative); the float64 arithmetic itself is good to ~1e-15.
+
 LP, REF, OLD = torch.tensor([-1.0], dtype=D), torch.tensor([-2.0], dtype=D), torch.tensor(
     [-1.2], dtype=D)
 
@@ -110,8 +113,10 @@ class TestGradientBiasTable:
         for name in ("k1", "k3"):
             values = get("kl", name)(logp=pi.log(), ref_logp=self.ref_logp)
             assert (pi * values).sum().item() == pytest.approx(exact.item(), rel=1e-9)
+            # 200k draws: standard error 0.44% (k1), 0.19% (k3) of the value; 0.03 is > 6 s.e.
             assert (freq * values).sum().item() == pytest.approx(exact.item(), rel=0.03)
         mc = self.estimate("k2", "in_loss", weights=freq)
+        # standard error of each gradient entry <= 0.0016 at 200k draws: 0.01 is > 6 s.e.
         torch.testing.assert_close(mc, self.reverse_kl(), atol=0.01, rtol=0)
 
 

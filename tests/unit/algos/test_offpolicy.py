@@ -8,6 +8,9 @@ from algo_helpers import D, t
 
 from posttrain.algos import get, importance_stats
 
+# rel=1e-4 against a literal: the spec's worked examples are quoted to 5 significant
+# figures (rounding <= 5e-5 relative); the float64 arithmetic itself is good to ~1e-15.
+
 RATIOS = t([[0.3, 1.0, 2.5, 6.0]])
 
 
@@ -18,6 +21,9 @@ def weights(name, ratios=RATIOS, mask=None, **kw):
 
 
 def close(actual, expected):
+    # rtol: the spec's worked examples are quoted to 5 significant figures (rounding <= 5e-5
+    # relative; the float64 arithmetic adds ~1e-15); atol: expected zeros are masked or
+    # cancelled float64 values (<= ~10 * 2.2e-16), far below it
     torch.testing.assert_close(actual, t(expected), rtol=1e-4, atol=1e-9)
 
 

@@ -8,6 +8,9 @@ from algo_helpers import t
 
 from posttrain.algos import get, kto_reference_point
 
+# rel=1e-4 against a literal: the spec's worked examples are quoted to 5 significant
+# figures (rounding <= 5e-5 relative); the float64 arithmetic itself is good to ~1e-15.
+
 PAIR = {"chosen_logp": t([-10.0]), "ref_chosen_logp": t([-12.0]), "rejected_logp": t([-15.0]),
         "ref_rejected_logp": t([-14.0])}
 
