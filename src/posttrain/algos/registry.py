@@ -57,22 +57,25 @@ class Entry:
     feeds: Mapping[str, str] = field(default_factory=dict)
     output: str = ""
 
+    def inputs(self) -> dict[str, str]:
+        """Parameter -> the name of the caller's input that fills it (``feeds``, or its own)."""
+        return {p: self.feeds.get(p, p) for p in inspect.signature(self.fn).parameters}
+
     def takes(self, name: str) -> bool:
-        """Whether the entry asks for the input ``name`` (a parameter, or one fed from it)."""
-        params = inspect.signature(self.fn).parameters
-        return any(self.feeds.get(p, p) == name for p in params)
+        """Whether the entry asks for the input ``name``."""
+        return name in self.inputs().values()
 
     def call(self, inputs: Mapping[str, Any], **hyperparameters: Any) -> Any:
         """``fn(**hyperparameters, **asked)``: every other parameter is taken from ``inputs``
         under its input name; a required one that ``inputs`` lacks is a ``ValueError``."""
         asked = {}
-        for p in inspect.signature(self.fn).parameters.values():
-            source = self.feeds.get(p.name, p.name)
-            if p.name in hyperparameters:
+        params = inspect.signature(self.fn).parameters
+        for param, source in self.inputs().items():
+            if param in hyperparameters:
                 continue
             if source in inputs:
-                asked[p.name] = inputs[source]
-            elif p.default is inspect.Parameter.empty:
+                asked[param] = inputs[source]
+            elif params[param].default is inspect.Parameter.empty:
                 raise ValueError(f"{self.kind} {self.name!r} needs {source!r}, which is not "
                                  f"available here (available: {', '.join(inputs) or 'none'})")
         return self.fn(**hyperparameters, **asked)

@@ -76,15 +76,11 @@ def load_object(spec: str) -> Any:
     if not sep or not where or not attr:
         raise ExtensionError(f"{spec!r} is not a dotted path: use package.module:name or "
                              "path/to/file.py:name")
+    from_file = where.endswith(".py")
+    if from_file and not Path(where).is_file():
+        raise ExtensionError(f"{spec!r}: no file {where!r}")
     try:
-        if where.endswith(".py"):
-            if not Path(where).is_file():
-                raise ExtensionError(f"{spec!r}: no file {where!r}")
-            module = _module_of_file(Path(where))
-        else:
-            module = importlib.import_module(where)
-    except ExtensionError:
-        raise
+        module = _module_of_file(Path(where)) if from_file else importlib.import_module(where)
     except Exception as e:  # the user's module failed to import: say why
         raise ExtensionError(f"{spec!r}: cannot import {where!r}: "
                              f"{type(e).__name__}: {e}") from e

@@ -121,7 +121,7 @@ def preference_loss(
     if ref is not None:
         inputs |= {"ref_chosen_logp": ref[0::2], "ref_rejected_logp": ref[1::2]}
     loss = entry("preference", name)
-    if ref is None and any(loss.takes(k) for k in ("ref_logp", "ref_chosen_logp")):
+    if ref is None and any(k.startswith("ref_") for k in loss.inputs().values()):
         raise ValueError(f"preference loss {name!r} needs reference log-probs")
     per_item = loss.call(inputs, **options)
     unpaired = loss.takes("desirable")  # one loss a row: a pair's is the mean of its two rows

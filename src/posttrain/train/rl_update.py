@@ -1,4 +1,4 @@
-"""One RL update from scored episodes, shared by the synchronous and asynchronous pipelines:
+"""One RL update from scored episodes, for the RL loop (sync and async alike):
 batch -> old / reference log-probs -> critic values -> advantages -> actor (and critic) update
 -> adaptive KL. Tokens sampled more than ``max_staleness`` versions ago leave the loss mask
 (``staleness_mask``)."""
