@@ -27,7 +27,7 @@ from posttrain.algos import get
 from posttrain.engines import TorchEngine
 from posttrain.models import build_tiny, encode_prompt, load_model, load_tokenizer
 from posttrain.settings import OptimConfig, TrainerConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, rl_steps
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 PROMPTS = [f"What is {a}+{b}?" for a, b in [(12, 7), (45, 38), (3, 99), (60, 21), (8, 8),
@@ -58,7 +58,7 @@ def posttrain_steps(model_dir, steps: int) -> dict:
             rewards=batch.rewards, group_ids=batch.group_index, mask=batch.loss_mask)
         batch = batch.replace(advantages=adv)  # no old_logprobs: the update's forward gives them
         t2 = time.perf_counter()
-        trainer.rl_update(batch)
+        rl_steps(trainer, batch)
         engine.update_weights(trainer.named_weights(), step + 1)
         t3 = time.perf_counter()
         tokens = int(batch.loss_mask.sum())

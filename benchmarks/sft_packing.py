@@ -22,7 +22,7 @@ from posttrain.data.conversations import conversation_segment
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model, load_tokenizer
 from posttrain.settings import LoraConfig, OptimConfig, TrainerConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode
 
 LONG = "You are a careful arithmetic tutor. Show the column work, then the answer. " * 3
@@ -48,9 +48,9 @@ def run(variant: str, steps: int, model_dir, tokenizer) -> dict:
         batches.append(Batch.packed(segs, 512, tokenizer.pad_token_id) if variant == "packed"
                        else Batch.from_episodes([Episode([s]) for s in segs],
                                                 tokenizer.pad_token_id))
-    trainer.sft_step(batches[0])
+    sft_step(trainer, batches[0])
     start = time.perf_counter()
-    losses = [trainer.sft_step(b)["loss"] for b in batches[1:]]
+    losses = [sft_step(trainer, b)["loss"] for b in batches[1:]]
     seconds = (time.perf_counter() - start) / steps
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     return {"variant": variant, "seconds_per_step": round(seconds, 4),

@@ -19,8 +19,8 @@ def parameters(fn) -> list[tuple[str, object, object]]:
 
 
 def test_the_protocol_lists_what_the_recipes_call():
-    assert set(METHODS) >= {"compute_logprobs", "rl_update", "named_weights", "export_model",
-                            "state_dict", "load_state_dict", "sft_step"}
+    assert set(METHODS) >= {"compute_logprobs", "apply", "named_weights", "export_model",
+                            "state_dict", "load_state_dict"}
 
 
 @pytest.mark.parametrize("cls", [Trainer, RayTrainer], ids=lambda c: c.__name__)

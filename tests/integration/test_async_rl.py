@@ -16,9 +16,9 @@ from posttrain.recipes.rl import run_async_rl
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.async_loop import AsyncRollout
+from posttrain.rollout.async_source import fresh_enough, step_groups
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, SampleRequest, TaskMixer
-from posttrain.rollout.step_sources import fresh_enough, step_groups
 from posttrain.rollout.worker import RolloutWorker
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig
 from posttrain.train import Trainer

@@ -7,7 +7,7 @@ import torch
 from posttrain.cluster.processes import run_processes
 from posttrain.models import load_model
 from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, rl_step
 from posttrain.types import Batch, Episode, Segment
 
 
@@ -31,7 +31,7 @@ def train_steps(model_dir, shard=False) -> dict[str, torch.Tensor]:
     trainer = Trainer(model, OptimConfig(lr=1e-2, warmup_steps=0), 3,
                       TrainerConfig(micro_batch_size=2, shard=shard))
     for _ in range(2):
-        metrics = trainer.rl_step(batch(), ActorConfig())
+        metrics = rl_step(trainer, batch(), ActorConfig())
     return {"metrics": metrics, **{k: v.clone() for k, v in trainer.named_weights()}}
 
 

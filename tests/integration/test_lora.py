@@ -18,7 +18,7 @@ from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_model, save_model, sequence_logprobs
 from posttrain.models.lora import base_name
 from posttrain.settings import LoraConfig, OptimConfig, TrainerConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode
 
 TASKS = ArithmeticTasks(("+",), 2)
@@ -39,7 +39,7 @@ def test_only_adapters_train_and_the_merged_model_is_the_adapted_one(model, toke
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     for _ in range(3):
-        trainer.sft_step(batch(tokenizer))
+        sft_step(trainer, batch(tokenizer))
     merged = dict(trainer.named_weights())
     assert set(merged) == set(base)  # the plain model's names
     frozen = {base_name(n): p for n, p in model.named_parameters() if "lora_" not in n}
@@ -70,16 +70,16 @@ def test_adapter_state_resumes_exactly(model, tokenizer):
     torch.manual_seed(0)  # the adapters' random initialisation
     straight = Trainer(copy.deepcopy(model), OptimConfig(lr=1e-2), 4, LORA)
     for k in range(4):
-        straight.sft_step(batch(tokenizer, seed=k))
+        sft_step(straight, batch(tokenizer, seed=k))
     torch.manual_seed(0)
     first = Trainer(copy.deepcopy(model), OptimConfig(lr=1e-2), 4, LORA)
     for k in range(2):
-        first.sft_step(batch(tokenizer, seed=k))
+        sft_step(first, batch(tokenizer, seed=k))
     state = first.state_dict()
     resumed = Trainer(copy.deepcopy(model), OptimConfig(lr=1e-2), 4, LORA)
     resumed.load_state_dict(state)
     for k in range(2, 4):
-        resumed.sft_step(batch(tokenizer, seed=k))
+        sft_step(resumed, batch(tokenizer, seed=k))
     a, b = dict(straight.named_weights()), dict(resumed.named_weights())
     assert all(torch.equal(a[n], b[n]) for n in a)
 

@@ -28,7 +28,7 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout import evaluate
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import ActorConfig, EvalConfig, OPDConfig, OptimConfig, TrainerConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, distill_step
 from posttrain.types import Batch, SamplingParams
 
 TASKS = ArithmeticTasks(("+", "-"), 2, 0, 0.1)
@@ -115,7 +115,7 @@ def test_multi_teacher_step_is_the_weighted_reverse_kl_mixture(model, tokenizer,
     tokens = int(batch.loss_mask.sum())
     trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=3))
     targets = distribution_targets(ts, w, s, tokenizer)
-    got = trainer.distill_step(batch, targets, "full_vocab_rkl", {"topk": None})["divergence"]
+    got = distill_step(trainer, batch, targets, "full_vocab_rkl", {"topk": None})["divergence"]
     assert float(want.sum()) / tokens > 0
     # the same float32 models on the same tokens, batched differently: the rounding
     # differences sit in each row's logsumexp (|log Z| ~ 6.3, 1 ulp = 4.8e-7), which shifts a
@@ -183,7 +183,7 @@ def test_a_self_teacher_without_privileged_context_is_the_student(model, tokeniz
     same = Teacher("self", model, context=lambda task, episode, group: task.messages())
     targets = distribution_targets([same], route([same], s.episodes), s, tokenizer)
     trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=3))
-    got = trainer.distill_step(batch, targets, "full_vocab_rkl", {"topk": None})
+    got = distill_step(trainer, batch, targets, "full_vocab_rkl", {"topk": None})
     # equal log-probs give exactly 0; a batching that rounds a row's logsumexp (|log Z| ~ 6.3)
     # differently shifts the KL by that much: 2 ulp = 9.5e-7 < 1e-6
     assert abs(got["divergence"]) < 1e-6 and int(batch.loss_mask.sum()) > 0

@@ -18,7 +18,7 @@ from posttrain.recipes.reward_model import (
 )
 from posttrain.rollout.judged import ClassifierCompare
 from posttrain.settings import OptimConfig, TrainerConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, reward_model_step
 
 TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)
 EPS32 = torch.finfo(torch.float32).eps  # 1.19e-7
@@ -40,7 +40,7 @@ def test_the_step_loss_is_bradley_terry_on_the_models_scores(tiny_dir, tokenizer
     want = sum(-math.log(1 / (1 + math.exp(-(scores[2 * i] - scores[2 * i + 1]))))
                for i in range(3)) / 3
     trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=2))
-    assert trainer.reward_model_step(batch)["loss"] == pytest.approx(
+    assert reward_model_step(trainer, batch)["loss"] == pytest.approx(
         want, abs=loss_tolerance(scores))
 
 
@@ -68,7 +68,7 @@ def test_the_pairwise_classifier_step_is_its_formula_on_both_orders(tiny_dir, to
         1 - 1 / (1 + math.exp(-x)))
     want = sum(bce(s[2 * i], 1) + bce(s[2 * i + 1], 0) for i in range(3)) / 6
     trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=2))
-    got = trainer.reward_model_step(batch, "pairwise_classifier")
+    got = reward_model_step(trainer, batch, "pairwise_classifier")
     assert got["loss"] == pytest.approx(want, abs=loss_tolerance(s))
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from posttrain.engines import TorchEngine, weights_checksum
-from posttrain.recipes.weight_sync import sync_weights
+from posttrain.recipes.rl import sync_weights
 from posttrain.settings import OptimConfig, SyncConfig
 from posttrain.train import Trainer
 from posttrain.types.errors import WeightSyncError

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import ConfigDict
 
@@ -23,6 +23,7 @@ from posttrain.harness.context import (
     select_recent_user_messages,
     should_compact,
 )
+from posttrain.harness.trace import Trace
 
 STRATEGIES = ("none", "microcompact", "discard_75", "discard_all", "summary", "codex_compact",
               "claude_code_compact")
@@ -110,3 +111,36 @@ def claude_code_summary(text: str) -> str:
     text = re.sub(r"<analysis>.*?(</analysis>|$)", "", text, flags=re.DOTALL)
     m = re.search(r"<summary>(.*?)(</summary>|$)", text, flags=re.DOTALL)
     return (m.group(1) if m else text).strip()
+
+
+def compact(st) -> None:
+    """Close the segment of ``st`` (an ``EpisodeState``) and continue from the rebuilt context;
+    a summarising strategy first plays the summary turn as a segment of its own. A rebuild that
+    changes nothing, or a summary request that does not fit the window, is skipped (the
+    segment goes on)."""
+    loop, compaction = st.loop, st.loop.compaction
+
+    def rebuild(summary: str) -> list[dict]:
+        return compaction.rebuild(st.task, st.msgs, summary, lambda s: len(loop.encode(s)))
+
+    if not compaction.summarises:
+        rebuilt = rebuild("")
+        if rebuilt == st.msgs:
+            return
+        st.close_segment()
+    else:
+        request = compaction.summary_request(st.msgs)
+        text = st.render(request, True)
+        ids = loop.encode(text)
+        budget = min(loop.limits.max_new_tokens, loop.limits.max_tokens - len(ids))
+        if budget <= 0:  # no room to ask for a summary: go on without compacting
+            return
+        st.close_segment()
+        st.msgs, st.trace = request, Trace(ids, text)
+        (out,) = loop.engine.generate([ids], replace(st.sampling, max_new_tokens=budget))
+        summary = st.add_step(out, st.msgs, compaction.train_summary)
+        st.msgs.append({"role": "assistant", "content": summary})
+        st.close_segment()
+        rebuilt = rebuild(summary)
+    st.restart(rebuilt)
+    st.compactions += 1

@@ -1,5 +1,6 @@
-"""One episode's running state inside ``AgentLoop``: its turns, tool calls, compactions and
-the segments they close, and branches from its intermediate turns (``tree_grpo``).
+"""One episode's running state inside ``AgentLoop``: its turns, tool calls and the segments
+that compactions (``compaction.compact``) close, and the snapshots branches start from
+(``tree.branch``).
 
 Every step (a sampled turn) records a ``StepSpan`` in its segment, the ``state_key`` of the
 context it acted in and whether its tool calls were malformed (``behaviour_reg``'s error
@@ -12,11 +13,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from posttrain.engines import Engine
-from posttrain.harness.compaction import Compaction
+from posttrain.harness.compaction import Compaction, compact
 from posttrain.harness.episode_env import EpisodeEnv, is_conversation
 from posttrain.harness.guard import BLOCKED, Guard
 from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
@@ -76,6 +77,12 @@ class Snapshot:
     blocks: int
     hacked: bool
 
+    @classmethod
+    def of(cls, st: EpisodeState) -> Snapshot:
+        t = st.trace
+        return cls(len(st.closed), len(t.ids), len(t.text), len(st.msgs), len(st.records),
+                   st.turns, st.errors, st.repeats, st.last, st.flags, st.blocks, st.hacked)
+
 
 class EpisodeState:
     """``task``: the opening messages; the episode plays from ``task`` (or a branch's prefix)."""
@@ -124,12 +131,12 @@ class EpisodeState:
             self.stop = "timeout"
         else:
             if compaction.due(len(self.trace.ids), limits.max_tokens, self.compactions):
-                self._compact()
+                compact(self)
             if self.stop is None and self.budget() <= 0:
                 self.stop = "max_tokens"
         return self.stop is None
 
-    def _add_step(self, out, context: list[dict], trained: bool = True) -> str:
+    def add_step(self, out, context: list[dict], trained: bool = True) -> str:
         """Append a sampled turn; returns its text without the end-of-sequence token."""
         tok = self.loop.tokenizer
         text = tok.decode(out.token_ids, skip_special_tokens=False)
@@ -145,8 +152,8 @@ class EpisodeState:
     def take(self, out) -> None:
         """Record one sampled turn, run its tool calls and append the observations."""
         loop, limits = self.loop, self.loop.limits
-        self.snapshots[len(self.state_keys)] = self._snapshot()
-        content = self._add_step(out, self.msgs)
+        self.snapshots[len(self.state_keys)] = Snapshot.of(self)
+        content = self.add_step(out, self.msgs)
         self.msgs.append({"role": "assistant", "content": content})
         self.turns += 1
         if out.finish_reason != "stop":
@@ -214,78 +221,15 @@ class EpisodeState:
         return [ToolResult(c.call_id, c.name, BLOCKED, BLOCKED, "blocked", 0.0)
                 if c.call_id in blocked else next(ran) for c in calls]
 
-    # -- compaction ----------------------------------------------------------------------
-
-    def _close(self) -> None:
+    def close_segment(self) -> None:
+        """Close the current segment with its conversation."""
         self.closed.append((self.trace.segment(), [dict(m) for m in self.msgs]))
 
-    def _restart(self, messages: list[dict]) -> None:
+    def restart(self, messages: list[dict]) -> None:
+        """Continue in a new segment from ``messages`` (rendered to the generation prompt)."""
         self.msgs = messages
         text = self.render(messages, True)
         self.trace = Trace(self.loop.encode(text), text)
-
-    def _compact(self) -> None:
-        """Close the segment and continue from the rebuilt context; a summarising strategy
-        first plays the summary turn as a segment of its own. A rebuild that changes nothing,
-        or a summary request that does not fit the window, is skipped (the segment goes on)."""
-        loop, compaction = self.loop, self.loop.compaction
-
-        def rebuild(summary: str) -> list[dict]:
-            return compaction.rebuild(self.task, self.msgs, summary,
-                                      lambda s: len(loop.encode(s)))
-
-        if not compaction.summarises:
-            rebuilt = rebuild("")
-            if rebuilt == self.msgs:
-                return
-            self._close()
-        else:
-            request = compaction.summary_request(self.msgs)
-            text = self.render(request, True)
-            ids = loop.encode(text)
-            budget = min(loop.limits.max_new_tokens, loop.limits.max_tokens - len(ids))
-            if budget <= 0:  # no room to ask for a summary: go on without compacting
-                return
-            self._close()
-            self.msgs, self.trace = request, Trace(ids, text)
-            (out,) = loop.engine.generate([ids], replace(self.sampling, max_new_tokens=budget))
-            summary = self._add_step(out, self.msgs, compaction.train_summary)
-            self.msgs.append({"role": "assistant", "content": summary})
-            self._close()
-            rebuilt = rebuild(summary)
-        self._restart(rebuilt)
-        self.compactions += 1
-
-    # -- branching -----------------------------------------------------------------------
-
-    def _snapshot(self) -> Snapshot:
-        t = self.trace
-        return Snapshot(len(self.closed), len(t.ids), len(t.text), len(self.msgs),
-                        len(self.records), self.turns, self.errors, self.repeats, self.last,
-                        self.flags, self.blocks, self.hacked)
-
-    def branch_points(self) -> list[int]:
-        """Steps after the first that start in the current segment: their context holds at
-        least one observation and is the current segment's prefix."""
-        return [i for i, s in self.snapshots.items() if i > 0 and s.segment == len(self.closed)]
-
-    def branch(self, step: int) -> EpisodeState:
-        """A new episode continuing from the state before ``step``. The shared prefix belongs
-        to this (parent) episode: in the branch it is context, with loss mask 0. An episode with
-        its own environment cannot branch: the environment's state cannot be copied."""
-        if self.env is not None:
-            raise ValueError("cannot branch an episode that has its own environment state")
-        s = self.snapshots[step]
-        b = EpisodeState.__new__(EpisodeState)
-        b.__dict__.update(self.__dict__)  # task, reference, group, sampling and the loop
-        b.trace = Trace(self.trace.ids[: s.ids], self.trace.text[: s.text])
-        b.msgs = [dict(m) for m in self.msgs[: s.msgs]]
-        b.records = [dict(r) for r in self.records[: s.records]]
-        b.closed, b.state_keys, b.step_errors, b.snapshots = [], [], [], {}
-        b.turns, b.errors, b.repeats, b.last = s.turns, s.errors, s.repeats, s.last
-        b.flags, b.blocks, b.hacked = s.flags, s.blocks, s.hacked
-        b.stop, b.final, b.branched_at, b.started = None, "", step, time.monotonic()
-        return b
 
     # -- result --------------------------------------------------------------------------
 

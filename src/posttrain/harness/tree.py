@@ -10,10 +10,13 @@ in one turn) grows a fresh episode from the root instead, so group sizes stay fi
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from posttrain.harness.episode_state import EpisodeState
 from posttrain.harness.loop import AgentLoop
+from posttrain.harness.trace import Trace
 from posttrain.rewards import RewardFunction
 from posttrain.types import Episode, SamplingParams
 
@@ -39,8 +42,8 @@ def run_tree(
         for round_ in range(1, rounds + 1):
             grown = []
             for item, tree in zip(items, trees):
-                nodes = [(st, i) for st in tree for i in st.branch_points()]
-                new = [parent.branch(step) for parent, step in _draw(nodes, branches, rng)]
+                nodes = [(st, i) for st in tree for i in branch_points(st)]
+                new = [branch(parent, step) for parent, step in _draw(nodes, branches, rng)]
                 new += loop.start([item] * (branches if not nodes else 0), sampling)
                 tree += new
                 grown += new
@@ -58,6 +61,31 @@ def run_tree(
         for tree in trees:
             for st in tree:
                 st.close()
+
+
+def branch_points(st: EpisodeState) -> list[int]:
+    """Steps after the first that start in ``st``'s current segment: their context holds at
+    least one observation and is the current segment's prefix."""
+    return [i for i, s in st.snapshots.items() if i > 0 and s.segment == len(st.closed)]
+
+
+def branch(st: EpisodeState, step: int) -> EpisodeState:
+    """A new episode continuing from ``st``'s state before ``step``. The shared prefix belongs
+    to the parent: in the branch it is context, with loss mask 0. An episode with its own
+    environment cannot branch: the environment's state cannot be copied."""
+    if st.env is not None:
+        raise ValueError("cannot branch an episode that has its own environment state")
+    s = st.snapshots[step]
+    b = EpisodeState.__new__(EpisodeState)
+    b.__dict__.update(st.__dict__)  # task, reference, group, sampling and the loop
+    b.trace = Trace(st.trace.ids[: s.ids], st.trace.text[: s.text])
+    b.msgs = [dict(m) for m in st.msgs[: s.msgs]]
+    b.records = [dict(r) for r in st.records[: s.records]]
+    b.closed, b.state_keys, b.step_errors, b.snapshots = [], [], [], {}
+    b.turns, b.errors, b.repeats, b.last = s.turns, s.errors, s.repeats, s.last
+    b.flags, b.blocks, b.hacked = s.flags, s.blocks, s.hacked
+    b.stop, b.final, b.branched_at, b.started = None, "", step, time.monotonic()
+    return b
 
 
 def _draw(nodes: list, k: int, rng: random.Random) -> list:

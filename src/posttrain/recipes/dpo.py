@@ -19,7 +19,7 @@ from posttrain.recipes.pair_loop import CHUNK, evaluate_pairs, run_pairs
 from posttrain.recipes.placement import reference_model
 from posttrain.recipes.report import Reporter
 from posttrain.settings import PreferenceConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, preference_step
 from posttrain.train.losses import preference_loss
 from posttrain.types import Batch
 
@@ -97,9 +97,9 @@ def run_preference(
         elif use_ref:
             batch = batch.replace(ref_logprobs=trainer.compute_logprobs(batch, reference=True))
         if not entry("preference", cfg.loss.name).takes("reference_point"):
-            return trainer.preference_step(batch, cfg.loss.name, options)
+            return trainer.apply(preference_step, batch, cfg.loss.name, options)
         z = kto_reference(trainer, tokenizer, [pairs[i] for i in idx], options.get("beta", 0.1))
-        return trainer.preference_step(batch, cfg.loss.name, options, z) | {
+        return trainer.apply(preference_step, batch, cfg.loss.name, options, z) | {
             "kto_reference_point": z}
 
     evaluate = (lambda: preference_eval(trainer, tokenizer, eval_pairs, cfg)) if eval_pairs \

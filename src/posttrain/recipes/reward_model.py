@@ -15,7 +15,7 @@ from posttrain.recipes.pair_loop import evaluate_pairs, run_pairs
 from posttrain.recipes.placement import scalar_head_settings
 from posttrain.recipes.report import Reporter
 from posttrain.settings import RewardModelConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, reward_model_step
 from posttrain.train.losses import bradley_terry_loss, pairwise_classifier_loss
 
 BATCHES = {"bradley_terry": pair_batch, "pairwise_classifier": comparison_batch}
@@ -47,7 +47,7 @@ def run_reward_model(
         if eval_pairs else None
     return run_pairs(tokenizer, pairs, cfg, reporter, "reward_model",
                      f"reward model ({cfg.loss})",
-                     lambda batch, idx: trainer.reward_model_step(batch, cfg.loss), evaluate,
+                     lambda batch, idx: trainer.apply(reward_model_step, batch, cfg.loss), evaluate,
                      seed, start_step, on_step_end, BATCHES[cfg.loss])
 
 

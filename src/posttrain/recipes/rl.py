@@ -1,6 +1,11 @@
-"""RL (GRPO by default), one loop for sync and async: episodes -> update -> weight sync to
-the engines -> periodic eval -> log and checkpoint (``rl_loop``); where the episodes come from
-is the only difference (``rollout.step_sources``).
+"""RL (GRPO by default), one loop for sync and async: episodes -> update -> verified weight
+sync to the engines -> periodic eval -> log and checkpoint (``rl_loop``); where the episodes
+come from is the only difference (``rollout.SyncEpisodes`` or ``rollout.AsyncEpisodes``).
+
+Every weight sync carries a version and a checksum of the trainer's weights; it must finish
+within a timeout; the engine must then report the same checksum; and trainer and engine score
+the same probe sequences, their mean |log-prob difference| logged and bounded. Any failure is
+a ``WeightSyncError`` naming the versions, never a silent stall or a drifting run.
 
 Step ``k`` draws its prompts and sampling seed from ``(seed, k)`` alone, so the step number is
 the data cursor and a resumed run repeats the uninterrupted one exactly; at ``max_staleness:
@@ -9,10 +14,13 @@ the data cursor and a resumed run repeats the uninterrupted one exactly; at ``ma
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from posttrain.engines import Engine
+from posttrain.engines import Engine, weights_checksum
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.placement import (
     cluster_session,
@@ -22,12 +30,12 @@ from posttrain.recipes.placement import (
     rollout_engines,
 )
 from posttrain.recipes.sampling_loop import RLRun
-from posttrain.recipes.weight_sync import sync_weights
-from posttrain.rollout import rollout, rollout_metrics
+from posttrain.rollout import AsyncEpisodes, SyncEpisodes, rollout, rollout_metrics
 from posttrain.rollout.dispatch import GroupSource
-from posttrain.rollout.step_sources import AsyncEpisodes, SyncEpisodes
-from posttrain.types import Episode, write_episodes
-from posttrain.types.errors import MismatchError
+from posttrain.settings import SyncConfig
+from posttrain.train import PolicyTrainer
+from posttrain.types import Batch, Episode, Segment, write_episodes
+from posttrain.types.errors import MismatchError, WeightSyncError
 
 
 def check_mismatch(value: float, tolerance: float) -> None:
@@ -37,6 +45,61 @@ def check_mismatch(value: float, tolerance: float) -> None:
         raise MismatchError(
             f"train/inference log-prob mismatch {value:.4g} > rl.mismatch_tolerance={tolerance}"
         )
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    version: int
+    checksum: str
+    mismatch: float  # mean |trainer - engine| log-prob over the probes' tokens (0 without)
+    seconds: float
+
+    def metrics(self) -> dict[str, float]:
+        return {"sync/mismatch": self.mismatch, "sync/seconds": self.seconds}
+
+
+def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
+                 probes: Sequence[Sequence[int]] = (), cfg: SyncConfig = SyncConfig()
+                 ) -> SyncReport:
+    """Send the trainer's weights to ``engine`` as ``version`` and verify them."""
+    start = time.perf_counter()
+    named = list(trainer.named_weights())
+    checksum = weights_checksum(named)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(engine.update_weights, named, version).result(timeout=cfg.timeout_s)
+    except concurrent.futures.TimeoutError:
+        raise WeightSyncError(f"weight sync to version {version} did not finish within "
+                              f"{cfg.timeout_s:g} s (engine still at version "
+                              f"{engine.version})") from None
+    finally:
+        pool.shutdown(wait=False)
+    held = engine.weights_checksum()
+    if held != checksum:
+        raise WeightSyncError(f"weight sync to version {version}: the engine holds weights "
+                              f"with checksum {held}, the trainer sent {checksum}")
+    mismatch = probe_mismatch(trainer, engine, probes) if probes else 0.0
+    if mismatch > cfg.tolerance:
+        raise WeightSyncError(
+            f"after the sync to version {version} (engine version {engine.version}) the engine's "
+            f"log-probs differ from the trainer's by {mismatch:.3g} > tolerance {cfg.tolerance}")
+    return SyncReport(version, checksum, mismatch, time.perf_counter() - start)
+
+
+def probe_mismatch(trainer: PolicyTrainer, engine: Engine,
+                   probes: Sequence[Sequence[int]]) -> float:
+    """Mean |trainer - engine| log-prob over every token of ``probes`` but the first."""
+    segments = [Segment(list(p), [0] + [1] * (len(p) - 1), [0.0] * len(p), [-1] * len(p))
+                for p in probes]
+    batch = Batch.from_episodes([Episode([s]) for s in segments], pad_token_id=0)
+    ours = trainer.compute_logprobs(batch)
+    theirs = engine.score(probes)
+    total, count = 0.0, 0
+    for i, p in enumerate(probes):
+        for t in range(1, len(p)):
+            total += abs(float(ours[i, t]) - theirs[i][t])
+            count += 1
+    return total / max(count, 1)
 
 
 def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, float]]:

@@ -14,7 +14,7 @@ from posttrain.engines import Engine
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.report import Reporter
 from posttrain.settings import SFTConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode
 
 
@@ -38,7 +38,7 @@ def run_sft(
         rows, pad = [segments[i] for i in idx], tokenizer.pad_token_id
         batch = Batch.packed(rows, cfg.pack_tokens, pad) if cfg.pack_tokens \
             else Batch.from_episodes([Episode([s]) for s in rows], pad_token_id=pad)
-        metrics = trainer.sft_step(batch)
+        metrics = trainer.apply(sft_step, batch)
         if cfg.due(cfg.log_every, step):
             reporter.log("sft", step + 1, metrics)
         reporter.advance(step + 1, f"loss {metrics['loss']:.3f}")

@@ -1,14 +1,31 @@
-"""Generate completions for tasks and score them into ``Episode``s."""
+"""Synchronous sampling: ``rollout`` generates completions for tasks and scores them into
+``Episode``s (``score_sample`` scores one); ``SyncEpisodes`` samples an RL step's groups with
+the current weights, with this or any rollout function (agent, judged).
+
+``SyncEpisodes`` and ``async_source.AsyncEpisodes`` answer the one RL loop
+(``recipes.rl.rl_loop``) alike: ``take(step)`` gives the groups to train on, every episode
+sampled and the counts; ``call(fn)`` runs ``fn(engine)`` on every engine (a weight sync),
+``first(fn)`` on the first (an evaluation); ``release(n)`` frees the capacity of ``n`` trained
+groups; ``stats()`` reports the step's rollout figures."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from posttrain.engines import Engine
-from posttrain.envs import Task
+from posttrain.envs import EffortTask, Task
 from posttrain.models import encode_prompt
 from posttrain.rewards import RewardFunction
+from posttrain.rollout.reward_shaping import informative, shape_rewards
+from posttrain.settings import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.types import Episode, SamplingParams, Segment
+from posttrain.types.sampling import step_seed
+
+T = TypeVar("T")
 
 
 def rollout(
@@ -55,3 +72,78 @@ def score_sample(
         meta={"completion": text, "reference": task.reference,
               "effort": getattr(task, "effort", None), "domain": getattr(task, "domain", None)},
     )
+
+
+@dataclass
+class SyncEpisodes:
+    """Step ``k`` samples ``prompts_per_step`` prompts drawn from ``(seed, k)`` alone (x the
+    ``efforts`` levels: one group per (prompt, effort)) with ``rollout_fn``; with dynamic
+    sampling it keeps the groups that carry signal and, in ``resample`` mode, draws fresh
+    prompts (round ``r`` from ``(seed, k, r)``) until ``prompts_per_step`` do or the rounds
+    run out. Behaviour log-probs are the current weights' (``on_policy``)."""
+
+    engine: Engine
+    tokenizer: Any
+    tasks: Any
+    reward_fn: RewardFunction
+    cfg: RLConfig
+    dynamic: DynamicSamplingConfig
+    shaping: Sequence[ShapingRule]
+    seed: int
+    efforts: Sequence[int] | None = None
+    rollout_fn: Callable[..., list[Episode]] = rollout
+    title = "RL"
+    on_policy = True
+    version: int = field(default=0, init=False)
+
+    def __enter__(self) -> SyncEpisodes:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def _sample(self, step: int, n: int, round_: int) -> list[Episode]:
+        problems = self.tasks.sample(n, random.Random(f"{self.seed}:rl:{step}:{round_}"))
+        if self.efforts:
+            problems = [EffortTask(p, b) for p in problems for b in self.efforts]
+        sampling = self.cfg.params((self.tokenizer.eos_token_id,),
+                                   step_seed(self.seed, step) + round_)
+        episodes = self.rollout_fn(self.engine, self.tokenizer, problems, self.reward_fn,
+                                   sampling, self.cfg.group_size, group_prefix=f"{round_}-")
+        return shape_rewards(episodes, self.shaping, step, self.efforts)
+
+    def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
+        cfg, dynamic = self.cfg, self.dynamic
+        self.version = step
+        first = self._sample(step, cfg.prompts_per_step, 0)
+        if not dynamic.enabled:
+            return first, first, {}
+        per_prompt = len(self.efforts) if self.efforts else 1
+        target = cfg.prompts_per_step * per_prompt
+        episodes, extra = informative(first), 0
+        if dynamic.mode == "resample":
+            for round_ in range(1, dynamic.max_rounds + 1):
+                missing = target - len(episodes) // cfg.group_size
+                if missing <= 0:
+                    break
+                more = self._sample(step, math.ceil(missing / per_prompt), round_)
+                extra += len(more)
+                episodes += informative(more)
+            episodes = episodes[: target * cfg.group_size]
+        return episodes, first, {"extra_generations": float(extra),
+                                 "kept_groups": float(len(episodes) // cfg.group_size)}
+
+    def staleness(self) -> tuple:
+        return ()
+
+    def call(self, fn: Callable[[Engine], T], drain: bool = True) -> list[T]:
+        return [fn(self.engine)]
+
+    def first(self, fn: Callable[[Engine], T]) -> T:
+        return fn(self.engine)
+
+    def release(self, groups: int) -> None:
+        pass
+
+    def stats(self) -> dict[str, float]:
+        return {}

@@ -72,7 +72,7 @@ class RLConfig(SampledStageConfig):
     effort levels, if any), ``sync`` or ``async`` (the ``async`` section, ``AsyncConfig``).
     ``save_episodes`` appends every step's episodes to ``episodes.jsonl`` in the run directory
     (``posttrain replay`` checks them); ``sync`` verifies every weight sync
-    (``recipes.weight_sync``)."""
+    (``recipes.rl.sync_weights``)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
                               serialize_by_alias=True)

@@ -19,9 +19,9 @@ from posttrain.settings import AlgoConfig
 from posttrain.types import Batch, Episode
 
 
-def token_kl(batch: Batch, algo: AlgoConfig) -> torch.Tensor:
-    """``KL_t(old, ref)`` on the loss-mask tokens."""
-    kl = get("kl", algo.kl.estimator)(logp=batch.old_logprobs, ref_logp=batch.ref_logprobs)
+def token_kl(batch: Batch, estimator: str) -> torch.Tensor:
+    """``KL_t(old, ref)`` with ``estimator`` on the loss-mask tokens."""
+    kl = get("kl", estimator)(logp=batch.old_logprobs, ref_logp=batch.ref_logprobs)
     return kl * batch.loss_mask
 
 
@@ -84,7 +84,8 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
     def rewards() -> torch.Tensor:
         r = torch.tensor([ep.reward for ep in episodes], dtype=torch.float32)
         if in_reward:
-            r = r - algo.kl.coef * per_episode(token_kl(batch, algo).sum(dim=1), rows, n)
+            kl = token_kl(batch, algo.kl.estimator).sum(dim=1)
+            r = r - algo.kl.coef * per_episode(kl, rows, n)
         return r
 
     return LazyInputs(
@@ -99,7 +100,7 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
         token_rewards=lambda: batch.rewards,
         values=lambda: batch.old_values,
         loss_mask=lambda: batch.loss_mask,
-        kl=lambda: token_kl(batch, algo) if in_reward else None,
+        kl=lambda: token_kl(batch, algo.kl.estimator) if in_reward else None,
         kl_coef=lambda: algo.kl.coef,
     )
 

@@ -99,3 +99,28 @@ class DataParallel:
             for k, v in part.items():
                 out[k] = out.get(k, 0.0) + v
         return out
+
+
+def full_optimizer_state(scorer: Scorer, optimizer: torch.optim.Optimizer,
+                         sharded: bool) -> dict:
+    """The whole optimiser state (gathered from the FSDP2 shards when ``sharded``: every rank
+    must call it)."""
+    if not sharded:
+        return optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    return get_optimizer_state_dict(scorer, optimizer,
+                                    options=StateDictOptions(full_state_dict=True))
+
+
+def load_full_optimizer_state(scorer: Scorer, optimizer: torch.optim.Optimizer, state: dict,
+                              sharded: bool) -> None:
+    """Load a whole optimiser state (``full_optimizer_state``'s), sharding it when
+    ``sharded``."""
+    if not sharded:
+        optimizer.load_state_dict(state)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    set_optimizer_state_dict(scorer, optimizer, state,
+                             options=StateDictOptions(full_state_dict=True))

@@ -5,18 +5,21 @@ runs is a choice made in ``recipes.build``, not an ``if`` in a loop."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 
-from posttrain.settings import ActorConfig, KLConfig, OffPolicyConfig
 from posttrain.types import Batch
+
+R = TypeVar("R")
 
 
 @runtime_checkable
 class PolicyTrainer(Protocol):
-    kl_coef: float | None  # the adaptive KL controller's coefficient (None: the config's)
+    @property
+    def kl_coef(self) -> float | None:
+        """The adaptive KL controller's coefficient (None: the config's)."""
 
     @property
     def model(self) -> torch.nn.Module: ...
@@ -26,15 +29,9 @@ class PolicyTrainer(Protocol):
         """Log-probs of ``batch``'s loss-mask tokens (0 elsewhere), under the policy or the
         frozen ``reference``."""
 
-    def rl_update(self, batch: Batch, actor: ActorConfig | None = None, *,
-                  kl: KLConfig | None = None, offpolicy: OffPolicyConfig | None = None,
-                  epochs: int = 1, mini_batches: int = 1, temperature: float = 1.0,
-                  max_len: int | None = None) -> dict[str, float]:
-        """``epochs x mini_batches`` optimiser steps of the RL loss on ``batch`` (with its
-        advantages); mean metrics."""
-
-    def sft_step(self, batch: Batch) -> dict[str, float]:
-        """One optimiser step of next-token loss on ``batch``'s loss-mask tokens."""
+    def apply(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``fn(trainer, *args, **kwargs)`` on the ``Trainer`` itself, where it lives: an
+        objective's optimiser steps (``rl_steps``, ``sft_step``, ...)."""
 
     def named_weights(self) -> Iterable[tuple[str, torch.Tensor]]:
         """The whole (merged, unsharded) weights an engine loads."""

@@ -1,6 +1,7 @@
 """One RL update from scored episodes, for the RL loop (sync and async alike):
-batch -> old / reference log-probs -> critic values -> advantages -> actor (and critic) update
--> adaptive KL. Tokens sampled more than ``max_staleness`` versions ago leave the loss mask
+batch -> old / reference log-probs -> critic values -> advantages -> the actor's optimiser
+steps with its entropy and KL controllers (``rl_steps``, run where the trainer lives) -> the
+critic's. Tokens sampled more than ``max_staleness`` versions ago leave the loss mask
 (``staleness_mask``)."""
 
 from __future__ import annotations
@@ -9,13 +10,85 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from posttrain.algos import adaptive_kl_coef, get
-from posttrain.settings import ActorConfig, AlgoConfig, CriticConfig, RLConfig
-from posttrain.train import Trainer, critic_step, critic_values
+from posttrain.algos import AdaptiveEntropyCoef, StepNorm, adaptive_kl_coef, get
+from posttrain.settings import (
+    ActorConfig,
+    AlgoConfig,
+    CriticConfig,
+    KLConfig,
+    OffPolicyConfig,
+    RLConfig,
+)
+from posttrain.train.critic import critic_step, critic_values
 from posttrain.train.episode_advantages import compute_advantages, token_kl
+from posttrain.train.losses import RLTokens, rl_loss
 from posttrain.train.protocol import PolicyTrainer
-from posttrain.train.trainer import mean_metrics
+from posttrain.train.trainer import Trainer, mean_metrics
 from posttrain.types import Batch, Episode
+
+
+def rl_step(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
+            kl: KLConfig | None = None, offpolicy: OffPolicyConfig | None = None,
+            temperature: float = 1.0, max_len: int | None = None) -> dict[str, float]:
+    """One optimiser step of the RL loss; ``batch`` carries advantages. The adaptive entropy
+    bonus applies the coefficient the previous step set and sets the next one.
+
+    Without ``batch.old_logprobs`` the step is on-policy: the policy's own log-probs (no
+    gradient) stand in for them, so the ratio is exactly 1 and no separate log-prob pass is
+    needed. That is only right for the first optimiser step after the rollout.
+    """
+    actor = actor or ActorConfig()
+    if batch.advantages is None:
+        raise ValueError("rl_step needs batch.advantages")
+    if kl is not None and kl.coef > 0 and kl.placement == "in_loss" \
+            and batch.ref_logprobs is None:
+        raise ValueError("kl.coef > 0 needs batch.ref_logprobs")
+    bonus = actor.entropy_bonus
+    entropy_coef = trainer.entropy_next if bonus.adaptive else bonus.coef
+
+    def micro(mb: Batch, norm: StepNorm):
+        logp, ent = trainer.token_logprobs(trainer.model, mb, temperature, entropy=True)
+        old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
+        tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask, mb.behaviour_logprobs,
+                          mb.ref_logprobs)
+        return rl_loss(tokens, norm, actor, kl, offpolicy, entropy_coef)
+
+    metrics = trainer.optimizer_step(batch, micro, max_len)
+    metrics["entropy_coef"] = entropy_coef
+    if bonus.adaptive and "entropy" in metrics:
+        ctl = AdaptiveEntropyCoef(bonus.target, bonus.delta)
+        ctl.alpha = trainer.entropy_alpha
+        trainer.entropy_next = ctl.step(metrics["entropy"])
+        trainer.entropy_alpha = ctl.alpha
+    return metrics
+
+
+def rl_steps(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
+             kl: KLConfig | None = None, offpolicy: OffPolicyConfig | None = None,
+             epochs: int = 1, mini_batches: int = 1, temperature: float = 1.0,
+             max_len: int | None = None) -> dict[str, float]:
+    """``epochs`` passes over ``batch`` split into ``mini_batches`` optimiser steps each, all
+    against the stored ``old_logprobs`` (PPO's mu > 1), then the adaptive KL controller's
+    update of ``trainer.kl_coef`` from the measured KL. Returns mean metrics.
+
+    ``old_logprobs`` may be omitted only when the update is a single optimiser step.
+    """
+    if batch.old_logprobs is None and epochs * mini_batches > 1:
+        raise ValueError(
+            f"{epochs} epochs x {mini_batches} mini-batches need batch.old_logprobs: "
+            "after the first optimiser step the policy is no longer the rollout policy")
+    size = math.ceil(len(batch) / mini_batches)
+    metrics = mean_metrics([
+        rl_step(trainer, part, actor, kl=kl, offpolicy=offpolicy, temperature=temperature,
+                max_len=max_len)
+        for _ in range(epochs) for part in batch.split(size)])
+    if kl is not None and kl.coef > 0:
+        metrics["kl_coef"] = kl.coef
+        if kl.controller == "adaptive":
+            measured = metrics["ref_kl"] if kl.placement == "in_loss" else float(
+                token_kl(batch, kl.estimator).sum() / batch.loss_mask.sum().clamp(min=1))
+            trainer.kl_coef = adaptive_kl_coef(kl.coef, measured, kl.target)
+    return metrics
 
 
 def update_critic(
@@ -86,17 +159,10 @@ class PolicyUpdate:
         batch = batch.replace(advantages=adv)
         if critic is not None:
             batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
-        metrics |= trainer.rl_update(
-            batch, self.actor, kl=kl, offpolicy=algo.offpolicy, epochs=cfg.epochs,
+        metrics |= trainer.apply(
+            rl_steps, batch, self.actor, kl=kl, offpolicy=algo.offpolicy, epochs=cfg.epochs,
             mini_batches=cfg.mini_batches, temperature=cfg.temperature,
-            max_len=cfg.max_new_tokens,
-        )
+            max_len=cfg.max_new_tokens)
         if critic is not None:
             metrics |= update_critic(critic, batch, cfg, self.critic_cfg, self.actor.loss_agg_mode)
-        if kl is not None:
-            metrics["kl_coef"] = kl.coef
-            if kl.controller == "adaptive":
-                measured = metrics["ref_kl"] if kl.placement == "in_loss" else float(
-                    token_kl(batch, step_algo).sum() / batch.loss_mask.sum().clamp(min=1))
-                trainer.kl_coef = adaptive_kl_coef(kl.coef, measured, kl.target)
         return metrics

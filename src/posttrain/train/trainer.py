@@ -1,4 +1,6 @@
-"""``Trainer``: one policy (plus an optional frozen reference), one optimiser, exact steps.
+"""``Trainer``: one policy (plus an optional frozen reference), one optimiser, exact steps of
+any micro-batch loss (each objective's step is a function over it: ``objective_steps``,
+``rl_update``).
 
 An optimiser step may span many micro-batches; losses use step-global normalisers, so the
 update is the same for any micro-batch size (up to float rounding). A step whose loss or
@@ -11,11 +13,12 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import torch
 
-from posttrain.algos import AdaptiveEntropyCoef, StepNorm, get
-from posttrain.models import frozen, prefix_lengths, sequence_scores, token_distributions
+from posttrain.algos import StepNorm
+from posttrain.models import frozen, prefix_lengths
 from posttrain.models.lora import (
     adapter_state,
     add_lora,
@@ -24,19 +27,18 @@ from posttrain.models.lora import (
     merged_copy,
     merged_weights,
 )
-from posttrain.settings import ActorConfig, KLConfig, OffPolicyConfig, OptimConfig, TrainerConfig
-from posttrain.train.losses import (
-    RLTokens,
-    bradley_terry_loss,
-    pairwise_classifier_loss,
-    preference_loss,
-    rl_loss,
-    sft_loss,
+from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.train.parallel import (
+    DataParallel,
+    Scorer,
+    full,
+    full_optimizer_state,
+    load_full_optimizer_state,
 )
-from posttrain.train.parallel import DataParallel, Scorer, full
 from posttrain.train.schedule import build_optimizer
 from posttrain.types import Batch
 
+R = TypeVar("R")
 MicroLoss = Callable[[Batch, StepNorm], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
@@ -91,7 +93,9 @@ class Trainer:
         return self.parallel is not None and self.parallel.sharded
 
     # -- log-probs ---------------------------------------------------------------------------
-    def _logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
+    def token_logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
+        """``(log-probs, entropies)`` ``[b, T]`` of ``mb``'s loss-mask tokens under ``model``
+        (the policy through its data-parallel wrapper), with gradient."""
         shared = None
         if self.settings.share_prefix:
             shared = prefix_lengths(mb.loss_mask, mb.attention_mask)
@@ -122,143 +126,15 @@ class Trainer:
         if model is None:
             raise ValueError("no reference model was given to the Trainer")
         return self.score_tokens(
-            batch, model, lambda mb: self._logprobs(model, mb, temperature, entropy=False)[0])
+            batch, model, lambda mb: self.token_logprobs(model, mb, temperature, entropy=False)[0])
 
-    # -- steps -------------------------------------------------------------------------------
-    def sft_step(self, batch: Batch) -> dict[str, float]:
-        """One optimiser step of next-token NLL on ``batch.loss_mask`` tokens."""
+    def apply(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``fn(self, *args, **kwargs)``: an objective's steps (``train.objective_steps``,
+        ``train.rl_update``) run where the trainer lives (``cluster.RayTrainer`` ships ``fn``
+        to its actor)."""
+        return fn(self, *args, **kwargs)
 
-        def micro(mb: Batch, norm: StepNorm):
-            logp, _ = self._logprobs(self.model, mb, 1.0, entropy=False)
-            return sft_loss(logp, mb.loss_mask, norm), {}
-
-        return self.optimizer_step(batch, micro)
-
-    def preference_step(self, batch: Batch, loss: str, options: dict,
-                        reference_point: float = 0.0) -> dict[str, float]:
-        """One optimiser step of preference loss ``loss`` on pairs, against
-        ``batch.ref_logprobs`` where the loss needs them (``reference_point``: KTO's
-        ``z_ref``)."""
-
-        def pair_loss(mb: Batch, pairs: int):
-            logp, _ = self._logprobs(self.model, mb, 1.0, entropy=False)
-            return preference_loss(loss, options, logp, mb.loss_mask, mb.ref_logprobs, pairs,
-                                   reference_point)
-
-        return self._pair_step(batch, pair_loss)
-
-    def reward_model_step(self, batch: Batch, loss: str = "bradley_terry") -> dict[str, float]:
-        """One optimiser step of ``bradley_terry`` (rows: chosen, rejected) or
-        ``pairwise_classifier`` (rows: both orders of a pair rendered as one comparison) with
-        the model's scalar head on each row's last token."""
-        fn = {"bradley_terry": bradley_terry_loss,
-              "pairwise_classifier": pairwise_classifier_loss}[loss]
-        return self._pair_step(batch, lambda mb, pairs: fn(
-            sequence_scores(self.model, mb.input_ids, mb.attention_mask), pairs))
-
-    def _pair_step(self, batch: Batch, pair_loss: Callable[[Batch, int], tuple]
-                   ) -> dict[str, float]:
-        """One optimiser step on pairs (rows ``2i``: chosen, ``2i + 1``: rejected);
-        ``pair_loss(micro_batch, pairs)`` normalises by the step's pair count, and no
-        micro-batch splits a pair."""
-        if len(batch) % 2:
-            raise ValueError("a preference batch holds pairs: an even number of rows")
-        pairs = len(batch) // 2
-        size = 2 * max(1, self.settings.micro_batch_size // 2)
-        return self.optimizer_step(batch, lambda mb, norm: pair_loss(mb, pairs),
-                                   micro_size=size)
-
-    def distill_step(self, batch: Batch, teacher: Callable[[Batch], list], divergence: str,
-                     options: dict, temperature: float = 1.0) -> dict[str, float]:
-        """One optimiser step of ``sum_k w_k D(P_k || Q)`` (ALGORITHMS.md §7) at the
-        loss-mask positions, ``token_mean`` over the step. ``teacher(micro_batch)`` gives, per
-        teacher, the positions it scores (indices into the micro-batch's loss-mask positions
-        after the first token, row-major), their weights ``w_k`` and its ``[n, V]``
-        log-probabilities, computed without gradient."""
-        fn = get("divergence", divergence)
-
-        def micro(mb: Batch, norm: StepNorm):
-            student = token_distributions(self.model, mb.input_ids, mb.attention_mask,
-                                          mb.loss_mask, temperature)
-            per_token = student.new_zeros(student.shape[0])
-            for index, weight, teacher_logp in teacher(mb):
-                value = fn(teacher_logp=teacher_logp, student_logp=student[index], **options)
-                per_token = per_token.index_add(0, index, weight.to(value.dtype) * value)
-            loss = per_token.sum() / max(norm.num_tokens, 1.0)
-            return loss, {"divergence": loss.detach()}
-
-        return self.optimizer_step(batch, micro)
-
-    def rl_step(
-        self,
-        batch: Batch,
-        actor: ActorConfig | None = None,
-        *,
-        kl: KLConfig | None = None,
-        offpolicy: OffPolicyConfig | None = None,
-        temperature: float = 1.0,
-        max_len: int | None = None,
-    ) -> dict[str, float]:
-        """One optimiser step of the RL loss; ``batch`` carries advantages.
-
-        Without ``batch.old_logprobs`` the step is on-policy: the policy's own log-probs (no
-        gradient) stand in for them, so the ratio is exactly 1 and no separate log-prob pass
-        is needed. That is only right for the first optimiser step after the rollout.
-        """
-        actor = actor or ActorConfig()
-        if batch.advantages is None:
-            raise ValueError("rl_step needs batch.advantages")
-        kl_in_loss = kl is not None and kl.coef > 0 and kl.placement == "in_loss"
-        if kl_in_loss and batch.ref_logprobs is None:
-            raise ValueError("kl.coef > 0 needs batch.ref_logprobs")
-        bonus = actor.entropy_bonus
-        entropy_coef = self.entropy_next if bonus.adaptive else bonus.coef
-
-        def micro(mb: Batch, norm: StepNorm):
-            logp, ent = self._logprobs(self.model, mb, temperature, entropy=True)
-            old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
-            tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask,
-                              mb.behaviour_logprobs, mb.ref_logprobs)
-            return rl_loss(tokens, norm, actor, kl, offpolicy, entropy_coef)
-
-        metrics = self.optimizer_step(batch, micro, max_len)
-        metrics["entropy_coef"] = entropy_coef
-        if bonus.adaptive and "entropy" in metrics:  # sets the next step's coefficient
-            ctl = AdaptiveEntropyCoef(bonus.target, bonus.delta)
-            ctl.alpha = self.entropy_alpha
-            self.entropy_next = ctl.step(metrics["entropy"])
-            self.entropy_alpha = ctl.alpha
-        return metrics
-
-    def rl_update(
-        self,
-        batch: Batch,
-        actor: ActorConfig | None = None,
-        *,
-        kl: KLConfig | None = None,
-        offpolicy: OffPolicyConfig | None = None,
-        epochs: int = 1,
-        mini_batches: int = 1,
-        temperature: float = 1.0,
-        max_len: int | None = None,
-    ) -> dict[str, float]:
-        """``epochs`` passes over ``batch`` split into ``mini_batches`` optimiser steps each,
-        all against the stored ``old_logprobs`` (PPO's mu > 1). Returns mean metrics.
-
-        ``old_logprobs`` may be omitted only when the update is a single optimiser step.
-        """
-        if batch.old_logprobs is None and epochs * mini_batches > 1:
-            raise ValueError(
-                f"{epochs} epochs x {mini_batches} mini-batches need batch.old_logprobs: "
-                "after the first optimiser step the policy is no longer the rollout policy"
-            )
-        size = math.ceil(len(batch) / mini_batches)
-        return mean_metrics([
-            self.rl_step(part, actor, kl=kl, offpolicy=offpolicy, temperature=temperature,
-                         max_len=max_len)
-            for _ in range(epochs) for part in batch.split(size)
-        ])
-
+    # -- the optimiser step ------------------------------------------------------------------
     def optimizer_step(
         self, batch: Batch, micro: MicroLoss, max_len: int | None = None,
         micro_size: int | None = None,
@@ -326,33 +202,10 @@ class Trainer:
         host.load_state_dict({k: full(v.detach()) for k, v in self.model.state_dict().items()})
         return host
 
-    def _optimizer_state(self) -> dict:
-        if not self.sharded:
-            return self.optimizer.state_dict()
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_optimizer_state_dict,
-        )
-
-        return get_optimizer_state_dict(self.scorer, self.optimizer,
-                                        options=StateDictOptions(full_state_dict=True))
-
-    def _load_optimizer_state(self, state: dict) -> None:
-        if not self.sharded:
-            self.optimizer.load_state_dict(state)
-            return
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            set_optimizer_state_dict,
-        )
-
-        set_optimizer_state_dict(self.scorer, self.optimizer, state,
-                                 options=StateDictOptions(full_state_dict=True))
-
     def state_dict(self) -> dict:
         """Optimiser (whole, also when sharded: every rank must call it), scheduler, counters."""
         return {
-            "optimizer": self._optimizer_state(),
+            "optimizer": full_optimizer_state(self.scorer, self.optimizer, self.sharded),
             "scheduler": self.scheduler.state_dict(),
             "step": self.step,
             "bad_steps": self.bad_steps,
@@ -364,7 +217,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self._load_optimizer_state(state["optimizer"])
+        load_full_optimizer_state(self.scorer, self.optimizer, state["optimizer"], self.sharded)
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = state["step"]
         self.bad_steps = state["bad_steps"]

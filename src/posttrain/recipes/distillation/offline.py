@@ -21,7 +21,7 @@ from posttrain.recipes.distillation.teacher_logits import StoredLogits
 from posttrain.recipes.distillation.teachers import model_targets
 from posttrain.recipes.report import Reporter
 from posttrain.settings.distill_config import OFFLINE_DIVERGENCES
-from posttrain.train import Trainer
+from posttrain.train import Trainer, distill_step
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 DIVERGENCES = OFFLINE_DIVERGENCES
@@ -45,7 +45,7 @@ def run_distill(
     engine: Engine | None = None,
     max_new_tokens: int = 32,
 ) -> None:
-    """Steps ``start_step .. steps`` of ``trainer.distill_step`` on the assistant tokens;
+    """Steps ``start_step .. steps`` of ``distill_step`` on the assistant tokens;
     a live teacher's tokenizer must be the student's (stored logits must have been written for
     exactly this data: ``teacher_tokenizer`` is then unused). GKD mixing: each conversation is
     replaced, with probability ``lam``, by the student's own answer to its prompt, sampled by
@@ -81,7 +81,7 @@ def run_distill(
         batch = Batch.from_episodes([Episode([s]) for s in segments],
                                     pad_token_id=tokenizer.pad_token_id)
         targets = teacher.targets(idx) if stored else model_targets(teacher)
-        metrics = trainer.distill_step(batch, targets, divergence, options or {})
+        metrics = trainer.apply(distill_step, batch, targets, divergence, options or {})
         metrics["on_policy"] = len(prompts) / len(idx)
         if engine is not None:
             engine.update_weights(trainer.named_weights(), step + 1)

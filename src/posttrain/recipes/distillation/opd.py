@@ -34,7 +34,7 @@ from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import rollout_metrics
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import ActorConfig, AlgoConfig, OPDConfig
-from posttrain.train import Trainer
+from posttrain.train import Trainer, distill_step, rl_steps
 from posttrain.train.episode_advantages import compute_advantages
 from posttrain.types import Batch
 from posttrain.types.sampling import step_seed
@@ -67,7 +67,7 @@ def distill_update(run: OPDRun, samples: Samples) -> dict[str, float]:
     loss = entry("divergence", cfg.loss)
     if loss.takes("student_logp"):  # over the vocabulary: the teachers' distributions
         targets = distribution_targets(run.teachers, weights, samples, tokenizer)
-        return trainer.distill_step(batch, targets, cfg.loss, {"topk": cfg.topk})
+        return trainer.apply(distill_step, batch, targets, cfg.loss, {"topk": cfg.topk})
     teacher_logp = sampled_logprobs(run.teachers, weights, samples, batch, tokenizer)
     logp = trainer.compute_logprobs(batch)
     adv = loss.call(LazyInputs(
@@ -75,8 +75,8 @@ def distill_update(run: OPDRun, samples: Samples) -> dict[str, float]:
         r_max=lambda: cfg.r_max, alpha=lambda: cfg.alpha,
         orm_advantages=lambda: compute_advantages(batch, episodes, AlgoConfig(),
                                                   run.reward_fn.part_weights)))
-    metrics = trainer.rl_update(batch.replace(advantages=adv), run.actor,
-                                max_len=cfg.max_new_tokens)
+    metrics = trainer.apply(rl_steps, batch.replace(advantages=adv), run.actor,
+                            max_len=cfg.max_new_tokens)
     metrics["sampled_rkl"] = sampled_rkl(logp, teacher_logp, batch.loss_mask)
     return metrics
 

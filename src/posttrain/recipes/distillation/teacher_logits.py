@@ -115,7 +115,7 @@ class StoredLogits:
         return out.scatter(1, self.indices[lo:hi], top)
 
     def targets(self, conversations: Sequence[int]) -> Callable[[Batch], Targets]:
-        """For ``Trainer.distill_step`` on a batch whose row ``r`` is conversation
+        """For ``distill_step`` on a batch whose row ``r`` is conversation
         ``conversations[r]``."""
 
         def targets(mb: Batch) -> Targets:

@@ -126,7 +126,7 @@ def sampled_logprobs(teachers: Sequence[Teacher], weights: torch.Tensor, samples
 
 def distribution_targets(teachers: Sequence[Teacher], weights: torch.Tensor, samples: Samples,
                          tokenizer, temperature: float = 1.0) -> Callable[[Batch], Targets]:
-    """For ``Trainer.distill_step``: a micro-batch's teacher distributions at its completion
+    """For ``distill_step``: a micro-batch's teacher distributions at its completion
     positions (row-major, as ``token_distributions`` orders them), per routed teacher."""
     for t in teachers:
         if t.model is None:
