@@ -163,7 +163,7 @@ def test_malformed_rows_are_skipped_and_counted(tmp_path):
     assert data.skipped_lines == [2, 4, 5, 6, 7]
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(rows[1]) + "\n")
-    with pytest.raises(ValueError, match="no valid rows"):
+    with pytest.raises(ValueError, match="no valid row"):
         load_preference_jsonl(bad)
     with pytest.raises(ValueError, match="'chosen' and 'rejected'"):
         parse_pair({"prompt": "p", "rejected": "r"})

@@ -42,6 +42,20 @@ def test_errors_name_the_key(overrides, key):
     assert key in str(e.value)
 
 
+@pytest.mark.parametrize("override", ["sft.batch_size=true", "rl.steps=false",
+                                      "rl.optim.lr=true", "threads=true",
+                                      "rl.optim.grad_clip=false"])
+def test_a_boolean_is_not_a_number(override):
+    key, value = override.split("=")
+    with pytest.raises(ConfigError, match=f"{key}: a number is expected, not {value}"):
+        load_config(None, [override])
+
+
+def test_booleans_still_set_switches():
+    cfg = load_config(None, ["rl.save_episodes=true", "trainer.share_prefix=false"])
+    assert cfg.rl.save_episodes is True and cfg.trainer.share_prefix is False
+
+
 def test_kl_estimator_with_coef_is_fine():
     assert load_config(None, ["algo.kl.estimator=k1", "algo.kl.coef=0.01"]).algo.kl.coef
 

@@ -22,7 +22,7 @@ def test_malformed_rows_are_skipped_and_reported(tmp_path):
 def test_all_bad_or_missing_raises(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text("nope\n")
-    with pytest.raises(ValueError, match="no valid rows"):
+    with pytest.raises(ValueError, match="no valid row"):
         load_chat_jsonl(path)
     with pytest.raises(FileNotFoundError):
         load_chat_jsonl(tmp_path / "missing.jsonl")

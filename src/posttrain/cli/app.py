@@ -20,9 +20,27 @@ app = typer.Typer(
 )
 app.add_typer(tau_app, name="tau")
 
+
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import version
+
+        typer.echo(f"posttrain {version('posttrain')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="print the version and exit")]
+        = False) -> None:
+    """Post-train language models: SFT, then RL with verifiable rewards. Runs on a CPU."""
+
 Overrides = Annotated[list[str] | None, typer.Argument(help="dotted.key=value overrides")]
 ConfigFile = Annotated[Path, typer.Argument(help="YAML config")]
-Resume = Annotated[bool, typer.Option(help="continue from the newest checkpoint")]
+Resume = Annotated[bool, typer.Option(help="continue the run in the output directory from its "
+                                      "newest checkpoint")]
+Overwrite = Annotated[bool, typer.Option(help="replace the run already in the output directory")]
+OutDir = Annotated[str | None, typer.Option(help="output directory (the config's out_dir)")]
 
 
 def _load(config: Path | None, overrides: list[str] | None, **forced):
@@ -52,16 +70,34 @@ def _summary_table(summary: dict) -> Table:
     return table
 
 
-def _run(cfg, resume: bool) -> None:
+def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
+    """Claim ``cfg.out_dir`` and play the run; ``again`` is the command line that runs it
+    (said with ``--resume`` when the run is interrupted)."""
+    import shlex
+
     from torch.multiprocessing import ProcessRaisedException
 
     from posttrain.cluster.processes import run_processes
     from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError
+    from posttrain.recipes.run_dir import RunDirError, claim_run_dir
     from posttrain.recipes.stages import Recipe, run_rank
-    from posttrain.train import TrainingDivergedError
-    from posttrain.types import MismatchError, TeacherMismatchError, WeightSyncError
+    from posttrain.train import TrainingDivergedError, latest_checkpoint
+    from posttrain.types import (
+        DataError,
+        MismatchError,
+        TeacherMismatchError,
+        WeightSyncError,
+    )
 
+    out = Path(cfg.out_dir)
+    try:
+        lock = claim_run_dir(out, cfg.model_dump(mode="json"), resume, overwrite,
+                             latest_checkpoint(out / "checkpoints") is not None)
+    except RunDirError as e:
+        _fail(str(e))
+    except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
+        _fail(f"out_dir {cfg.out_dir!r} cannot be a run directory: {e}")
     console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
     try:
         if cfg.dist.trainer_processes > 1:
@@ -70,12 +106,22 @@ def _run(cfg, resume: bool) -> None:
         else:
             summary = Recipe(cfg).run(resume=resume)
     except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError,
-            WeightSyncError, TeacherMismatchError, EngineUnavailableError) as e:
+            WeightSyncError, TeacherMismatchError, EngineUnavailableError, DataError) as e:
         _fail(str(e))
     except ProcessRaisedException as e:  # a data-parallel process failed: its traceback
         _fail(f"a trainer process failed:\n{e}")
-    except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
-        _fail(f"out_dir {cfg.out_dir!r} cannot be a run directory: {e}")
+    except KeyboardInterrupt:
+        ckpt = latest_checkpoint(out / "checkpoints")
+        command = shlex.join(["posttrain", *again, "--resume"])
+        if ckpt is None:
+            console.print("[yellow]interrupted[/] before the first checkpoint (checkpoint_every="
+                          f"{cfg.checkpoint_every}); nothing to resume: --overwrite starts over")
+        else:
+            console.print(f"[yellow]interrupted.[/] Continue from checkpoint {ckpt.name} with:")
+            console.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
+        raise typer.Exit(code=130) from None
+    finally:
+        lock.close()
     console.print(_summary_table(summary))
     console.print(f"wall time {summary['wall_seconds']:.0f} s; summary.json, metrics.jsonl and "
                   f"curves.png in {cfg.out_dir}")
@@ -85,29 +131,37 @@ def _run(cfg, resume: bool) -> None:
 def quickstart(
     out: Annotated[str, typer.Option(help="output directory")] = "runs/quickstart",
     resume: Resume = False,
+    overwrite: Overwrite = False,
 ) -> None:
     """Build a tiny model, SFT it on imperfect arithmetic data, then GRPO it with a verifier."""
-    _run(_load(None, None, out_dir=out), resume)
+    _run(_load(None, None, out_dir=out), resume, overwrite, ["quickstart", "--out", out])
 
 
 @app.command()
 def train(
     config: ConfigFile,
     overrides: Overrides = None,
+    out: OutDir = None,
     resume: Resume = False,
+    overwrite: Overwrite = False,
 ) -> None:
     """Run the stages of CONFIG (SFT, preference optimisation, RL)."""
-    _run(_load(config, overrides), resume)
+    cfg = _load(config, overrides, out_dir=out)
+    _run(cfg, resume, overwrite, ["train", str(config), *(overrides or []),
+                                  "--out", cfg.out_dir])
 
 
 @app.command()
 def sft(
     config: ConfigFile,
     overrides: Overrides = None,
+    out: OutDir = None,
     resume: Resume = False,
+    overwrite: Overwrite = False,
 ) -> None:
     """Run only the SFT stage of CONFIG."""
-    _run(_load(config, overrides, stages=["sft"]), resume)
+    cfg = _load(config, overrides, stages=["sft"], out_dir=out)
+    _run(cfg, resume, overwrite, ["sft", str(config), *(overrides or []), "--out", cfg.out_dir])
 
 
 @app.command(name="eval")
@@ -153,8 +207,10 @@ def filter_cmd(
     max_pass: Annotated[float | None, typer.Option(
         min=0.0, max=1.0, help="keep pass rate <= this (unset: < 1)")] = None,
 ) -> None:
-    """Keep the train prompts of CONFIG's task whose pass rate over K samples of MODEL lies in
-    range; writes JSONL rows {messages, reference, pass_rate, passes, k}."""
+    """Keep the train prompts whose pass rate over K samples lies in a range.
+
+    Samples MODEL K times on each train prompt of CONFIG's task and writes the kept prompts
+    as JSONL rows {messages, reference, pass_rate, passes, k}."""
     from posttrain.data.curation import filter_row, in_range
 
     _curate(_load(config, overrides), model, k, num_prompts, temperature, out, filter_row,
@@ -173,8 +229,10 @@ def rejection_sample(
     threshold: Annotated[float, typer.Option(help="keep a best answer with reward >= this")]
     = 1.0,
 ) -> None:
-    """Keep the best of K samples of MODEL per train prompt of CONFIG's task when its reward
-    reaches THRESHOLD; writes SFT rows {messages, reward, pass_rate} (usable as sft.data)."""
+    """Keep the best of K samples per train prompt when its reward reaches THRESHOLD.
+
+    Samples MODEL on CONFIG's task and writes SFT rows {messages, reward, pass_rate}, usable
+    as sft.data."""
     from posttrain.data.curation import best_row
 
     cfg = _load(config, overrides)
@@ -209,9 +267,11 @@ def teacher_logits(
     overrides: Overrides = None,
     topk: Annotated[int, typer.Option(min=1, help="log-probs kept per position")] = 32,
 ) -> None:
-    """Score CONFIG's distillation data (distill.data, or the generated examples) with
-    distill.teacher and store its top-K log-probs at every assistant position in OUT, for a
-    distill stage with distill.logits=OUT."""
+    """Store a teacher's top-K log-probs of the distillation data, for distill.logits.
+
+    Scores CONFIG's distillation data (distill.data, or the generated examples) with
+    distill.teacher at every assistant position; a distill stage with distill.logits=OUT
+    then trains without loading the teacher."""
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.recipes import Reporter
     from posttrain.recipes.build import RunParts
@@ -241,8 +301,10 @@ def reward_model(
     out: Annotated[Path | None, typer.Option(help="model directory to write "
                                              "(default: <out_dir>/rm_model)")] = None,
 ) -> None:
-    """Train a Bradley-Terry reward model on CONFIG's rm section (rm.data pairs, or pairs
-    generated from the task) from CONFIG's model; usable as a reward_model judge."""
+    """Train a Bradley-Terry reward model, usable as a reward_model judge.
+
+    Trains CONFIG's model on the rm section's pairs (rm.data, or pairs generated from the
+    task)."""
     from posttrain.models import ModelNotFoundError
     from posttrain.recipes.build import RunParts
     from posttrain.recipes.reward_model import train_reward_model
@@ -264,8 +326,9 @@ def reward_model(
 
 @app.command()
 def doctor() -> None:
-    """Check what this environment can run (torch, Ray, vLLM, SGLang) and say what to fix;
-    exit code 1 when something installed is broken or a required part is missing."""
+    """Check what this environment can run (torch, Ray, vLLM, SGLang) and what to fix.
+
+    Exit code 1 when something installed is broken or a required part is missing."""
     from rich.markup import escape
 
     from posttrain.cli.doctor import checks
@@ -275,8 +338,8 @@ def doctor() -> None:
         table.add_column(col, overflow="fold")
     results = checks()
     for c in results:
-        status = "[green]ok" if c.ok else "[red]broken" if not c.required else "[red]missing"
-        table.add_row(c.name, status, escape(c.detail), escape(c.fix))
+        color = "green" if c.installed else "dim" if c.ok else "red"
+        table.add_row(c.name, f"[{color}]{c.status}", escape(c.detail), escape(c.fix))
     Console().print(table)
     if not all(c.ok for c in results):
         raise typer.Exit(code=1)
@@ -286,7 +349,7 @@ def doctor() -> None:
 def build_tiny_cmd(
     out: Annotated[Path, typer.Argument(help="directory to write")],
     preset: Annotated[str, typer.Option(help="nano | micro | small")] = "micro",
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(help="seed of the random initial weights")] = 0,
 ) -> None:
     """Build a tiny Llama model and tokenizer that from_pretrained loads."""
     from posttrain.models import PRESETS, build_tiny
@@ -301,8 +364,10 @@ def replay(
     episodes: Annotated[Path, typer.Argument(help="episodes JSONL")],
     model: Annotated[Path | None, typer.Option(help="tokenizer directory, to re-render")] = None,
 ) -> None:
-    """Check recorded episodes: tokens, masks and segments agree (and, with --model, decode to
-    the recorded conversation). Exit code 1 lists the inconsistent ones."""
+    """Check recorded episodes: tokens, masks and segments agree.
+
+    With --model they must also decode to the recorded conversation. Exit code 1 lists the
+    inconsistent ones."""
     from posttrain.harness import episode_problems
     from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.types import read_episodes
@@ -334,14 +399,30 @@ def algorithms(
         return
     if kind is not None and kind not in KINDS:
         _fail(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+    from rich.markup import escape
+
     table = Table(title="posttrain algorithms")
-    for col in ("kind", "name", "aliases", "formula"):
+    for col in ("kind", "name", "aliases", "formula", "source"):
         table.add_column(col, overflow="fold")
     for e in entries():
         if kind in (None, e.kind):
-            table.add_row(e.kind, e.name, ", ".join(e.aliases), e.formula)
+            table.add_row(*(escape(text) for text in (e.kind, e.name, ", ".join(e.aliases),
+                                                      e.formula, e.source)))
     Console().print(table)
 
 
 def main() -> None:
-    app()
+    """The ``posttrain`` command. An error no command anticipated is one line and exit code 1
+    (``POSTTRAIN_TRACEBACK=1`` shows the traceback)."""
+    import os
+
+    try:
+        app()  # usage errors and typer.Exit end in SystemExit here
+    except Exception as e:
+        if os.environ.get("POSTTRAIN_TRACEBACK"):
+            raise
+        from rich.markup import escape
+
+        console.print(f"[bold red]error:[/] {escape(f'{type(e).__name__}: {e}')} "
+                      "(POSTTRAIN_TRACEBACK=1 shows where)")
+        raise SystemExit(1) from None

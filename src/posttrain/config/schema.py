@@ -64,14 +64,17 @@ class EngineConfig(Section):
 
 
 class RunConfig(Section):
-    """A whole run: which stages, on which model and task, with which settings."""
+    """A whole run: which stages, on which model and task, with which settings. A checkpoint
+    every ``checkpoint_every`` steps of a stage (0: none), the newest ``keep_last`` kept (0:
+    all)."""
 
     seed: int = 0
     out_dir: str = "runs/quickstart"
     stages: list[Literal["sft", "pref", "distill", "rl", "opd"]] = Field(
         default_factory=lambda: ["sft", "rl"])
     threads: int | None = Field(None, ge=1)
-    checkpoint_every: int = Field(0, ge=0)
+    checkpoint_every: int = Field(50, ge=0)
+    keep_last: int = Field(2, ge=0)
     model: ModelConfig = ModelConfig()
     engine: EngineConfig = EngineConfig()
     task: TaskConfig = TaskConfig()

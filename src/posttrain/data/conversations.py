@@ -16,6 +16,7 @@ from typing import TypeVar
 from posttrain.envs import ArithmeticTasks, EffortTask
 from posttrain.models import encode_chat
 from posttrain.types import Segment
+from posttrain.types.errors import DataError
 
 T = TypeVar("T")
 VALID_ROLES = {"system", "user", "assistant", "tool"}
@@ -46,7 +47,8 @@ def _valid(row: object) -> list[dict]:
 def load_jsonl_rows(path: str | Path, parse: Callable[[object], T], what: str
                     ) -> tuple[list[T], list[int]]:
     """``parse`` of every non-blank line of ``path``; a line that is not JSON or that ``parse``
-    rejects (``ValueError``) is skipped and its number kept. No valid row at all raises."""
+    rejects (``ValueError``) is skipped and its number kept. No valid row at all raises
+    ``DataError``."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{what} file {str(p)!r} does not exist")
@@ -61,13 +63,15 @@ def load_jsonl_rows(path: str | Path, parse: Callable[[object], T], what: str
             except (json.JSONDecodeError, ValueError):
                 skipped.append(lineno)
     if not rows:
-        raise ValueError(f"{p}: no valid rows ({len(skipped)} malformed)")
+        lines = f": lines {skipped[:5]}{'...' if len(skipped) > 5 else ''}" if skipped else ""
+        raise DataError(f"{what} file {str(p)!r} holds no valid row ({len(skipped)} malformed"
+                        f"{lines})")
     return rows, skipped
 
 
 def load_chat_jsonl(path: str | Path) -> ChatData:
     """Rows ``{"messages": [{"role", "content"}, ...]}``; malformed rows are skipped and their
-    line numbers kept. No valid row at all raises ``ValueError``."""
+    line numbers kept. No valid row at all raises ``DataError``."""
     return ChatData(*load_jsonl_rows(path, _valid, "SFT data"))
 
 

@@ -5,6 +5,7 @@ held-out evaluation, and the run directory (models, checkpoints, the report)."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from posttrain.harness import Guard, ToolRegistry
 from posttrain.models import build_tiny
 from posttrain.recipes.judges import build_judge, judge_chat, tool_chat
 from posttrain.recipes.report import Reporter
+from posttrain.recipes.run_dir import record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, evaluate, rollout
@@ -124,6 +126,7 @@ class RunParts:
 
     def __init__(self, cfg: RunConfig, reporter: Reporter | None = None, rank: int = 0) -> None:
         self.cfg, self.rank = cfg, rank
+        self.started, self.earlier_seconds = time.time(), []
         self.out = Path(cfg.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.reporter = reporter or (
@@ -178,17 +181,25 @@ class RunParts:
 
     def checkpointer(self, trainer: PolicyTrainer, tokenizer, stage: str, evals: dict,
                      critic: Trainer | None = None) -> Callable[[int], None]:
-        """``on_step_end``: a checkpoint every ``checkpoint_every`` steps (the cursor holds
-        the stage, its step and the evaluations so far)."""
+        """``on_step_end``: a checkpoint every ``checkpoint_every`` steps. Its cursor holds the
+        stage, its step, the evaluations so far, the records' lengths and each process's
+        seconds."""
         every = self.cfg.checkpoint_every
 
         def on_step_end(step: int) -> None:
             if every and step % every == 0:
-                cursor = {"stage": stage, "step": step, "evals": evals}
+                cursor = {"stage": stage, "step": step, "evals": evals,
+                          "records": record_sizes(self.out),
+                          "process_seconds": self.process_seconds()}
                 save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
-                                critic, write=self.rank == 0)
+                                critic, write=self.rank == 0, keep_last=self.cfg.keep_last)
 
         return on_step_end
+
+    def process_seconds(self) -> list[float]:
+        """Wall seconds of each process of the run so far: the earlier ones' up to the
+        checkpoint this one resumed from, then this one's."""
+        return [*self.earlier_seconds, time.time() - self.started]
 
     def loop_run(self, cls: type[LoopRun], trainer: PolicyTrainer, tokenizer, start: int,
                  evals: dict, **settings: Any) -> LoopRun:

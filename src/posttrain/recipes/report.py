@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,19 @@ def _jsonable(v: Any) -> Any:
 
 
 class Reporter:
-    """Appends ``{"stage", "step", ...metrics}`` lines to ``metrics.jsonl`` and shows progress."""
+    """Appends ``{"stage", "step", ...metrics}`` lines to ``metrics.jsonl`` and shows progress:
+    a rich progress bar on a terminal; elsewhere (a log file, a pipe, CI) a line every
+    ``every_s`` seconds and at the end."""
 
-    def __init__(self, out_dir: str | Path, console: Console | None = None, quiet: bool = False):
+    def __init__(self, out_dir: str | Path, console: Console | None = None, quiet: bool = False,
+                 every_s: float = 30.0):
         self.path = Path(out_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.console = console or Console(stderr=True)
-        self.quiet = quiet
+        self.quiet, self.every_s = quiet, every_s
         self._progress: Progress | None = None
         self._task = None
+        self._plain: list = []  # without a terminal: [description, total, start, last line]
 
     def log(self, stage: str, step: int, metrics: dict[str, Any]) -> None:
         row = {"stage": stage, "step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
@@ -41,6 +46,11 @@ class Reporter:
         self.finish()
         if self.quiet:
             return
+        if not self.console.is_terminal:
+            now = time.monotonic()
+            self._plain = [description, total, now, now]
+            self.console.print(f"{description}: 0/{total}", highlight=False)
+            return
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console,
@@ -52,32 +62,80 @@ class Reporter:
     def advance(self, completed: int, info: str = "") -> None:
         if self._progress is not None:
             self._progress.update(self._task, completed=completed, info=info)
+        elif self._plain:
+            description, total, start, last = self._plain
+            now = time.monotonic()
+            if completed >= total or now - last >= self.every_s:
+                self._plain[3] = now
+                self.console.print(f"{description}: {completed}/{total} "
+                                   f"({now - start:.0f} s) {info}".rstrip(), highlight=False)
 
     def finish(self) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        self._plain = []
 
 
-def plot_curves(metrics_path: str | Path, out_path: str | Path) -> Path:
+SAMPLED = ("rl", "opd")  # stages that log reward and accuracy of their own samples
+YLABEL = {"sft": "loss (assistant tokens)", "pref": "loss", "distill": "divergence",
+          "rl": "reward / accuracy", "opd": "reward / accuracy"}
+
+
+def curve_panels(rows: list[dict], evals: dict, stages: list[str]) -> list[dict]:
+    """One panel a stage that logged rows (in the run's order): ``title``, ``ylabel`` and
+    ``series`` ``(label, steps, values, style)``. A sampling stage's panel shows the train
+    reward and accuracy and the held-out accuracy: where the stage started (after the previous
+    stage, or before training), its in-loop evaluations and where it ended; the accuracy before
+    any training is a dotted line."""
+    panels = []
+    for k, stage in enumerate(s for s in stages if any(r["stage"] == s for r in rows)):
+        mine = [r for r in rows if r["stage"] == stage]
+        steps = [r["step"] for r in mine]
+        if stage not in SAMPLED:
+            key = "loss" if "loss" in mine[0] else "divergence"
+            series = [(key, steps, [r[key] for r in mine], "-")]
+        else:
+            series = [(f"{m} (train)", steps, [r[m] for r in mine], "-")
+                      for m in ("reward", "accuracy")]
+            i = stages.index(stage)
+            start = evals.get(f"eval_after_{stages[i - 1]}" if i else "eval_before")
+            end = evals.get(f"eval_after_{stage}")
+            held = ([(0, start["accuracy"])] if start else []) + [
+                (r["step"], r["eval/accuracy"]) for r in mine if "eval/accuracy" in r] + (
+                [(steps[-1], end["accuracy"])] if end else [])
+            if held:
+                series.append(("accuracy (held-out)", [h[0] for h in held],
+                               [h[1] for h in held], "o-"))
+            if "eval_before" in evals and (i or k):
+                before = evals["eval_before"]["accuracy"]
+                series.append(("held-out before training", [0, steps[-1]], [before, before],
+                               ":"))
+        panels.append({"title": stage.upper(), "ylabel": YLABEL.get(stage, "value"),
+                       "series": series})
+    return panels
+
+
+def plot_curves(metrics_path: str | Path, out_path: str | Path, evals: dict | None = None,
+                stages: list[str] | None = None) -> Path:
+    """``curve_panels`` of the run's ``metrics.jsonl`` as one PNG, the legends beside the
+    axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [json.loads(line) for line in Path(metrics_path).read_text().splitlines() if line]
-    sft = [r for r in rows if r["stage"] == "sft"]
-    rl = [r for r in rows if r["stage"] == "rl"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    ax1.plot([r["step"] for r in sft], [r["loss"] for r in sft], color="tab:blue")
-    ax1.set(title="SFT", xlabel="step", ylabel="loss (assistant tokens)")
-    ax2.plot([r["step"] for r in rl], [r["reward"] for r in rl], label="reward (train)")
-    ax2.plot([r["step"] for r in rl], [r["accuracy"] for r in rl], label="accuracy (train)")
-    ev = [r for r in rl if "eval/accuracy" in r]
-    ax2.plot([r["step"] for r in ev], [r["eval/accuracy"] for r in ev], "o-",
-             label="accuracy (held-out)")
-    ax2.set(title="RL", xlabel="step", ylim=(0, 1.15))
-    ax2.legend(loc="lower right")
+    order = stages or list(dict.fromkeys(r["stage"] for r in rows))
+    panels = curve_panels(rows, evals or {}, order)
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(6.5 * max(len(panels), 1), 4),
+                             squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for label, x, y, style in panel["series"]:
+            ax.plot(x, y, style, label=label)
+        ax.set(title=panel["title"], xlabel="step", ylabel=panel["ylabel"])
+        if len(panel["series"]) > 1:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     fig.tight_layout()
     fig.savefig(out_path, dpi=100)
     plt.close(fig)

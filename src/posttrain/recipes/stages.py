@@ -8,7 +8,6 @@ Checkpoints go to ``<out_dir>/checkpoints``; ``resume=True`` continues from the 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import torch
@@ -22,6 +21,7 @@ from posttrain.recipes.dpo import preference_stage
 from posttrain.recipes.placement import make_engine
 from posttrain.recipes.report import plot_curves
 from posttrain.recipes.rl import rl_stage
+from posttrain.recipes.run_dir import clear_records, truncate_records
 from posttrain.recipes.sft import sft_stage
 from posttrain.train import latest_checkpoint
 
@@ -34,9 +34,10 @@ class Recipe(RunParts):
     """The run's shared parts (``RunParts``) and ``run``, which plays its stages."""
 
     def run(self, resume: bool = False) -> dict[str, Any]:
-        """Every stage (from the newest checkpoint's, with ``resume``); returns the summary
-        (the evaluations and the wall time), also written to ``summary.json``."""
-        cfg, start = self.cfg, time.time()
+        """Every stage (from the newest checkpoint's, with ``resume``: its records cut back to
+        that checkpoint); returns the summary (the evaluations, the wall time in all and per
+        process), also written to ``summary.json``."""
+        cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         torch.set_flush_denormal(True)
@@ -44,12 +45,16 @@ class Recipe(RunParts):
         ckpt = latest_checkpoint(self.ckpt_dir) if resume else None
         if resume and ckpt is None:
             self.reporter.message("[yellow]no checkpoint to resume from; starting fresh")
-        if ckpt is None:
-            self.reporter.path.unlink(missing_ok=True)
         cursor = {"stage": None, "step": 0, "evals": {}}
         if ckpt is not None:
             cursor = torch.load(ckpt / "trainer_state.pt", weights_only=False)["cursor"]
             self.reporter.message(f"resuming from {ckpt.name}")
+            self.earlier_seconds = cursor.get("process_seconds", [])
+        if self.rank == 0:
+            if ckpt is None:
+                clear_records(self.out)
+            else:
+                truncate_records(self.out, cursor.get("records", {}))
         model_dir = ckpt or self.base_model_dir()
         if ckpt is not None and cfg.trainer.lora is not None:
             # the checkpoint holds the merged model; the stage's adapter is in its state
@@ -69,10 +74,14 @@ class Recipe(RunParts):
             self.on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
             evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer)
-        summary = {**evals, "wall_seconds": time.time() - start, "out_dir": str(self.out)}
+        seconds = self.process_seconds()
+        summary = {**evals, "wall_seconds": sum(seconds), "process_seconds": seconds,
+                   "out_dir": str(self.out)}
         if self.rank == 0:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
-            plot_curves(self.out / "metrics.jsonl", self.out / "curves.png")
+            if self.reporter.path.is_file():
+                plot_curves(self.out / "metrics.jsonl", self.out / "curves.png", evals,
+                            cfg.stages)
         return summary
 
 

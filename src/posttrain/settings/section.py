@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from types import UnionType
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from posttrain.algos import canonical, entry
 from posttrain.types import SamplingParams
@@ -44,10 +53,27 @@ def check_hyperparameters(label: str, accepted: dict[str, bool], given: set[str]
         raise ValueError(f"{label} needs {', '.join(missing)}")
 
 
+def _number_only(annotation: Any) -> bool:
+    """Whether a field of this type takes numbers but not booleans."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    leaves = set(get_args(annotation)) if get_origin(annotation) in (Union, UnionType) \
+        else {annotation}
+    return bool(leaves & {int, float}) and bool not in leaves
+
+
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors."""
+    """Base of every config section: unknown keys are errors, and so is ``true``/``false``
+    where a number is meant (pydantic would read them as 1 and 0)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and _number_only(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"a number is expected, not {str(value).lower()}")
+        return value
 
 
 class OptimConfig(Section):

@@ -1,8 +1,9 @@
 """Atomic checkpoints: an HF model directory plus optimiser, RNG and data-cursor state.
 
 A checkpoint is written into a temporary sibling directory, flushed, then renamed into place
-(``os.replace`` is atomic on POSIX); ``latest`` names the newest complete one and is itself
-replaced atomically. A crash mid-write leaves only a ``.tmp-*`` directory that is ignored.
+(``os.replace`` is atomic on POSIX); ``latest`` names the newest complete one (and the ones
+before it, newest last) and is itself replaced atomically. A crash mid-write leaves only a
+``.tmp-*`` directory that is ignored. With ``keep_last`` only the newest checkpoints stay.
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ def _fsync_dir(path: Path) -> None:
 
 def save_checkpoint(
     root: str | Path, trainer: Trainer, tokenizer, cursor: dict[str, Any], tag: str,
-    critic: Trainer | None = None, write: bool = True,
+    critic: Trainer | None = None, write: bool = True, keep_last: int = 0,
 ) -> Path | None:
     """Write ``root/tag`` atomically and point ``root/latest`` at it; a critic's model goes to
-    ``root/tag/critic``. Every rank of a sharded trainer calls it (its weights and optimiser
-    state are gathered); only a rank with ``write`` writes."""
+    ``root/tag/critic``; then remove all but the newest ``keep_last`` checkpoints (0: keep
+    all). Every rank of a sharded trainer calls it (its weights and optimiser state are
+    gathered); only a rank with ``write`` writes."""
     model = trainer.export_model()
     state = {"trainer": trainer.state_dict(), "rng": rng_state(), "cursor": cursor}
     if critic is not None:
@@ -72,11 +74,24 @@ def save_checkpoint(
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
+    history = [t for t in _history(root) if t != tag] + [tag]
+    kept = history[-keep_last:] if keep_last else history
     pointer = root / f".tmp-{LATEST}"
-    pointer.write_text(json.dumps({"tag": tag}))
+    pointer.write_text(json.dumps({"tag": tag, "history": kept}))
     os.replace(pointer, root / LATEST)
     _fsync_dir(root)
+    for old in history[: len(history) - len(kept)]:
+        shutil.rmtree(root / old, ignore_errors=True)
     return final
+
+
+def _history(root: Path) -> list[str]:
+    """The checkpoints ``latest`` lists, oldest first."""
+    pointer = root / LATEST
+    if not pointer.is_file():
+        return []
+    record = json.loads(pointer.read_text())
+    return record.get("history", [record["tag"]])
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:

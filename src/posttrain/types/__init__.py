@@ -4,6 +4,7 @@ from posttrain.types.batch import Batch
 from posttrain.types.episode import Episode, Group, Segment, StepSpan
 from posttrain.types.errors import (
     ChatTemplateError,
+    DataError,
     MismatchError,
     TeacherMismatchError,
     WeightSyncError,
@@ -14,6 +15,7 @@ from posttrain.types.sampling import SamplingParams
 __all__ = [
     "Batch",
     "ChatTemplateError",
+    "DataError",
     "Episode",
     "Group",
     "MismatchError",

@@ -18,3 +18,7 @@ class WeightSyncError(RuntimeError):
 
 class MismatchError(RuntimeError):
     """Engine and trainer log-probs of the same tokens disagree beyond tolerance."""
+
+
+class DataError(ValueError):
+    """A data file a run reads holds no valid row."""

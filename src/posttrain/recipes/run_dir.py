@@ -1,0 +1,138 @@
+"""A run directory never loses data (docs/config.md, "The run directory").
+
+- ``claim_run_dir``: one live run per directory (an ``flock`` on ``.lock``, released when the
+  process ends, however it ends). A fresh run needs an empty or new directory; ``--overwrite``
+  first removes what a run writes (and nothing else); ``--resume`` needs a checkpoint, and a
+  config that trains the same thing as the saved ``config.yaml`` (only ``RESUMABLE`` keys may
+  differ).
+- ``record_sizes`` / ``truncate_records``: every checkpoint stores the byte length of each
+  record (``metrics.jsonl``, ``episodes.jsonl``); a resumed run cuts them back to it, so rows
+  logged between that checkpoint and the interruption are not repeated.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+LOCK = ".lock"
+CONFIG = "config.yaml"
+RECORDS = ("metrics.jsonl", "episodes.jsonl")
+# what a run writes into its directory: --overwrite removes these and nothing else
+ARTIFACTS = (CONFIG, *RECORDS, "summary.json", "curves.png", "checkpoints", "base_model",
+             "ranks", "sft_model", "pref_model", "distill_model", "rl_model", "opd_model")
+# keys that may change when a run is resumed: where and how fast it runs, and for how many
+# steps (a longer stage follows the schedule of its new length), not what it trains
+RESUMABLE = ("out_dir", "threads", "checkpoint_every", "keep_last", "dist", "sft.steps",
+             "pref.steps", "distill.steps", "rl.steps", "opd.steps")
+
+
+class RunDirError(ValueError):
+    """The run directory cannot be used as asked; the message says what to do instead."""
+
+
+def claim_run_dir(out: Path, config: dict[str, Any], resume: bool, overwrite: bool,
+                  has_checkpoint: bool) -> IO:
+    """Lock ``out`` for this process and make it ready for a fresh, resumed or overwritten
+    run of ``config`` (its ``model_dump``); returns the open lock file (keep it open)."""
+    if resume and overwrite:
+        raise RunDirError("--resume continues the run in out_dir and --overwrite replaces it: "
+                          "choose one")
+    out.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out)
+    try:
+        _prepare(out, config, resume, overwrite, has_checkpoint)
+    except BaseException:
+        lock.close()
+        raise
+    return lock
+
+
+def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool,
+             has_checkpoint: bool) -> None:
+    existing = sorted(p.name for p in out.iterdir() if p.name != LOCK)
+    if overwrite:
+        for name in ARTIFACTS:
+            path = out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+    elif resume and existing:
+        if not has_checkpoint:
+            raise RunDirError(f"nothing to resume in {out}: it holds no checkpoint "
+                              "(checkpoint_every=0?); --overwrite starts the run over")
+        changed = config_changes(out / CONFIG, config)
+        if changed:
+            raise RunDirError(f"--resume with a config that trains something else than the run "
+                              f"in {out}: {', '.join(changed)} differ from its {CONFIG} "
+                              f"(only {', '.join(RESUMABLE)} may change)")
+    elif existing and not resume:
+        shown = ", ".join(existing[:4]) + (", ..." if len(existing) > 4 else "")
+        raise RunDirError(f"{out} already holds files ({shown}): --resume continues that run, "
+                          "--overwrite replaces it, or choose another out_dir")
+    (out / CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _lock(out: Path) -> IO:
+    f = open(out / LOCK, "a+")  # noqa: SIM115 - held open for the run's lifetime
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        owner = f.read().strip() or "unknown"
+        f.close()
+        raise RunDirError(f"another posttrain run (pid {owner}) is writing to {out}; wait for "
+                          "it or choose another out_dir") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
+def config_changes(saved: Path, config: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ between the run's saved config and ``config``, but for
+    ``RESUMABLE`` ones (none when nothing was saved)."""
+    if not saved.is_file():
+        return []
+    old = yaml.safe_load(saved.read_text()) or {}
+    return [k for k in _diff(old, config)
+            if not any(k == r or k.startswith(f"{r}.") for r in RESUMABLE)]
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in _diff(a.get(k), b.get(k), f"{prefix}{k}.")]
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def record_sizes(out: Path) -> dict[str, int]:
+    """The byte length of each record in ``out`` now."""
+    return {name: (out / name).stat().st_size for name in RECORDS if (out / name).is_file()}
+
+
+def truncate_records(out: Path, sizes: dict[str, int]) -> None:
+    """Cut each record back to its length in ``sizes`` (a checkpoint's); a record written
+    after that checkpoint was taken is removed."""
+    for name in RECORDS:
+        path = out / name
+        if not path.is_file():
+            continue
+        if name not in sizes:
+            path.unlink()
+            continue
+        with open(path, "r+b") as f:
+            f.truncate(sizes[name])
+
+
+def clear_records(out: Path) -> None:
+    """A fresh run's records start empty."""
+    for name in (*RECORDS, "summary.json", "curves.png"):
+        (out / name).unlink(missing_ok=True)

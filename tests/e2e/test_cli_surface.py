@@ -1,0 +1,89 @@
+"""One CLI: every option explains itself, help lines are whole sentences, bad input is one
+line (exit code 2), an unanticipated error is one line (exit code 1), and progress shows
+without a terminal."""
+
+import io
+import sys
+from importlib.metadata import version
+
+import pytest
+import typer
+from rich.console import Console
+from typer.testing import CliRunner
+
+from posttrain.cli import app as cli
+from posttrain.recipes import Reporter
+
+runner = CliRunner()
+
+
+def commands(group=None, path=()):
+    group = group or typer.main.get_command(cli.app)
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from commands(command, (*path, name))
+        else:
+            yield " ".join((*path, name)), command
+
+
+@pytest.mark.parametrize("name,command", list(commands()), ids=lambda c: str(c))
+def test_every_option_has_help_and_the_summary_is_one_line(name, command):
+    undocumented = [p.name for p in command.params if not getattr(p, "help", None)]
+    assert not undocumented, f"{name}: {undocumented}"
+    assert "\n" not in command.help.split("\n\n")[0].strip(), name
+
+
+def test_version():
+    result = runner.invoke(cli.app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"posttrain {version('posttrain')}"
+
+
+def test_algorithms_keep_brackets_and_list_sources():
+    result = runner.invoke(cli.app, ["algorithms", "--kind", "advantage"],
+                           env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    assert "1[t = T_i]" in result.output and "source" in result.output
+
+
+def test_an_unknown_tau_domain_is_one_line(tmp_path):
+    result = runner.invoke(cli.app, ["tau", "eval", "--domain", "nope", "--model",
+                                     str(tmp_path)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "--domain:" in lines[0]
+
+
+def test_sft_data_without_a_valid_row_is_one_line(tmp_path):
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"messages": []}\nnot json\n')
+    result = runner.invoke(cli.app, ["train", "configs/quickstart.yaml", "stages=[sft]",
+                                     "model.preset=nano", f"sft.data={data}", "threads=1",
+                                     "eval.num_problems=2", "--out", str(tmp_path / "run")])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "holds no valid row (2 malformed: lines [1, 2])" in text
+    assert "Traceback" not in text
+
+
+def test_an_unanticipated_error_is_one_line_with_exit_code_1(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the disk is on fire")
+
+    monkeypatch.setattr("posttrain.models.build_tiny", broken)
+    monkeypatch.setattr(sys, "argv", ["posttrain", "build-tiny", "x"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    err = " ".join(capsys.readouterr().err.split())
+    assert exit_.value.code == 1
+    assert err.startswith("error: RuntimeError: the disk is on fire")
+    assert "Traceback" not in err
+
+
+def test_progress_without_a_terminal_prints_lines(tmp_path):
+    out = io.StringIO()
+    reporter = Reporter(tmp_path, Console(file=out, force_terminal=False), every_s=0)
+    reporter.start("RL", 3)
+    for step in range(1, 4):
+        reporter.advance(step, f"reward {step / 10:.1f}")
+    reporter.finish()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "RL: 0/3" and lines[-1].startswith("RL: 3/3")
+    assert lines[-1].endswith("reward 0.3") and len(lines) == 4

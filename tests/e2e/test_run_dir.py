@@ -1,0 +1,131 @@
+"""A run directory never loses data: a fresh run does not reuse a used directory, one live run
+holds it, a resumed run cuts its records back to the checkpoint and trains what was trained,
+checkpoints are pruned, and an interrupted run says how to continue."""
+
+import json
+import shlex
+
+import pytest
+from typer.testing import CliRunner
+
+from posttrain.cli.app import app
+from posttrain.recipes.run_dir import claim_run_dir
+from posttrain.recipes.sampling_loop import LoopRun
+
+runner = CliRunner()
+
+SMALL = ["model.preset=nano", "stages=[rl]", "rl.steps=4", "rl.prompts_per_step=2",
+         "rl.group_size=2", "rl.max_new_tokens=4", "rl.eval_every=0", "eval.num_problems=2",
+         "eval.max_new_tokens=4", "threads=1"]
+
+
+def train(out, *extra):
+    result = runner.invoke(app, ["train", "configs/quickstart.yaml", *SMALL, "--out", str(out),
+                                 *extra])
+    return result, " ".join(result.output.split())
+
+
+def rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_fresh_run_refuses_a_used_directory_and_overwrite_replaces_only_the_run(tmp_path):
+    out = tmp_path / "run"
+    first, _ = train(out)
+    assert first.exit_code == 0, first.output
+    (out / "notes.txt").write_text("mine")
+    before = (out / "metrics.jsonl").read_bytes()
+    again, text = train(out)
+    assert again.exit_code == 2
+    assert "already holds files" in text and "--resume" in text and "--overwrite" in text
+    assert (out / "metrics.jsonl").read_bytes() == before
+    replaced, _ = train(out, "--overwrite", "rl.steps=2")
+    assert replaced.exit_code == 0, replaced.output
+    assert [r["step"] for r in rows(out / "metrics.jsonl")] == [1, 2]
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_one_live_run_holds_its_directory(tmp_path):
+    out = tmp_path / "run"
+    held = claim_run_dir(out, {}, resume=False, overwrite=False, has_checkpoint=False)
+    try:
+        result, text = train(out, "--overwrite")
+        assert result.exit_code == 2 and "another posttrain run" in text
+        assert not (out / "metrics.jsonl").exists()
+    finally:
+        held.close()
+    result, _ = train(out, "--overwrite")
+    assert result.exit_code == 0, result.output
+
+
+def test_an_interrupted_run_says_how_to_resume_and_resumes_without_repeating_a_row(
+        tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    finish = LoopRun.finish_step
+
+    def interrupted(self, step, metrics):
+        finish(self, step, metrics)
+        if step + 1 == 3:  # after step 3 is logged; the newest checkpoint is step 2's
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(LoopRun, "finish_step", interrupted)
+    stopped, text = train(out, "checkpoint_every=2", "rl.save_episodes=true")
+    assert stopped.exit_code == 130
+    assert "Continue from checkpoint rl-000002" in text
+    (command,) = [line for line in stopped.output.splitlines() if "posttrain train" in line]
+    assert shlex.split(command) == ["posttrain", "train", "configs/quickstart.yaml", *SMALL,
+                                    "checkpoint_every=2", "rl.save_episodes=true", "--out",
+                                    str(out), "--resume"]
+    monkeypatch.setattr(LoopRun, "finish_step", finish)
+    resumed, _ = train(out, "checkpoint_every=2", "rl.save_episodes=true", "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert [r["step"] for r in rows(out / "metrics.jsonl")] == [1, 2, 3, 4]
+    assert len(rows(out / "episodes.jsonl")) == 4 * 2 * 2  # steps x prompts x group
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["process_seconds"]) == 2
+    assert summary["wall_seconds"] == pytest.approx(sum(summary["process_seconds"]))
+
+
+def test_resume_refuses_a_config_that_trains_something_else(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "checkpoint_every=2")[0].exit_code == 0
+    changed, text = train(out, "checkpoint_every=2", "task.ops=[-]", "rl.optim.lr=0.5",
+                          "--resume")
+    assert changed.exit_code == 2
+    assert ": rl.optim.lr, task.ops differ from its config.yaml" in text
+    placed, _ = train(out, "checkpoint_every=4", "threads=2", "--resume")
+    assert placed.exit_code == 0, placed.output
+
+
+def test_resume_without_a_checkpoint_refuses_instead_of_starting_over(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "checkpoint_every=0")[0].exit_code == 0
+    before = (out / "metrics.jsonl").read_bytes()
+    result, text = train(out, "checkpoint_every=0", "--resume")
+    assert result.exit_code == 2 and "nothing to resume" in text
+    assert (out / "metrics.jsonl").read_bytes() == before
+
+
+def test_checkpoints_beyond_keep_last_are_removed(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "checkpoint_every=1", "keep_last=2")[0].exit_code == 0
+    kept = sorted(p.name for p in (out / "checkpoints").iterdir() if p.is_dir())
+    assert kept == ["rl-000003", "rl-000004"]
+    assert json.loads((out / "checkpoints" / "latest").read_text())["tag"] == "rl-000004"
+
+
+def test_the_default_recipe_writes_checkpoints(tmp_path):
+    """The quickstart's own settings checkpoint, so ``quickstart --resume`` can resume."""
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["train", "configs/quickstart.yaml", "model.preset=nano",
+                                 "stages=[sft]", "sft.steps=50", "sft.batch_size=4",
+                                 "sft.num_examples=100", "eval.num_problems=2", "threads=1",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "checkpoints" / "sft-000050" / "model.safetensors").is_file()
+
+
+def test_a_run_of_zero_steps_ends_cleanly(tmp_path):
+    result, text = train(tmp_path / "run", "rl.steps=0")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in text and "summary.json" in text

@@ -1,0 +1,34 @@
+"""``curves.png``: a panel per stage that logged rows, each with a y-label; the RL panel
+carries the held-out accuracy where RL started (after SFT), its evaluations and where it
+ended, with the accuracy before training as a reference line."""
+
+from PIL import Image
+
+from posttrain.recipes.report import curve_panels, plot_curves
+
+ROWS = [{"stage": "sft", "step": 1, "loss": 2.0}, {"stage": "sft", "step": 2, "loss": 1.5},
+        {"stage": "rl", "step": 1, "reward": 0.1, "accuracy": 0.1},
+        {"stage": "rl", "step": 2, "reward": 0.4, "accuracy": 0.3, "eval/accuracy": 0.5},
+        {"stage": "rl", "step": 3, "reward": 0.8, "accuracy": 0.7}]
+EVALS = {"eval_before": {"accuracy": 0.0}, "eval_after_sft": {"accuracy": 0.3},
+         "eval_after_rl": {"accuracy": 0.9}}
+
+
+def test_each_stage_gets_a_labelled_panel_with_its_held_out_points():
+    sft, rl = curve_panels(ROWS, EVALS, ["sft", "rl"])
+    assert sft["ylabel"] and rl["ylabel"]
+    assert [s[0] for s in sft["series"]] == ["loss"]
+    series = {label: (x, y) for label, x, y, _ in rl["series"]}
+    assert series["accuracy (held-out)"] == ([0, 2, 3], [0.3, 0.5, 0.9])
+    assert series["held-out before training"] == ([0, 3], [0.0, 0.0])
+    assert series["reward (train)"] == ([1, 2, 3], [0.1, 0.4, 0.8])
+
+
+def test_a_stage_without_rows_gets_no_panel(tmp_path):
+    rows = [r for r in ROWS if r["stage"] == "sft"]
+    assert [p["title"] for p in curve_panels(rows, EVALS, ["sft", "rl"])] == ["SFT"]
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(f'{{"stage": "sft", "step": {r["step"]}, "loss": {r["loss"]}}}\n'
+                               for r in rows))
+    with Image.open(plot_curves(metrics, tmp_path / "curves.png", EVALS, ["sft", "rl"])) as im:
+        assert im.width == 650  # one panel of 6.5 inches at 100 dpi
