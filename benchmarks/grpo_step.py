@@ -1,49 +1,80 @@
-"""One GRPO step, split into generation / batch preparation / update, for posttrain and TRL.
+"""One GRPO step, split into generation / batch preparation / update, for posttrain and TRL,
+on a quiet machine and (``--contention``) beside a competing PyTorch process.
 
 Workload (the issue's reference): the `small` tiny preset (Llama, hidden 256, 4 layers),
-8 prompts x 8 generations x 32 new tokens, fp32, 2 threads. posttrain's figures are the mean
-of `--steps` steps after one warm-up step; TRL's `GRPOTrainer` (extra `bench`) runs the same
-model, prompts and settings in this process for comparison. The two alternate for ``--rounds``
-rounds (this host's speed drifts by tens of percent over minutes); figures are medians over
-rounds, and the per-round ratios are printed too. Prints JSON.
+8 prompts x 8 generations x 32 new tokens, fp32, 2 threads; prompts as chat messages or raw
+strings (``--prompts raw``: ``"12+7="``, as TRL's examples use). Every measurement runs in a
+fresh process, as a user runs either framework: posttrain's imports posttrain first (its
+OpenMP settings), TRL's imports torch first (torch's). A measurement is ``--steps`` steps after
+one warm-up step. posttrain and TRL alternate for ``--rounds`` rounds (this host's speed drifts
+by tens of percent over minutes); figures are medians over rounds.
 
-    python benchmarks/grpo_step.py [--steps 3] [--rounds 3] [--no-trl]
+With ``--contention`` each round also measures both beside a competitor this script starts
+and stops: another process looping over 256 x 256 fp32 matmuls on 2 threads (what a second
+training run does to a 2-core machine). It reports the worst loaded step against the quiet
+median. Prints JSON.
+
+    python benchmarks/grpo_step.py [--steps 3] [--rounds 3] [--prompts chat|raw]
+                                   [--contention] [--no-trl] [--openmp posttrain|torch]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import resource
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-import torch
+# the environment this script was started with, before importing posttrain changes it: the
+# competitor and TRL run in it, as a user's other process and a TRL user's would
+USER_ENV = dict(os.environ)
 
-from posttrain.algos import get
-from posttrain.engines import TorchEngine
-from posttrain.models import build_tiny, encode_prompt, load_model, load_tokenizer
-from posttrain.settings import OptimConfig, TrainerConfig
-from posttrain.train import Trainer, rl_steps
-from posttrain.types import Batch, Episode, SamplingParams, Segment
+PAIRS = [(12, 7), (45, 38), (3, 99), (60, 21), (8, 8), (71, 14), (33, 66), (50, 5)]
+G, NEW_TOKENS, THREADS = 8, 32, 2
+COMPETITOR = ("import torch\ntorch.set_num_threads(2)\na = torch.randn(256, 256)\n"
+              "while True:\n    a @ a\n")
 
-PROMPTS = [f"What is {a}+{b}?" for a, b in [(12, 7), (45, 38), (3, 99), (60, 21), (8, 8),
-                                             (71, 14), (33, 66), (50, 5)]]
-G, NEW_TOKENS = 8, 32
+
+def prompt_texts(style: str) -> list[str]:
+    return [f"What is {a}+{b}?" if style == "chat" else f"{a}+{b}=" for a, b in PAIRS]
 
 
 def peak_rss_mib() -> float:
+    import resource
+
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def posttrain_steps(model_dir, steps: int) -> dict:
+def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "posttrain") -> dict:
+    """``openmp``: ``posttrain`` imports posttrain before torch, as the CLI does (its OpenMP
+    settings); ``torch`` imports torch first (torch's defaults, as before posttrain set any)."""
+    if openmp == "torch":
+        import torch
+    # isort: off
+    import posttrain  # noqa: F401
+    import torch
+
+    # isort: on
+    from posttrain.algos import get
+    from posttrain.engines import TorchEngine
+    from posttrain.models import encode_prompt, load_model, load_tokenizer
+    from posttrain.settings import OptimConfig, TrainerConfig
+    from posttrain.train import Trainer, rl_steps
+    from posttrain.types import Batch, Episode, SamplingParams, Segment
+
+    torch.set_num_threads(THREADS)
+    torch.set_flush_denormal(True)
     tok, model = load_tokenizer(model_dir), load_model(model_dir)
     engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id)
     trainer = Trainer(model, OptimConfig(lr=1e-6), steps + 1, TrainerConfig(micro_batch_size=64))
-    prompts = [encode_prompt(tok, [{"role": "user", "content": p}]) for p in PROMPTS]
+    texts = prompt_texts(style)
+    prompts = ([encode_prompt(tok, [{"role": "user", "content": p}]) for p in texts]
+               if style == "chat" else [tok(p)["input_ids"] for p in texts])
     times = []
     for step in range(steps + 1):
         t0 = time.perf_counter()
@@ -61,25 +92,28 @@ def posttrain_steps(model_dir, steps: int) -> dict:
         rl_steps(trainer, batch)
         engine.update_weights(trainer.named_weights(), step + 1)
         t3 = time.perf_counter()
-        tokens = int(batch.loss_mask.sum())
-        times.append((t1 - t0, t2 - t1, t3 - t2, tokens))
+        times.append((t1 - t0, t2 - t1, t3 - t2, int(batch.loss_mask.sum())))
     runs = times[1:]
     mean = [sum(r[i] for r in runs) / len(runs) for i in range(4)]
-    total = sum(mean[:3])
     return {"generation_s": mean[0], "prepare_s": mean[1], "update_s": mean[2],
-            "old_logprob_pass": "none: one optimiser step per rollout takes them from its forward",
-            "step_s": total, "generated_tokens": mean[3],
-            "generated_tokens_per_s": mean[3] / mean[0], "step_tokens_per_s": mean[3] / total,
+            "step_s": sum(mean[:3]), "steps_s": [sum(r[:3]) for r in runs],
+            "generated_tokens": mean[3], "generated_tokens_per_s": mean[3] / mean[0],
             "peak_rss_mib": peak_rss_mib()}
 
 
-def trl_steps(model_dir, steps: int) -> dict:
+def trl_steps(model_dir: str, steps: int, style: str) -> dict:
+    import contextlib
+
+    import torch  # first: torch's own OpenMP settings, as a TRL user has them
     from datasets import Dataset
-    from transformers import TrainerCallback
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    tok, model = load_tokenizer(model_dir), load_model(model_dir)
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS])
+    torch.set_num_threads(THREADS)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    texts = prompt_texts(style)
+    rows = [{"prompt": [{"role": "user", "content": p}] if style == "chat" else p} for p in texts]
     step_times: list[float] = []
 
     class Timer(TrainerCallback):
@@ -91,23 +125,45 @@ def trl_steps(model_dir, steps: int) -> dict:
 
     with tempfile.TemporaryDirectory() as out:
         args = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=len(PROMPTS) * G, num_generations=G,
+            output_dir=out, per_device_train_batch_size=len(texts) * G, num_generations=G,
             max_completion_length=NEW_TOKENS, max_steps=steps + 1, learning_rate=1e-6,
             use_cpu=True, report_to=[], logging_steps=1000, save_strategy="no", beta=0.0,
             temperature=1.0, bf16=False, dataloader_num_workers=0,
         )
-        trainer = GRPOTrainer(model=model, processing_class=tok, args=args, train_dataset=data,
+        trainer = GRPOTrainer(model=model, processing_class=tok, args=args,
+                              train_dataset=Dataset.from_list(rows),
                               reward_funcs=[lambda completions, **kw: [float(len(str(c)) % 2)
                                                                       for c in completions]],
                               callbacks=[Timer()])
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout pure JSON
             trainer.train()
     runs = step_times[1:]
-    return {"step_s": sum(runs) / len(runs), "peak_rss_mib": peak_rss_mib()}
+    return {"step_s": sum(runs) / len(runs), "steps_s": runs, "peak_rss_mib": peak_rss_mib()}
 
 
-def median(values: list[float]) -> float:
-    return statistics.median(values)
+def measure(which: str, model_dir: str, steps: int, style: str, openmp: str) -> dict:
+    """One measurement in a fresh process; a failure is reported, not hidden."""
+    run = subprocess.run([sys.executable, __file__, "--measure", which, "--model", model_dir,
+                          "--steps", str(steps), "--prompts", style, "--openmp", openmp],
+                         capture_output=True, text=True, check=False, env=USER_ENV)
+    if run.returncode:
+        return {"error": (run.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(run.stdout)
+
+
+def summary(runs: list[dict], quiet: float | None = None) -> dict:
+    """Medians over rounds; beside a competitor also the worst step and its ratio to
+    ``quiet``."""
+    good = [r for r in runs if "error" not in r]
+    if not good:
+        return {"error": runs[0]["error"]}
+    out = {k: statistics.median(r[k] for r in good) for k, v in good[0].items()
+           if isinstance(v, float)}
+    out["step_s_per_round"] = [r["step_s"] for r in good]
+    if quiet is not None:
+        worst = max(s for r in good for s in r["steps_s"])
+        out |= {"worst_step_s": worst, "worst_vs_quiet": worst / quiet}
+    return out
 
 
 def main() -> None:
@@ -115,36 +171,54 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternate posttrain and TRL this many times (the host's speed drifts)")
+    ap.add_argument("--prompts", choices=("chat", "raw"), default="chat")
+    ap.add_argument("--contention", action="store_true",
+                    help="also measure beside a competing 2-thread PyTorch process")
     ap.add_argument("--no-trl", action="store_true")
+    ap.add_argument("--openmp", choices=("posttrain", "torch"), default="posttrain",
+                    help="posttrain: its OpenMP settings (the default); torch: torch's own, "
+                         "as before posttrain set any")
+    ap.add_argument("--measure", choices=("posttrain", "trl"), help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    torch.set_num_threads(2)
-    torch.set_flush_denormal(True)
+    if a.measure:
+        result = posttrain_steps(a.model, a.steps, a.prompts, a.openmp) \
+            if a.measure == "posttrain" else trl_steps(a.model, a.steps, a.prompts)
+        print(json.dumps(result))
+        return
+    from posttrain.models import build_tiny, load_model
+
+    names = ["posttrain"] + ([] if a.no_trl else ["trl"])
+    loads = ["quiet", "loaded"] if a.contention else ["quiet"]
+    runs: dict[tuple[str, str], list[dict]] = {(n, c): [] for n in names for c in loads}
     with tempfile.TemporaryDirectory() as d:
-        model_dir = build_tiny(d + "/small", "small")
+        model_dir = str(build_tiny(Path(d) / "small", "small"))
         n_params = sum(p.numel() for p in load_model(model_dir).parameters())
-        ours, theirs, errors = [], [], []
         for _ in range(a.rounds):
-            ours.append(posttrain_steps(model_dir, a.steps))
-            if a.no_trl or errors:
-                continue
-            try:
-                theirs.append(trl_steps(model_dir, a.steps))
-            except Exception as e:  # report, do not hide: TRL is an optional extra
-                errors.append(f"{type(e).__name__}: {e}")
-        result = {"model": "tiny preset 'small'", "parameters": n_params,
-                  "workload": f"{len(PROMPTS)} prompts x {G} generations x {NEW_TOKENS} "
-                              "new tokens, fp32, 2 threads",
-                  "rounds": a.rounds, "steps_per_round": a.steps,
-                  "posttrain": {k: median([r[k] for r in ours]) if isinstance(v, float) else v
-                                for k, v in ours[0].items()},
-                  "posttrain_step_s_per_round": [r["step_s"] for r in ours]}
-        if theirs:
-            result["trl"] = {k: median([r[k] for r in theirs]) for k in theirs[0]}
-            result["trl_step_s_per_round"] = [r["step_s"] for r in theirs]
-            result["speedup_vs_trl"] = result["trl"]["step_s"] / result["posttrain"]["step_s"]
-            result["speedup_per_round"] = [t["step_s"] / o["step_s"] for o, t in zip(ours, theirs)]
-        if errors:
-            result["trl"] = {"error": errors[0]}
+            for load in loads:
+                competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR],
+                                              env=USER_ENV) if load == "loaded" else None
+                try:
+                    for name in names:
+                        runs[name, load].append(
+                            measure(name, model_dir, a.steps, a.prompts, a.openmp))
+                finally:
+                    if competitor is not None:
+                        competitor.kill()
+                        competitor.wait()
+    result = {"model": "tiny preset 'small'", "parameters": n_params,
+              "workload": f"{len(PAIRS)} {a.prompts} prompts x {G} generations x "
+                          f"{NEW_TOKENS} new tokens, fp32, {THREADS} threads",
+              "rounds": a.rounds, "steps_per_round": a.steps, "posttrain_openmp": a.openmp}
+    for name in names:
+        quiet = summary(runs[name, "quiet"])
+        result[name] = quiet
+        if a.contention and "error" not in quiet:
+            result[f"{name}_loaded"] = summary(runs[name, "loaded"], quiet["step_s"])
+    if "trl" in result and "error" not in result["trl"]:
+        result["speedup_vs_trl"] = result["trl"]["step_s"] / result["posttrain"]["step_s"]
+        result["speedup_per_round"] = [t / o for o, t in zip(
+            result["posttrain"]["step_s_per_round"], result["trl"]["step_s_per_round"])]
     print(json.dumps(result, indent=2))
 
 
