@@ -308,6 +308,7 @@ def reward_model(
     from posttrain.models import ModelNotFoundError
     from posttrain.recipes.build import RunParts
     from posttrain.recipes.reward_model import train_reward_model
+    from posttrain.types import DataError
 
     cfg = _load(config, overrides)
     if cfg.rm.data is None and cfg.task.name != "arithmetic":
@@ -317,7 +318,7 @@ def reward_model(
     out = out or parts.out / "rm_model"
     try:
         evals = train_reward_model(parts, parts.base_model_dir(), out)
-    except ModelNotFoundError as e:
+    except (ModelNotFoundError, FileNotFoundError, DataError) as e:
         _fail(str(e))
     last = evals[-1] if evals else {}
     console.print(f"reward model -> {out}; held-out " + ", ".join(
@@ -356,7 +357,10 @@ def build_tiny_cmd(
 
     if preset not in PRESETS:
         _fail(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
-    console.print(f"wrote {build_tiny(out, preset, seed)}")
+    try:
+        console.print(f"wrote {build_tiny(out, preset, seed)}")
+    except OSError as e:
+        _fail(f"cannot write a model to {str(out)!r}: {e}")
 
 
 @app.command()
