@@ -6,10 +6,13 @@ import json
 import shlex
 
 import pytest
+import torch
+import yaml
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
-from posttrain.recipes.run_dir import claim_run_dir
+from posttrain.config import RunConfig
+from posttrain.recipes.run_dir import claim_run_dir, config_changes
 from posttrain.recipes.sampling_loop import LoopRun
 
 runner = CliRunner()
@@ -129,3 +132,30 @@ def test_a_run_of_zero_steps_ends_cleanly(tmp_path):
     result, text = train(tmp_path / "run", "rl.steps=0")
     assert result.exit_code == 0, result.output
     assert "Traceback" not in text and "summary.json" in text
+
+
+def test_a_key_the_saved_config_lacks_counts_only_away_from_its_default(tmp_path):
+    """A run saved by a posttrain without ``keep_last`` resumes at its default; a new reward
+    part is a change."""
+    current = RunConfig().model_dump(mode="json")
+    saved = tmp_path / "config.yaml"
+    saved.write_text(yaml.safe_dump({k: v for k, v in current.items() if k != "keep_last"}))
+    assert config_changes(saved, current) == []
+    assert config_changes(saved, {**current, "stages": ["rl"]}) == ["stages"]
+    more = RunConfig().model_dump(mode="json")
+    more["reward"]["parts"]["extra"] = {"verifier": "format", "weight": 1.0}
+    assert config_changes(saved, more) == ["reward.parts.extra"]
+
+
+def test_a_checkpoint_without_record_lengths_leaves_the_records_as_they_are(tmp_path):
+    """A checkpoint written before records were measured resumes without cutting them."""
+    out = tmp_path / "run"
+    assert train(out, "checkpoint_every=2")[0].exit_code == 0
+    state_file = out / "checkpoints" / "rl-000004" / "trainer_state.pt"
+    state = torch.load(state_file, weights_only=False)
+    del state["cursor"]["records"]
+    torch.save(state, state_file)
+    before = (out / "metrics.jsonl").read_bytes()
+    resumed, _ = train(out, "checkpoint_every=2", "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert (out / "metrics.jsonl").read_bytes() == before

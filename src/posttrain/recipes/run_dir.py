@@ -20,6 +20,8 @@ from typing import IO, Any
 
 import yaml
 
+from posttrain.config import RunConfig
+
 LOCK = ".lock"
 CONFIG = "config.yaml"
 RECORDS = ("metrics.jsonl", "episodes.jsonl")
@@ -98,18 +100,22 @@ def _lock(out: Path) -> IO:
 
 def config_changes(saved: Path, config: dict[str, Any]) -> list[str]:
     """Dotted keys whose values differ between the run's saved config and ``config``, but for
-    ``RESUMABLE`` ones (none when nothing was saved)."""
+    ``RESUMABLE`` ones (none when nothing was saved). A key the saved config lacks (a newer
+    posttrain's) counts as changed only when ``config`` sets it away from its default."""
     if not saved.is_file():
         return []
     old = yaml.safe_load(saved.read_text()) or {}
-    return [k for k in _diff(old, config)
+    defaults = RunConfig().model_dump(mode="json")
+    return [k for k in _diff(old, config, defaults)
             if not any(k == r or k.startswith(f"{r}.") for r in RESUMABLE)]
 
 
-def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+def _diff(a: Any, b: Any, default: Any, prefix: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
+        defaults = default if isinstance(default, dict) else {}
         return [d for k in sorted(set(a) | set(b), key=str)
-                for d in _diff(a.get(k), b.get(k), f"{prefix}{k}.")]
+                for d in _diff(a.get(k, defaults.get(k)), b.get(k), defaults.get(k),
+                               f"{prefix}{k}.")]
     return [] if a == b else [prefix.rstrip(".")]
 
 

@@ -53,8 +53,8 @@ class Recipe(RunParts):
         if self.rank == 0:
             if ckpt is None:
                 clear_records(self.out)
-            else:
-                truncate_records(self.out, cursor.get("records", {}))
+            elif "records" in cursor:  # (a checkpoint from before records were measured: as is)
+                truncate_records(self.out, cursor["records"])
         model_dir = ckpt or self.base_model_dir()
         if ckpt is not None and cfg.trainer.lora is not None:
             # the checkpoint holds the merged model; the stage's adapter is in its state
