@@ -12,7 +12,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from posttrain.cli import app as cli
-from posttrain.recipes import Reporter
+from posttrain.recipes.report import StepProgress
 
 runner = CliRunner()
 
@@ -77,9 +77,9 @@ def test_an_unanticipated_error_is_one_line_with_exit_code_1(monkeypatch, capsys
     assert "Traceback" not in err
 
 
-def test_progress_without_a_terminal_prints_lines(tmp_path):
+def test_progress_without_a_terminal_prints_lines():
     out = io.StringIO()
-    reporter = Reporter(tmp_path, Console(file=out, force_terminal=False), every_s=0)
+    reporter = StepProgress(Console(file=out, force_terminal=False), every_s=0)
     reporter.start("RL", 3)
     for step in range(1, 4):
         reporter.advance(step, f"reward {step / 10:.1f}")

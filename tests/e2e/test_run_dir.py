@@ -50,7 +50,7 @@ def test_a_fresh_run_refuses_a_used_directory_and_overwrite_replaces_only_the_ru
 
 def test_one_live_run_holds_its_directory(tmp_path):
     out = tmp_path / "run"
-    held = claim_run_dir(out, {}, resume=False, overwrite=False, has_checkpoint=False)
+    held = claim_run_dir(out, {}, resume=False, overwrite=False)
     try:
         result, text = train(out, "--overwrite")
         assert result.exit_code == 2 and "another posttrain run" in text

@@ -80,7 +80,7 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
     from posttrain.cluster.processes import run_processes
     from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError
-    from posttrain.recipes.run_dir import RunDirError, claim_run_dir
+    from posttrain.recipes.run_dir import CHECKPOINTS, RunDirError, claim_run_dir
     from posttrain.recipes.stages import Recipe, run_rank
     from posttrain.train import TrainingDivergedError, latest_checkpoint
     from posttrain.types import (
@@ -92,8 +92,7 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
 
     out = Path(cfg.out_dir)
     try:
-        lock = claim_run_dir(out, cfg.model_dump(mode="json"), resume, overwrite,
-                             latest_checkpoint(out / "checkpoints") is not None)
+        lock = claim_run_dir(out, cfg.model_dump(mode="json"), resume, overwrite)
     except RunDirError as e:
         _fail(str(e))
     except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
@@ -111,7 +110,7 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
     except ProcessRaisedException as e:  # a data-parallel process failed: its traceback
         _fail(f"a trainer process failed:\n{e}")
     except KeyboardInterrupt:
-        ckpt = latest_checkpoint(out / "checkpoints")
+        ckpt = latest_checkpoint(out / CHECKPOINTS)
         command = shlex.join(["posttrain", *again, "--resume"])
         if ckpt is None:
             console.print("[yellow]interrupted[/] before the first checkpoint (checkpoint_every="

@@ -31,7 +31,7 @@ def check(
     reward 1."""
     from posttrain.envs.tau.gold import gold_check
     from posttrain.envs.tau.tasks import load_tasks
-    from posttrain.recipes import Reporter
+    from posttrain.recipes.report import StepProgress
 
     try:
         tasks = load_tasks(domain)
@@ -43,7 +43,7 @@ def check(
             fail(f"unknown task ids for {domain}: {', '.join(unknown)}")
         tasks = [t for t in tasks if t.id in task]
     failed = []
-    progress = Reporter(Path.cwd(), console)
+    progress = StepProgress(console)
     progress.start(f"gold replay of {domain}", len(tasks))
     for done, t in enumerate(tasks, start=1):
         record = gold_check(t, domain)
@@ -103,8 +103,8 @@ def eval_(
     from posttrain.envs.tau.rl import llm_users
     from posttrain.harness import LoopLimits
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
-    from posttrain.recipes import Reporter
     from posttrain.recipes.build import tau_tasks
+    from posttrain.recipes.report import StepProgress
     from posttrain.recipes.tau_eval import play, summarize
     from posttrain.types import SamplingParams, write_episodes
 
@@ -143,7 +143,7 @@ def eval_(
     episodes, path = [], out / "episodes.jsonl"
     out.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
-    progress = Reporter(out, console)
+    progress = StepProgress(console)
     progress.start(f"{domain}: {len(prompts)} tasks x {trials}", len(prompts) * trials)
     for episode in play(engine, tokenizer, tasks, prompts, trials, limits, sampling):
         episodes.append(episode)

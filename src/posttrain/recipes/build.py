@@ -37,7 +37,7 @@ from posttrain.harness import Guard, ToolRegistry
 from posttrain.models import build_tiny
 from posttrain.recipes.judges import build_judge, judge_chat, tool_chat
 from posttrain.recipes.report import Reporter
-from posttrain.recipes.run_dir import record_sizes
+from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, evaluate, rollout
@@ -131,7 +131,7 @@ class RunParts:
         self.out.mkdir(parents=True, exist_ok=True)
         self.reporter = reporter or (
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
-        self.ckpt_dir = self.out / "checkpoints"
+        self.ckpt_dir = self.out / CHECKPOINTS
         self.tasks, self.tools, env_factory = task_family(cfg)
         self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)

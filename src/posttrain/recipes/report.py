@@ -1,10 +1,12 @@
-"""Where a run's numbers go: ``metrics.jsonl``, a rich progress bar, and ``curves.png``."""
+"""Where a run's numbers go: ``metrics.jsonl``, progress (a rich bar, or lines without a
+terminal), and ``curves.png``."""
 
 from __future__ import annotations
 
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +20,28 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-class Reporter:
-    """Appends ``{"stage", "step", ...metrics}`` lines to ``metrics.jsonl`` and shows progress:
-    a rich progress bar on a terminal; elsewhere (a log file, a pipe, CI) a line every
-    ``every_s`` seconds and at the end."""
+@dataclass
+class _Lines:
+    """Progress without a terminal: what is counted, and when the count started and was last
+    printed."""
 
-    def __init__(self, out_dir: str | Path, console: Console | None = None, quiet: bool = False,
+    description: str
+    total: int
+    started: float
+    printed: float
+
+
+class StepProgress:
+    """Progress of a loop of ``total`` steps: a rich progress bar on a terminal; elsewhere (a
+    log file, a pipe, CI) a line at the start, every ``every_s`` seconds and at the end."""
+
+    def __init__(self, console: Console | None = None, quiet: bool = False,
                  every_s: float = 30.0):
-        self.path = Path(out_dir) / "metrics.jsonl"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.console = console or Console(stderr=True)
         self.quiet, self.every_s = quiet, every_s
         self._progress: Progress | None = None
         self._task = None
-        self._plain: list = []  # without a terminal: [description, total, start, last line]
-
-    def log(self, stage: str, step: int, metrics: dict[str, Any]) -> None:
-        row = {"stage": stage, "step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        self._lines: _Lines | None = None
 
     def message(self, text: str) -> None:
         if not self.quiet:
@@ -48,7 +53,7 @@ class Reporter:
             return
         if not self.console.is_terminal:
             now = time.monotonic()
-            self._plain = [description, total, now, now]
+            self._lines = _Lines(description, total, now, now)
             self.console.print(f"{description}: 0/{total}", highlight=False)
             return
         self._progress = Progress(
@@ -62,19 +67,35 @@ class Reporter:
     def advance(self, completed: int, info: str = "") -> None:
         if self._progress is not None:
             self._progress.update(self._task, completed=completed, info=info)
-        elif self._plain:
-            description, total, start, last = self._plain
-            now = time.monotonic()
-            if completed >= total or now - last >= self.every_s:
-                self._plain[3] = now
-                self.console.print(f"{description}: {completed}/{total} "
-                                   f"({now - start:.0f} s) {info}".rstrip(), highlight=False)
+        elif self._lines is not None:
+            lines, now = self._lines, time.monotonic()
+            if completed >= lines.total or now - lines.printed >= self.every_s:
+                lines.printed = now
+                self.console.print(f"{lines.description}: {completed}/{lines.total} "
+                                   f"({now - lines.started:.0f} s) {info}".rstrip(),
+                                   highlight=False)
 
     def finish(self) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-        self._plain = []
+        self._lines = None
+
+
+class Reporter(StepProgress):
+    """``StepProgress`` that also appends ``{"stage", "step", ...metrics}`` lines to
+    ``<out_dir>/metrics.jsonl``."""
+
+    def __init__(self, out_dir: str | Path, console: Console | None = None, quiet: bool = False,
+                 every_s: float = 30.0):
+        super().__init__(console, quiet, every_s)
+        self.path = Path(out_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def log(self, stage: str, step: int, metrics: dict[str, Any]) -> None:
+        row = {"stage": stage, "step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 SAMPLED = ("rl", "opd")  # stages that log reward and accuracy of their own samples

@@ -21,12 +21,14 @@ from typing import IO, Any
 import yaml
 
 from posttrain.config import RunConfig
+from posttrain.train import latest_checkpoint
 
 LOCK = ".lock"
 CONFIG = "config.yaml"
+CHECKPOINTS = "checkpoints"
 RECORDS = ("metrics.jsonl", "episodes.jsonl")
 # what a run writes into its directory: --overwrite removes these and nothing else
-ARTIFACTS = (CONFIG, *RECORDS, "summary.json", "curves.png", "checkpoints", "base_model",
+ARTIFACTS = (CONFIG, *RECORDS, "summary.json", "curves.png", CHECKPOINTS, "base_model",
              "ranks", "sft_model", "pref_model", "distill_model", "rl_model", "opd_model")
 # keys that may change when a run is resumed: where and how fast it runs, and for how many
 # steps (a longer stage follows the schedule of its new length), not what it trains
@@ -38,8 +40,7 @@ class RunDirError(ValueError):
     """The run directory cannot be used as asked; the message says what to do instead."""
 
 
-def claim_run_dir(out: Path, config: dict[str, Any], resume: bool, overwrite: bool,
-                  has_checkpoint: bool) -> IO:
+def claim_run_dir(out: Path, config: dict[str, Any], resume: bool, overwrite: bool) -> IO:
     """Lock ``out`` for this process and make it ready for a fresh, resumed or overwritten
     run of ``config`` (its ``model_dump``); returns the open lock file (keep it open)."""
     if resume and overwrite:
@@ -48,15 +49,14 @@ def claim_run_dir(out: Path, config: dict[str, Any], resume: bool, overwrite: bo
     out.mkdir(parents=True, exist_ok=True)
     lock = _lock(out)
     try:
-        _prepare(out, config, resume, overwrite, has_checkpoint)
+        _prepare(out, config, resume, overwrite)
     except BaseException:
         lock.close()
         raise
     return lock
 
 
-def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool,
-             has_checkpoint: bool) -> None:
+def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool) -> None:
     existing = sorted(p.name for p in out.iterdir() if p.name != LOCK)
     if overwrite:
         for name in ARTIFACTS:
@@ -66,7 +66,7 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool,
             else:
                 path.unlink(missing_ok=True)
     elif resume and existing:
-        if not has_checkpoint:
+        if latest_checkpoint(out / CHECKPOINTS) is None:
             raise RunDirError(f"nothing to resume in {out}: it holds no checkpoint "
                               "(checkpoint_every=0?); --overwrite starts the run over")
         changed = config_changes(out / CONFIG, config)

@@ -80,8 +80,7 @@ class Recipe(RunParts):
         if self.rank == 0:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
             if self.reporter.path.is_file():
-                plot_curves(self.out / "metrics.jsonl", self.out / "curves.png", evals,
-                            cfg.stages)
+                plot_curves(self.reporter.path, self.out / "curves.png", evals, cfg.stages)
         return summary
 
 

@@ -74,7 +74,7 @@ def save_checkpoint(
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    history = [t for t in _history(root) if t != tag] + [tag]
+    history = [t for t in _pointer(root).get("history", []) if t != tag] + [tag]
     kept = history[-keep_last:] if keep_last else history
     pointer = root / f".tmp-{LATEST}"
     pointer.write_text(json.dumps({"tag": tag, "history": kept}))
@@ -85,21 +85,22 @@ def save_checkpoint(
     return final
 
 
-def _history(root: Path) -> list[str]:
-    """The checkpoints ``latest`` lists, oldest first."""
+def _pointer(root: Path) -> dict[str, Any]:
+    """``latest``'s record: the newest ``tag`` and the ``history`` of kept tags, oldest first
+    (a pointer written before histories were kept lists its tag alone); empty without one."""
     pointer = root / LATEST
     if not pointer.is_file():
-        return []
+        return {}
     record = json.loads(pointer.read_text())
-    return record.get("history", [record["tag"]])
+    return {"history": [record["tag"]], **record}
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
     """The newest complete checkpoint under ``root``, or ``None``."""
-    pointer = Path(root) / LATEST
-    if not pointer.is_file():
+    tag = _pointer(Path(root)).get("tag")
+    if tag is None:
         return None
-    path = Path(root) / json.loads(pointer.read_text())["tag"]
+    path = Path(root) / tag
     return path if (path / STATE_FILE).is_file() else None
 
 
