@@ -46,15 +46,19 @@ def modules() -> dict[str, Path]:
 
 def module_imports() -> dict[str, set[str]]:
     """Every project module a module imports (``from a import b`` counts ``a.b`` when it is a
-    module, else ``a``), including imports under ``TYPE_CHECKING`` and inside functions."""
+    module, else ``a``), including imports under ``TYPE_CHECKING`` and inside functions. A
+    package imports what its ``__init__.pyi`` lists (``lazy_loader`` imports it on use)."""
     mods = modules()
     edges: dict[str, set[str]] = defaultdict(set)
     for name, path in mods.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        stub = path.with_suffix(".pyi")
+        source = path.read_text() + (stub.read_text() if stub.exists() else "")
+        for node in ast.walk(ast.parse(source)):
             targets = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods
-                           else node.module for a in node.names]
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = node.module if node.level == 0 else f"{name}.{node.module}"
+                targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in mods
+                           else module for a in node.names]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             edges[name] |= {t for t in targets if t in mods and t != name}

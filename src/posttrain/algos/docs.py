@@ -1,8 +1,11 @@
-"""``docs/algorithms.md``, rendered from the catalogue (a test keeps the file in sync)."""
+"""Files rendered from the catalogue: ``docs/algorithms.md`` and ``algos/index.json`` (tests
+keep both in sync)."""
 
 from __future__ import annotations
 
-from posttrain.algos.registry import KINDS, entries
+import json
+
+from posttrain.algos.registry import KINDS, entries, index_rows
 
 HEADER = """# Algorithms
 
@@ -30,6 +33,11 @@ def my_baseline(*, rewards, group_ids, mask):
     \"\"\"``A_i = r_i - median_g``.\"\"\"
     ...
 ```
+
+A built-in entry (in a module of `posttrain.algos`) is also listed in
+`src/posttrain/algos/index.json`, from which config validation reads names and parameters
+without importing torch: after adding or changing one, run
+`posttrain algorithms --index > src/posttrain/algos/index.json` (a test fails until then).
 
 Config: `algo.adv_estimator` takes the outcome estimators (`grpo`, `dr_grpo`,
 `mean_baseline`, `rloo`, `reinforce_plus_plus_baseline`) and the multi-reward ones (`gdpo`,
@@ -72,3 +80,12 @@ def render_markdown() -> str:
             lines.append(f"| `{e.name}` | {aliases} | {_cell(e.formula)} | {_cell(e.source)} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def render_index() -> str:
+    """``index.json``: every entry's ``Facts``, read by config validation without torch; one
+    line an entry."""
+    kinds = [f'"{kind}": {{\n' + ",\n".join(f"  {json.dumps(name)}: {json.dumps(row)}"
+                                             for name, row in rows.items()) + "\n}"
+             for kind, rows in index_rows(entries()).items()]
+    return "{\n" + ",\n".join(kinds) + "\n}\n"

@@ -10,7 +10,6 @@ import torch
 
 from posttrain.algos.registry import register
 from posttrain.algos.tensors import LOG_RATIO_CLAMP, require_finite
-from posttrain.types.sampling import keep_sampling_mask
 
 
 def _log_ratio(old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor):
@@ -98,8 +97,26 @@ def opsm(
     return mask * (~drop).to(mask.dtype)[:, None]
 
 
-# the engine's truncation lives with SamplingParams (engines use it without the catalogue)
-register("offpolicy", "keep_sampling_mask", source="PT (DeepSeek V3.2)")(keep_sampling_mask)
+@register("offpolicy", "keep_sampling_mask", source="PT (DeepSeek V3.2)")
+def keep_sampling_mask(
+    *, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
+    """Log-probs over the engine's truncated support: ``pi(v) 1[v in S] / sum_S pi`` (-inf
+    outside). Top-k keeps the k largest; top-p the smallest prefix by probability whose mass
+    reaches ``top_p`` (the top token always). The trainer applies this before log-probs, KL and
+    entropy so they describe the distribution actually sampled from."""
+    z = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    z = z / (temperature if temperature > 0 else 1.0)
+    if top_k and top_k < z.shape[-1]:
+        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_z, order = torch.sort(z, dim=-1, descending=True)
+        probs = torch.softmax(sorted_z, dim=-1)
+        drop_sorted = probs.cumsum(-1) - probs >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        z = z.masked_fill(drop, float("-inf"))
+    return torch.log_softmax(z, dim=-1)
 
 
 @register("offpolicy", "routing_replay", aliases=("r3", "rollout_routing_replay"),

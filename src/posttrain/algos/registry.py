@@ -3,6 +3,11 @@
 Config values are the canonical names of ALGORITHMS.md; the names other frameworks use (§12)
 are accepted as aliases, and ``-`` and ``_`` are interchangeable (``seq-mean-token-mean``).
 
+An entry's module is imported when the entry is first asked for. What config validation needs
+(names, aliases, parameters: ``facts``) is read from ``index.json`` without importing any
+entry, so a config is checked without torch; ``posttrain algorithms --index`` writes the file
+and a test keeps it current.
+
 >>> from posttrain.algos import get, names
 >>> get("aggregation", "token-mean") is get("aggregation", "dapo")
 True
@@ -10,9 +15,14 @@ True
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
+import pkgutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 KINDS = (
@@ -38,6 +48,36 @@ class LazyInputs(Mapping):
 
     def __len__(self) -> int:
         return len(self._makers)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A parameter of an entry's function; ``data`` ones (tensors, sequences) are the caller's
+    inputs, the others hyperparameters."""
+
+    name: str
+    required: bool
+    data: bool
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What is known of an entry without importing its module: where it lives, its names, what
+    its result is and its parameters."""
+
+    kind: str
+    name: str
+    aliases: tuple[str, ...]
+    module: str
+    output: str
+    parameters: tuple[Parameter, ...]
+
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parameters)
+
+    def hyperparameters(self) -> dict[str, bool]:
+        """Keyword parameters that are not data: ``name -> required``."""
+        return {p.name: p.required for p in self.parameters if not p.data}
 
 
 @dataclass(frozen=True)
@@ -85,22 +125,52 @@ class Entry:
         doc = (self.fn.__doc__ or "").strip()
         return " ".join(doc.split("\n\n")[0].split())
 
+    def facts(self) -> Facts:
+        """Its ``Facts``, read from the function: a parameter annotated as a tensor or a
+        sequence is data."""
+        parameters = tuple(
+            Parameter(p.name, p.default is inspect.Parameter.empty,
+                      any(t in str(p.annotation) for t in ("Tensor", "Sequence")))
+            for p in inspect.signature(self.fn).parameters.values())
+        return Facts(self.kind, self.name, self.aliases, self.fn.__module__, self.output,
+                     parameters)
+
     def hyperparameters(self) -> dict[str, bool]:
-        """Keyword parameters that are not data (tensors, sequences): ``name -> required``."""
-        out = {}
-        for p in inspect.signature(self.fn).parameters.values():
-            annotation = str(p.annotation)
-            if "Tensor" not in annotation and "Sequence" not in annotation:
-                out[p.name] = p.default is inspect.Parameter.empty
-        return out
+        return self.facts().hyperparameters()
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
 _LOOKUP: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+INDEX = Path(__file__).with_name("index.json")
 
 
 def _key(name: str) -> str:
     return name.strip().lower().replace("-", "_")
+
+
+@cache
+def _index() -> tuple[dict[str, dict[str, Facts]], dict[str, dict[str, str]]]:
+    """The built-in entries' ``Facts`` by kind and name, and their spellings by kind."""
+    facts = {kind: {} for kind in KINDS}
+    lookup = {kind: {} for kind in KINDS}
+    for kind, rows in json.loads(INDEX.read_text()).items():
+        for name, row in rows.items():
+            facts[kind][name] = Facts(kind, name, tuple(row["aliases"]), row["module"],
+                                      row["output"],
+                                      tuple(Parameter(*p) for p in row["parameters"]))
+            lookup[kind].update(dict.fromkeys(map(_key, (name, *row["aliases"])), name))
+    return facts, lookup
+
+
+def index_rows(catalogue: list[Entry]) -> dict[str, dict[str, dict]]:
+    """The contents of ``index.json`` for ``catalogue``."""
+    rows: dict[str, dict[str, dict]] = {kind: {} for kind in KINDS}
+    for e in catalogue:
+        f = e.facts()
+        rows[e.kind][e.name] = {"aliases": list(f.aliases), "module": f.module,
+                                "output": f.output,
+                                "parameters": [[p.name, p.required, p.data] for p in f.parameters]}
+    return rows
 
 
 def register(
@@ -108,14 +178,15 @@ def register(
     feeds: Mapping[str, str] | None = None, output: str = "",
 ) -> Callable[[Callable], Callable]:
     """Decorator: add ``fn`` to the catalogue as ``kind``/``name`` (``feeds``, ``output``:
-    see ``Entry``)."""
+    see ``Entry``). A spelling already taken by an entry, imported or not, is an error."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
 
     def decorate(fn: Callable) -> Callable:
         keys = [_key(n) for n in (name, *aliases)]
+        spellings = _index()[1][kind]
         for key in keys:
-            if key in _LOOKUP[kind]:
+            if key in _LOOKUP[kind] or spellings.get(key, name) != name:
                 raise ValueError(f"{kind} {key!r} is already registered")
         _LOOKUP[kind].update(dict.fromkeys(keys, name))
         _ENTRIES[kind][name] = Entry(kind, name, fn, tuple(aliases), source, dict(feeds or {}),
@@ -125,15 +196,40 @@ def register(
     return decorate
 
 
-def entry(kind: str, name: str) -> Entry:
-    """The entry for a canonical name or alias; unknown names raise ``KeyError`` listing
-    the known ones."""
+def canonical(kind: str, name: str) -> str:
+    """The canonical name of a name or alias of ``kind``; unknown names raise ``KeyError``
+    listing the known ones. Imports nothing."""
     if kind not in KINDS:
         raise KeyError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
-    try:
-        return _ENTRIES[kind][_LOOKUP[kind][_key(name)]]
-    except KeyError:
-        raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(names(kind))}") from None
+    key = _key(name)
+    found = _LOOKUP[kind].get(key) or _index()[1][kind].get(key)
+    if found is None:
+        raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(names(kind))}")
+    return found
+
+
+def facts(kind: str, name: str) -> Facts:
+    """The ``Facts`` of a name or alias, without importing its module."""
+    name = canonical(kind, name)
+    if name in _ENTRIES[kind]:
+        return _ENTRIES[kind][name].facts()
+    return _index()[0][kind][name]
+
+
+def _import_all() -> None:
+    """Import every module of ``posttrain.algos``, registering every built-in entry."""
+    package = importlib.import_module(__package__)
+    for module in pkgutil.walk_packages(package.__path__, f"{__package__}."):
+        importlib.import_module(module.name)
+
+
+def entry(kind: str, name: str) -> Entry:
+    """The entry for a canonical name or alias, its module imported on first use; unknown
+    names raise ``KeyError`` listing the known ones."""
+    name = canonical(kind, name)
+    if name not in _ENTRIES[kind]:
+        importlib.import_module(_index()[0][kind][name].module)
+    return _ENTRIES[kind][name]
 
 
 def get(kind: str, name: str) -> Callable:
@@ -141,15 +237,12 @@ def get(kind: str, name: str) -> Callable:
     return entry(kind, name).fn
 
 
-def canonical(kind: str, name: str) -> str:
-    return entry(kind, name).name
-
-
 def names(kind: str) -> list[str]:
     """Canonical names of ``kind``, sorted."""
-    return sorted(_ENTRIES[kind])
+    return sorted(set(_ENTRIES[kind]) | set(_index()[0][kind]))
 
 
 def entries() -> list[Entry]:
-    """Every entry, by kind (in ``KINDS`` order) then name."""
-    return [_ENTRIES[k][n] for k in KINDS for n in names(k)]
+    """Every entry, by kind (in ``KINDS`` order) then name; imports every built-in."""
+    _import_all()
+    return [_ENTRIES[k][n] for k in KINDS for n in sorted(_ENTRIES[k])]

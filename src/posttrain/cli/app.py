@@ -392,13 +392,15 @@ def replay(
 def algorithms(
     kind: Annotated[str | None, typer.Option(help="only this kind (advantage, kl, ...)")] = None,
     markdown: Annotated[bool, typer.Option(help="print docs/algorithms.md")] = False,
+    index: Annotated[bool, typer.Option(help="print src/posttrain/algos/index.json (what "
+                                        "config validation knows of each entry)")] = False,
 ) -> None:
     """List the algorithm catalogue: canonical names, aliases, formulas, sources."""
     from posttrain.algos import KINDS, entries
-    from posttrain.algos.docs import render_markdown
+    from posttrain.algos.docs import render_index, render_markdown
 
-    if markdown:
-        typer.echo(render_markdown(), nl=False)
+    if markdown or index:
+        typer.echo(render_markdown() if markdown else render_index(), nl=False)
         return
     if kind is not None and kind not in KINDS:
         _fail(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")

@@ -2,15 +2,6 @@
 behind the same ``Engine`` protocol the local run uses; Ray is imported only when asked for
 (``pip install 'posttrain[ray]'``)."""
 
-from posttrain.cluster.engine_actor import EngineActor, RayEngine
-from posttrain.cluster.launch import launch_engines, ray_session
-from posttrain.cluster.trainer_actor import RayTrainer, TrainerActor
+import lazy_loader
 
-__all__ = [
-    "EngineActor",
-    "RayEngine",
-    "RayTrainer",
-    "TrainerActor",
-    "launch_engines",
-    "ray_session",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

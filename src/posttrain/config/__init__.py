@@ -1,15 +1,5 @@
 """Layer 7: the pydantic config tree and its YAML loader."""
 
-from posttrain.config.loading import ConfigError, apply_override, build_config, load_config
-from posttrain.config.schema import ModelConfig, RewardConfig, RunConfig, TaskConfig
+import lazy_loader
 
-__all__ = [
-    "ConfigError",
-    "ModelConfig",
-    "RewardConfig",
-    "RunConfig",
-    "TaskConfig",
-    "apply_override",
-    "build_config",
-    "load_config",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

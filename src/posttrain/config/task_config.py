@@ -10,7 +10,8 @@ from pydantic import Field, field_validator, model_validator
 from posttrain.envs.code import VERDICT_PARTS
 from posttrain.envs.tau.episode import TAU_PARTS
 from posttrain.envs.tau.tasks import BASES
-from posttrain.harness import Compaction, LoopLimits
+from posttrain.harness.compaction import Compaction
+from posttrain.harness.limits import LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.settings import Section
 from posttrain.settings.extension import extension, is_path, load_extension

@@ -1,31 +1,5 @@
 """Layer 3: rollout engines behind the ``Engine`` protocol."""
 
-from posttrain.engines.base import (
-    Engine,
-    EngineRestarted,
-    EngineUnavailableError,
-    FinishReason,
-    GenerationOutput,
-)
-from posttrain.engines.sampling import (
-    counter_uniforms,
-    processed_logprobs,
-    row_seeds,
-    sample_tokens,
-)
-from posttrain.engines.torch_engine import TorchEngine
-from posttrain.engines.weights import weights_checksum
+import lazy_loader
 
-__all__ = [
-    "Engine",
-    "EngineRestarted",
-    "EngineUnavailableError",
-    "FinishReason",
-    "GenerationOutput",
-    "TorchEngine",
-    "counter_uniforms",
-    "processed_logprobs",
-    "row_seeds",
-    "sample_tokens",
-    "weights_checksum",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
+from posttrain.algos.offpolicy import keep_sampling_mask
 from posttrain.types import SamplingParams
-from posttrain.types.sampling import keep_sampling_mask
 
 _M64 = (1 << 64) - 1
 _GOLDEN, _MUL1, _MUL2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB

@@ -20,6 +20,7 @@ from posttrain.engines import Engine
 from posttrain.harness.compaction import Compaction, compact
 from posttrain.harness.episode_env import EpisodeEnv, is_conversation
 from posttrain.harness.guard import BLOCKED, Guard
+from posttrain.harness.limits import LoopLimits
 from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
 from posttrain.harness.tools import ToolRegistry, ToolResult
 from posttrain.harness.trace import Trace
@@ -27,18 +28,6 @@ from posttrain.rewards import RewardFunction
 from posttrain.types import ChatTemplateError, Episode, SamplingParams, Segment, StepSpan
 
 STOP_REASONS = ("answer", "max_turns", "max_tokens", "timeout", "loop", "tool_errors")
-
-
-@dataclass(frozen=True)
-class LoopLimits:
-    """When an episode ends, besides a final answer (a turn without tool calls)."""
-
-    max_turns: int = 8
-    max_tokens: int = 2048  # the context window: one segment's tokens
-    max_new_tokens: int = 256  # one assistant turn
-    timeout_s: float = 120.0
-    max_tool_errors: int = 3
-    loop_repeats: int = 3  # the same calls this many turns in a row
 
 
 class LoopView(Protocol):

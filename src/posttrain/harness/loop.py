@@ -16,8 +16,9 @@ from dataclasses import replace
 from posttrain.engines import Engine
 from posttrain.harness.compaction import Compaction
 from posttrain.harness.episode_env import EpisodeEnv
-from posttrain.harness.episode_state import EpisodeState, LoopLimits
+from posttrain.harness.episode_state import EpisodeState
 from posttrain.harness.guard import Guard
+from posttrain.harness.limits import LoopLimits
 from posttrain.harness.tool_calls import HERMES_PATTERN
 from posttrain.harness.tools import ToolRegistry
 from posttrain.rewards import RewardFunction

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pydantic
-from transformers.utils import get_json_schema
 
+from posttrain.harness.limits import MAX_BYTES, MAX_LINES, truncate_output
 from posttrain.harness.tool_calls import ToolCall
-from posttrain.harness.truncation import MAX_BYTES, MAX_LINES, truncate_output
 
 # How a call ended. The first three are the model's fault (``behaviour_reg``'s error tokens).
 MALFORMED = ("format", "unknown_tool", "arguments")
@@ -76,6 +75,8 @@ class Tool:
             raise ValueError(f"tool {fn.__name__}: an async tool cannot run isolated")
         self.fn, self.timeout, self.isolated = fn, timeout, isolated
         self.name = fn.__name__
+        from transformers.utils import get_json_schema  # transformers only when a tool is made
+
         self.schema = get_json_schema(fn)
         self._validated = pydantic.validate_call(fn)
 

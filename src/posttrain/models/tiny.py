@@ -8,13 +8,14 @@ ChatML chat template. Digits are always single tokens, so arithmetic is learnabl
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
+
+from posttrain.models.presets import PRESETS
 
 PAD, EOS, BOS = "<|pad|>", "<|im_end|>", "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -33,21 +34,6 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
-
-@dataclass(frozen=True)
-class TinyPreset:
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
-    vocab_size: int
-
-
-PRESETS: dict[str, TinyPreset] = {
-    "nano": TinyPreset(64, 2, 4, 256, 512),
-    "micro": TinyPreset(128, 3, 4, 512, 512),
-    "small": TinyPreset(256, 4, 8, 1024, 1024),
-}
 
 _WORDS = (
     "what is the answer compute calculate solve find value of sum difference product "

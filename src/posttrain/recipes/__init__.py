@@ -2,9 +2,6 @@
 ``distillation``, ``rl``), ``build`` (config -> engine, tasks, reward, judges, teachers) and
 ``stages`` (the run a config describes)."""
 
-from posttrain.recipes.report import Reporter, plot_curves
-from posttrain.recipes.rl import run_async_rl, run_rl
-from posttrain.recipes.sampling_loop import RLRun
-from posttrain.recipes.sft import run_sft
+import lazy_loader
 
-__all__ = ["RLRun", "Reporter", "plot_curves", "run_async_rl", "run_rl", "run_sft"]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

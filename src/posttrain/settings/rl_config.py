@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from posttrain.algos import entry
+from posttrain.algos.registry import facts
 from posttrain.settings.section import (
     Count,
     OptimConfig,
@@ -177,9 +176,9 @@ class ShapingRule(Section):
 
     @model_validator(mode="after")
     def _takes_effect(self) -> ShapingRule:
-        rule = entry("shaping", self.name)
+        rule = facts("shaping", self.name)
         accepted = {k: r for k, r in rule.hyperparameters().items() if k not in SUPPLIED}
-        if "budgets" in inspect.signature(rule.fn).parameters:  # from one config budget
+        if "budgets" in rule.parameter_names():  # from one config budget
             accepted["budget"] = True
         if rule.output == "cost":  # subtracted coef times
             accepted["coef"] = True

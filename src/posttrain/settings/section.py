@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from posttrain.algos import canonical, entry
+from posttrain.algos.registry import canonical, facts
 from posttrain.types import SamplingParams
 
 # field types of the shared sections (a stage declares only its own defaults)
@@ -115,7 +115,7 @@ class NamedLoss(Section):
     @model_validator(mode="after")
     def _takes_effect(self) -> NamedLoss:
         check_hyperparameters(f"{self.LABEL} {self.name!r}",
-                              entry(self.KIND, self.name).hyperparameters(),
+                              facts(self.KIND, self.name).hyperparameters(),
                               set(self.hyperparameters()))
         return self
 

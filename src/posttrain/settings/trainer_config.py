@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from posttrain.algos import get, names
+from posttrain.algos.registry import facts, names
 from posttrain.settings.section import NamedLoss, OptimConfig, Section, registered
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 MISMATCH_WEIGHTS = ("tis_token", "tis_seq", "mis_token", "mis_seq")
 # policy losses of the actor (those of log-probs; value_clip and entropy_bonus are terms)
-ACTOR_LOSSES = tuple(
-    n for n in names("policy_loss") if "logp" in inspect.signature(get("policy_loss", n)).parameters
-)
+ACTOR_LOSSES = tuple(n for n in names("policy_loss")
+                     if "logp" in facts("policy_loss", n).parameter_names())
 
 
 class PolicyLossConfig(NamedLoss):

@@ -1,29 +1,5 @@
 """Layer 0: the token-exact data model shared by every other layer."""
 
-from posttrain.types.batch import Batch
-from posttrain.types.episode import Episode, Group, Segment, StepSpan
-from posttrain.types.errors import (
-    ChatTemplateError,
-    DataError,
-    MismatchError,
-    TeacherMismatchError,
-    WeightSyncError,
-)
-from posttrain.types.jsonl import read_episodes, write_episodes
-from posttrain.types.sampling import SamplingParams
+import lazy_loader
 
-__all__ = [
-    "Batch",
-    "ChatTemplateError",
-    "DataError",
-    "Episode",
-    "Group",
-    "MismatchError",
-    "SamplingParams",
-    "Segment",
-    "StepSpan",
-    "TeacherMismatchError",
-    "WeightSyncError",
-    "read_episodes",
-    "write_episodes",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import torch
-
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -45,24 +43,3 @@ class SamplingParams:
 def step_seed(seed: int, step: int) -> int:
     """The sampling seed of training step ``step`` of a run seeded ``seed``."""
     return (seed * 1_000_003 + step) % 2**62
-
-
-def keep_sampling_mask(
-    *, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
-) -> torch.Tensor:
-    """Log-probs over the engine's truncated support: ``pi(v) 1[v in S] / sum_S pi`` (-inf
-    outside). Top-k keeps the k largest; top-p the smallest prefix by probability whose mass
-    reaches ``top_p`` (the top token always). The trainer applies this before log-probs, KL and
-    entropy so they describe the distribution actually sampled from."""
-    z = logits.to(torch.promote_types(logits.dtype, torch.float32))
-    z = z / (temperature if temperature > 0 else 1.0)
-    if top_k and top_k < z.shape[-1]:
-        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
-        z = z.masked_fill(z < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_z, order = torch.sort(z, dim=-1, descending=True)
-        probs = torch.softmax(sorted_z, dim=-1)
-        drop_sorted = probs.cumsum(-1) - probs >= top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        z = z.masked_fill(drop, float("-inf"))
-    return torch.log_softmax(z, dim=-1)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from posttrain.algos import KINDS, LazyInputs, entries, entry, get, names, register
-from posttrain.algos.docs import render_markdown
+from posttrain.algos.docs import render_index, render_markdown
+from posttrain.algos.registry import INDEX, facts
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -55,6 +56,20 @@ def test_duplicate_and_bad_kind_registration_fail():
 def test_docs_are_generated_from_the_registry():
     doc = (ROOT / "docs" / "algorithms.md").read_text()
     assert doc == render_markdown(), "run: posttrain algorithms --markdown > docs/algorithms.md"
+
+
+def test_the_index_is_generated_from_the_registry():
+    assert INDEX.read_text() == render_index(), \
+        "run: posttrain algorithms --index > src/posttrain/algos/index.json"
+
+
+def test_facts_agree_with_the_function_they_describe():
+    """``cispo``'s hyperparameters as the index gives them and as its signature reads."""
+    cispo = facts("policy_loss", "cispo")
+    assert cispo.module == "posttrain.algos.objectives.is_losses"
+    assert cispo.hyperparameters() == {"r_min": False, "r_max": False}
+    assert cispo.hyperparameters() == entry("policy_loss", "cispo").hyperparameters()
+    assert "logp" in cispo.parameter_names() and "logp" not in cispo.hyperparameters()
 
 
 def test_an_entry_takes_its_declared_inputs_and_computes_only_those():

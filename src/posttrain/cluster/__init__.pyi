@@ -1,0 +1,14 @@
+# What the package exports. __init__.py loads each name on first use (lazy_loader).
+
+from .engine_actor import EngineActor, RayEngine
+from .launch import launch_engines, ray_session
+from .trainer_actor import RayTrainer, TrainerActor
+
+__all__ = [
+    "EngineActor",
+    "RayEngine",
+    "RayTrainer",
+    "TrainerActor",
+    "launch_engines",
+    "ray_session",
+]

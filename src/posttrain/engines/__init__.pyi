@@ -1,0 +1,20 @@
+# What the package exports. __init__.py loads each name on first use (lazy_loader).
+
+from .base import Engine, EngineRestarted, EngineUnavailableError, FinishReason, GenerationOutput
+from .sampling import counter_uniforms, processed_logprobs, row_seeds, sample_tokens
+from .torch_engine import TorchEngine
+from .weights import weights_checksum
+
+__all__ = [
+    "Engine",
+    "EngineRestarted",
+    "EngineUnavailableError",
+    "FinishReason",
+    "GenerationOutput",
+    "TorchEngine",
+    "counter_uniforms",
+    "processed_logprobs",
+    "row_seeds",
+    "sample_tokens",
+    "weights_checksum",
+]

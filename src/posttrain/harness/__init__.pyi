@@ -1,0 +1,52 @@
+# What the package exports. __init__.py loads each name on first use (lazy_loader).
+
+from .compaction import STRATEGIES, Compaction
+from .context import (
+    discard_tool_turns,
+    microcompact,
+    retain_reasoning,
+    select_recent_user_messages,
+    should_compact,
+)
+from .episode_env import EpisodeEnv
+from .episode_state import STOP_REASONS
+from .guard import Guard, GuardRule
+from .limits import LoopLimits, truncate_output
+from .loop import AgentLoop
+from .replay import episode_problems
+from .sandbox import Sandbox, SandboxError, SandboxLimits, SandboxResult, namespaces_available
+from .tool_calls import HERMES_PATTERN, ToolCall, format_tool_call, parse_tool_calls
+from .tools import MALFORMED, Tool, ToolRegistry, ToolResult
+from .tree import run_tree
+
+__all__ = [
+    "MALFORMED",
+    "STOP_REASONS",
+    "STRATEGIES",
+    "AgentLoop",
+    "Compaction",
+    "EpisodeEnv",
+    "Guard",
+    "GuardRule",
+    "LoopLimits",
+    "HERMES_PATTERN",
+    "Sandbox",
+    "SandboxError",
+    "SandboxLimits",
+    "SandboxResult",
+    "Tool",
+    "ToolCall",
+    "ToolRegistry",
+    "ToolResult",
+    "discard_tool_turns",
+    "episode_problems",
+    "format_tool_call",
+    "microcompact",
+    "namespaces_available",
+    "parse_tool_calls",
+    "retain_reasoning",
+    "run_tree",
+    "select_recent_user_messages",
+    "should_compact",
+    "truncate_output",
+]

@@ -1,0 +1,11 @@
+# What the package exports. __init__.py loads each name on first use (lazy_loader).
+
+from .agent import AgentRollout
+from .async_source import AsyncEpisodes
+from .evaluation import evaluate, rollout_metrics
+from .judged import JudgedRollout
+from .reward_shaping import informative, shape_rewards
+from .single_turn import SyncEpisodes, rollout
+
+__all__ = ["AgentRollout", "AsyncEpisodes", "JudgedRollout", "SyncEpisodes", "evaluate",
+           "informative", "rollout", "rollout_metrics", "shape_rewards"]

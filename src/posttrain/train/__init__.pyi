@@ -1,0 +1,32 @@
+# What the package exports. __init__.py loads each name on first use (lazy_loader).
+
+from .checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
+from .critic import critic_step, critic_values
+from .losses import RLTokens, rl_loss, sft_loss
+from .objective_steps import distill_step, preference_step, reward_model_step, sft_step
+from .protocol import PolicyTrainer
+from .rl_update import rl_step, rl_steps
+from .schedule import build_optimizer, lr_factor
+from .trainer import Trainer, TrainingDivergedError
+
+__all__ = [
+    "PolicyTrainer",
+    "RLTokens",
+    "Trainer",
+    "TrainingDivergedError",
+    "build_optimizer",
+    "critic_step",
+    "critic_values",
+    "distill_step",
+    "latest_checkpoint",
+    "load_checkpoint_state",
+    "lr_factor",
+    "preference_step",
+    "reward_model_step",
+    "rl_loss",
+    "rl_step",
+    "rl_steps",
+    "save_checkpoint",
+    "sft_loss",
+    "sft_step",
+]
