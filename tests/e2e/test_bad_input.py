@@ -14,6 +14,7 @@ def inputs(tmp_path):
     (tmp_path / "file.txt").write_text("not a model")
     (tmp_path / "empty").mkdir()
     (tmp_path / "bad.jsonl").write_text("garbage\n")
+    (tmp_path / "rows.jsonl").write_text('{"text": "What is 1+1?", "answer": 2}\n' * 4)
     return tmp_path
 
 
@@ -31,6 +32,14 @@ CASES = {
     "reward-model: a missing pairs file": (
         ["reward-model", "configs/quickstart.yaml", "model.preset=nano",
          "rm.data={d}/none.jsonl", "out_dir={d}/o"], "does not exist"),
+    "train: a dataset without the prompt column": (
+        ["train", "configs/quickstart.yaml", "stages=[rl]", "model.preset=nano",
+         "task.name=dataset", "task.data.path={d}/rows.jsonl", "--out", "{d}/o"],
+        "no column 'prompt' (the prompt column); its columns: text, answer"),
+    "train: a dataset file that is not JSON lines": (
+        ["train", "configs/quickstart.yaml", "stages=[rl]", "model.preset=nano",
+         "task.name=dataset", "task.data.path={d}/bad.jsonl", "--out", "{d}/o"],
+        "cannot read dataset"),
     "replay: not episodes": (["replay", "{d}/bad.jsonl"], "malformed episode"),
     "tau check: an unknown domain": (["tau", "check", "--domain", "nope"], "unknown tau domain"),
     "build-tiny: a path under a file": (["build-tiny", "{d}/file.txt/x"], "cannot write"),

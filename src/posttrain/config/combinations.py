@@ -157,7 +157,7 @@ def task_rules(cfg) -> None:
     if task.name == "tau" and task.tau.user is None and not task.tau.solo:
         raise ValueError("task.tau.user: tau episodes need a simulated user (a local "
                          "model or an endpoint), or task.tau.solo")
-    if task.name == "tau" or task.custom:
+    if task.name in ("tau", "dataset") or task.custom:
         for stage, data in (("sft", cfg.sft.data), ("distill", cfg.distill.data)):
             if stage in cfg.stages and data is None:
                 raise ValueError(f"the {stage} stage on task {task.name} needs {stage}.data "

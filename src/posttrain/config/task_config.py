@@ -14,10 +14,12 @@ from posttrain.harness.compaction import Compaction
 from posttrain.harness.limits import LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.settings import Section
+from posttrain.settings.data_config import DatasetConfig
 from posttrain.settings.extension import extension, is_path, load_extension
 
-BUILT_IN_TASKS = ("arithmetic", "calculator", "search", "code", "reasoning_gym", "tau")
-SINGLE_TURN_TASKS = ("arithmetic", "reasoning_gym")
+BUILT_IN_TASKS = ("arithmetic", "calculator", "search", "code", "reasoning_gym", "tau",
+                  "dataset")
+SINGLE_TURN_TASKS = ("arithmetic", "reasoning_gym", "dataset")
 
 
 TASK_KEYS = {"ops": ("arithmetic", "calculator"), "digits": ("arithmetic", "calculator"),
@@ -115,10 +117,11 @@ class AgentConfig(Section):
 
 
 class TaskConfig(Section):
-    """The task family: a task source named by dotted path (``my_pkg.tasks:make``, called
-    with ``(seed, eval_fraction)``; docs/extending.md) or a built-in one: ``arithmetic`` (single
-    turn), ``calculator`` (a ``calculate`` tool
-    through the agent loop; SFT on tool-use traces) or ``search`` (likewise, with a BM25
+    """The task family: prompts from the user's dataset (``dataset``: the ``data`` section,
+    ``DatasetConfig``; docs/datasets.md), a task source named by dotted path
+    (``my_pkg.tasks:make``, called with ``(seed, eval_fraction)``; docs/extending.md) or a
+    built-in one: ``arithmetic`` (single turn), ``calculator`` (a ``calculate`` tool through
+    the agent loop; SFT on tool-use traces) or ``search`` (likewise, with a BM25
     ``search`` tool over fictional fact cards; ``ops`` and ``digits`` do not apply) or ``code``
     (write a function in a sandbox; ``run_python`` and ``submit`` tools; hidden tests decide the
     reward parts ``correct``, ``f2p``, ``p2p`` and ``submissions``, scored with verifier
@@ -154,12 +157,16 @@ class TaskConfig(Section):
     dataset: str | None = None
     dataset_config: dict[str, Any] = Field(default_factory=dict)
     tau: TauConfig = TauConfig()
+    data: DatasetConfig | None = None
 
     @model_validator(mode="after")
     def _dataset(self) -> TaskConfig:
         if (self.name == "reasoning_gym") != (self.dataset is not None):
             raise ValueError("task.dataset (a reasoning-gym dataset name) goes with "
                              "task.name=reasoning_gym")
+        if (self.name == "dataset") != (self.data is not None):
+            raise ValueError("task.data (your dataset: path and columns) goes with "
+                             "task.name=dataset")
         return self
 
     @field_validator("efforts")

@@ -21,6 +21,7 @@ from posttrain.data.preference_pairs import (
     arithmetic_pairs,
     load_preference_jsonl,
 )
+from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
 from posttrain.envs import (
     ArithmeticTasks,
@@ -92,6 +93,8 @@ def _built_in_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable
     if t.name == "tau":  # each episode's environment brings the domain's tools
         tasks = tau_tasks(t.tau, cfg.model.dtype, cfg.seed)
         return tasks, ToolRegistry(), tasks.make_env
+    if t.name == "dataset":
+        return DatasetTasks(t.data, cfg.seed, t.eval_fraction), None, None
     if t.name == "reasoning_gym":
         return ReasoningGymTasks(t.dataset, cfg.seed, t.eval_fraction,
                                  config=t.dataset_config), None, None
@@ -133,6 +136,10 @@ class RunParts:
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
         self.ckpt_dir = self.out / CHECKPOINTS
         self.tasks, self.tools, env_factory = task_family(cfg)
+        if isinstance(self.tasks, DatasetTasks):
+            for split, rows in self.tasks.skipped.items():
+                self.report_skipped(f"{split} prompt", [i for i, _ in rows], "rows",
+                                    rows[0][1] if rows else "")
         self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if cfg.task.efforts:  # evaluate at the highest effort level
@@ -213,10 +220,14 @@ class RunParts:
                    **settings)
 
     # -- data --------------------------------------------------------------------------------
-    def report_skipped(self, what: str, lines: list[int]) -> None:
+    def report_skipped(self, what: str, lines: list[int], unit: str = "lines",
+                       first_reason: str = "") -> None:
         if lines:
-            self.reporter.message(f"[yellow]skipped {len(lines)} malformed {what} rows (lines "
-                                  f"{lines[:5]}{'...' if len(lines) > 5 else ''})")
+            from rich.markup import escape
+
+            why = f"; the first: {escape(first_reason)}" if first_reason else ""
+            self.reporter.message(f"[yellow]skipped {len(lines)} malformed {what} rows ({unit} "
+                                  f"{lines[:5]}{'...' if len(lines) > 5 else ''}{why})")
 
     def conversations(self, path: str | None, n: int, error_rate: float, what: str
                       ) -> list[list[dict]]:

@@ -1,0 +1,58 @@
+"""Where a stage's rows come from: local data read through Hugging Face ``datasets``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from posttrain.settings.section import Section
+
+# file suffix -> the ``datasets`` builder that reads it
+FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
+                ".arrow": "arrow"}
+
+
+class DatasetConfig(Section):
+    """Rows of local data, read with Hugging Face ``datasets``. ``path``: a JSONL, JSON,
+    parquet, CSV or arrow file (its rows are the split ``train``), a ``save_to_disk``
+    directory, or a folder ``load_dataset`` reads (data files, or a loading script); ``split``
+    of it. Held out for evaluation: the split ``eval_split`` of the same data, or the file or
+    folder ``eval_path``, else the last ``task.eval_fraction`` of the rows. ``shuffle``: rows
+    in an order drawn from the run's seed first; ``max_rows``: only the first that many.
+
+    Columns: ``prompt`` (a string, or chat messages ``[{"role", "content"}, ...]``),
+    ``answer`` (the reference the verifiers check; a number becomes its text; null: no
+    reference), ``system`` (a column of system prompts) or ``system_prompt`` (one text for every
+    row; a row's own system message wins over both). Every column of a row reaches reward
+    functions that ask for it."""
+
+    path: str
+    split: str = "train"
+    eval_path: str | None = None
+    eval_split: str | None = None
+    prompt: str = "prompt"
+    answer: str | None = "answer"
+    system: str | None = None
+    system_prompt: str | None = None
+    shuffle: bool = True
+    max_rows: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _readable(self) -> DatasetConfig:
+        for key in ("path", "eval_path"):
+            where = getattr(self, key)
+            if where is None:
+                continue
+            p = Path(where)
+            if not p.exists():
+                raise ValueError(f"{key}: {where!r} does not exist")
+            if p.is_file() and p.suffix not in FILE_FORMATS:
+                raise ValueError(f"{key}: {where!r} is not a data file ({', '.join(FILE_FORMATS)})"
+                                 " or a dataset folder")
+        if self.eval_path is not None and self.eval_split is not None:
+            raise ValueError("eval_path and eval_split both name the held-out rows: set one")
+        if self.system is not None and self.system_prompt is not None:
+            raise ValueError("system (a column) and system_prompt (one text) both give the "
+                             "system prompt: set one")
+        return self
