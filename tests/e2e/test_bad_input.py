@@ -25,10 +25,14 @@ CASES = {
     "train: a missing config": (["train", "{d}/none.yaml"], "does not exist"),
     "train: a missing SFT file": (["train", "configs/quickstart.yaml", "stages=[sft]",
                                    "model.preset=nano", "sft.data={d}/none.jsonl", "--out",
-                                   "{d}/o"], "SFT data file"),
+                                   "{d}/o"], "SFT data '{d}/none.jsonl' does not exist"),
     "reward-model: pairs without a valid row": (
+        ["reward-model", "configs/quickstart.yaml", "model.preset=nano",
+         "rm.data={d}/rows.jsonl", "out_dir={d}/o"],
+        "holds no usable row (4 skipped; row 0: row needs 'chosen' and 'rejected')"),
+    "reward-model: pairs that are not JSON lines": (
         ["reward-model", "configs/quickstart.yaml", "model.preset=nano", "rm.data={d}/bad.jsonl",
-         "out_dir={d}/o"], "holds no valid row"),
+         "out_dir={d}/o"], "JSON parse error: Invalid value. in row 0"),
     "reward-model: a missing pairs file": (
         ["reward-model", "configs/quickstart.yaml", "model.preset=nano",
          "rm.data={d}/none.jsonl", "out_dir={d}/o"], "does not exist"),
@@ -55,4 +59,4 @@ def test_bad_input_is_one_line_and_exit_code_2(case, inputs):
     result = runner.invoke(app, [a.format(d=inputs) for a in args])
     text = " ".join(result.output.split())
     assert result.exit_code == 2, (result.exception, text)
-    assert "error:" in text and says in text and "Traceback" not in text
+    assert "error:" in text and says.format(d=inputs) in text and "Traceback" not in text

@@ -54,12 +54,13 @@ def test_an_unknown_tau_domain_is_one_line(tmp_path):
 
 def test_sft_data_without_a_valid_row_is_one_line(tmp_path):
     data = tmp_path / "bad.jsonl"
-    data.write_text('{"messages": []}\nnot json\n')
+    data.write_text('{"messages": []}\n{"messages": [{"role": "user", "content": "x"}]}\n')
     result = runner.invoke(cli.app, ["train", "configs/quickstart.yaml", "stages=[sft]",
                                      "model.preset=nano", f"sft.data={data}", "threads=1",
                                      "eval.num_problems=2", "--out", str(tmp_path / "run")])
     text = " ".join(result.output.split())
-    assert result.exit_code == 2 and "holds no valid row (2 malformed: lines [1, 2])" in text
+    assert result.exit_code == 2 and "holds no usable row (2 skipped; row 0: messages must be" \
+        in text
     assert "Traceback" not in text
 
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
-from posttrain.data.conversations import load_chat_jsonl
+from posttrain.data.conversations import load_chat_data
 from posttrain.data.curation import best_row, filter_row, in_range, sample_prompts
 from posttrain.engines import GenerationOutput
 from posttrain.envs import ArithmeticTasks
@@ -79,7 +79,7 @@ def test_filter_and_rejection_sample_commands(tiny_dir, tmp_path):
     result = runner.invoke(app, ["rejection-sample", *base, "--out", str(tmp_path / "sft.jsonl"),
                                  "--threshold", "0"])
     assert result.exit_code == 0, result.output
-    data = load_chat_jsonl(tmp_path / "sft.jsonl")
+    data = load_chat_data(tmp_path / "sft.jsonl")
     assert len(data.conversations) == 4 and data.conversations[0][-1]["role"] == "assistant"
 
 

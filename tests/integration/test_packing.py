@@ -91,13 +91,14 @@ def test_packed_distributions_match_per_sample(model, tokenizer):
 def test_sft_with_packing_reports_the_unpacked_loss(model, tokenizer, tmp_path):
     import json
 
+    from posttrain.data import ChatData
     from posttrain.recipes import Reporter
     from posttrain.recipes.sft import run_sft
     from posttrain.settings import OptimConfig, SFTConfig
     from posttrain.train import Trainer
 
     rng = random.Random(1)
-    data = [TASKS.sft_conversation(p, 0.5, rng) for p in TASKS.sample(16, rng)]
+    data = ChatData([TASKS.sft_conversation(p, 0.5, rng) for p in TASKS.sample(16, rng)])
     losses = []
     for pack in (None, 200):
         cfg = SFTConfig(steps=1, batch_size=16, log_every=1, pack_tokens=pack,

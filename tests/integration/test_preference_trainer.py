@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from posttrain.data.conversations import batch_indices
 from posttrain.data.preference_pairs import (
     arithmetic_pairs,
-    load_preference_jsonl,
+    load_preference_data,
     mismatched_batch,
     pair_batch,
     parse_pair,
@@ -23,6 +23,7 @@ from posttrain.recipes import Reporter
 from posttrain.recipes.dpo import preference_eval, run_preference
 from posttrain.settings import OptimConfig, PreferenceConfig, TrainerConfig
 from posttrain.train import Trainer, preference_step
+from posttrain.types import DataError
 
 TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)
 
@@ -145,26 +146,31 @@ def test_a_reference_loss_without_a_reference_model_is_an_error(model, tokenizer
 
 
 def test_malformed_rows_are_skipped_and_counted(tmp_path):
-    rows = [
+    """Both TRL forms (a file of one form: ``datasets`` wants one type per column)."""
+    explicit = [
         {"prompt": "What is 1+1?", "chosen": "2", "rejected": "3"},
         {"prompt": "What is 1+1?", "chosen": "2"},  # no rejected
+        {"prompt": "x", "chosen": "same", "rejected": "same"},
+    ]
+    conversational = [
         {"chosen": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a"}],
          "rejected": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "b"}]},
         {"chosen": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a"}],
          "rejected": [{"role": "user", "content": "yo"}, {"role": "assistant", "content": "b"}]},
-        {"prompt": [{"role": "user", "content": "x"}], "chosen": "same", "rejected": "same"},
-        {"prompt": "p", "chosen": [{"role": "user", "content": "a"}], "rejected": "b"},
     ]
-    path = tmp_path / "prefs.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
-    data = load_preference_jsonl(path)
-    assert [p.chosen for p in data.pairs] == ["2", "a"]
-    assert data.pairs[1].prompt == ({"role": "user", "content": "hi"},)
-    assert data.skipped_lines == [2, 4, 5, 6, 7]
+    for name, rows in (("explicit", explicit), ("conversational", conversational)):
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    data = load_preference_data(tmp_path / "explicit.jsonl")
+    assert [p.chosen for p in data.pairs] == ["2"]
+    assert [(i, why) for i, why in data.skipped] == [
+        (1, "row needs 'chosen' and 'rejected'"), (2, "chosen and rejected are the same response")]
+    data = load_preference_data(tmp_path / "conversational.jsonl")
+    assert data.pairs[0].prompt == ({"role": "user", "content": "hi"},)
+    assert [i for i, _ in data.skipped] == [1]
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps(rows[1]) + "\n")
-    with pytest.raises(ValueError, match="no valid row"):
-        load_preference_jsonl(bad)
+    bad.write_text(json.dumps(explicit[1]) + "\n")
+    with pytest.raises(DataError, match="holds no usable row"):
+        load_preference_data(bad)
     with pytest.raises(ValueError, match="'chosen' and 'rejected'"):
         parse_pair({"prompt": "p", "rejected": "r"})
 

@@ -59,7 +59,7 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
 
     rep = Reporter(tmp, quiet=True)
     if stage == "sft":
-        data = generate_arithmetic_sft(TASKS, SFT.num_examples, 0.5, seed=0).conversations
+        data = generate_arithmetic_sft(TASKS, SFT.num_examples, 0.5, seed=0)
         run_sft(trainer, tok, data, SFT, rep, 0, start, on_step_end)
     else:
         algo = AlgoConfig(adv_estimator="gae") if critic else AlgoConfig()

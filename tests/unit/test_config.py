@@ -20,6 +20,14 @@ def test_overrides_parse_yaml_values():
     assert cfg.model.path == "/x" and cfg.actor.policy_loss.dual_clip == 3.0
 
 
+def test_an_override_fills_a_null_section():
+    tree = {"task": {"name": "dataset", "data": None}}
+    apply_override(tree, "task.data.path=d.jsonl")
+    assert tree["task"]["data"] == {"path": "d.jsonl"}
+    with pytest.raises(ConfigError, match="'name' is not a section"):
+        apply_override(tree, "task.name.x=1")
+
+
 @pytest.mark.parametrize(
     "overrides,key",
     [

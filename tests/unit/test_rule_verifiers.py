@@ -56,3 +56,24 @@ def test_math_equiv_is_symbolic_and_never_raises():
 def test_tau_product():
     assert tau_product({"db": 1.0, "comm": 1.0, "x": 0.0}, ["db", "comm"]) == (1.0, True)
     assert tau_product({"db": 1.0, "comm": 0.0}, ["db", "comm"]) == (0.0, False)
+
+
+def test_math_reads_latex_plain_boxed_and_gsm8k_answers():
+    m = VERIFIERS["math"]
+    assert m("<answer>72</answer>", "Natalia sold 48/2 = 24 clips in May.\n#### 72") == 1.0
+    assert m(r"The answer is \boxed{\frac{3}{4}}", "0.75") == 1.0
+    assert m("<answer>0.75</answer>", r"\frac{3}{4}") == 1.0
+    assert m("<answer>5</answer>", "4") == 0.0
+    assert m("no answer at all", "4") == 0.0
+    assert m("<answer>4</answer>", "") is None  # a reference that does not parse: missing
+
+
+def test_a_math_check_that_outlives_its_timeout_is_killed_and_the_next_one_runs():
+    from posttrain.rewards.math_verifier import WORKER, MathTimeout
+
+    assert WORKER.check("4", "4") == 1.0
+    busy = WORKER._process
+    with pytest.raises(MathTimeout):
+        WORKER.check(r"(10^{100000})!", "1", timeout=0.5)  # sympy would work on for minutes
+    assert not busy.is_alive()  # killed, not left computing
+    assert WORKER.check("4", "4") == 1.0 and WORKER._process is not busy

@@ -2,30 +2,35 @@ import json
 
 import pytest
 
-from posttrain.data import generate_arithmetic_sft, load_chat_jsonl
+from posttrain.data import generate_arithmetic_sft, load_chat_data
 from posttrain.data.conversations import batch_indices
 from posttrain.envs import ArithmeticTasks
+from posttrain.types import DataError
 
 
 def test_malformed_rows_are_skipped_and_reported(tmp_path):
     good = {"messages": [{"role": "user", "content": "hi"},
                          {"role": "assistant", "content": "yo"}]}
-    rows = [json.dumps(good), "{not json", json.dumps({"messages": [{"role": "user"}]}),
-            json.dumps({"messages": [{"role": "user", "content": "no answer"}]}), "",
-            json.dumps({"text": "x"}), json.dumps(good)]
+    rows = [good, {"messages": [{"role": "user"}]},
+            {"messages": [{"role": "user", "content": "no answer"}]}, {"text": "x"}, good]
     path = tmp_path / "d.jsonl"
-    path.write_text("\n".join(rows) + "\n")
-    data = load_chat_jsonl(path)
-    assert len(data.conversations) == 2 and data.skipped_lines == [2, 3, 4, 6]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = load_chat_data(path)
+    assert len(data.conversations) == 2 and [i for i, _ in data.skipped] == [1, 2, 3]
+    assert "needs string content" in data.skipped[0][1]
+    assert "no assistant message" in data.skipped[1][1]
 
 
-def test_all_bad_or_missing_raises(tmp_path):
+def test_unreadable_empty_or_missing_data_is_one_error(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text("nope\n")
-    with pytest.raises(ValueError, match="no valid row"):
-        load_chat_jsonl(path)
-    with pytest.raises(FileNotFoundError):
-        load_chat_jsonl(tmp_path / "missing.jsonl")
+    with pytest.raises(DataError, match="cannot read SFT data .*d.jsonl.*row 0"):
+        load_chat_data(path)
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}]}) + "\n")
+    with pytest.raises(DataError, match="holds no usable row .*no assistant message"):
+        load_chat_data(path)
+    with pytest.raises(DataError, match="does not exist"):
+        load_chat_data(tmp_path / "missing.jsonl")
 
 
 def test_batch_indices_cover_each_epoch_once():

@@ -286,11 +286,12 @@ def teacher_logits(
         _fail(str(e))
     data = RunParts(cfg).distill_data()
     try:
-        path = write_teacher_logits(teacher, tok, data, out, topk,
-                                    reporter=Reporter(out.parent, console))
+        path = write_teacher_logits(teacher, tok, data.conversations, out, topk,
+                                    reporter=Reporter(out.parent, console), tools=data.tools)
     except ValueError as e:
         _fail(str(e))
-    console.print(f"stored top-{topk} teacher log-probs of {len(data)} conversations -> {path}")
+    console.print(f"stored top-{topk} teacher log-probs of {len(data.conversations)} "
+                  f"conversations -> {path}")
 
 
 @app.command(name="reward-model")

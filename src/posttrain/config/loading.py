@@ -29,7 +29,7 @@ def _format(err: ValidationError) -> str:
 
 def apply_override(tree: dict[str, Any], assignment: str) -> None:
     """Set ``a.b.c=value`` in ``tree``; ``value`` is parsed as YAML (``1e-3``, ``[+, -]``,
-    ``null``)."""
+    ``null``). A null section on the way (``task.data: null``) becomes one holding the key."""
     if "=" not in assignment:
         raise ConfigError(f"override {assignment!r} must look like dotted.key=value")
     key, raw = assignment.split("=", 1)
@@ -38,7 +38,9 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
         raise ConfigError(f"override {assignment!r} has an empty key part")
     node = tree
     for p in parts[:-1]:
-        child = node.setdefault(p, {})
+        if node.get(p) is None:
+            node[p] = {}
+        child = node[p]
         if not isinstance(child, dict):
             raise ConfigError(f"override {assignment!r}: {p!r} is not a section")
         node = child

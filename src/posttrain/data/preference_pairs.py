@@ -1,10 +1,11 @@
-"""Preference pairs: from JSONL or generated from a task family, encoded as batch rows.
+"""Preference pairs: from a dataset or generated from a task family, encoded as batch rows.
 
-A JSONL row is ``{"prompt", "chosen", "rejected"}``: the prompt a string (one user turn) or a
-list of messages, each response a string or a list with one assistant message; or the
+A row (of any file ``datasets`` reads) is ``{"prompt", "chosen", "rejected"}``: the prompt a
+string (one user turn) or a list of messages, each response a string or a list with one
+assistant message; or the
 conversational form ``{"chosen": [messages], "rejected": [messages]}``, two conversations that
-share every message but the last, an assistant turn. Malformed rows are skipped and their line
-numbers kept.
+share every message but the last, an assistant turn (TRL's two preference forms). Malformed
+rows are skipped and their indices and reasons kept.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posttrain.data.conversations import VALID_ROLES, conversation_segment, load_jsonl_rows
+from posttrain.data.chat_formats import message
+from posttrain.data.conversations import conversation_segment
+from posttrain.data.reading import read_rows
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import encode_prompt
 from posttrain.rewards.judge import DEFAULT_RUBRIC, comparison_messages, question_of
@@ -34,7 +37,7 @@ class PreferencePair:
 @dataclass
 class PreferenceData:
     pairs: list[PreferencePair]
-    skipped_lines: list[int] = field(default_factory=list)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _messages(value: object, what: str) -> list[dict]:
@@ -42,12 +45,7 @@ def _messages(value: object, what: str) -> list[dict]:
         return [{"role": "user", "content": value}]
     if not isinstance(value, list) or not value:
         raise ValueError(f"{what} must be a string or a non-empty list of messages")
-    for m in value:
-        if not isinstance(m, dict) or m.get("role") not in VALID_ROLES or not isinstance(
-                m.get("content"), str):
-            raise ValueError(f"each message of {what} needs a role in {sorted(VALID_ROLES)} "
-                             "and string content")
-    return [{"role": m["role"], "content": m["content"]} for m in value]
+    return [message(m) for m in value]
 
 
 def _reply(value: object, what: str) -> str:
@@ -61,9 +59,9 @@ def _reply(value: object, what: str) -> str:
 
 def parse_pair(row: object) -> PreferencePair:
     """One JSONL row as a pair; ``ValueError`` names what is wrong."""
-    if not isinstance(row, dict) or "chosen" not in row or "rejected" not in row:
+    if not isinstance(row, dict) or row.get("chosen") is None or row.get("rejected") is None:
         raise ValueError("row needs 'chosen' and 'rejected'")
-    if "prompt" in row:
+    if row.get("prompt") is not None:
         prompt = _messages(row["prompt"], "prompt")
         chosen, rejected = _reply(row["chosen"], "chosen"), _reply(row["rejected"], "rejected")
     else:
@@ -77,9 +75,10 @@ def parse_pair(row: object) -> PreferencePair:
     return PreferencePair(tuple(prompt), chosen, rejected)
 
 
-def load_preference_jsonl(path: str | Path) -> PreferenceData:
-    """Pairs from ``path``; malformed rows skipped (line numbers kept); none valid raises."""
-    return PreferenceData(*load_jsonl_rows(path, parse_pair, "preference data"))
+def load_preference_data(path: str | Path) -> PreferenceData:
+    """Pairs from the dataset at ``path``; malformed rows skipped (indices and reasons kept);
+    none usable raises ``DataError``."""
+    return PreferenceData(*read_rows(path, parse_pair, "preference data"))
 
 
 def arithmetic_pairs(tasks: ArithmeticTasks, n: int, seed: int, split: str = "train"

@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from posttrain.data.reading import read_dataset, require_columns
+from posttrain.data.reading import read_rows
 from posttrain.envs.base import SplitTasks
 from posttrain.settings.data_config import DatasetConfig
 from posttrain.types.errors import DataError
@@ -92,20 +92,9 @@ class DatasetTasks(SplitTasks):
 
     def _read(self, cfg: DatasetConfig, path: str, split: str, seed: int,
               name: str = "train") -> list[PromptTask]:
-        rows = read_dataset(path, split)
-        require_columns(rows, path, {"prompt": cfg.prompt, "answer": cfg.answer,
-                                     "system": cfg.system})
-        tasks, skipped = [], []
-        for i, row in enumerate(rows):
-            try:
-                tasks.append(prompt_task(row, cfg))
-            except ValueError as e:
-                skipped.append((i, str(e)))
-        self.skipped[name] = skipped
-        if not tasks:
-            i, why = skipped[0]
-            raise DataError(f"dataset {path!r} (split {split!r}) has no usable row: "
-                            f"{len(skipped)} skipped, row {i}: {why}")
+        tasks, self.skipped[name] = read_rows(
+            path, lambda row: prompt_task(row, cfg), "dataset", split,
+            {"prompt": cfg.prompt, "answer": cfg.answer, "system": cfg.system})
         if cfg.shuffle:
             random.Random(f"{seed}:data:{name}").shuffle(tasks)
         return tasks[: cfg.max_rows]

@@ -15,11 +15,11 @@ import torch
 
 from posttrain.config import RunConfig
 from posttrain.config.task_config import TauConfig
-from posttrain.data import generate_arithmetic_sft, load_chat_jsonl
+from posttrain.data import ChatData, generate_arithmetic_sft, load_chat_data
 from posttrain.data.preference_pairs import (
     PreferencePair,
     arithmetic_pairs,
-    load_preference_jsonl,
+    load_preference_data,
 )
 from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
@@ -138,8 +138,7 @@ class RunParts:
         self.tasks, self.tools, env_factory = task_family(cfg)
         if isinstance(self.tasks, DatasetTasks):
             for split, rows in self.tasks.skipped.items():
-                self.report_skipped(f"{split} prompt", [i for i, _ in rows], "rows",
-                                    rows[0][1] if rows else "")
+                self.report_skipped(f"{split} prompt", rows)
         self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if cfg.task.efforts:  # evaluate at the highest effort level
@@ -220,28 +219,32 @@ class RunParts:
                    **settings)
 
     # -- data --------------------------------------------------------------------------------
-    def report_skipped(self, what: str, lines: list[int], unit: str = "lines",
-                       first_reason: str = "") -> None:
-        if lines:
+    def report_skipped(self, what: str, skipped: list[tuple[int, str]]) -> None:
+        """Say how many ``what`` rows were skipped, which, and why the first was."""
+        if skipped:
             from rich.markup import escape
 
-            why = f"; the first: {escape(first_reason)}" if first_reason else ""
-            self.reporter.message(f"[yellow]skipped {len(lines)} malformed {what} rows ({unit} "
-                                  f"{lines[:5]}{'...' if len(lines) > 5 else ''}{why})")
+            rows = [i for i, _ in skipped]
+            self.reporter.message(
+                f"[yellow]skipped {len(rows)} malformed {what} rows (rows {rows[:5]}"
+                f"{'...' if len(rows) > 5 else ''}; row {rows[0]}: {escape(skipped[0][1])})")
 
     def conversations(self, path: str | None, n: int, error_rate: float, what: str
-                      ) -> list[list[dict]]:
-        """Conversations from the JSONL at ``path``, or ``n`` generated from the task with a
-        share ``error_rate`` of flawed answers."""
+                      ) -> ChatData:
+        """Conversations from the dataset at ``path`` (with their rows' tools, else the
+        task's), or ``n`` generated from the task with a share ``error_rate`` of flawed
+        answers."""
         if path is not None:
-            data = load_chat_jsonl(path)
-            self.report_skipped(what, data.skipped_lines)
+            data = load_chat_data(path)
+            self.report_skipped(what, data.skipped)
         else:
             data = generate_arithmetic_sft(self.tasks, n, error_rate, self.cfg.seed,
                                            self.cfg.task.efforts)
-        return data.conversations
+        task_tools = self.tools.schemas() if self.tools else None
+        data.tools = [row_tools or task_tools for row_tools in data.tools]
+        return data
 
-    def distill_data(self) -> list[list[dict]]:
+    def distill_data(self) -> ChatData:
         """The distill stage's conversations: ``distill.data``, or worked solutions."""
         d = self.cfg.distill
         return self.conversations(d.data, d.num_examples, 0.0, "distillation")
@@ -254,7 +257,7 @@ class RunParts:
         if pref.data is None:
             return (arithmetic_pairs(self.tasks, pref.num_pairs, self.cfg.seed),
                     arithmetic_pairs(self.tasks, pref.eval_pairs, self.cfg.seed, split="eval"))
-        data = load_preference_jsonl(pref.data)
-        self.report_skipped("preference", data.skipped_lines)
+        data = load_preference_data(pref.data)
+        self.report_skipped("preference", data.skipped)
         held = min(pref.eval_pairs, len(data.pairs) // 10)
         return data.pairs[: len(data.pairs) - held], data.pairs[len(data.pairs) - held :]

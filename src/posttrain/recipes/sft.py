@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from posttrain.data.conversations import ConversationSegments, batch_indices
+from posttrain.data.conversations import ChatData, ConversationSegments, batch_indices
 from posttrain.engines import Engine
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.report import Reporter
@@ -21,20 +21,19 @@ from posttrain.types import Batch, Episode
 def run_sft(
     trainer: Trainer,
     tokenizer,
-    conversations: list[list[dict]],
+    data: ChatData,
     cfg: SFTConfig,
     reporter: Reporter,
     seed: int = 0,
     start_step: int = 0,
     on_step_end: Callable[[int], None] | None = None,
-    tools: list[dict] | None = None,
 ) -> None:
-    """Train for ``cfg.steps`` optimiser steps starting at ``start_step``; ``tools`` (schemas)
-    are rendered into every conversation, as the agent loop renders them."""
-    segments = ConversationSegments(tokenizer, conversations, tools)
+    """Train for ``cfg.steps`` optimiser steps starting at ``start_step`` on ``data``'s
+    conversations, each rendered with its tools, as the agent loop renders them."""
+    segments = ConversationSegments(tokenizer, data.conversations, data.tools)
     reporter.start("SFT", cfg.steps)
     for step in range(start_step, cfg.steps):
-        idx = batch_indices(step, cfg.batch_size, len(conversations), seed)
+        idx = batch_indices(step, cfg.batch_size, len(segments), seed)
         rows, pad = [segments[i] for i in idx], tokenizer.pad_token_id
         batch = Batch.packed(rows, cfg.pack_tokens, pad) if cfg.pack_tokens \
             else Batch.from_episodes([Episode([s]) for s in rows], pad_token_id=pad)
@@ -54,6 +53,5 @@ def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
     trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)
     data = parts.conversations(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT")
     run_sft(trainer, tokenizer, data, cfg.sft, parts.reporter, cfg.seed,
-            parts.resume(ckpt, trainer), parts.checkpointer(trainer, tokenizer, "sft", evals),
-            tools=parts.tools.schemas() if parts.tools else None)
+            parts.resume(ckpt, trainer), parts.checkpointer(trainer, tokenizer, "sft", evals))
     return trainer.export_model()

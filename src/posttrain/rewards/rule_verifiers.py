@@ -3,7 +3,6 @@ against a reference and never raises on bad text."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -85,35 +84,6 @@ def lang_consistency(completion: str, reference: str = "", lang: str = "en") -> 
     return hits / len(words)
 
 
-def _latex_to_sympy(expr: str) -> str:
-    expr = re.sub(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", r"((\1)/(\2))", expr)
-    expr = re.sub(r"\\sqrt\{([^{}]*)\}", r"sqrt(\1)", expr)
-    expr = expr.replace("\\cdot", "*").replace("\\times", "*").replace("^", "**")
-    return expr.replace("\\left", "").replace("\\right", "").replace("{", "(").replace("}", ")")
-
-
-def _equivalent(a: str, b: str) -> bool:
-    import sympy
-
-    left, right = sympy.sympify(_latex_to_sympy(a)), sympy.sympify(_latex_to_sympy(b))
-    return bool(sympy.simplify(left - right) == 0)
-
-
-def math_equiv(completion: str, reference: str, timeout: float = 5.0) -> float:
-    """1 if the last ``\\boxed{}`` content is symbolically equal to the reference (sympy);
-    unparseable input or more than ``timeout`` seconds scores 0."""
-    boxed = BOXED_RE.findall(completion or "")
-    if not boxed:
-        return 0.0
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        return float(pool.submit(_equivalent, boxed[-1], reference).result(timeout=timeout))
-    except Exception:  # a parse error or a timeout is a wrong answer, never a crash
-        return 0.0
-    finally:
-        pool.shutdown(wait=False)
-
-
 def tau_product(components: Mapping[str, float], reward_basis: Sequence[str]) -> tuple[float, bool]:
     """tau-bench: the product of the components in ``reward_basis``; success iff
     ``|R - 1| <= 1e-6``."""
@@ -124,5 +94,4 @@ def tau_product(components: Mapping[str, float], reward_basis: Sequence[str]) ->
 RULE_VERIFIERS = {
     "exact_match": exact_match, "numeric_match": numeric_match, "gsm8k_combined": gsm8k_combined,
     "dapo_pm1": dapo_pm1, "think_format": think_format, "lang_consistency": lang_consistency,
-    "math_equiv": math_equiv,
 }

@@ -82,7 +82,7 @@ class DivergenceConfig(NamedLoss):
 
 
 class DistillConfig(StageConfig):
-    """Offline knowledge distillation on chat data: ``data`` (JSONL of ``{"messages"}``
+    """Offline knowledge distillation on chat data: ``data`` (conversations, as ``sft.data``
     rows) or, when null, ``num_examples`` worked solutions generated from the task. Targets
     come from a live ``teacher`` (a model directory) or stored ``logits`` (a file written by
     ``posttrain teacher-logits`` for this data): exactly one. ``lam`` > 0 (GKD, live teacher

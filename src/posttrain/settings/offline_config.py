@@ -19,8 +19,9 @@ from posttrain.settings.section import (
 
 
 class SFTConfig(BatchStageConfig):
-    """Supervised fine-tuning on chat data (``data`` JSONL of ``{"messages": [...]}`` rows, or
-    generated from the task with ``error_rate`` of flawed answers when ``data`` is null).
+    """Supervised fine-tuning on chat data (``data``: conversations in OpenAI, ShareGPT or TRL
+    form, any file ``datasets`` reads, docs/datasets.md; or generated from the task with
+    ``error_rate`` of flawed answers when ``data`` is null).
     ``pack_tokens``: each step's conversations packed into rows of at most that many tokens,
     attention isolated between them (same loss and gradients as unpacked; null: one a row)."""
 
@@ -47,9 +48,10 @@ class PreferenceLossConfig(NamedLoss):
 
 
 class PairDataConfig(BatchStageConfig):
-    """Where pairs come from: ``data`` (JSONL; its last ``eval_pairs`` rows, at most a tenth,
-    held out) or, when null, ``num_pairs`` generated from the task (the worked solution over
-    the flawed one) and ``eval_pairs`` from its held-out split."""
+    """Where pairs come from: ``data`` (TRL's pair forms, any file ``datasets`` reads; its
+    last ``eval_pairs`` rows, at most a tenth, held out) or, when null, ``num_pairs``
+    generated from the task (the worked solution over the flawed one) and ``eval_pairs`` from
+    its held-out split."""
 
     data: str | None = None
     num_pairs: Count = 4000

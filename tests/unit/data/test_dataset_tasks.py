@@ -90,7 +90,7 @@ def test_unusable_rows_are_skipped_with_their_reasons(tmp_path):
 
 @pytest.mark.parametrize("case, expected", [
     ("missing column", "no column 'question' (the prompt column); its columns: text, answer"),
-    ("no usable row", "has no usable row: 2 skipped, row 0: the prompt is empty"),
+    ("no usable row", "holds no usable row (2 skipped; row 0: the prompt is empty)"),
     ("not json", "cannot read dataset"),
     ("no rows", "cannot read dataset"),
     ("unknown split", "has no split 'test'; it has: train"),

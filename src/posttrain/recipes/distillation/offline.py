@@ -8,7 +8,7 @@ only) part of each batch is the student's own samples."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -44,8 +44,10 @@ def run_distill(
     lam: float = 0.0,
     engine: Engine | None = None,
     max_new_tokens: int = 32,
+    tools: Sequence[list[dict] | None] | None = None,
 ) -> None:
-    """Steps ``start_step .. steps`` of ``distill_step`` on the assistant tokens;
+    """Steps ``start_step .. steps`` of ``distill_step`` on the assistant tokens (conversation
+    ``i`` rendered with ``tools[i]``, if given);
     a live teacher's tokenizer must be the student's (stored logits must have been written for
     exactly this data: ``teacher_tokenizer`` is then unused). GKD mixing: each conversation is
     replaced, with probability ``lam``, by the student's own answer to its prompt, sampled by
@@ -55,7 +57,8 @@ def run_distill(
                          f"{', '.join(DIVERGENCES)}")
     if not 0 <= lam <= 1 or (lam > 0 and engine is None):
         raise ValueError(f"GKD mixing lam={lam} must lie in [0, 1] and needs an engine")
-    encoded = ConversationSegments(tokenizer, conversations)
+    tools = tools or [None] * len(conversations)
+    encoded = ConversationSegments(tokenizer, conversations, tools)
     stored = isinstance(teacher, StoredLogits)
     if stored:
         if lam > 0:
@@ -71,8 +74,8 @@ def run_distill(
         rng = random.Random(f"{seed}:gkd:{step}")
         on_policy = [rng.random() < lam for _ in idx]
         segments = [encoded[i] for i, own in zip(idx, on_policy) if not own]
-        prompts = [encode_prompt(tokenizer, conversations[i][:-1]) for i, own in
-                   zip(idx, on_policy) if own]
+        prompts = [encode_prompt(tokenizer, conversations[i][:-1], tools=tools[i])
+                   for i, own in zip(idx, on_policy) if own]
         if prompts:
             sampling = SamplingParams(max_new_tokens=max_new_tokens, seed=step,
                                       stop_token_ids=(tokenizer.eos_token_id,))
@@ -105,8 +108,9 @@ def distill_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path 
         teacher, teacher_tok = StoredLogits(d.logits), None
     if d.lam > 0:
         engine.update_weights(trainer.named_weights(), start)
-    run_distill(trainer, teacher, tokenizer, teacher_tok, parts.distill_data(), d.steps,
+    data = parts.distill_data()
+    run_distill(trainer, teacher, tokenizer, teacher_tok, data.conversations, d.steps,
                 d.batch_size, parts.reporter, d.divergence.name, d.divergence.hyperparameters(),
                 cfg.seed, start, parts.checkpointer(trainer, tokenizer, "distill", evals),
-                d.lam, engine if d.lam > 0 else None, d.max_new_tokens)
+                d.lam, engine if d.lam > 0 else None, d.max_new_tokens, data.tools)
     return trainer.export_model()

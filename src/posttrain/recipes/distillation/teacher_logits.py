@@ -37,10 +37,13 @@ def data_fingerprint(segments: Sequence[Segment]) -> str:
 
 def write_teacher_logits(teacher: torch.nn.Module, tokenizer, conversations: list[list[dict]],
                          path: str | Path, topk: int, batch_size: int = 16,
-                         reporter: Reporter | None = None) -> Path:
-    """Score ``conversations`` with ``teacher`` and write its top-``topk`` log-probs at every
-    assistant position to ``path`` (atomically: a partial file never appears there)."""
-    segments = [conversation_segment(tokenizer, c) for c in conversations]
+                         reporter: Reporter | None = None,
+                         tools: Sequence[list[dict] | None] | None = None) -> Path:
+    """Score ``conversations`` (conversation ``i`` rendered with ``tools[i]``, if given) with
+    ``teacher`` and write its top-``topk`` log-probs at every assistant position to ``path``
+    (atomically: a partial file never appears there)."""
+    tools = tools or [None] * len(conversations)
+    segments = [conversation_segment(tokenizer, c, t) for c, t in zip(conversations, tools)]
     vocab = teacher.get_output_embeddings().out_features
     if not 1 <= topk <= vocab:
         raise ValueError(f"topk must lie in 1..{vocab} (the vocabulary), got {topk}")

@@ -1,0 +1,133 @@
+"""Math answers checked with ``math-verify``: the ``math`` and ``math_equiv`` verifiers.
+
+``math`` (``math_answer``) compares the completion's answer (its ``<answer>`` tag, else the whole text, where
+math-verify finds the last ``\\boxed{}`` or expression) with the reference (LaTeX or plain; a
+GSM8K solution's ``#### 72`` reads as 72). ``math_equiv`` (ALGORITHMS.md §9) compares only the
+last ``\\boxed{}``. Each check runs in a worker process that is killed when it outlives its
+timeout, so a pathological expression stops costing time: math-verify's own timeout uses
+SIGALRM, which only the main thread has, and rollouts score in other threads.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+from posttrain.rewards.rule_verifiers import BOXED_RE
+from posttrain.rewards.verifiers import extract_answer
+
+TIMEOUT_S = 5.0  # one check
+STARTUP_S = 120.0  # the worker importing math-verify and sympy
+
+
+class MathTimeout(TimeoutError):
+    """A check outlived its timeout; the worker doing it was killed."""
+
+
+def gold_text(reference: str) -> str:
+    """The answer part of a reference: what follows GSM8K's ``####``, else all of it."""
+    return reference.rsplit("####", 1)[-1].strip()
+
+
+def equivalent(answer: str, reference: str) -> float | None:
+    """1.0 if math-verify finds ``answer`` equal to ``reference``, 0.0 if not or if the
+    answer does not parse, None if the reference does not parse. Runs in the worker."""
+    from math_verify import parse, verify
+
+    def parsed(text: str) -> list:
+        for candidate in (text, f"${text}$"):  # plain LaTeX parses once delimited
+            found = parse(candidate, parsing_timeout=None)
+            if found:
+                return found
+        return []
+
+    gold = parsed(gold_text(reference))
+    if not gold:
+        return None
+    guess = parsed(answer)
+    return float(bool(guess) and verify(gold, guess, timeout_seconds=None))
+
+
+def _serve(conn) -> None:
+    """The worker: import math-verify, say so, then answer ``(answer, reference)`` requests
+    until the pipe closes."""
+    import logging
+
+    import math_verify  # noqa: F401
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout is disabled": ours
+    conn.send("ready")
+    while True:
+        try:
+            answer, reference = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send(("ok", equivalent(answer, reference)))
+        except Exception as e:  # sympy's errors on odd input: the caller decides
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+class MathWorker:
+    """One worker process, started on first use and again after a timeout killed it; calls
+    from several threads take turns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process = self._conn = None
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")  # never fork a process running torch
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=_serve, args=(child,), daemon=True,
+                                    name="posttrain-math-verify")
+        self._process.start()
+        child.close()
+        if not self._conn.poll(STARTUP_S) or self._conn.recv() != "ready":
+            self._stop()
+            raise RuntimeError("the math-verify worker did not start (is math-verify "
+                               "installed?)")
+
+    def _stop(self) -> None:
+        self._process.kill()
+        self._process.join()
+        self._conn.close()
+        self._process = self._conn = None
+
+    def check(self, answer: str, reference: str, timeout: float = TIMEOUT_S) -> float | None:
+        """``equivalent(answer, reference)`` in the worker; ``MathTimeout`` after
+        ``timeout`` seconds, ``ValueError`` if math-verify failed on the input."""
+        with self._lock:
+            if self._process is None or not self._process.is_alive():
+                self._start()
+            self._conn.send((answer, reference))
+            if not self._conn.poll(timeout):
+                self._stop()
+                raise MathTimeout(f"math-verify took over {timeout:g} s")
+            status, value = self._conn.recv()
+        if status == "error":
+            raise ValueError(value)
+        return value
+
+
+WORKER = MathWorker()
+
+
+def math_answer(completion: str, reference: str) -> float | None:
+    """1 if the completion's answer (``<answer>`` tag, else the text) equals the reference
+    under math-verify; None when the reference itself does not parse. A timeout raises
+    ``MathTimeout``."""
+    answer = extract_answer(completion)
+    return WORKER.check(completion if answer is None else answer, reference)
+
+
+def math_equiv(completion: str, reference: str) -> float:
+    """1 if the last ``\\boxed{}`` content is equal to the reference under math-verify;
+    no box, unparseable input or a timeout scores 0."""
+    boxed = BOXED_RE.findall(completion or "")
+    if not boxed:
+        return 0.0
+    try:
+        return float(WORKER.check(f"\\boxed{{{boxed[-1]}}}", reference) or 0.0)
+    except (MathTimeout, ValueError):
+        return 0.0
