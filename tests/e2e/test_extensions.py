@@ -57,7 +57,7 @@ def test_a_tool_named_by_path_joins_the_agent_loop(tmp_path):
     ("task.name=examples/none.py:make", "task.name", "no file 'examples/none.py'"),
     (f"task.rollout={EXAMPLE}:LETTERS", "task.rollout", "is a str, not a rollout function"),
     (f"reward.parts.correct.verifier={EXAMPLE}:ReverseTask", "reward.parts.correct.verifier",
-     "is not a reward function (returns a float), called as f(completion, reference)"),
+     "is not a reward function (returns a float, a dict of floats or None"),
     (f"agent.tools=[{EXAMPLE}:make_tasks]", "agent.tools.0", "not a tool"),
     ("task.name=arithmetic_typo", "task.name", "unknown task 'arithmetic_typo'"),
 ])

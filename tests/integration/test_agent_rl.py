@@ -1,5 +1,6 @@
 """Multi-turn RL: GRPO over agent episodes trains the tokens the model sampled across turns."""
 
+import itertools
 import json
 
 import pytest
@@ -10,7 +11,7 @@ from posttrain.harness import Compaction, LoopLimits, ToolRegistry, episode_prob
 from posttrain.models import encode_chat
 from posttrain.recipes import Reporter, run_rl
 from posttrain.recipes.sampling_loop import RLRun
-from posttrain.rewards import RewardFunction
+from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout.agent import AgentRollout
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
 from posttrain.settings.rl_config import BehaviourRegConfig
@@ -65,20 +66,17 @@ def test_rl_on_calculator_episodes_trains_with_engine_and_trainer_agreeing(model
     (AlgoConfig(adv_estimator="tree_grpo"),
      AgentRollout(TOOLS, LoopLimits(max_turns=3, max_tokens=300), tree=(1, 1))),
 ])
-def test_step_and_tree_credit_train_on_agent_episodes(model, tokenizer, tmp_path, algo, rollout):
-    class Alternating:  # rewards 0, 1, 0, ... whatever the random model says: gradients flow
-        weights, k = {"correct": ("alternating", 1.0)}, 0
-        part_weights = {"correct": 1.0}
-
-        def __call__(self, completion, reference, env_parts=None):
-            self.k += 1
-            return {"correct": float(self.k % 2)}, float(self.k % 2)
+def test_step_and_tree_credit_train_on_agent_episodes(model, tokenizer, tmp_path, algo, rollout,
+                                                      monkeypatch):
+    calls = itertools.count(1)  # rewards 1, 0, 1, ... whatever the random model says
+    monkeypatch.setitem(VERIFIERS, "alternating", lambda c, r: float(next(calls) % 2))
+    alternating = RewardFunction({"correct": ("alternating", 1.0)})
 
     cfg = RLConfig(steps=1, prompts_per_step=2, group_size=4, max_new_tokens=48, eval_every=0,
                    save_episodes=True, optim=OptimConfig(lr=1e-3))
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     tasks = CalculatorTasks(digits=2)
-    run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, tasks, [], Alternating(), EvalConfig(),
+    run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, tasks, [], alternating, EvalConfig(),
                  "correct", Reporter(tmp_path, quiet=True), cfg=cfg, algo=algo,
                  actor=ActorConfig()), engine, rollout_fn=rollout)
     (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

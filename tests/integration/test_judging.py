@@ -23,8 +23,8 @@ from posttrain.rollout.judged import (
     RewardModelJudge,
     ScoreJudge,
     chat_compare,
-    missing_metrics,
 )
+from posttrain.rollout.missing import missing_metrics
 from posttrain.rollout.single_turn import rollout
 from posttrain.types import Episode, SamplingParams, Segment
 

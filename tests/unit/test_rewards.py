@@ -35,9 +35,9 @@ def test_format(text, ok):
 
 def test_reward_function_weights_parts():
     rf = RewardFunction({"correct": ("numeric", 1.0), "format": ("format", 0.1)})
-    parts, total = rf("<answer>5</answer>", "5")
+    parts, total, _ = rf("<answer>5</answer>", "5")
     assert parts == {"correct": 1.0, "format": 1.0} and total == pytest.approx(1.1)
-    parts, total = rf("", "5")
+    parts, total, _ = rf("", "5")
     assert parts == {"correct": 0.0, "format": 0.0} and total == 0.0
 
 
@@ -48,7 +48,7 @@ def test_crashing_or_nonfinite_verifier_scores_zero(monkeypatch):
     monkeypatch.setitem(VERIFIERS, "boom", boom)
     monkeypatch.setitem(VERIFIERS, "inf", lambda c, r: math.inf)
     rf = RewardFunction({"a": ("boom", 1.0), "b": ("inf", 1.0), "c": ("exact", 1.0)})
-    parts, total = rf("<answer>1</answer>", "1")
+    parts, total, _ = rf("<answer>1</answer>", "1")
     assert parts == {"a": 0.0, "b": 0.0, "c": 1.0} and total == 1.0
 
 

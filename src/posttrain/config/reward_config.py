@@ -15,10 +15,13 @@ from posttrain.settings.extension import extension, is_path, load_extension
 
 class RewardPart(Section):
     """A part of the reward: ``verifier`` a built-in name, ``env``, ``judge``, or a dotted
-    path to a reward function ``f(completion, reference) -> float``."""
+    path to a reward function (docs/extending.md: it takes the sample's fields and the dataset
+    row's columns by name, and returns a number, a dict of numbers or None); ``key``: the entry
+    of the function's dict this part takes (several parts may share one function)."""
 
     verifier: str
     weight: float = 1.0
+    key: str | None = None
 
     @field_validator("verifier")
     @classmethod
@@ -29,6 +32,13 @@ class RewardPart(Section):
             known = ", ".join(sorted([*VERIFIERS, ENV, JUDGE]))
             raise ValueError(f"unknown verifier {v!r}; known: {known}")
         return v
+
+    @model_validator(mode="after")
+    def _key_for_functions(self) -> RewardPart:
+        if self.key is not None and not is_path(self.verifier):
+            raise ValueError("key picks an entry of a reward function's dict: the verifier "
+                             "must be a dotted path")
+        return self
 
 
 def _default_parts() -> dict[str, RewardPart]:
@@ -80,11 +90,13 @@ class JudgeConfig(Section):
 
 class RewardConfig(Section):
     """Reward = sum of weighted named parts, then the ``shaping`` rules in order;
-    ``accuracy_part`` is the one reported as accuracy. A part with ``verifier: judge`` is
+    ``accuracy_part`` is the one reported as accuracy; a reward function's call that takes
+    longer than ``timeout_s`` leaves its parts missing. A part with ``verifier: judge`` is
     scored by ``judges[<part>]`` after the rollout."""
 
     parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
     accuracy_part: str = "correct"
+    timeout_s: float = Field(30.0, gt=0)
     shaping: list[ShapingRule] = Field(default_factory=list)
     judges: dict[str, JudgeConfig] = Field(default_factory=dict)
 

@@ -176,5 +176,5 @@ class ArithmeticEnv:
     def step(self, action: str) -> StepResult:
         if self._problem is None:
             raise RuntimeError("call reset() before step()")
-        parts, total = self.reward_fn(action, self._problem.reference)
+        parts, total, _ = self.reward_fn(action, self._problem.reference)
         return StepResult(observation=None, reward_parts=parts, reward=total, done=True)

@@ -229,7 +229,8 @@ class EpisodeState:
 
     def episode(self, reward_fn: RewardFunction) -> Episode:
         verdict = self.env.verdict(self.final) if self.env is not None else None
-        parts, total = reward_fn(self.final, self.reference, verdict)
+        scored = reward_fn(self.final, self.reference, verdict)
+        parts, total = scored.parts, scored.total
         if self.hacked:  # the guard's zero_reward policy
             parts, total = dict.fromkeys(parts, 0.0), 0.0
         closed = [*self.closed, (self.trace.segment(), self.msgs)]
@@ -244,5 +245,6 @@ class EpisodeState:
                   "branched_at": self.branched_at, "reference": self.reference,
                   "tools": self.tools.schemas(), "guard_flags": self.flags,
                   "guard_blocks": self.blocks,
-                  **({"env": self.env.info()} if self.conversation else {})},
+                  **({"env": self.env.info()} if self.conversation else {}),
+                  **reward_fn.episode_meta(scored)},
         )

@@ -143,8 +143,10 @@ class RunParts:
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
+        parts = cfg.reward.parts
         self.reward_fn = RewardFunction(
-            {n: (p.verifier, p.weight) for n, p in cfg.reward.parts.items()})
+            {n: (p.verifier, p.weight) for n, p in parts.items()},
+            {n: p.key for n, p in parts.items() if p.key is not None}, cfg.reward.timeout_s)
 
     def attach_judges(self, tokenizer) -> None:
         """Score ``reward.judges``' parts after every rollout (and evaluation)."""

@@ -3,66 +3,129 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from posttrain.rewards.registry import VERIFIERS
+from posttrain.rewards.registry import FALLIBLE_VERIFIERS, VERIFIERS
+from posttrain.rewards.user_reward import Missing, Sample, UserReward
 from posttrain.settings.extension import is_path, load_extension
 
 ENV = "env"  # the verifier name of a part the episode's environment scores
 JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.judged)
 
 
+class Scored(NamedTuple):
+    """One sample's reward: ``parts`` (a missing part holds 0 until its group fills it in),
+    their weighted ``total``, and ``missing``: part -> why it is missing."""
+
+    parts: dict[str, float]
+    total: float
+    missing: dict[str, str]
+
+
 @dataclass(frozen=True)
 class RewardFunction:
-    """``parts[name] = verifier(completion, reference)``; ``reward = sum w * part``.
+    """``parts[name] = verifier(sample)``; ``reward = sum w * part``.
 
     ``weights`` maps a part name to ``(verifier, weight)``: a name of ``VERIFIERS`` or a dotted
-    path to a reward function (docs/extending.md). A verifier that raises or
-    returns a non-finite value scores 0 for that part: bad model output never crashes a run.
-    The verifier ``env`` takes the part from ``env_parts``, the verdict of the episode's own
-    environment (hidden tests, a submission penalty); without one it scores 0. A ``judge``
-    part scores 0 here and is filled in after the rollout by its judge.
+    path to a reward function (``user_reward``; several parts may name one function and take
+    entries of its dict by ``keys[part]``; it is called once a sample). A built-in verifier
+    that raises or returns a non-finite value scores 0: bad model output never crashes a run;
+    one that returns None (``math``: a reference it cannot parse) leaves the part missing, as
+    does a reward function that fails (``user_reward``). The verifier ``env`` takes the part
+    from the episode's own environment verdict (``env_parts``); without one it scores 0. A
+    ``judge`` part scores 0 here and is filled in after the rollout by its judge.
     """
 
     weights: Mapping[str, tuple[str, float]]
+    keys: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        functions = {}
+        functions: dict[str, UserReward] = {}
         for name, (verifier, _) in self.weights.items():
             if is_path(verifier):
-                functions[name] = load_extension("reward", verifier)
-            elif verifier in VERIFIERS:
-                functions[name] = VERIFIERS[verifier]
-            elif verifier not in (ENV, JUDGE):
+                if verifier not in functions:
+                    functions[verifier] = UserReward(load_extension("reward", verifier),
+                                                     self.timeout_s)
+            elif verifier not in VERIFIERS and verifier not in (ENV, JUDGE):
                 raise ValueError(
                     f"reward part {name!r}: unknown verifier {verifier!r}; "
                     f"known: {', '.join(sorted([*VERIFIERS, ENV, JUDGE]))}"
                 )
         object.__setattr__(self, "_functions", functions)
 
-    def __reduce__(self):  # rebuilt from the weights (a file-loaded function pickles badly)
-        return RewardFunction, (dict(self.weights),)
+    def __reduce__(self):  # rebuilt from the spec (a file-loaded function pickles badly)
+        return RewardFunction, (dict(self.weights), dict(self.keys), self.timeout_s)
+
+    @property
+    def fallible_parts(self) -> list[str]:
+        """The parts that can be missing (reward functions, ``math``, judges)."""
+        return [n for n, (v, _) in self.weights.items()
+                if is_path(v) or v in FALLIBLE_VERIFIERS or v == JUDGE]
 
     def __call__(self, completion: str, reference: str,
-                 env_parts: Mapping[str, float] | None = None) -> tuple[dict[str, float], float]:
-        parts: dict[str, float] = {}
-        for name, (verifier, _) in self.weights.items():
-            if verifier == ENV:
-                if env_parts is not None and name not in env_parts:
-                    raise KeyError(f"reward part {name!r}: the environment gives only "
-                                   f"{', '.join(env_parts)}")
-                parts[name] = float((env_parts or {}).get(name, 0.0))
-                continue
-            if verifier == JUDGE:
-                parts[name] = 0.0
-                continue
-            try:
-                value = float(self._functions[name](completion, reference))
-            except Exception:  # a verifier must not take the run down; the part scores 0
-                value = 0.0
-            parts[name] = value if math.isfinite(value) else 0.0
-        return parts, self.total(parts)
+                 env_parts: Mapping[str, float] | None = None) -> Scored:
+        """One sample known by its text and reference only."""
+        return self.score([Sample(completion, reference)], [env_parts])[0]
+
+    def score(self, samples: Sequence[Sample],
+              env_parts: Sequence[Mapping[str, float] | None] | None = None) -> list[Scored]:
+        """Every part of every sample; each reward function is called once for the batch (a
+        batched one) or once a sample."""
+        env_parts = env_parts or [None] * len(samples)
+        given = {path: fn(samples) for path, fn in self._functions.items()}
+        out = []
+        for j, sample in enumerate(samples):
+            parts: dict[str, float] = {}
+            missing: dict[str, str] = {}
+            for name, (verifier, _) in self.weights.items():
+                if is_path(verifier):
+                    value = given[verifier][j]
+                    if isinstance(value, dict):
+                        key = self.keys.get(name)
+                        value = value.get(key, Missing(f"its dict has no entry {key!r}")) \
+                            if key else Missing("returned a dict: set the part's key")
+                    elif name in self.keys:
+                        value = Missing(f"returned a number, not a dict with {self.keys[name]!r}")
+                else:
+                    value = self._built_in(name, verifier, sample, env_parts[j])
+                if isinstance(value, Missing):
+                    missing[name] = value.reason
+                    value = 0.0
+                parts[name] = value
+            out.append(Scored(parts, self.total(parts), missing))
+        return out
+
+    def _built_in(self, name: str, verifier: str, sample: Sample,
+                  env: Mapping[str, float] | None) -> float | Missing:
+        if verifier == ENV:
+            if env is not None and name not in env:
+                raise KeyError(f"reward part {name!r}: the environment gives only "
+                               f"{', '.join(env)}")
+            return float((env or {}).get(name, 0.0))
+        if verifier == JUDGE:
+            return 0.0
+        try:
+            value = VERIFIERS[verifier](sample.completion, sample.reference)
+        except Exception:  # a verifier must not take the run down; the part scores 0
+            return 0.0
+        if value is None:
+            return Missing(f"{verifier} could not score this sample")
+        value = float(value)
+        return value if math.isfinite(value) else 0.0
+
+    def episode_meta(self, scored: Scored) -> dict:
+        """What an episode records of its scoring: the parts that can be missing, and the
+        missing ones with their reasons (``rollout.missing`` fills them from the group)."""
+        meta: dict = {}
+        if self.fallible_parts:
+            meta["fallible_parts"] = self.fallible_parts
+        if scored.missing:
+            meta["missing_parts"] = list(scored.missing)
+            meta["missing_reasons"] = dict(scored.missing)
+        return meta
 
     @property
     def part_weights(self) -> dict[str, float]:

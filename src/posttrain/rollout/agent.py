@@ -18,6 +18,7 @@ from posttrain.harness import (
     run_tree,
 )
 from posttrain.rewards import RewardFunction
+from posttrain.rollout.missing import fill_missing
 from posttrain.types import Episode, SamplingParams
 
 
@@ -69,9 +70,10 @@ class AgentRollout:
         per_task = group_size // per_tree
         items = [(t.messages(), t.reference, f"{group_prefix}{k}")
                  for k, t in enumerate(tasks) for _ in range(per_task)]
-        if tree is None:
-            return loop.run_many(items, sampling, reward_fn)
-        return run_tree(loop, items, sampling, reward_fn, *tree, seed=sampling.seed or 0)
+        episodes = loop.run_many(items, sampling, reward_fn) if tree is None else run_tree(
+            loop, items, sampling, reward_fn, *tree, seed=sampling.seed or 0)
+        fill_missing(episodes, reward_fn)
+        return episodes
 
 
 def tool_use_rate(episodes: Sequence[Episode]) -> float:

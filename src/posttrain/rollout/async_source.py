@@ -16,6 +16,7 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout.async_loop import AsyncRollout
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, GroupSource
+from posttrain.rollout.missing import fill_missing
 from posttrain.rollout.reward_shaping import informative, shape_rewards
 from posttrain.rollout.single_turn import rollout
 from posttrain.rollout.worker import RolloutWorker
@@ -64,6 +65,7 @@ class AsyncEpisodes:
                  seed: int, start_step: int, groups: GroupSource | None = None) -> None:
         acfg, b, g = cfg.async_, cfg.prompts_per_step, cfg.group_size
         self.cfg, self.dynamic, self.shaping, self.engines = cfg, dynamic, shaping, engines
+        self.reward_fn = reward_fn
         chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
         sampling = cfg.params((tokenizer.eos_token_id,))
         self.workers = [RolloutWorker(e, tokenizer, reward_fn, sampling, chunk)
@@ -99,6 +101,7 @@ class AsyncEpisodes:
         stale = discarded = 0
         while len(kept) < b and stale + discarded < self.dynamic.max_rounds * b:
             (group,) = loop.wait_groups(1)
+            fill_missing(group, self.reward_fn)
             group = shape_rewards(group, self.shaping, step, None)
             sampled += group
             if acfg.stale == "drop" and not fresh_enough(group, self.version,

@@ -8,7 +8,7 @@ from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.agent import tool_use_rate
-from posttrain.rollout.judged import missing_metrics
+from posttrain.rollout.missing import missing_metrics
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import EvalConfig
 from posttrain.types import Episode

@@ -6,14 +6,11 @@ over the verbosity budget loses without a comparison), or a Bradley–Terry rewa
 scalar head.
 
 A sample the judge leaves unscored (no parsable output) is marked missing, never scored 0
-silently: ``meta["missing_parts"]`` names the part, the part takes the mean of its group's
-scored samples (so a failed judgement gives no advantage either way; 0 when none in the group
-was scored), and the rollout metrics count the misses (``reward/<part>/missing``).
+silently (``rollout.missing``).
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +30,7 @@ from posttrain.rewards.judge import (
     question_of,
     score_messages,
 )
+from posttrain.rollout.missing import fill_missing, groups
 from posttrain.types import Batch, Episode
 
 Judge = Callable[[Sequence[Episode], Sequence[Task]], list[float | None]]
@@ -108,7 +106,7 @@ class ComparisonJudge:
     def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]
                  ) -> list[float | None]:
         out: list[float | None] = [None] * len(episodes)
-        for rows in _groups(episodes).values():
+        for rows in groups(episodes).values():
             over = torch.tensor([self.budget_tokens is not None and
                                  episodes[r].segments[0].num_trainable > self.budget_tokens
                                  for r in rows])
@@ -153,35 +151,19 @@ class RewardModelJudge:
         return out
 
 
-def _groups(episodes: Sequence[Episode]) -> dict[str, list[int]]:
-    groups: dict[str, list[int]] = {}
-    for r, e in enumerate(episodes):
-        groups.setdefault(e.group_id, []).append(r)
-    return groups
-
-
 def apply_judge(episodes: Sequence[Episode], part: str, scores: Sequence[float | None],
                 reward_fn: RewardFunction) -> None:
-    """Set reward part ``part`` of every episode from ``scores`` (None: missing, imputed with
-    its group's mean) and recompute each total reward with ``reward_fn``'s weights."""
-    for rows in _groups(episodes).values():
-        known = [scores[r] for r in rows if scores[r] is not None]
-        fill = statistics.fmean(known) if known else 0.0
-        for r in rows:
-            ep = episodes[r]
-            ep.meta.setdefault("judged_parts", []).append(part)
-            if scores[r] is None:
-                ep.meta.setdefault("missing_parts", []).append(part)
-            ep.rewards[part] = fill if scores[r] is None else float(scores[r])
-            ep.reward = reward_fn.total(ep.rewards)
-
-
-def missing_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """``reward/<part>/missing``: the share of episodes the judge of ``part`` left unscored."""
-    judged = episodes[0].meta.get("judged_parts", ()) if episodes else ()
-    return {f"reward/{part}/missing": sum(part in e.meta.get("missing_parts", ())
-                                          for e in episodes) / len(episodes)
-            for part in judged}
+    """Set reward part ``part`` of every episode from ``scores`` (None: missing, then filled
+    from its group, ``rollout.missing``) and recompute each total with ``reward_fn``'s
+    weights."""
+    for ep, score in zip(episodes, scores):
+        if part not in ep.meta.setdefault("fallible_parts", []):  # a rollout of one's own
+            ep.meta["fallible_parts"].append(part)
+        if score is None:
+            ep.meta.setdefault("missing_parts", []).append(part)
+        ep.rewards[part] = 0.0 if score is None else float(score)
+        ep.reward = reward_fn.total(ep.rewards)
+    fill_missing(episodes, reward_fn)
 
 
 @dataclass

@@ -20,6 +20,9 @@ from posttrain.engines import Engine
 from posttrain.envs import EffortTask, Task
 from posttrain.models import encode_prompt
 from posttrain.rewards import RewardFunction
+from posttrain.rewards.compose import Scored
+from posttrain.rewards.user_reward import Sample
+from posttrain.rollout.missing import fill_missing
 from posttrain.rollout.reward_shaping import informative, shape_rewards
 from posttrain.settings import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.types import Episode, SamplingParams, Segment
@@ -38,17 +41,44 @@ def rollout(
     group_prefix: str = "",
 ) -> list[Episode]:
     """``group_size`` scored episodes per task; episodes of task ``k`` share group ``prefix-k``.
+    The samples are scored as one batch; a missing part takes its group's mean
+    (``rollout.missing``).
 
     An empty completion is kept (the segment has no trainable token) and scores 0.
     """
     prompts = [encode_prompt(tokenizer, t.messages()) for t in tasks]
     outs = engine.generate([p for p in prompts for _ in range(group_size)], sampling)
-    return [
-        score_sample(tokenizer, tasks[j // group_size], reward_fn, out.prompt_ids, out.token_ids,
-                     out.logprobs, out.version, out.finish_reason,
-                     f"{group_prefix}{j // group_size}")
-        for j, out in enumerate(outs)
+    task_of = [tasks[j // group_size] for j in range(len(outs))]
+    samples = [sample_of(tokenizer, t, o.token_ids) for t, o in zip(task_of, outs)]
+    episodes = [
+        scored_episode(reward_fn, s, scored, out.prompt_ids, out.token_ids, out.logprobs,
+                       out.version, out.finish_reason, f"{group_prefix}{j // group_size}", t)
+        for j, (t, s, scored, out) in enumerate(zip(task_of, samples, reward_fn.score(samples),
+                                                    outs))
     ]
+    fill_missing(episodes, reward_fn)
+    return episodes
+
+
+def sample_of(tokenizer, task: Task, token_ids: list[int]) -> Sample:
+    """What reward functions may read of a completion of ``task``."""
+    return Sample(tokenizer.decode(token_ids, skip_special_tokens=True), task.reference,
+                  tuple(token_ids), tuple(task.messages()), getattr(task, "row", {}))
+
+
+def scored_episode(reward_fn: RewardFunction, sample: Sample, scored: Scored,
+                   prompt_ids: list[int], token_ids: list[int], logprobs: list[float],
+                   versions: int | list[int], finish_reason: str, group_id: str,
+                   task: Task) -> Episode:
+    """One scored single-turn episode (``versions``: one, or one per completion token)."""
+    segment = Segment.from_prompt_completion(prompt_ids, token_ids, logprobs, version=versions)
+    return Episode(
+        segments=[segment], rewards=scored.parts, reward=scored.total, group_id=group_id,
+        finish_reason=finish_reason,
+        meta={"completion": sample.completion, "reference": task.reference,
+              "effort": getattr(task, "effort", None), "domain": getattr(task, "domain", None),
+              **reward_fn.episode_meta(scored)},
+    )
 
 
 def score_sample(
@@ -62,16 +92,11 @@ def score_sample(
     finish_reason: str,
     group_id: str,
 ) -> Episode:
-    """One scored single-turn episode (``versions``: one, or one per completion token)."""
-    text = tokenizer.decode(token_ids, skip_special_tokens=True)
-    parts, total = reward_fn(text, task.reference)
-    segment = Segment.from_prompt_completion(prompt_ids, token_ids, logprobs, version=versions)
-    return Episode(
-        segments=[segment], rewards=parts, reward=total, group_id=group_id,
-        finish_reason=finish_reason,
-        meta={"completion": text, "reference": task.reference,
-              "effort": getattr(task, "effort", None), "domain": getattr(task, "domain", None)},
-    )
+    """One sample scored on its own (the rollout workers'; its group fills a missing part when
+    it completes)."""
+    sample = sample_of(tokenizer, task, token_ids)
+    return scored_episode(reward_fn, sample, reward_fn.score([sample])[0], prompt_ids,
+                          token_ids, logprobs, versions, finish_reason, group_id, task)
 
 
 @dataclass

@@ -37,7 +37,8 @@ class Contract:
 
 
 CONTRACTS = {
-    "reward": Contract("a reward function (returns a float)", ("completion", "reference")),
+    "reward": Contract("a reward function (returns a float, a dict of floats or None; "
+                       "parameters named as docs/extending.md lists)", ("completion", "reference")),
     "tasks": Contract("a task source factory (returns an object with sample(n, rng) and "
                       "eval_set(n))", ("seed", "eval_fraction")),
     "rollout": Contract("a rollout function (returns scored Episodes)",
@@ -107,6 +108,9 @@ def load_extension(kind: str, spec: str) -> Any:
             raise ExtensionError(f"{spec!r} is not {contract.describe()}: {e}") from None
         return obj
     try:
+        params = inspect.signature(obj).parameters
+        if kind == "reward" and {"completion", "completions"} & set(params):
+            return obj  # takes its inputs by name (rewards.user_reward)
         inspect.signature(obj).bind(*contract.args, **dict.fromkeys(contract.keywords))
     except TypeError as e:
         raise ExtensionError(f"{spec!r} is not {contract.describe()}: {e}") from None
