@@ -2,8 +2,11 @@
 rows, with every column kept in the episode record."""
 
 import json
+import subprocess
+import sys
 
 import datasets
+import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
@@ -27,9 +30,19 @@ def test_rl_and_eval_on_a_parquet_dataset(tmp_path):
     assert len(episodes) == 4
     assert {e["meta"]["reference"] for e in episodes} <= {str(2 * i) for i in range(40)}
     result = runner.invoke(app, ["eval", str(tmp_path / "run" / "rl_model"), "--config",
-                                 "configs/quickstart.yaml", *data])
+                                 "configs/quickstart.yaml", *data, "eval.samples=3",
+                                 "eval.temperature=1", "eval.group_by=[source]",
+                                 "--out", str(tmp_path / "eval")])
     assert result.exit_code == 0, result.output
-    assert "accuracy" in json.loads(result.output[result.output.index("{"):])
+    printed = json.loads(result.output[result.output.index("{"):])
+    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert printed == summary
+    assert {"pass@1", "pass@3", "maj@3", "mean@3", "pass@3_se"} <= set(summary)
+    assert {k for k in summary if k.startswith("accuracy/source=")} <= \
+        {"accuracy/source=doubles", "accuracy/source=x"}
+    samples = [json.loads(line) for line in open(tmp_path / "eval" / "samples.jsonl")]
+    assert len(samples) == 4 * 3 and samples[5]["problem"] == 1 and samples[5]["sample"] == 2
+    assert samples[0]["row"]["source"] in {"doubles", "x"}
 
 
 def test_a_user_reward_reads_columns_and_its_failures_are_counted_not_fatal(tmp_path):
@@ -55,3 +68,24 @@ def test_a_user_reward_reads_columns_and_its_failures_are_counted_not_fatal(tmp_
     metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     rl = next(m for m in metrics if m["stage"] == "rl")
     assert rl["reward/mine/missing"] == len(odd) / len(episodes)
+
+
+@pytest.mark.slow
+def test_the_worked_example_learns_on_its_own_data(tmp_path):
+    """configs/gsm8k_style.yaml, reduced: data written by the example's script, SFT on its
+    chat rows, GRPO with math-verify and the example's own reward, pass@k evaluation."""
+    data = tmp_path / "data"
+    subprocess.run([sys.executable, "examples/gsm8k_style/make_data.py", str(data),
+                    "--train", "1000", "--test", "100", "--sft", "5000"], check=True,
+                   capture_output=True)
+    result = runner.invoke(app, [
+        "train", "configs/gsm8k_style.yaml", f"task.data.path={data / 'train.jsonl'}",
+        f"task.data.eval_path={data / 'test.jsonl'}", f"sft.data={data / 'sft.jsonl'}",
+        "sft.steps=350", "rl.steps=20", "rl.eval_every=0", "eval.samples=2",
+        "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    sft, rl = summary["eval_after_sft"], summary["eval_after_rl"]
+    assert rl["pass@1"] > sft["pass@1"], (sft, rl)
+    assert {"pass@2", "maj@2", "mean@2", "accuracy/carries=0", "work"} <= set(rl)
+    assert rl["reward/correct/missing"] == 0.0

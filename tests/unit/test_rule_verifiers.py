@@ -1,5 +1,8 @@
 """§9 rule verifiers: the spec's examples and their known weaknesses."""
 
+import subprocess
+import sys
+
 import pytest
 
 from posttrain.rewards import VERIFIERS, gsm8k_gold, parse_numeric, tau_product
@@ -75,5 +78,16 @@ def test_a_math_check_that_outlives_its_timeout_is_killed_and_the_next_one_runs(
     busy = WORKER._process
     with pytest.raises(MathTimeout):
         WORKER.check(r"(10^{100000})!", "1", timeout=0.5)  # sympy would work on for minutes
-    assert not busy.is_alive()  # killed, not left computing
+    assert busy.poll() is not None  # killed, not left computing
     assert WORKER.check("4", "4") == 1.0 and WORKER._process is not busy
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path):
+    """The worker is a plain child process: it never imports the user's script again (a
+    multiprocessing child would, and run a whole training script twice)."""
+    script = tmp_path / "train.py"
+    script.write_text("from posttrain.rewards import VERIFIERS\n"
+                      "print('ran', VERIFIERS['math']('<answer>2</answer>', '2'))\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert run.stdout.splitlines() == ["ran 1.0"]

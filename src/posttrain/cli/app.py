@@ -53,20 +53,27 @@ def _load(config: Path | None, overrides: list[str] | None, **forced):
         _fail(str(e))
 
 
+STAGE_EVALS = [("eval_before", "before"), ("eval_after_sft", "after SFT"),
+               ("eval_after_pref", "after pref"), ("eval_after_distill", "after KD"),
+               ("eval_after_rl", "after RL"), ("eval_after_opd", "after OPD")]
+
+
 def _summary_table(summary: dict) -> Table:
-    """Accuracy, every reward part and the per-domain accuracies (``accuracy/<domain>``,
-    headed by the domain) before and after each stage."""
+    """A row a metric (accuracy, every reward part, the per-domain and per-column accuracies,
+    pass@k and the like with their standard errors), a column a stage's evaluation."""
+    stages = [(key, label) for key, label in STAGE_EVALS if key in summary]
     table = Table(title="posttrain: held-out evaluation")
-    table.add_column("stage")
-    parts = [k for k in summary.get("eval_before", {}) if k != "accuracy"]
-    for col in ["accuracy", *parts]:
-        table.add_column(col.removeprefix("accuracy/"), justify="right")
-    for key, label in [("eval_before", "before"), ("eval_after_sft", "after SFT"),
-                       ("eval_after_pref", "after pref"), ("eval_after_distill", "after KD"),
-                       ("eval_after_rl", "after RL"), ("eval_after_opd", "after OPD")]:
-        if key in summary:
-            row = summary[key]
-            table.add_row(label, *[f"{row[c]:.3f}" for c in ["accuracy", *parts]])
+    table.add_column("metric")
+    for _, label in stages:
+        table.add_column(label, justify="right")
+    first = summary[stages[0][0]] if stages else {}
+    for metric in ["accuracy", *(m for m in first if m != "accuracy" and not m.endswith("_se"))]:
+        cells = []
+        for key, _ in stages:
+            value, se = summary[key].get(metric), summary[key].get(f"{metric}_se")
+            cells.append("-" if value is None else
+                         f"{value:.3f}" + ("" if se is None else f" ± {se:.3f}"))
+        table.add_row(metric, *cells)
     return table
 
 
@@ -168,8 +175,15 @@ def eval_(
     model: Annotated[Path, typer.Argument(help="local Hugging Face model directory")],
     config: Annotated[Path | None, typer.Option(help="YAML config for task/eval")] = None,
     overrides: Overrides = None,
+    out: Annotated[Path | None, typer.Option(
+        help="directory for samples.jsonl (every sample with its rewards) and "
+             "summary.json")] = None,
 ) -> None:
-    """Evaluate MODEL on the held-out split of the config's task; prints JSON."""
+    """Evaluate MODEL on the held-out split of the config's task; prints JSON.
+
+    eval.samples=N (with eval.temperature > 0) adds pass@k, maj@k and mean@N with standard
+    errors; eval.group_by=[column] splits the accuracy by a dataset column."""
+    from posttrain.cli.eval_output import write_eval
     from posttrain.engines import TorchEngine
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.recipes.build import RunParts
@@ -181,7 +195,9 @@ def eval_(
         _fail(str(e))
     parts = RunParts(cfg)
     parts.attach_judges(tok)
-    result = parts.evaluate(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
+    episodes, result = parts.evaluation(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
+    if out is not None:
+        write_eval(out, episodes, parts.eval_tasks, cfg.eval.samples, result)
     typer.echo(json.dumps(result, indent=2))
 
 

@@ -112,6 +112,9 @@ def agent_rules(cfg) -> None:
     if needs_agent and cfg.single_turn:
         raise ValueError(f"{needs_agent[0]} acts on agent episodes (tool steps); "
                          f"task.name={cfg.task.name} is single-turn")
+    if agent.tree is not None and cfg.eval.samples > 1:
+        raise ValueError("eval.samples > 1 with agent.tree: evaluation would grow trees; "
+                         "evaluate a tree_grpo policy with eval.samples=1")
     if (algo.adv_estimator == "tree_grpo") != (agent.tree is not None):
         raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
     if cfg.task.name in ENV_TASK_PARTS and agent.tree is not None:

@@ -41,7 +41,8 @@ from posttrain.recipes.report import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rewards import RewardFunction
-from posttrain.rollout import AgentRollout, evaluate, rollout
+from posttrain.rollout import AgentRollout, rollout
+from posttrain.rollout.evaluation import evaluation_episodes, evaluation_metrics
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig
 from posttrain.settings.extension import load_extension
@@ -157,9 +158,14 @@ class RunParts:
                 for part, j in judges.items()})
 
     def evaluate(self, engine: Engine, tokenizer) -> dict[str, float]:
-        return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
-                        self.cfg.reward.accuracy_part, seed=self.cfg.seed,
-                        rollout_fn=self.rollout_fn)
+        return self.evaluation(engine, tokenizer)[1]
+
+    def evaluation(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
+        """The held-out episodes (``eval.samples`` a problem) and their metrics."""
+        episodes = evaluation_episodes(engine, tokenizer, self.eval_tasks, self.reward_fn,
+                                       self.cfg.eval, self.cfg.seed, self.rollout_fn)
+        return episodes, evaluation_metrics(episodes, self.eval_tasks, self.reward_fn,
+                                            self.cfg.eval, self.cfg.reward.accuracy_part)
 
     # -- the run directory -----------------------------------------------------------------
     def base_model_dir(self) -> Path:

@@ -10,7 +10,10 @@ own timeout uses SIGALRM, which only the main thread has, and rollouts score in 
 
 from __future__ import annotations
 
-import multiprocessing
+import json
+import select
+import subprocess
+import sys
 import threading
 
 from posttrain.rewards.rule_verifiers import BOXED_RE
@@ -48,63 +51,67 @@ def equivalent(answer: str, reference: str) -> float | None:
     return float(bool(guess) and verify(gold, guess, timeout_seconds=None))
 
 
-def _serve(conn) -> None:
-    """The worker: import math-verify, say so, then answer ``(answer, reference)`` requests
-    until the pipe closes."""
+def serve() -> None:
+    """The worker (``python -m posttrain.rewards.math_verifier``): import math-verify, say so,
+    then answer one JSON ``[answer, reference]`` line with one JSON ``[status, value]`` line
+    until stdin closes."""
     import logging
 
     import math_verify  # noqa: F401
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout is disabled": ours
-    conn.send("ready")
-    while True:
+    print(json.dumps("ready"), flush=True)
+    for line in sys.stdin:
+        answer, reference = json.loads(line)
         try:
-            answer, reference = conn.recv()
-        except EOFError:
-            return
-        try:
-            conn.send(("ok", equivalent(answer, reference)))
+            reply = ["ok", equivalent(answer, reference)]
         except Exception as e:  # sympy's errors on odd input: the caller decides
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+            reply = ["error", f"{type(e).__name__}: {e}"]
+        print(json.dumps(reply), flush=True)
 
 
 class MathWorker:
     """One worker process, started on first use and again after a timeout killed it; calls
-    from several threads take turns."""
+    from several threads take turns. It is a plain ``python -m`` child (not a
+    ``multiprocessing`` one, which would import the caller's main script again)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._process = self._conn = None
+        self._process: subprocess.Popen | None = None
 
     def _start(self) -> None:
-        ctx = multiprocessing.get_context("spawn")  # never fork a process running torch
-        self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child,), daemon=True,
-                                    name="posttrain-math-verify")
-        self._process.start()
-        child.close()
-        if not self._conn.poll(STARTUP_S) or self._conn.recv() != "ready":
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "posttrain.rewards.math_verifier"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, bufsize=1)
+        if self._reply(STARTUP_S) != "ready":
             self._stop()
             raise RuntimeError("the math-verify worker did not start (is math-verify "
                                "installed?)")
 
+    def _reply(self, timeout: float):
+        """The worker's next line, or None after ``timeout`` seconds or at its end."""
+        ready, _, _ = select.select([self._process.stdout], [], [], timeout)
+        line = self._process.stdout.readline() if ready else ""
+        return json.loads(line) if line else None
+
     def _stop(self) -> None:
         self._process.kill()
-        self._process.join()
-        self._conn.close()
-        self._process = self._conn = None
+        self._process.wait()
+        self._process = None
 
     def check(self, answer: str, reference: str, timeout: float = TIMEOUT_S) -> float | None:
         """``equivalent(answer, reference)`` in the worker; ``MathTimeout`` after
         ``timeout`` seconds, ``ValueError`` if math-verify failed on the input."""
         with self._lock:
-            if self._process is None or not self._process.is_alive():
+            if self._process is None or self._process.poll() is not None:
                 self._start()
-            self._conn.send((answer, reference))
-            if not self._conn.poll(timeout):
+            self._process.stdin.write(json.dumps([answer, reference]) + "\n")
+            self._process.stdin.flush()
+            reply = self._reply(timeout)
+            if reply is None:
                 self._stop()
                 raise MathTimeout(f"math-verify took over {timeout:g} s")
-            status, value = self._conn.recv()
+        status, value = reply
         if status == "error":
             raise ValueError(value)
         return value
@@ -131,3 +138,7 @@ def math_equiv(completion: str, reference: str) -> float:
         return float(WORKER.check(f"\\boxed{{{boxed[-1]}}}", reference) or 0.0)
     except (MathTimeout, ValueError):
         return 0.0
+
+
+if __name__ == "__main__":
+    serve()

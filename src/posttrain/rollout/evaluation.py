@@ -1,4 +1,5 @@
-"""Held-out evaluation: mean of every reward part over one sample a problem."""
+"""Held-out evaluation: the mean of every reward part over ``eval.samples`` samples a
+problem, pass@k/maj@k/mean@k with ``samples > 1``, and breakdowns by dataset column."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from posttrain.envs import Task
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.agent import tool_use_rate
 from posttrain.rollout.missing import missing_metrics
+from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import EvalConfig
 from posttrain.types import Episode
@@ -24,10 +26,27 @@ def evaluate(
     seed: int = 0,
     rollout_fn: Callable[..., list[Episode]] = rollout,
 ) -> dict[str, float]:
-    """``{"accuracy", "reward", <part>...}`` averaged over ``tasks`` (plus ``tool_use`` for
-    agent episodes, and ``accuracy/<domain>`` when the tasks span several domains)."""
+    """``evaluation_metrics`` of ``evaluation_episodes``."""
+    episodes = evaluation_episodes(engine, tokenizer, tasks, reward_fn, cfg, seed, rollout_fn)
+    return evaluation_metrics(episodes, tasks, reward_fn, cfg, accuracy_part)
+
+
+def evaluation_episodes(engine: Engine, tokenizer, tasks: Sequence[Task],
+                        reward_fn: RewardFunction, cfg: EvalConfig, seed: int = 0,
+                        rollout_fn: Callable[..., list[Episode]] = rollout) -> list[Episode]:
+    """``cfg.samples`` scored episodes of each task, task ``k``'s at ``[k n, (k+1) n)``."""
     sampling = cfg.params((tokenizer.eos_token_id,), seed)
-    episodes = rollout_fn(engine, tokenizer, tasks, reward_fn, sampling)
+    return rollout_fn(engine, tokenizer, tasks, reward_fn, sampling, cfg.samples)
+
+
+def evaluation_metrics(episodes: Sequence[Episode], tasks: Sequence[Task],
+                       reward_fn: RewardFunction, cfg: EvalConfig, accuracy_part: str
+                       ) -> dict[str, float]:
+    """``{"accuracy", "reward", <part>...}`` averaged over every sample (plus ``tool_use`` for
+    agent episodes, and ``accuracy/<domain>`` when the tasks span several domains); with
+    ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the
+    accuracy (and the largest ``pass@k``) of each of its values, ``<metric>/<column>=<value>``.
+    """
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}
     for name in reward_fn.weights:
@@ -41,7 +60,29 @@ def evaluate(
             out[f"accuracy/{d}"] = sum(mine) / len(mine)
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
+    per_problem = [episodes[k * cfg.samples:(k + 1) * cfg.samples] for k in range(len(tasks))]
+    if cfg.samples > 1:
+        out |= sample_metrics(per_problem, accuracy_part, cfg.pass_ks())
+    for column in cfg.group_by:
+        by_value: dict[str, list[int]] = {}
+        for k, task in enumerate(tasks):
+            by_value.setdefault(str(column_of(task, column)), []).append(k)
+        for value, ks in sorted(by_value.items()):
+            mine = [e for k in ks for e in per_problem[k]]
+            out[f"accuracy/{column}={value}"] = \
+                sum(e.rewards[accuracy_part] for e in mine) / len(mine)
+            if cfg.samples > 1:
+                k = max(cfg.pass_ks())
+                out[f"pass@{k}/{column}={value}"] = sample_metrics(
+                    [per_problem[i] for i in ks], accuracy_part, [k])[f"pass@{k}"]
     return out
+
+
+def column_of(task: Task, column: str):
+    """A task's value of ``column``: its dataset row's, else its attribute (``domain``), else
+    None."""
+    row = getattr(task, "row", {})
+    return row[column] if column in row else getattr(task, column, None)
 
 
 def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:

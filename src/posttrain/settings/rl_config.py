@@ -21,11 +21,31 @@ from posttrain.settings.trainer_config import KLConfig, OffPolicyConfig
 
 
 class EvalConfig(SamplingConfig):
-    """Held-out evaluation of ``num_problems`` problems: ``temperature == 0`` is greedy (one
-    sample a problem)."""
+    """Held-out evaluation of ``num_problems`` problems, ``samples`` samples each
+    (``temperature == 0`` is greedy: one sample). With several samples it reports ``pass@k``
+    and ``maj@k`` for each of ``ks`` (null: 1 and ``samples``) and ``mean@samples``, with
+    standard errors; ``group_by`` columns of the dataset rows (or task attributes such as
+    ``domain``) split the accuracy by value."""
 
     num_problems: Count = 200
     temperature: float = Field(0.0, ge=0)
+    samples: Count = 1
+    ks: list[Annotated[int, Field(ge=1)]] | None = None
+    group_by: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _samples(self) -> EvalConfig:
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError("eval.samples > 1 needs eval.temperature > 0 (greedy samples are "
+                             "all the same)")
+        if self.ks is not None and max(self.ks) > self.samples:
+            raise ValueError(f"eval.ks: k={max(self.ks)} needs at least that many "
+                             f"eval.samples (there are {self.samples})")
+        return self
+
+    def pass_ks(self) -> list[int]:
+        """The ``k`` of ``pass@k`` and ``maj@k``."""
+        return sorted(set(self.ks or [1, self.samples]))
 
 
 class SyncConfig(Section):

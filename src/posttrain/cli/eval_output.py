@@ -1,0 +1,34 @@
+"""What ``posttrain eval --out DIR`` writes: ``samples.jsonl`` (every sample with its prompt,
+completion, rewards and missing parts) and ``summary.json`` (the metrics), each atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from posttrain.cli.curate import write_rows
+from posttrain.envs import Task
+from posttrain.types import Episode
+
+
+def sample_rows(episodes: Sequence[Episode], tasks: Sequence[Task], samples: int
+                ) -> Iterator[dict]:
+    """One row a sample: problem ``k``'s samples are episodes ``[k n, (k+1) n)``."""
+    for i, e in enumerate(episodes):
+        task = tasks[i // samples]
+        yield {"problem": i // samples, "sample": i % samples, "prompt": task.messages(),
+               "completion": e.meta.get("completion", e.meta.get("final")),
+               "reference": task.reference, "reward": e.reward, "rewards": e.rewards,
+               "missing": e.meta.get("missing_reasons", {}),
+               "finish_reason": e.finish_reason, "row": getattr(task, "row", {})}
+
+
+def write_eval(out: Path, episodes: Sequence[Episode], tasks: Sequence[Task], samples: int,
+               metrics: dict[str, float]) -> None:
+    """``out/samples.jsonl`` and ``out/summary.json``."""
+    write_rows(out / "samples.jsonl", sample_rows(episodes, tasks, samples), lambda row: True)
+    tmp = out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+    os.replace(tmp, out / "summary.json")

@@ -1,0 +1,51 @@
+"""Metrics of ``n`` samples a problem (``eval.samples``), by the catalogue's estimators.
+
+A sample succeeds when its accuracy part is at least 1. ``pass@k`` is the unbiased estimator
+over the ``n`` samples; ``maj@k`` asks whether the most frequent answer of the first ``k``
+samples is right, where every right sample votes for one answer (right answers are
+equivalent, however written) and a wrong one for its ``<answer>`` (or last ``\\boxed{}``)
+text; ``mean@n`` is the mean accuracy part. Each comes with ``_se``, the binomial standard
+error over the problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from posttrain.algos.metrics import maj_at_k, mean_at_k, pass_at_k, standard_error
+from posttrain.rewards.rule_verifiers import BOXED_RE
+from posttrain.rewards.verifiers import extract_answer
+from posttrain.types import Episode
+
+RIGHT = "<right>"  # the vote of every right sample
+
+
+def answer_of(episode: Episode) -> str | None:
+    """The answer a sample gave: its ``<answer>`` text, else its last ``\\boxed{}``."""
+    text = episode.meta.get("completion") or episode.meta.get("final") or ""
+    tagged = extract_answer(text)
+    if tagged is not None:
+        return tagged
+    boxed = BOXED_RE.findall(text)
+    return boxed[-1].strip() if boxed else None
+
+
+def sample_metrics(per_problem: Sequence[Sequence[Episode]], accuracy_part: str,
+                   ks: Sequence[int]) -> dict[str, float]:
+    """``pass@k`` and ``maj@k`` for each ``k`` of ``ks``, and ``mean@n``, with standard errors,
+    over problems of ``n`` samples each."""
+    n_tasks, n = len(per_problem), len(per_problem[0])
+    scores = [[e.rewards[accuracy_part] for e in eps] for eps in per_problem]
+    right = [[s >= 1.0 for s in row] for row in scores]
+    out: dict[str, float] = {}
+    for k in ks:
+        value = pass_at_k(n=[n] * n_tasks, c=[sum(r) for r in right], k=k)
+        out[f"pass@{k}"], out[f"pass@{k}_se"] = value, standard_error(value, n_tasks)
+        votes = [[RIGHT if ok else answer_of(e) for ok, e in zip(r[:k], eps[:k])]
+                 for r, eps in zip(right, per_problem)]
+        value = maj_at_k(answers=votes, gold=[RIGHT] * n_tasks)
+        out[f"maj@{k}"], out[f"maj@{k}_se"] = value, standard_error(value, n_tasks)
+    value = mean_at_k(scores=scores)
+    out[f"mean@{n}"] = value
+    out[f"mean@{n}_se"] = standard_error(min(max(value, 0.0), 1.0), n_tasks)
+    return out

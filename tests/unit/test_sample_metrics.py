@@ -1,0 +1,70 @@
+"""pass@k, maj@k and mean@n of an evaluation with several samples a problem, against
+hand-computed values (the catalogue's estimators underneath), and the per-column split."""
+
+import math
+
+import pytest
+
+from posttrain.rewards import RewardFunction
+from posttrain.rollout.evaluation import evaluation_metrics
+from posttrain.rollout.sample_metrics import sample_metrics
+from posttrain.settings import EvalConfig
+from posttrain.types import Episode, Segment
+
+
+def sample(right: bool, answer: str | None, group: str = "g") -> Episode:
+    text = "<answer>" + answer + "</answer>" if answer is not None else "no answer"
+    return Episode([Segment([1, 2], [0, 1], [0.0, 0.0], [-1, 0])],
+                   {"correct": float(right)}, reward=float(right), group_id=group,
+                   meta={"completion": text})
+
+
+# problem A: 2 of 4 right (votes: right, 5, 5, right); problem B: none right (3, 3, 4, none)
+A = [sample(True, "7"), sample(False, "5"), sample(False, "5"), sample(True, "7.0")]
+B = [sample(False, "3"), sample(False, "3"), sample(False, "4"), sample(False, None)]
+
+
+def test_pass_maj_and_mean_at_k_by_hand():
+    got = sample_metrics([A, B], "correct", [1, 2, 4])
+    assert got["pass@1"] == pytest.approx((2 / 4 + 0) / 2)
+    assert got["pass@2"] == pytest.approx((1 - math.comb(2, 2) / math.comb(4, 2)) / 2)
+    assert got["pass@4"] == pytest.approx(0.5)
+    # maj: A's first k votes are right-first (ties go to the first), B's majority is "3"
+    assert (got["maj@1"], got["maj@2"], got["maj@4"]) == (0.5, 0.5, 0.5)
+    assert got["mean@4"] == pytest.approx(0.25)
+    assert got["pass@1_se"] == pytest.approx(math.sqrt(0.25 * 0.75 / 2))
+
+
+def test_right_answers_written_differently_vote_together():
+    """7 and 7.0 are both right: together they outvote the two 5s."""
+    c = [sample(True, "7"), sample(False, "5"), sample(False, "5"), sample(True, "7.0"),
+         sample(False, "6")]
+    c = [c[1], c[0], c[2], c[3], c[4]]  # 5, 7, 5, 7.0, 6: a tie 2-2 would go to 5
+    assert sample_metrics([c], "correct", [5])["maj@5"] == 0.0
+    c.append(sample(True, "7"))
+    assert sample_metrics([c], "correct", [6])["maj@6"] == 1.0
+
+
+class Row:
+    def __init__(self, level):
+        self.row, self.reference = {"level": level}, ""
+
+    def messages(self):
+        return []
+
+
+def test_evaluation_splits_by_a_column():
+    cfg = EvalConfig(samples=4, temperature=1.0, group_by=["level"])
+    got = evaluation_metrics(A + B, [Row("easy"), Row("hard")],
+                             RewardFunction({"correct": ("exact", 1.0)}), cfg, "correct")
+    assert got["accuracy"] == 0.25 and got["pass@4"] == 0.5
+    assert got["accuracy/level=easy"] == 0.5 and got["accuracy/level=hard"] == 0.0
+    assert got["pass@4/level=easy"] == 1.0
+
+
+def test_several_samples_need_sampling_and_enough_of_them():
+    with pytest.raises(ValueError, match="needs eval.temperature > 0"):
+        EvalConfig(samples=4)
+    with pytest.raises(ValueError, match="k=8 needs at least that many"):
+        EvalConfig(samples=4, temperature=1.0, ks=[8])
+    assert EvalConfig(samples=4, temperature=1.0).pass_ks() == [1, 4]
