@@ -44,6 +44,7 @@ CASES = {
         ["train", "configs/quickstart.yaml", "stages=[rl]", "model.preset=nano",
          "task.name=dataset", "task.data.path={d}/bad.jsonl", "--out", "{d}/o"],
         "cannot read dataset"),
+    "sft: a config without an sft stage": (["sft", "configs/tau.yaml"], "has no sft stage"),
     "replay: not episodes": (["replay", "{d}/bad.jsonl"], "malformed episode"),
     "tau check: an unknown domain": (["tau", "check", "--domain", "nope"], "unknown tau domain"),
     "build-tiny: a path under a file": (["build-tiny", "{d}/file.txt/x"], "cannot write"),

@@ -52,6 +52,17 @@ def test_an_unknown_tau_domain_is_one_line(tmp_path):
     assert result.exit_code == 2 and len(lines) == 1 and "--domain:" in lines[0]
 
 
+def test_sft_runs_the_sft_stage_of_a_config_with_other_stages(tmp_path):
+    """configs/dpo.yaml sets pref options: they are validated with its stages, not refused
+    because the command runs only SFT."""
+    result = runner.invoke(cli.app, ["sft", "configs/dpo.yaml", "model.preset=nano",
+                                     "sft.steps=1", "eval.num_problems=2", "threads=1",
+                                     "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    saved = (tmp_path / "run" / "config.yaml").read_text()
+    assert "- sft\n" in saved and "- pref" not in saved
+
+
 def test_sft_data_without_a_valid_row_is_one_line(tmp_path):
     data = tmp_path / "bad.jsonl"
     data.write_text('{"messages": []}\n{"messages": [{"role": "user", "content": "x"}]}\n')

@@ -41,6 +41,13 @@ def test_an_override_fills_a_null_section():
         (["reward.accuracy_part=speed"], "reward.accuracy_part"),
         (["reward.parts.correct.verifier=psychic"], "reward.parts.correct.verifier"),
         (["stages=[rl]", "sft.data=x.jsonl"], "sft.data"),
+        (["stages=[rl]", "sft.pack_tokens=64"], "sft.pack_tokens"),
+        (["stages=[sft]", "rl.steps=3"], "rl.steps"),
+        (["stages=[sft]", "algo.adv_estimator=rloo"], "algo.adv_estimator"),
+        (["stages=[sft]", "critic.enabled=true"], "critic.enabled"),
+        (["stages=[sft]", "actor.loss_agg_mode=seq_mean_token_sum"], "actor.loss_agg_mode"),
+        (["agent.max_turns=2"], "agent options act on agent episodes"),
+        (["engine.name=sglang", "engine.kv_cache_gib=4"], "engine.kv_cache_gib"),
         (["actor.policy_loss.dual_clip=0.5"], "actor.policy_loss.dual_clip"),
     ],
 )

@@ -165,8 +165,12 @@ def sft(
     resume: Resume = False,
     overwrite: Overwrite = False,
 ) -> None:
-    """Run only the SFT stage of CONFIG."""
-    cfg = _load(config, overrides, stages=["sft"], out_dir=out)
+    """Run only the SFT stage of CONFIG (validated with all its stages)."""
+    cfg = _load(config, overrides, out_dir=out)
+    if "sft" not in cfg.stages:
+        _fail(f"{config} has no sft stage (stages: {cfg.stages}): add it, e.g. "
+              "'stages=[sft]', or use posttrain train")
+    cfg = cfg.model_copy(update={"stages": ["sft"]})  # the others are validated, not run
     _run(cfg, resume, overwrite, ["sft", str(config), *(overrides or []), "--out", cfg.out_dir])
 
 

@@ -15,6 +15,32 @@ def check_combinations(cfg) -> None:
     stage_rules(cfg)
     agent_rules(cfg)
     task_rules(cfg)
+    unused_sections(cfg)
+
+
+# section -> the stages that read it
+SECTION_STAGES = {"sft": ("sft",), "rl": ("rl",), "algo": ("rl",), "critic": ("rl",),
+                  "actor": ("rl", "opd")}
+
+
+def unused_sections(cfg) -> None:
+    """A section set away from its defaults is read by one of the run's stages; ``agent``
+    options act on a tool task; ``engine`` options on the engine that has them."""
+    for section, readers in SECTION_STAGES.items():
+        value = getattr(cfg, section)
+        if value != type(value)() and not set(readers) & set(cfg.stages):
+            changed = sorted(f"{section}.{k}" for k in type(value).model_fields
+                             if getattr(value, k) != getattr(type(value)(), k))
+            raise ValueError(f"{section} options are set ({', '.join(changed)}) but no stage "
+                             f"that reads them ({', '.join(readers)}) is in stages "
+                             f"{cfg.stages}")
+    agent_set = cfg.agent.model_copy(update={"tools": []}) != type(cfg.agent)()
+    if agent_set and cfg.single_turn:
+        raise ValueError(f"agent options act on agent episodes (a task with tools); "
+                         f"task.name={cfg.task.name} is single-turn")
+    if cfg.engine.name != "vllm" and cfg.engine.kv_cache_gib != 1:
+        raise ValueError(f"engine.kv_cache_gib sizes vLLM's KV cache; engine.name is "
+                         f"{cfg.engine.name}")
 
 
 def stage_rules(cfg) -> None:
@@ -50,8 +76,6 @@ def stage_rules(cfg) -> None:
                              "rl.mode=async")
         if rl.mini_batches > rl.prompts_per_step * rl.group_size:
             raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
-    if cfg.sft.data is not None and "sft" not in cfg.stages:
-        raise ValueError("sft.data is set but 'sft' is not in stages")
     if "pref" in cfg.stages and cfg.pref.data is None and cfg.task.name != "arithmetic":
         raise ValueError("pref.data is null: generated preference pairs exist for "
                          f"task.name=arithmetic, not {cfg.task.name}")
@@ -74,8 +98,6 @@ def stage_rules(cfg) -> None:
         if cfg.rl.mode == "async" or cfg.dist.backend == "ray":
             raise ValueError(f"engine.name={cfg.engine.name} runs in-process with "
                              "rl.mode=sync and dist.backend=local")
-    elif cfg.engine != type(cfg.engine)():
-        raise ValueError("engine options are set but engine.name is torch")
     if cfg.trainer.lora is not None and cfg.dist.trainer_processes > 1:
         raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
     if cfg.trainer.shard and cfg.dist.trainer_processes == 1:

@@ -15,7 +15,7 @@ from posttrain.harness.limits import LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.settings import Section
 from posttrain.settings.data_config import DatasetConfig
-from posttrain.settings.extension import extension, is_path, load_extension
+from posttrain.settings.extension import extension, is_path, load_extension, tool_set
 
 BUILT_IN_TASKS = ("arithmetic", "calculator", "search", "code", "reasoning_gym", "tau",
                   "dataset")
@@ -97,9 +97,10 @@ class AgentConfig(Section):
     """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
     budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
     the context window. ``compaction`` manages the window (docs/agents.md); ``tree`` shapes
-    ``tree_grpo`` rollouts; ``guard`` (null: off) inspects every tool call. ``tools``: dotted
-    paths of plain typed functions added to the task's tools (a task without tools then plays
-    through the agent loop)."""
+    ``tree_grpo`` rollouts; ``guard`` (null: off) inspects every tool call. ``tools``: typed
+    functions added to the task's tools, each entry a function (``module:fn``), a list of
+    them (``module:TOOLS``) or a module (``my_tools.py``: its public functions); a task
+    without tools then plays through the agent loop."""
 
     max_turns: int = Field(4, ge=1)
     max_tokens: int = Field(512, ge=16)
@@ -109,7 +110,7 @@ class AgentConfig(Section):
     compaction: Compaction = Compaction()
     tree: TreeConfig | None = None
     guard: GuardConfig | None = None
-    tools: list[Annotated[str, extension("tool")]] = Field(default_factory=list)
+    tools: list[Annotated[str, tool_set()]] = Field(default_factory=list)
 
     def limits(self) -> LoopLimits:
         """The episode limits (the per-turn budget comes with each call's sampling)."""

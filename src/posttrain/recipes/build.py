@@ -45,7 +45,7 @@ from posttrain.rollout import AgentRollout, rollout
 from posttrain.rollout.evaluation import evaluation_episodes, evaluation_metrics
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig
-from posttrain.settings.extension import load_extension
+from posttrain.settings.extension import load_extension, load_tools
 from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.types import Episode
 
@@ -79,7 +79,8 @@ def task_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | No
     if cfg.agent.tools:
         tools = tools or ToolRegistry()
         for spec in cfg.agent.tools:
-            tools.add(load_extension("tool", spec))
+            for fn in load_tools(spec):
+                tools.add(fn)
     return tasks, tools, env_factory
 
 

@@ -71,21 +71,25 @@ def _module_of_file(path: Path):
     return module
 
 
+def load_module(where: str, spec: str):
+    """The module ``where`` (``path/to/file.py`` or an importable name); errors name ``spec``."""
+    from_file = where.endswith(".py")
+    if from_file and not Path(where).is_file():
+        raise ExtensionError(f"{spec!r}: no file {where!r}")
+    try:
+        return _module_of_file(Path(where)) if from_file else importlib.import_module(where)
+    except Exception as e:  # the user's module failed to import: say why
+        raise ExtensionError(f"{spec!r}: cannot import {where!r}: "
+                             f"{type(e).__name__}: {e}") from e
+
+
 def load_object(spec: str) -> Any:
     """The object ``spec`` names; an ``ExtensionError`` says which part failed."""
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr:
         raise ExtensionError(f"{spec!r} is not a dotted path: use package.module:name or "
                              "path/to/file.py:name")
-    from_file = where.endswith(".py")
-    if from_file and not Path(where).is_file():
-        raise ExtensionError(f"{spec!r}: no file {where!r}")
-    try:
-        module = _module_of_file(Path(where)) if from_file else importlib.import_module(where)
-    except Exception as e:  # the user's module failed to import: say why
-        raise ExtensionError(f"{spec!r}: cannot import {where!r}: "
-                             f"{type(e).__name__}: {e}") from e
-    obj = module
+    obj = load_module(where, spec)
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ExtensionError(f"{spec!r}: {where!r} has no attribute {attr!r}")
@@ -100,13 +104,7 @@ def load_extension(kind: str, spec: str) -> Any:
     if not callable(obj):
         raise ExtensionError(f"{spec!r} is a {type(obj).__name__}, not {contract.describe()}")
     if kind == "tool":
-        from transformers.utils import get_json_schema
-
-        try:
-            get_json_schema(obj)
-        except Exception as e:
-            raise ExtensionError(f"{spec!r} is not {contract.describe()}: {e}") from None
-        return obj
+        return _tool(spec, obj)
     try:
         params = inspect.signature(obj).parameters
         if kind == "reward" and {"completion", "completions"} & set(params):
@@ -117,6 +115,45 @@ def load_extension(kind: str, spec: str) -> Any:
     except ValueError:  # no signature to read (a builtin): let the call decide
         pass
     return obj
+
+
+def _tool(spec: str, fn: Any) -> Any:
+    """``fn`` if it is a tool: callable, with the type hints and docstring of its schema."""
+    from transformers.utils import get_json_schema
+
+    try:
+        if not callable(fn):
+            raise TypeError(f"a {type(fn).__name__} is not callable")
+        get_json_schema(fn)
+    except Exception as e:
+        raise ExtensionError(f"{spec!r} is not {CONTRACTS['tool'].describe()}: {e}") from None
+    return fn
+
+
+def load_tools(spec: str) -> list[Any]:
+    """The tools ``spec`` names: a function (``module:fn``), a list of them
+    (``module:TOOLS``), or a module (``path/to/tools.py``, ``package.tools``: every public
+    function defined in it); each checked as a tool."""
+    if ":" in spec:
+        obj = load_object(spec)
+        found = list(obj) if isinstance(obj, list | tuple) else [obj]
+    else:
+        module = load_module(spec, spec)
+        found = [f for name, f in vars(module).items() if inspect.isfunction(f)
+                 and not name.startswith("_") and f.__module__ == module.__name__]
+    if not found:
+        raise ExtensionError(f"{spec!r} names no function to use as a tool")
+    return [_tool(spec, f) for f in found]
+
+
+def tool_set() -> AfterValidator:
+    """Field annotation: the value names tools (``load_tools``)."""
+
+    def check(spec: str) -> str:
+        load_tools(spec)
+        return spec
+
+    return AfterValidator(check)
 
 
 def extension(kind: str) -> AfterValidator:
