@@ -157,3 +157,31 @@ def test_adaptive_kl_controller_steers_the_coefficient(model, tokenizer, tmp_pat
     assert trainer.state_dict()["kl_coef"] == pytest.approx(0.0125)
     with pytest.raises(ConfigError, match="adaptive and kl.target go together"):
         load_config(None, ["algo.kl.controller=adaptive"])
+
+
+def test_reinforce_plus_plus_gets_outcome_rewards_and_the_token_kl_once():
+    """Per-token returns of ``r_t = -beta k1_t + 1[t = T] R`` (the KL counted once, not also
+    taken off the episode reward), whitened over the batch's tokens; by hand in float64."""
+    eps = episodes([1.0, 0.0, 1.0, 0.0])
+    b = Batch.from_episodes(eps, 0)
+    old = torch.zeros(b.input_ids.shape)
+    ref = old - 0.25 * b.loss_mask
+    ref[0] = old[0] - 1.0 * b.loss_mask[0]  # row 0 drifted further
+    b = b.replace(old_logprobs=old, ref_logprobs=ref)
+    algo = AlgoConfig(adv_estimator="reinforce_plus_plus",
+                      kl=KLConfig(coef=2.0, estimator="k1", placement="in_reward"))
+    adv = compute_advantages(b, eps, algo, {"a": 1.0})
+    returns = []  # two completion tokens a row: G_0 = r_0 + r_1, G_1 = r_1
+    for reward, k1 in zip([1.0, 0.0, 1.0, 0.0], [1.0, 0.25, 0.25, 0.25]):
+        r0, r1 = -2.0 * k1, -2.0 * k1 + reward
+        returns += [r0 + r1, r1]
+    mean = sum(returns) / len(returns)
+    var = sum((g - mean) ** 2 for g in returns) / (len(returns) - 1)  # unbiased, as the spec
+    expected = [(g - mean) / (var + 1e-8) ** 0.5 for g in returns]
+    got = adv[b.loss_mask.bool()].tolist()
+    assert got == pytest.approx(expected, rel=1e-6)  # float32 of float64 arithmetic
+    cfg = load_config(None, ["stages=[rl]", "algo.adv_estimator=reinforce_plus_plus",
+                             "rl.group_size=1", "algo.gamma=0.9"])
+    assert cfg.algo.estimator_options() == {"gamma": 0.9}
+    with pytest.raises(ConfigError, match="is an agent task"):
+        load_config(None, ["task.name=calculator", "algo.adv_estimator=reinforce_plus_plus"])

@@ -65,7 +65,8 @@ def _whiten(values: torch.Tensor, mask: torch.Tensor, where: str) -> torch.Tenso
 
 
 @register("advantage", "reinforce_plus_plus", aliases=("reinforce",),
-          source="standard (REINFORCE++, arXiv 2501.03262)")
+          source="standard (REINFORCE++, arXiv 2501.03262)",
+          feeds={"rewards": "outcome_rewards", "mask": "loss_mask"}, output="token")
 def reinforce_plus_plus(
     *,
     rewards: torch.Tensor,

@@ -41,7 +41,9 @@ without importing torch: after adding or changing one, run
 
 Config: `algo.adv_estimator` takes the outcome estimators (`grpo`, `dr_grpo`,
 `mean_baseline`, `rloo`, `reinforce_plus_plus_baseline`) and the multi-reward ones (`gdpo`,
-`gd2po`, `dvao`, over `reward.parts`); `actor.policy_loss.name` any actor loss with its
+`gd2po`, `dvao`, over `reward.parts`), `reinforce_plus_plus` (per-token returns with the KL
+in the reward; single-turn tasks), `gae` (with the critic) and the agent estimators (`gigpo`,
+`tree_grpo`); `actor.policy_loss.name` any actor loss with its
 hyperparameters as keys; `actor.loss_agg_mode` any aggregation; `algo.kl` an estimator, a
 coefficient and a placement (`in_loss`, `in_reward`); `algo.offpolicy` a `tis_*`/`mis_*`
 correction and `opsm`; `algo.dynamic_sampling`; `actor.entropy_bonus` (fixed or adaptive).

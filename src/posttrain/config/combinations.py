@@ -7,7 +7,12 @@ from __future__ import annotations
 from posttrain.config.task_config import ENV_TASK_PARTS, TASK_KEYS, TaskConfig
 from posttrain.rewards import ENV
 from posttrain.settings import DistillConfig, OPDConfig, PreferenceConfig
-from posttrain.settings.rl_config import EPISODE_ESTIMATORS, MULTI_REWARD_ESTIMATORS
+from posttrain.settings.rl_config import (
+    EPISODE_ESTIMATORS,
+    GROUPLESS_ESTIMATORS,
+    MULTI_REWARD_ESTIMATORS,
+    TOKEN_ESTIMATORS,
+)
 
 
 def check_combinations(cfg) -> None:
@@ -52,7 +57,7 @@ def stage_rules(cfg) -> None:
         if gae != cfg.critic.enabled:
             raise ValueError("algo.adv_estimator=gae and critic.enabled go together: GAE "
                              "needs the critic's values, and only GAE uses a critic")
-        if rl.group_size == 1 and not gae:
+        if rl.group_size == 1 and cfg.algo.adv_estimator not in GROUPLESS_ESTIMATORS:
             raise ValueError(f"rl.group_size: {cfg.algo.adv_estimator} needs group_size >= 2 "
                              "(a group of 1 has advantage 0, so nothing would be learned)")
         multi = cfg.algo.adv_estimator in MULTI_REWARD_ESTIMATORS
@@ -131,6 +136,9 @@ def agent_rules(cfg) -> None:
         ("algo.behaviour_reg", algo.behaviour_reg is not None),
         ("agent.compaction", agent.compaction.strategy != "none"),
         ("agent.guard", agent.guard is not None)) if on]
+    if algo.adv_estimator in TOKEN_ESTIMATORS and not cfg.single_turn:
+        raise ValueError(f"algo.adv_estimator={algo.adv_estimator} computes returns over one "
+                         f"completion's tokens; task.name={cfg.task.name} is an agent task")
     if needs_agent and cfg.single_turn:
         raise ValueError(f"{needs_agent[0]} acts on agent episodes (tool steps); "
                          f"task.name={cfg.task.name} is single-turn")

@@ -118,6 +118,8 @@ class RLConfig(SampledStageConfig):
 OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
 MULTI_REWARD_ESTIMATORS = ("gdpo", "gd2po", "dvao")
 EPISODE_ESTIMATORS = ("gigpo", "tree_grpo")  # need agent episodes: state keys, trees
+TOKEN_ESTIMATORS = ("reinforce_plus_plus",)  # per-token returns of one row: single-turn only
+GROUPLESS_ESTIMATORS = ("gae", "reinforce_plus_plus")  # no group baseline: group_size 1 is fine
 
 
 class DynamicSamplingConfig(Section):
@@ -141,7 +143,8 @@ class BehaviourRegConfig(Section):
 
 
 # estimator options and the estimators they act on
-ESTIMATOR_OPTIONS = {"gamma": ("gae", "gigpo"), "lam": ("gae",), "omega": ("gigpo",)}
+ESTIMATOR_OPTIONS = {"gamma": ("gae", "gigpo", "reinforce_plus_plus"), "lam": ("gae",),
+                     "omega": ("gigpo",)}
 
 
 class AlgoConfig(Section):
@@ -149,12 +152,14 @@ class AlgoConfig(Section):
     (``gdpo``, ``gd2po``, ``dvao``) combines ``reward.parts`` with their weights; ``gae`` needs
     the critic (``critic.enabled``) and takes ``gamma``/``lam`` (null: 1.0 and 0.95); ``gigpo``
     (step credit over the environment's state keys) takes ``gamma``/``omega`` (null: 0.95 and
-    1.0); ``tree_grpo`` needs ``agent.tree``. ``behaviour_reg`` modifies the advantages of
+    1.0); ``tree_grpo`` needs ``agent.tree``; ``reinforce_plus_plus`` (single-turn tasks; per-token
+    returns, KL in the reward when ``kl.placement: in_reward``) takes ``gamma`` (null: 1.0).
+    ``behaviour_reg`` modifies the advantages of
     agent episodes per token."""
 
     adv_estimator: Annotated[
         str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS
-                        + EPISODE_ESTIMATORS + ("gae",))
+                        + EPISODE_ESTIMATORS + TOKEN_ESTIMATORS + ("gae",))
     ] = "grpo"
     gamma: float | None = Field(None, gt=0, le=1)
     lam: float | None = Field(None, ge=0, le=1)
