@@ -185,3 +185,27 @@ def test_reinforce_plus_plus_gets_outcome_rewards_and_the_token_kl_once():
     assert cfg.algo.estimator_options() == {"gamma": 0.9}
     with pytest.raises(ConfigError, match="is an agent task"):
         load_config(None, ["task.name=calculator", "algo.adv_estimator=reinforce_plus_plus"])
+
+
+def test_gd2po_options_reach_the_estimator_from_config():
+    """``snr`` keeps a row iff ``|sum c| / (sum |c| + eps) >= tau``: with tau 0.5 the mixed row
+    (terms +w A_c, -w A_f of equal size) is dropped, and it decides the result."""
+    parts = [{"c": 1.0, "f": 0.0}, {"c": 0.0, "f": 1.0}, {"c": 1.0, "f": 1.0},
+             {"c": 0.0, "f": 0.0}]
+    eps = episodes([1.0, 1.0, 2.0, 0.0], parts=parts)
+    b = Batch.from_episodes(eps, 0)
+    cfg = load_config(None, ["stages=[rl]", "algo.adv_estimator=gd2po", "reward.parts={}",
+                             "reward.parts.c.verifier=exact", "reward.parts.f.verifier=format",
+                             "reward.accuracy_part=c", "algo.conflict_filter=snr",
+                             "algo.tau=0.5", "algo.query_weight=false"])
+    assert cfg.algo.estimator_options() == {"filter": "snr", "tau": 0.5, "query_weight": False}
+    adv = compute_advantages(b, eps, cfg.algo, {"c": 1.0, "f": 1.0})
+    direct = get("advantage", "gd2po")(
+        rewards=torch.tensor([[p["c"], p["f"]] for p in parts], dtype=torch.float64),
+        group_ids=b.group_index, mask=torch.ones(4, 2), weights=[1.0, 1.0], filter="snr",
+        tau=0.5, query_weight=False)
+    torch.testing.assert_close(adv[:, -2:], direct[:, :2].to(adv.dtype) * b.loss_mask[:, -2:])
+    hard = compute_advantages(b, eps, AlgoConfig(adv_estimator="gd2po"), {"c": 1.0, "f": 1.0})
+    assert not torch.equal(adv, hard)  # the options changed the advantages
+    with pytest.raises(ConfigError, match="algo.tau only acts with adv_estimator in"):
+        load_config(None, ["algo.tau=0.5"])

@@ -143,8 +143,11 @@ class BehaviourRegConfig(Section):
 
 
 # estimator options and the estimators they act on
-ESTIMATOR_OPTIONS = {"gamma": ("gae", "gigpo", "reinforce_plus_plus"), "lam": ("gae",),
-                     "omega": ("gigpo",)}
+# algo key -> (the estimators it acts on, their parameter's name)
+ESTIMATOR_OPTIONS = {"gamma": (("gae", "gigpo", "reinforce_plus_plus"), "gamma"),
+                     "lam": (("gae",), "lam"), "omega": (("gigpo",), "omega"),
+                     "conflict_filter": (("gd2po",), "filter"), "tau": (("gd2po",), "tau"),
+                     "query_weight": (("gd2po",), "query_weight")}
 
 
 class AlgoConfig(Section):
@@ -153,8 +156,9 @@ class AlgoConfig(Section):
     the critic (``critic.enabled``) and takes ``gamma``/``lam`` (null: 1.0 and 0.95); ``gigpo``
     (step credit over the environment's state keys) takes ``gamma``/``omega`` (null: 0.95 and
     1.0); ``tree_grpo`` needs ``agent.tree``; ``reinforce_plus_plus`` (single-turn tasks; per-token
-    returns, KL in the reward when ``kl.placement: in_reward``) takes ``gamma`` (null: 1.0).
-    ``behaviour_reg`` modifies the advantages of
+    returns, KL in the reward when ``kl.placement: in_reward``) takes ``gamma`` (null: 1.0);
+    ``gd2po`` takes ``conflict_filter`` (``hard`` or ``snr``), ``tau`` (the ``snr`` threshold)
+    and ``query_weight`` (null: hard, 0.8, true). ``behaviour_reg`` modifies the advantages of
     agent episodes per token."""
 
     adv_estimator: Annotated[
@@ -164,21 +168,27 @@ class AlgoConfig(Section):
     gamma: float | None = Field(None, gt=0, le=1)
     lam: float | None = Field(None, ge=0, le=1)
     omega: float | None = Field(None, ge=0)
+    conflict_filter: Literal["hard", "snr"] | None = None
+    tau: float | None = Field(None, ge=0, le=1)
+    query_weight: bool | None = None
     kl: KLConfig = KLConfig()
     offpolicy: OffPolicyConfig = OffPolicyConfig()
     dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
     behaviour_reg: BehaviourRegConfig | None = None
 
-    def estimator_options(self) -> dict[str, float]:
-        """The options set (not null), for the configured estimator."""
-        return {k: getattr(self, k) for k in ESTIMATOR_OPTIONS if getattr(self, k) is not None}
+    def _set_options(self) -> list[str]:
+        return [k for k in ESTIMATOR_OPTIONS if getattr(self, k) is not None]
+
+    def estimator_options(self) -> dict[str, Any]:
+        """The options set (not null), by the estimator's parameter names."""
+        return {ESTIMATOR_OPTIONS[k][1]: getattr(self, k) for k in self._set_options()}
 
     @model_validator(mode="after")
     def _options_act(self) -> AlgoConfig:
-        for key in self.estimator_options():
-            if self.adv_estimator not in ESTIMATOR_OPTIONS[key]:
+        for key in self._set_options():
+            if self.adv_estimator not in ESTIMATOR_OPTIONS[key][0]:
                 raise ValueError(f"algo.{key} only acts with adv_estimator in "
-                                 f"{ESTIMATOR_OPTIONS[key]}, not {self.adv_estimator}")
+                                 f"{ESTIMATOR_OPTIONS[key][0]}, not {self.adv_estimator}")
         return self
 
 
