@@ -143,3 +143,14 @@ def test_the_contract_is_checked_when_the_config_is_validated(module):
     load_config(None, [f"reward.parts.correct.verifier={module}:batched"])
     with pytest.raises(ConfigError, match="is a list, not a reward function"):
         load_config(None, [f"reward.parts.correct.verifier={module}:calls"])
+
+
+def test_an_async_function_that_blocks_its_loop_is_missing_not_a_crash(tmp_path):
+    """A blocking call inside a coroutine keeps ``wait_for`` from firing: the outer wait
+    gives up and every sample of the batch is missing."""
+    path = tmp_path / "blocking.py"
+    path.write_text("import time\n\nasync def blocking(completion):\n    time.sleep(3)\n"
+                    "    return 1.0\n")
+    rf = RewardFunction({"r": (f"{path}:blocking", 1.0)}, timeout_s=0.2)
+    for scored in rf.score(samples()):
+        assert scored.missing == {"r": "TimeoutError: took over 0.2 s"}

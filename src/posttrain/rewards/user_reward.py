@@ -102,7 +102,9 @@ class UserReward:
                     *(asyncio.wait_for(self.fn(*a, **k), self.timeout_s) for a, k in calls),
                     return_exceptions=True)
 
-            return self._wait(lambda: asyncio.run(every()), self.timeout_s + 1.0)
+            results = self._wait(lambda: asyncio.run(every()), self.timeout_s + 1.0)
+            # the loop itself failed or hung (a blocking call in a coroutine): every call did
+            return [results] * len(calls) if isinstance(results, BaseException) else results
         return [self._wait(lambda a=a, k=k: self.fn(*a, **k), self.timeout_s) for a, k in calls]
 
     def _wait(self, call: Callable[[], Any], timeout: float) -> Any:
