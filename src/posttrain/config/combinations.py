@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from posttrain.config.task_config import ENV_TASK_PARTS, TASK_KEYS, TaskConfig
 from posttrain.rewards import ENV
-from posttrain.settings import DistillConfig, OPDConfig, PreferenceConfig
 from posttrain.settings.rl_config import (
     EPISODE_ESTIMATORS,
     GROUPLESS_ESTIMATORS,
@@ -24,7 +23,8 @@ def check_combinations(cfg) -> None:
 
 
 # section -> the stages that read it
-SECTION_STAGES = {"sft": ("sft",), "rl": ("rl",), "algo": ("rl",), "critic": ("rl",),
+SECTION_STAGES = {"sft": ("sft",), "pref": ("pref",), "distill": ("distill",),
+                  "opd": ("opd",), "rl": ("rl",), "algo": ("rl",), "critic": ("rl",),
                   "actor": ("rl", "opd")}
 
 
@@ -32,18 +32,20 @@ def unused_sections(cfg) -> None:
     """A section set away from its defaults is read by one of the run's stages; ``agent``
     options act on a tool task; ``engine`` options on the engine that has them."""
     for section, readers in SECTION_STAGES.items():
-        value = getattr(cfg, section)
-        if value != type(value)() and not set(readers) & set(cfg.stages):
+        value, default = getattr(cfg, section), type(getattr(cfg, section))()
+        if value != default and not set(readers) & set(cfg.stages):
             changed = sorted(f"{section}.{k}" for k in type(value).model_fields
-                             if getattr(value, k) != getattr(type(value)(), k))
-            raise ValueError(f"{section} options are set ({', '.join(changed)}) but no stage "
-                             f"that reads them ({', '.join(readers)}) is in stages "
-                             f"{cfg.stages}")
+                             if getattr(value, k) != getattr(default, k))
+            absent = " nor ".join(repr(r) for r in readers)
+            raise ValueError(f"{section} options are set ({', '.join(changed)}) but "
+                             f"{'neither ' if len(readers) > 1 else ''}{absent} is "
+                             f"{'' if len(readers) > 1 else 'not '}in stages {cfg.stages}")
     agent_set = cfg.agent.model_copy(update={"tools": []}) != type(cfg.agent)()
     if agent_set and cfg.single_turn:
         raise ValueError(f"agent options act on agent episodes (a task with tools); "
                          f"task.name={cfg.task.name} is single-turn")
-    if cfg.engine.name != "vllm" and cfg.engine.kv_cache_gib != 1:
+    kv_default = type(cfg.engine).model_fields["kv_cache_gib"].default
+    if cfg.engine.name != "vllm" and cfg.engine.kv_cache_gib != kv_default:
         raise ValueError(f"engine.kv_cache_gib sizes vLLM's KV cache; engine.name is "
                          f"{cfg.engine.name}")
 
@@ -84,18 +86,11 @@ def stage_rules(cfg) -> None:
     if "pref" in cfg.stages and cfg.pref.data is None and cfg.task.name != "arithmetic":
         raise ValueError("pref.data is null: generated preference pairs exist for "
                          f"task.name=arithmetic, not {cfg.task.name}")
-    if cfg.pref != PreferenceConfig() and "pref" not in cfg.stages:
-        raise ValueError("pref options are set but 'pref' is not in stages")
-    if "distill" in cfg.stages:
-        if (cfg.distill.teacher is None) == (cfg.distill.logits is None):
-            raise ValueError("the distill stage needs exactly one of distill.teacher (a "
-                             "model directory) and distill.logits (stored teacher logits)")
-    elif cfg.distill != DistillConfig():
-        raise ValueError("distill options are set but 'distill' is not in stages")
+    if "distill" in cfg.stages and (cfg.distill.teacher is None) == (cfg.distill.logits is None):
+        raise ValueError("the distill stage needs exactly one of distill.teacher (a model "
+                         "directory) and distill.logits (stored teacher logits)")
     if "opd" in cfg.stages:
         opd_rules(cfg)
-    elif cfg.opd != OPDConfig():
-        raise ValueError("opd options are set but 'opd' is not in stages")
     if cfg.engine.name != "torch":
         if cfg.engine.name == "vllm" and cfg.model.preset == "nano":
             raise ValueError("engine.name=vllm: vLLM's CPU attention has no kernel for the "
