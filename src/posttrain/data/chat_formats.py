@@ -87,7 +87,9 @@ def message(m: Any) -> dict:
     return out
 
 
-def _messages(value: Any, what: str) -> list[dict]:
+def messages_of(value: Any, what: str) -> list[dict]:
+    """A cell as chat messages: a string is one user message (one assistant message for a
+    ``completion``); a list must be messages (``message``)."""
     if isinstance(value, str):
         return [{"role": "user" if what == "prompt" else "assistant", "content": value}]
     if not isinstance(value, list) or not value:
@@ -135,12 +137,12 @@ def conversation(row: Any) -> Conversation:
         raise ValueError("a row must be an object")
     has = {k for k, v in row.items() if v is not None}  # a null cell is an absent one
     if "messages" in has:
-        messages = _messages(row["messages"], "messages")
+        messages = messages_of(row["messages"], "messages")
     elif "conversations" in has:
         messages = _sharegpt(row["conversations"])
     elif {"prompt", "completion"} <= has:
-        messages = _messages(row["prompt"], "prompt") + _messages(row["completion"],
-                                                                  "completion")
+        messages = messages_of(row["prompt"], "prompt") + messages_of(row["completion"],
+                                                                      "completion")
     else:
         raise ValueError("a row needs 'messages' (OpenAI), 'conversations' (ShareGPT) or "
                          f"'prompt' and 'completion' (TRL); it has {', '.join(has) or 'nothing'}")

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posttrain.data.chat_formats import message
+from posttrain.data.chat_formats import messages_of
 from posttrain.data.conversations import conversation_segment
 from posttrain.data.reading import read_rows
 from posttrain.envs import ArithmeticTasks
@@ -40,18 +40,10 @@ class PreferenceData:
     skipped: list[tuple[int, str]] = field(default_factory=list)
 
 
-def _messages(value: object, what: str) -> list[dict]:
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"{what} must be a string or a non-empty list of messages")
-    return [message(m) for m in value]
-
-
 def _reply(value: object, what: str) -> str:
     if isinstance(value, str):
         return value
-    (message,) = _messages(value, what)
+    (message,) = messages_of(value, what)
     if message["role"] != "assistant":
         raise ValueError(f"{what} must be an assistant message")
     return message["content"]
@@ -62,10 +54,10 @@ def parse_pair(row: object) -> PreferencePair:
     if not isinstance(row, dict) or row.get("chosen") is None or row.get("rejected") is None:
         raise ValueError("row needs 'chosen' and 'rejected'")
     if row.get("prompt") is not None:
-        prompt = _messages(row["prompt"], "prompt")
+        prompt = messages_of(row["prompt"], "prompt")
         chosen, rejected = _reply(row["chosen"], "chosen"), _reply(row["rejected"], "rejected")
     else:
-        c, r = _messages(row["chosen"], "chosen"), _messages(row["rejected"], "rejected")
+        c, r = messages_of(row["chosen"], "chosen"), messages_of(row["rejected"], "rejected")
         if c[:-1] != r[:-1] or len(c) < 2 or {c[-1]["role"], r[-1]["role"]} != {"assistant"}:
             raise ValueError("chosen and rejected conversations must share all but a final "
                              "assistant turn")
