@@ -106,10 +106,10 @@ def load_extension(kind: str, spec: str) -> Any:
     if kind == "tool":
         return _tool(spec, obj)
     try:
-        params = inspect.signature(obj).parameters
-        if kind == "reward" and {"completion", "completions"} & set(params):
+        signature = inspect.signature(obj)
+        if kind == "reward" and {"completion", "completions"} & set(signature.parameters):
             return obj  # takes its inputs by name (rewards.user_reward)
-        inspect.signature(obj).bind(*contract.args, **dict.fromkeys(contract.keywords))
+        signature.bind(*contract.args, **dict.fromkeys(contract.keywords))
     except TypeError as e:
         raise ExtensionError(f"{spec!r} is not {contract.describe()}: {e}") from None
     except ValueError:  # no signature to read (a builtin): let the call decide
