@@ -115,8 +115,8 @@ def test_policy_loss_hyperparameters_are_checked_against_the_loss():
 
 
 @pytest.mark.parametrize("path", sorted(__import__("pathlib").Path("configs").glob("*.yaml")))
-def test_every_shipped_recipe_loads(path):
-    cfg = load_config(path)
+def test_every_shipped_recipe_loads(path, recipe_overrides):
+    cfg = load_config(path, recipe_overrides(path))
     assert cfg.out_dir.startswith("runs/")
 
 

@@ -21,18 +21,11 @@ def probe(code: str) -> dict:
     return json.loads(run.stdout)
 
 
-def test_every_bundled_config_validates_without_torch(tmp_path):
-    """The worked example's config names data its script writes: written here first."""
-    data = tmp_path / "data" / "gsm8k_style"
-    subprocess.run([sys.executable, str(ROOT / "examples/gsm8k_style/make_data.py"), str(data),
-                    "--train", "10", "--test", "5", "--sft", "10"], check=True,
-                   capture_output=True)
-    overrides = [f"task.data.path={data / 'train.jsonl'}",
-                 f"task.data.eval_path={data / 'test.jsonl'}", f"sft.data={data / 'sft.jsonl'}"]
-    out = probe("from pathlib import Path\nfrom posttrain.config import load_config\n"
-                f"own_data = {overrides!r}\n"
-                "out = {'runs': [load_config(p, own_data if p.stem == 'gsm8k_style' else [])"
-                ".out_dir for p in sorted(Path('configs').glob('*.yaml'))]}")
+def test_every_bundled_config_validates_without_torch(recipe_overrides):
+    paths = sorted((ROOT / "configs").glob("*.yaml"))
+    overrides = {str(p.relative_to(ROOT)): recipe_overrides(p) for p in paths}
+    out = probe("from posttrain.config import load_config\n"
+                f"out = {{'runs': [load_config(p, o).out_dir for p, o in {overrides!r}.items()]}}")
     assert len(out["runs"]) == len(list((ROOT / "configs").glob("*.yaml")))
     assert out["heavy"] == []
 
