@@ -1,6 +1,7 @@
 """The RL loop stops when the engine does not sample from the trainer's policy."""
 
 import copy
+import random
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from posttrain.recipes.sampling_loop import RLRun
 from posttrain.rewards import RewardFunction
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
 from posttrain.train import Trainer
+from posttrain.types import Batch, Episode, SamplingParams, Segment
 from posttrain.types.errors import MismatchError
 
 TASKS = ArithmeticTasks(("+",), 1)
@@ -40,5 +42,31 @@ def test_off_policy_engine_stops_the_run_before_the_step_ends(model, tokenizer, 
         one_step(model, tokenizer, tmp_path, 0.5, epochs=epochs)
 
 
-def test_truncated_sampling_skips_the_check(model, tokenizer, tmp_path):
-    assert one_step(model, tokenizer, tmp_path, 0.5, top_k=5) == [1]
+@pytest.mark.parametrize("truncation", [{"top_k": 5}, {"top_p": 0.8}, {"top_k": 8, "top_p": 0.9}])
+def test_truncated_sampling_keeps_the_check(model, tokenizer, tmp_path, truncation):
+    assert one_step(copy.deepcopy(model), tokenizer, tmp_path, 0.0, **truncation) == [1]
+    with pytest.raises(MismatchError, match="mismatch_tolerance"):
+        one_step(model, tokenizer, tmp_path, 0.5, **truncation)
+
+
+@pytest.mark.parametrize("truncation", [{"top_k": 5}, {"top_p": 0.8}])
+def test_trainer_scores_what_the_engine_sampled_under_truncation(model, tokenizer, truncation):
+    """The engine's behaviour log-probs (over its truncated support) and the trainer's (the
+    same support, recomputed: keep_sampling_mask) agree token by token; the full-vocabulary
+    log-probs differ, by log of the kept mass."""
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    prompts = [tokenizer.encode(t.question) for t in TASKS.sample(4, random.Random(0))]
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=0.9, seed=3,
+                                                   **truncation))
+    segments = [Segment(o.prompt_ids + o.token_ids,
+                        [0] * len(o.prompt_ids) + [1] * len(o.token_ids),
+                        [0.0] * len(o.prompt_ids) + o.logprobs,
+                        [-1] * len(o.prompt_ids) + [0] * len(o.token_ids)) for o in outs]
+    batch = Batch.from_episodes([Episode([s]) for s in segments], tokenizer.pad_token_id)
+    trainer = Trainer(model, OptimConfig(), 1)
+    ours = trainer.compute_logprobs(batch, 0.9, **truncation)
+    full = trainer.compute_logprobs(batch, 0.9)
+    mask = batch.loss_mask > 0
+    # float32 log-softmax over the same logits on both sides: rounding only
+    torch.testing.assert_close(ours[mask], batch.behaviour_logprobs[mask], atol=1e-4, rtol=0)
+    assert bool((full[mask] < ours[mask] - 1e-3).any())

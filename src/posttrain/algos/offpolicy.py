@@ -99,24 +99,28 @@ def opsm(
 
 @register("offpolicy", "keep_sampling_mask", source="PT (DeepSeek V3.2)")
 def keep_sampling_mask(
-    *, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+    *, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+    keep: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Log-probs over the engine's truncated support: ``pi(v) 1[v in S] / sum_S pi`` (-inf
     outside). Top-k keeps the k largest; top-p the smallest prefix by probability whose mass
-    reaches ``top_p`` (the top token always). The trainer applies this before log-probs, KL and
-    entropy so they describe the distribution actually sampled from."""
+    reaches ``top_p`` (the top token always); ``keep [...]`` token ids are in ``S`` whatever
+    their rank. The trainer applies this with ``keep`` = the sampled tokens before log-probs,
+    KL and entropy, so they describe the distribution actually sampled from and a token the
+    engine drew at the top-p boundary never scores -inf through rounding."""
     z = logits.to(torch.promote_types(logits.dtype, torch.float32))
     z = z / (temperature if temperature > 0 else 1.0)
+    drop = torch.zeros(z.shape, dtype=torch.bool, device=z.device)
     if top_k and top_k < z.shape[-1]:
-        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
-        z = z.masked_fill(z < kth, float("-inf"))
+        drop |= z < torch.topk(z, top_k, dim=-1).values[..., -1:]
     if top_p < 1.0:
-        sorted_z, order = torch.sort(z, dim=-1, descending=True)
+        sorted_z, order = torch.sort(z.masked_fill(drop, float("-inf")), dim=-1,
+                                     descending=True)
         probs = torch.softmax(sorted_z, dim=-1)
-        drop_sorted = probs.cumsum(-1) - probs >= top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        z = z.masked_fill(drop, float("-inf"))
-    return torch.log_softmax(z, dim=-1)
+        drop |= torch.zeros_like(drop).scatter(-1, order, probs.cumsum(-1) - probs >= top_p)
+    if keep is not None:
+        drop &= ~torch.zeros_like(drop).scatter(-1, keep.unsqueeze(-1), True)
+    return torch.log_softmax(z.masked_fill(drop, float("-inf")), dim=-1)
 
 
 @register("offpolicy", "routing_replay", aliases=("r3", "rollout_routing_replay"),

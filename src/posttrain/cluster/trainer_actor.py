@@ -76,8 +76,9 @@ class RayTrainer:
         return self.apply(attrgetter("kl_coef"))
 
     def compute_logprobs(self, batch: Batch, temperature: float = 1.0,
-                         reference: bool = False) -> torch.Tensor:
-        return self.apply(Trainer.compute_logprobs, batch, temperature, reference)
+                         reference: bool = False, top_k: int = 0,
+                         top_p: float = 1.0) -> torch.Tensor:
+        return self.apply(Trainer.compute_logprobs, batch, temperature, reference, top_k, top_p)
 
     def named_weights(self) -> list[tuple[str, torch.Tensor]]:
         return self._ray.get(self.actor.named_weights.remote())

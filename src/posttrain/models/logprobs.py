@@ -13,15 +13,24 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from posttrain.algos.offpolicy import keep_sampling_mask
 from posttrain.models.shared_prefix import decoder_hidden_states
 
 CHECKPOINT_ABOVE_BYTES = 256 * 2**20
 
 
 def _token_stats(
-    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float
+    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float,
+    top_k: int = 0, top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     logits = head(hidden).float()
+    if top_k or top_p < 1.0:
+        logp_all = keep_sampling_mask(logits=logits, temperature=temperature, top_k=top_k,
+                                      top_p=top_p, keep=targets)
+        logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        kept = logp_all.isfinite()
+        entropy = -torch.where(kept, logp_all.exp() * logp_all, 0.0).sum(-1)
+        return logp, entropy
     if temperature != 1.0:
         logits = logits / temperature
     logz = torch.logsumexp(logits, dim=-1)
@@ -41,8 +50,12 @@ def sequence_logprobs(
     prefix_lens: torch.Tensor | None = None,
     checkpoint_chunks: bool | None = None,
     score_mask: torch.Tensor | None = None,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``logp[b, t] = log softmax(z_{t-1} / temperature)[input_ids[b, t]]`` and its entropy.
+    """``logp[b, t] = log softmax(z_{t-1} / temperature)[input_ids[b, t]]`` and its entropy;
+    with ``top_k``/``top_p`` over the engine's truncated support with the scored token kept
+    (``keep_sampling_mask``), as the engine sampled.
 
     Returns ``[B, T]`` tensors aligned with ``input_ids`` for right-padded rows. Only tokens
     where ``score_mask`` (default: ``attention_mask``) is set are scored, the rest hold 0 (as
@@ -69,9 +82,10 @@ def sequence_logprobs(
     for s in range(0, n, chunk_size) or [0]:  # an empty selection still yields a graph
         hc, yc = flat_h[s : s + chunk_size], flat_y[s : s + chunk_size]
         if use_ckpt:
-            lp, ent = checkpoint(_token_stats, hc, yc, head, temperature, use_reentrant=False)
+            lp, ent = checkpoint(_token_stats, hc, yc, head, temperature, top_k, top_p,
+                                 use_reentrant=False)
         else:
-            lp, ent = _token_stats(hc, yc, head, temperature)
+            lp, ent = _token_stats(hc, yc, head, temperature, top_k, top_p)
         logps.append(lp)
         ents.append(ent)
 

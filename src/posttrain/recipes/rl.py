@@ -108,7 +108,6 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
     checkpoints. Returns the evaluations made."""
     cfg, evals = run.cfg, []
     update = run.policy_update()
-    truncating = cfg.top_p < 1 or cfg.top_k > 0
     run.reporter.start(source.title, cfg.steps)
     with source:
         for step in range(run.start_step, cfg.steps):
@@ -119,9 +118,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
             metrics = rollout_metrics(sampled, run.accuracy_part) | counts
             if episodes:
                 metrics |= update(episodes, *source.staleness())
-                if source.on_policy and truncating:  # behaviour log-probs: truncated
-                    del metrics["mismatch"]
-                elif source.on_policy:
+                if source.on_policy:
                     check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
                 probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
                 reports = source.call(lambda e: sync_weights(

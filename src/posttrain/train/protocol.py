@@ -25,9 +25,10 @@ class PolicyTrainer(Protocol):
     def model(self) -> torch.nn.Module: ...
 
     def compute_logprobs(self, batch: Batch, temperature: float = 1.0,
-                         reference: bool = False) -> torch.Tensor:
+                         reference: bool = False, top_k: int = 0,
+                         top_p: float = 1.0) -> torch.Tensor:
         """Log-probs of ``batch``'s loss-mask tokens (0 elsewhere), under the policy or the
-        frozen ``reference``."""
+        frozen ``reference``, over the ``top_k``/``top_p`` support the engine sampled from."""
 
     def apply(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``fn(trainer, *args, **kwargs)`` on the ``Trainer`` itself, where it lives: an

@@ -29,9 +29,11 @@ from posttrain.types import Batch, Episode
 
 def rl_step(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
             kl: KLConfig | None = None, offpolicy: OffPolicyConfig | None = None,
-            temperature: float = 1.0, max_len: int | None = None) -> dict[str, float]:
-    """One optimiser step of the RL loss; ``batch`` carries advantages. The adaptive entropy
-    bonus applies the coefficient the previous step set and sets the next one.
+            temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+            max_len: int | None = None) -> dict[str, float]:
+    """One optimiser step of the RL loss; ``batch`` carries advantages. Log-probs are over the
+    support the engine sampled from (``temperature``, ``top_k``, ``top_p``). The adaptive
+    entropy bonus applies the coefficient the previous step set and sets the next one.
 
     Without ``batch.old_logprobs`` the step is on-policy: the policy's own log-probs (no
     gradient) stand in for them, so the ratio is exactly 1 and no separate log-prob pass is
@@ -47,7 +49,7 @@ def rl_step(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
     entropy_coef = trainer.entropy_next if bonus.adaptive else bonus.coef
 
     def micro(mb: Batch, norm: StepNorm):
-        logp, ent = trainer.token_logprobs(trainer.model, mb, temperature, entropy=True)
+        logp, ent = trainer.token_logprobs(trainer.model, mb, temperature, True, top_k, top_p)
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
         tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask, mb.behaviour_logprobs,
                           mb.ref_logprobs)
@@ -66,7 +68,8 @@ def rl_step(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
 def rl_steps(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
              kl: KLConfig | None = None, offpolicy: OffPolicyConfig | None = None,
              epochs: int = 1, mini_batches: int = 1, temperature: float = 1.0,
-             max_len: int | None = None) -> dict[str, float]:
+             top_k: int = 0, top_p: float = 1.0, max_len: int | None = None
+             ) -> dict[str, float]:
     """``epochs`` passes over ``batch`` split into ``mini_batches`` optimiser steps each, all
     against the stored ``old_logprobs`` (PPO's mu > 1), then the adaptive KL controller's
     update of ``trainer.kl_coef`` from the measured KL. Returns mean metrics.
@@ -80,7 +83,7 @@ def rl_steps(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *
     size = math.ceil(len(batch) / mini_batches)
     metrics = mean_metrics([
         rl_step(trainer, part, actor, kl=kl, offpolicy=offpolicy, temperature=temperature,
-                max_len=max_len)
+                top_k=top_k, top_p=top_p, max_len=max_len)
         for _ in range(epochs) for part in batch.split(size)])
     if kl is not None and kl.coef > 0:
         metrics["kl_coef"] = kl.coef
@@ -150,8 +153,9 @@ class PolicyUpdate:
             metrics["staleness/masked"] = float(1 - fresh.sum() / batch.loss_mask.sum().clamp(
                 min=1))
             batch = batch.replace(loss_mask=fresh)
-        old = trainer.compute_logprobs(batch, cfg.temperature) if need_old else None
-        ref = trainer.compute_logprobs(batch, cfg.temperature, True) if kl else None
+        support = {"top_k": cfg.top_k, "top_p": cfg.top_p}
+        old = trainer.compute_logprobs(batch, cfg.temperature, **support) if need_old else None
+        ref = trainer.compute_logprobs(batch, cfg.temperature, True, **support) if kl else None
         batch = batch.replace(old_logprobs=old, ref_logprobs=ref)
         if critic is not None:
             batch = batch.replace(old_values=critic_values(critic, batch))
@@ -161,7 +165,7 @@ class PolicyUpdate:
             batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
         metrics |= trainer.apply(
             rl_steps, batch, self.actor, kl=kl, offpolicy=algo.offpolicy, epochs=cfg.epochs,
-            mini_batches=cfg.mini_batches, temperature=cfg.temperature,
+            mini_batches=cfg.mini_batches, temperature=cfg.temperature, **support,
             max_len=cfg.max_new_tokens)
         if critic is not None:
             metrics |= update_critic(critic, batch, cfg, self.critic_cfg, self.actor.loss_agg_mode)

@@ -93,9 +93,11 @@ class Trainer:
         return self.parallel is not None and self.parallel.sharded
 
     # -- log-probs ---------------------------------------------------------------------------
-    def token_logprobs(self, model, mb: Batch, temperature: float, entropy: bool):
+    def token_logprobs(self, model, mb: Batch, temperature: float, entropy: bool,
+                       top_k: int = 0, top_p: float = 1.0):
         """``(log-probs, entropies)`` ``[b, T]`` of ``mb``'s loss-mask tokens under ``model``
-        (the policy through its data-parallel wrapper), with gradient."""
+        (the policy through its data-parallel wrapper), with gradient; over the ``top_k`` /
+        ``top_p`` support the engine sampled from (``sequence_logprobs``)."""
         shared = None
         if self.settings.share_prefix:
             shared = prefix_lengths(mb.loss_mask, mb.attention_mask)
@@ -103,7 +105,7 @@ class Trainer:
         return score(
             mb.input_ids, mb.attention_mask, temperature=temperature,
             chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy, prefix_lens=shared,
-            score_mask=mb.loss_mask,
+            score_mask=mb.loss_mask, top_k=top_k, top_p=top_p,
         )
 
     def score_tokens(
@@ -119,14 +121,15 @@ class Trainer:
                 i += len(mb)
         return out
 
-    def compute_logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False):
+    def compute_logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False,
+                         top_k: int = 0, top_p: float = 1.0):
         """``[B, T]`` log-probs of ``batch``'s loss-mask tokens (0 elsewhere) under the policy
-        (or the reference), no gradient."""
+        (or the reference), no gradient; ``top_k``/``top_p`` as in ``token_logprobs``."""
         model = self.ref_model if reference else self.model
         if model is None:
             raise ValueError("no reference model was given to the Trainer")
-        return self.score_tokens(
-            batch, model, lambda mb: self.token_logprobs(model, mb, temperature, entropy=False)[0])
+        return self.score_tokens(batch, model, lambda mb: self.token_logprobs(
+            model, mb, temperature, False, top_k, top_p)[0])
 
     def apply(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``fn(self, *args, **kwargs)``: an objective's steps (``train.objective_steps``,

@@ -81,6 +81,17 @@ def test_keep_sampling_mask_spec_example():
     assert torch.log(t(0.3)).item() == pytest.approx(-1.2040, rel=1e-4)  # the raw log-prob
 
 
+def test_keep_sampling_mask_keeps_the_sampled_token():
+    """``keep`` adds a token to S: top-p 0.75 keeps {0, 1}; keeping token 3 as well gives
+    S = {0, 1, 3} with mass 0.85, so pi = 0.5/0.85, 0.3/0.85, 0, 0.05/0.85; top-k 1 with
+    keep = 2 gives 0.5/0.65 and 0.15/0.65."""
+    logits = torch.log(t([[0.5, 0.3, 0.15, 0.05]]))
+    lp = get("offpolicy", "keep_sampling_mask")(logits=logits, top_p=0.75, keep=torch.tensor([3]))
+    close(lp.exp(), [[0.5 / 0.85, 0.3 / 0.85, 0, 0.05 / 0.85]])
+    lp = get("offpolicy", "keep_sampling_mask")(logits=logits, top_k=1, keep=torch.tensor([2]))
+    close(lp.exp(), [[0.5 / 0.65, 0, 0.15 / 0.65, 0]])
+
+
 def test_routing_replay_keeps_router_gradient_and_matches_topk_gating():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(5, 8, generator=g, dtype=D, requires_grad=True)
