@@ -2,6 +2,7 @@
 the adaptive entropy bonus."""
 
 import copy
+import math
 import json
 
 import pytest
@@ -209,3 +210,64 @@ def test_gd2po_options_reach_the_estimator_from_config():
     assert not torch.equal(adv, hard)  # the options changed the advantages
     with pytest.raises(ConfigError, match="algo.tau only acts with adv_estimator in"):
         load_config(None, ["algo.tau=0.5"])
+
+
+def test_taco_from_config_scales_positive_advantages_of_tail_tokens():
+    """The spec's example: p = .01, H = 1, alpha = 1, lam = .5 give w = .51359, so A = 2
+    becomes 1.0272 on that token; a likely token (p = .5, r_tail < 0) keeps its A; negative
+    advantages are never scaled."""
+    eps = episodes([1.0, 0.0])  # grpo: A = +0.7071, -0.7071 on both completion tokens
+    b = Batch.from_episodes(eps, 0)
+    old = torch.zeros(b.input_ids.shape)
+    old[:, 2], old[:, 3] = torch.log(torch.tensor(0.01)), torch.log(torch.tensor(0.5))
+    b = b.replace(old_logprobs=old * b.loss_mask, old_entropy=torch.ones(b.input_ids.shape))
+    cfg = load_config(None, ["stages=[rl]", "algo.taco.alpha=1", "algo.taco.lam=0.5"])
+    adv = compute_advantages(b, eps, cfg.algo, {"a": 1.0})
+    plain = compute_advantages(b, eps, AlgoConfig(), {"a": 1.0})
+    w = 1 - 0.5 * (1 - torch.exp(-torch.tensor(-math.log(0.01) - 1.0)))
+    assert float(w) == pytest.approx(0.51359, abs=1e-5)
+    torch.testing.assert_close(adv[0, 2], w * plain[0, 2])
+    assert adv[0, 3] == plain[0, 3] and torch.equal(adv[1], plain[1])
+    with pytest.raises(ConfigError, match="lam"):
+        load_config(None, ["stages=[rl]", "algo.taco.alpha=1"])
+
+
+def test_old_token_stats_are_the_rollout_policys_log_probs_and_entropies(model, tokenizer):
+    """One no-gradient pass gives taco's p_t and H_t: equal to the reference computation that
+    materialises the full logits (float32 either way, a V-term sum: 1e-5)."""
+    from posttrain.models.logprobs import naive_sequence_logprobs
+    from posttrain.train.rl_update import old_token_stats
+
+    seg = Segment.from_prompt_completion([5, 6, 7], [8, 9, 10, 11], [-1.0] * 4)
+    b = Batch.from_episodes([Episode([seg], reward=1.0)], tokenizer.pad_token_id)
+    logp, ent = old_token_stats(Trainer(model, OptimConfig(), 1), b, 0.8, 0, 1.0)
+    ref_logp, ref_ent = naive_sequence_logprobs(model, b.input_ids, b.attention_mask, 0.8)
+    m = b.loss_mask > 0
+    torch.testing.assert_close(logp[m], ref_logp[m], atol=1e-5, rtol=0)
+    torch.testing.assert_close(ent[m], ref_ent[m], atol=1e-5, rtol=0)
+
+
+def test_taco_reaches_the_update(model, tokenizer, tmp_path, monkeypatch):
+    """One RL step: ``lam = 0`` leaves the update as without taco (w = 1), ``lam = 0.5`` with
+    ``alpha`` so large that every token is a tail token halves the positive advantages, and
+    the weights move differently."""
+    monkeypatch.setitem(VERIFIERS, "length_mod2", lambda text, ref: len(text) % 2)
+
+    def step(taco):
+        policy = copy.deepcopy(model)
+        cfg = RLConfig(steps=1, prompts_per_step=4, group_size=4, max_new_tokens=5,
+                       eval_every=0, optim=OptimConfig(lr=1e-2))
+        engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        run_rl(RLRun(Trainer(policy, cfg.optim, 1), tokenizer, TASKS, [],
+                     RewardFunction({"len": ("length_mod2", 1.0)}), EvalConfig(), "len",
+                     Reporter(tmp_path / str(taco), quiet=True), cfg=cfg,
+                     algo=AlgoConfig(taco=taco), actor=ActorConfig()), engine)
+        return torch.cat([p.detach().flatten() for p in policy.parameters()])
+
+    plain = step(None)
+    same = step({"alpha": 1e6, "lam": 0.0})
+    halved = step({"alpha": 1e6, "lam": 0.5})
+    start = torch.cat([p.detach().flatten() for p in model.parameters()])
+    torch.testing.assert_close(same, plain, atol=1e-6, rtol=0)
+    assert (halved - plain).abs().max() > 100 * (same - plain).abs().max() + 1e-6
+    assert (plain - start).abs().max() > 1e-4

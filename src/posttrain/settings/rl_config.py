@@ -142,6 +142,14 @@ class BehaviourRegConfig(Section):
     down: float = Field(0.0, ge=0, le=1)
 
 
+class TacoConfig(Section):
+    """``taco`` (ALGORITHMS.md §1): positive advantages of tail tokens (``pi_old(y_t) <
+    alpha exp(-H_t)``) shrink by up to ``lam``. The source gives no values: both are set."""
+
+    alpha: float = Field(gt=0)
+    lam: float = Field(ge=0, le=1)
+
+
 # estimator options and the estimators they act on
 # algo key -> (the estimators it acts on, their parameter's name)
 ESTIMATOR_OPTIONS = {"gamma": (("gae", "gigpo", "reinforce_plus_plus"), "gamma"),
@@ -158,8 +166,9 @@ class AlgoConfig(Section):
     1.0); ``tree_grpo`` needs ``agent.tree``; ``reinforce_plus_plus`` (single-turn tasks; per-token
     returns, KL in the reward when ``kl.placement: in_reward``) takes ``gamma`` (null: 1.0);
     ``gd2po`` takes ``conflict_filter`` (``hard`` or ``snr``), ``tau`` (the ``snr`` threshold)
-    and ``query_weight`` (null: hard, 0.8, true). ``behaviour_reg`` modifies the advantages of
-    agent episodes per token."""
+    and ``query_weight`` (null: hard, 0.8, true). Per-token modifiers, in this order: ``taco``
+    shrinks the positive advantages of tail tokens (it adds a no-gradient pass for the rollout
+    policy's entropies); ``behaviour_reg`` those of agent episodes' malformed tool calls."""
 
     adv_estimator: Annotated[
         str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS
@@ -174,6 +183,7 @@ class AlgoConfig(Section):
     kl: KLConfig = KLConfig()
     offpolicy: OffPolicyConfig = OffPolicyConfig()
     dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
+    taco: TacoConfig | None = None
     behaviour_reg: BehaviourRegConfig | None = None
 
     def _set_options(self) -> list[str]:

@@ -140,9 +140,17 @@ def compute_advantages(
 
 def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
               algo: AlgoConfig) -> torch.Tensor:
-    """The per-token modifiers (``behaviour_reg``) applied to ``adv``."""
-    if algo.behaviour_reg is None:
-        return adv
-    return get("advantage", "behaviour_reg")(
-        advantages=adv, error_mask=error_tokens(episodes, batch),
-        **algo.behaviour_reg.model_dump())
+    """The per-token modifiers applied to ``adv``: ``taco`` (on ``batch.old_logprobs`` and
+    ``batch.old_entropy``), then ``behaviour_reg``."""
+    if algo.taco is not None:
+        if batch.old_logprobs is None or batch.old_entropy is None:
+            raise ValueError("taco needs batch.old_logprobs and batch.old_entropy")
+        mask = batch.loss_mask > 0  # outside it log-probs are 0: no tail there
+        adv = torch.where(mask, get("advantage", "taco")(
+            advantages=adv, old_logp=batch.old_logprobs, old_entropy=batch.old_entropy,
+            **algo.taco.model_dump()), adv)
+    if algo.behaviour_reg is not None:
+        adv = get("advantage", "behaviour_reg")(
+            advantages=adv, error_mask=error_tokens(episodes, batch),
+            **algo.behaviour_reg.model_dump())
+    return adv

@@ -10,6 +10,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm, adaptive_kl_coef, get
 from posttrain.settings import (
     ActorConfig,
@@ -106,6 +108,15 @@ def update_critic(
     ])
 
 
+def old_token_stats(trainer: Trainer, batch: Batch, temperature: float, top_k: int,
+                    top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(log-probs, entropies)`` ``[B, T]`` of ``batch``'s loss-mask tokens at the current
+    (rollout) weights, no gradient, in one pass: ``taco``'s ``p_t`` and ``H_t``."""
+    stats = trainer.score_tokens(batch, trainer.model, lambda mb: torch.stack(
+        trainer.token_logprobs(trainer.model, mb, temperature, True, top_k, top_p), dim=-1))
+    return stats[..., 0], stats[..., 1]
+
+
 def staleness_metrics(batch: Batch, version: int) -> dict[str, float]:
     """Mean and max ``version - v_t`` over the trainable tokens, and the share of samples whose
     tokens come from more than one version (partial rollouts that crossed a weight update)."""
@@ -154,9 +165,15 @@ class PolicyUpdate:
                 min=1))
             batch = batch.replace(loss_mask=fresh)
         support = {"top_k": cfg.top_k, "top_p": cfg.top_p}
-        old = trainer.compute_logprobs(batch, cfg.temperature, **support) if need_old else None
-        ref = trainer.compute_logprobs(batch, cfg.temperature, True, **support) if kl else None
-        batch = batch.replace(old_logprobs=old, ref_logprobs=ref)
+        if algo.taco is not None:
+            old, entropy = trainer.apply(old_token_stats, batch, cfg.temperature, **support)
+            batch = batch.replace(old_logprobs=old, old_entropy=entropy)
+        elif need_old:
+            batch = batch.replace(
+                old_logprobs=trainer.compute_logprobs(batch, cfg.temperature, **support))
+        if kl:
+            batch = batch.replace(
+                ref_logprobs=trainer.compute_logprobs(batch, cfg.temperature, True, **support))
         if critic is not None:
             batch = batch.replace(old_values=critic_values(critic, batch))
         adv = compute_advantages(batch, episodes, step_algo, self.part_weights)

@@ -111,12 +111,16 @@ class Trainer:
     def score_tokens(
         self, batch: Batch, model: torch.nn.Module, fn: Callable[[Batch], torch.Tensor]
     ) -> torch.Tensor:
-        """``[B, T]`` of ``fn(micro_batch)`` over micro-batches, in eval mode, no gradient."""
-        out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+        """``[B, T, ...]`` of ``fn(micro_batch)`` (``[b, t, ...]``, ``t <= T``) over
+        micro-batches, in eval mode, no gradient."""
+        out: torch.Tensor | None = None
         i = 0
         with frozen(model):
             for mb in batch.split(self.settings.micro_batch_size):
                 values = fn(mb)
+                if out is None:
+                    out = values.new_zeros((*batch.input_ids.shape, *values.shape[2:]),
+                                           dtype=torch.float32)
                 out[i : i + len(mb), : values.shape[1]] = values
                 i += len(mb)
         return out

@@ -21,8 +21,8 @@ class Batch:
     ``input_ids``/``attention_mask``/``loss_mask``/``behaviour_logprobs``/``versions``: ``[B, T]``.
     ``rewards``/``group_index``/``rows``: ``[B]`` (``rows``: a row's index in the batch it
     was built as, kept through ``select`` and ``split``). Optional per-token fields filled in
-    by a pipeline: ``old_logprobs`` (trainer recompute at rollout weights), ``ref_logprobs``,
-    ``advantages``, and for a critic ``old_values`` (at rollout) and ``returns`` (its
+    by a pipeline: ``old_logprobs`` (trainer recompute at rollout weights), ``old_entropy``
+    (the entropy there, for ``taco``), ``ref_logprobs``, ``advantages``, and for a critic ``old_values`` (at rollout) and ``returns`` (its
     targets).
 
     Packed rows (``Batch.packed``) hold several samples: ``attention_mask`` then numbers each
@@ -39,6 +39,7 @@ class Batch:
     group_index: torch.Tensor
     rows: torch.Tensor | None = None
     old_logprobs: torch.Tensor | None = None
+    old_entropy: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     old_values: torch.Tensor | None = None
