@@ -2,8 +2,8 @@
 the adaptive entropy bonus."""
 
 import copy
-import math
 import json
+import math
 
 import pytest
 import torch

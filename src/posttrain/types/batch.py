@@ -22,8 +22,8 @@ class Batch:
     ``rewards``/``group_index``/``rows``: ``[B]`` (``rows``: a row's index in the batch it
     was built as, kept through ``select`` and ``split``). Optional per-token fields filled in
     by a pipeline: ``old_logprobs`` (trainer recompute at rollout weights), ``old_entropy``
-    (the entropy there, for ``taco``), ``ref_logprobs``, ``advantages``, and for a critic ``old_values`` (at rollout) and ``returns`` (its
-    targets).
+    (the entropy there, for ``taco``), ``ref_logprobs``, ``advantages``, and for a critic
+    ``old_values`` (at rollout) and ``returns`` (its targets).
 
     Packed rows (``Batch.packed``) hold several samples: ``attention_mask`` then numbers each
     token's sample within its row (1, 2, ...; 0 is padding) and the model attends within a
