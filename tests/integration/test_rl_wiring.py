@@ -4,6 +4,7 @@ the adaptive entropy bonus."""
 import copy
 import json
 import math
+import random
 
 import pytest
 import torch
@@ -271,3 +272,44 @@ def test_taco_reaches_the_update(model, tokenizer, tmp_path, monkeypatch):
     torch.testing.assert_close(same, plain, atol=1e-6, rtol=0)
     assert (halved - plain).abs().max() > 100 * (same - plain).abs().max() + 1e-6
     assert (plain - start).abs().max() > 1e-4
+
+
+def test_remax_baseline_is_the_reward_of_each_prompts_greedy_decode(model, tokenizer,
+                                                                    monkeypatch):
+    """GreedyBaseline adds one temperature-0 completion a prompt: its reward is every sampled
+    episode's ``baseline_reward``, and ``remax`` from config gives ``R_i - R(y_greedy)`` on
+    every trainable token."""
+    from posttrain.rollout import GreedyBaseline, rollout
+
+    monkeypatch.setitem(VERIFIERS, "length_mod2", lambda text, ref: len(text) % 2)
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    reward = RewardFunction({"len": ("length_mod2", 1.0)})
+    tasks = TASKS.sample(3, random.Random(0))
+    sampling = RLConfig(max_new_tokens=6).params((tokenizer.eos_token_id,), 5)
+    eps = GreedyBaseline()(engine, tokenizer, tasks, reward, sampling, 4, group_prefix="0-")
+    greedy = rollout(engine, tokenizer, tasks, reward,
+                     EvalConfig(max_new_tokens=6).params((tokenizer.eos_token_id,), 5), 1, "0-")
+    assert len(eps) == 12
+    assert [e.meta["baseline_reward"] for e in eps] == [g.reward for g in greedy
+                                                        for _ in range(4)]
+    plain = rollout(engine, tokenizer, tasks, reward, sampling, 4, "0-")  # sampled as without
+    assert [e.segments for e in eps] == [e.segments for e in plain]
+    cfg = load_config(None, ["stages=[rl]", "algo.adv_estimator=remax", "rl.group_size=1"])
+    b = Batch.from_episodes(eps, tokenizer.pad_token_id)
+    adv = compute_advantages(b, eps, cfg.algo, {"len": 1.0})
+    expected = torch.tensor([e.reward - e.meta["baseline_reward"] for e in eps])
+    torch.testing.assert_close(adv, expected[:, None] * b.loss_mask)
+
+
+def test_remax_runs_through_the_rl_loop(model, tokenizer, tmp_path, monkeypatch):
+    """The loop adds the greedy rollout for an estimator that asks for ``baseline_rewards``
+    (without it the estimator has no input and the step fails)."""
+    monkeypatch.setitem(VERIFIERS, "length_mod2", lambda text, ref: len(text) % 2)
+    cfg = RLConfig(steps=1, prompts_per_step=3, group_size=1, max_new_tokens=5, eval_every=0)
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    run_rl(RLRun(Trainer(model, cfg.optim, 1), tokenizer, TASKS, [],
+                 RewardFunction({"len": ("length_mod2", 1.0)}), EvalConfig(), "len",
+                 Reporter(tmp_path, quiet=True), cfg=cfg, algo=AlgoConfig(adv_estimator="remax"),
+                 actor=ActorConfig()), engine)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and math.isfinite(rows[0]["loss"])

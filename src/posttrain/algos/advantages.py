@@ -104,7 +104,7 @@ def reinforce_plus_plus_baseline(
     return _whiten(centred, mask.to(torch.float64), "reinforce_plus_plus_baseline").to(mask.dtype)
 
 
-@register("advantage", "remax", source="standard (ReMax)")
+@register("advantage", "remax", source="standard (ReMax)", output="episode")
 def remax(
     *, rewards: torch.Tensor, baseline_rewards: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from posttrain.algos import entry
 from posttrain.engines import Engine, weights_checksum
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.placement import (
@@ -30,7 +31,13 @@ from posttrain.recipes.placement import (
     rollout_engines,
 )
 from posttrain.recipes.sampling_loop import RLRun
-from posttrain.rollout import AsyncEpisodes, SyncEpisodes, rollout, rollout_metrics
+from posttrain.rollout import (
+    AsyncEpisodes,
+    GreedyBaseline,
+    SyncEpisodes,
+    rollout,
+    rollout_metrics,
+)
 from posttrain.rollout.dispatch import GroupSource
 from posttrain.settings import SyncConfig
 from posttrain.train import PolicyTrainer
@@ -138,6 +145,8 @@ def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
     """``run``'s steps, each sampling its own episodes with ``rollout_fn`` (``rollout``, an
     ``AgentRollout``, ...) on ``engine``; with ``efforts`` every prompt is asked at each level.
     Returns the evaluations made."""
+    if entry("advantage", run.algo.adv_estimator).takes("baseline_rewards"):
+        rollout_fn = GreedyBaseline(rollout_fn)  # remax: each prompt's greedy decode too
     return rl_loop(run, SyncEpisodes(engine, run.tokenizer, run.tasks, run.reward_fn, run.cfg,
                                      run.algo.dynamic_sampling, run.shaping, run.seed, efforts,
                                      rollout_fn))

@@ -119,7 +119,8 @@ OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plu
 MULTI_REWARD_ESTIMATORS = ("gdpo", "gd2po", "dvao")
 EPISODE_ESTIMATORS = ("gigpo", "tree_grpo")  # need agent episodes: state keys, trees
 TOKEN_ESTIMATORS = ("reinforce_plus_plus",)  # per-token returns of one row: single-turn only
-GROUPLESS_ESTIMATORS = ("gae", "reinforce_plus_plus")  # no group baseline: group_size 1 is fine
+GREEDY_BASELINE_ESTIMATORS = ("remax",)  # one greedy decode a prompt: single-turn, sync loop
+GROUPLESS_ESTIMATORS = ("gae", "reinforce_plus_plus", "remax")  # group_size 1 is fine
 
 
 class DynamicSamplingConfig(Section):
@@ -165,6 +166,8 @@ class AlgoConfig(Section):
     (step credit over the environment's state keys) takes ``gamma``/``omega`` (null: 0.95 and
     1.0); ``tree_grpo`` needs ``agent.tree``; ``reinforce_plus_plus`` (single-turn tasks; per-token
     returns, KL in the reward when ``kl.placement: in_reward``) takes ``gamma`` (null: 1.0);
+    ``remax`` (single-turn tasks, sync loop) subtracts the reward of each prompt's greedy decode
+    (one extra completion a prompt);
     ``gd2po`` takes ``conflict_filter`` (``hard`` or ``snr``), ``tau`` (the ``snr`` threshold)
     and ``query_weight`` (null: hard, 0.8, true). Per-token modifiers, in this order: ``taco``
     shrinks the positive advantages of tail tokens (it adds a no-gradient pass for the rollout
@@ -172,7 +175,8 @@ class AlgoConfig(Section):
 
     adv_estimator: Annotated[
         str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS
-                        + EPISODE_ESTIMATORS + TOKEN_ESTIMATORS + ("gae",))
+                        + EPISODE_ESTIMATORS + TOKEN_ESTIMATORS + GREEDY_BASELINE_ESTIMATORS
+                        + ("gae",))
     ] = "grpo"
     gamma: float | None = Field(None, gt=0, le=1)
     lam: float | None = Field(None, ge=0, le=1)
