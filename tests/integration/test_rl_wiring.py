@@ -313,3 +313,21 @@ def test_remax_runs_through_the_rl_loop(model, tokenizer, tmp_path, monkeypatch)
                  actor=ActorConfig()), engine)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and math.isfinite(rows[0]["loss"])
+
+
+def test_gar_from_config_takes_grader_quality_from_its_reward_part():
+    """The spec's example: R = [1, 1, 1, 0], f = [1, .6, .4] on the passing rows give
+    A' = [.375, .225, .150, -.750] (lambda = 1.5)."""
+    parts = [{"c": 1.0, "q": 1.0}, {"c": 1.0, "q": 0.6}, {"c": 1.0, "q": 0.4},
+             {"c": 0.0, "q": 0.0}]
+    eps = episodes([1.0, 1.0, 1.0, 0.0], parts=parts)
+    b = Batch.from_episodes(eps, 0)
+    cfg = load_config(None, ["stages=[rl]", "algo.adv_estimator=gar", "algo.quality_part=q",
+                             "reward.parts={}", "reward.parts.c.verifier=exact",
+                             "reward.parts.q.verifier=format", "reward.parts.q.weight=0",
+                             "reward.accuracy_part=c"])
+    adv = compute_advantages(b, eps, cfg.algo, {"c": 1.0, "q": 0.0})
+    expected = torch.tensor([0.375, 0.225, 0.150, -0.750])
+    torch.testing.assert_close(adv[:, -2:], expected[:, None].expand(4, 2).to(adv.dtype))
+    with pytest.raises(ConfigError, match="gar and algo.quality_part"):
+        load_config(None, ["stages=[rl]", "algo.adv_estimator=gar"])

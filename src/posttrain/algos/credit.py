@@ -102,7 +102,7 @@ def taco(
     return torch.where(advantages > 0, w * advantages, advantages)
 
 
-@register("advantage", "gar", source="PT (MiMo V2.6)")
+@register("advantage", "gar", source="PT (MiMo V2.6)", output="episode")
 def gar(
     *,
     rewards: torch.Tensor,

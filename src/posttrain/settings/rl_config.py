@@ -115,12 +115,15 @@ class RLConfig(SampledStageConfig):
 
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
 # parts (multi-reward); the others need a critic or episode structure
-OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline")
+OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline",
+                      "gar")
 MULTI_REWARD_ESTIMATORS = ("gdpo", "gd2po", "dvao")
 EPISODE_ESTIMATORS = ("gigpo", "tree_grpo")  # need agent episodes: state keys, trees
 TOKEN_ESTIMATORS = ("reinforce_plus_plus",)  # per-token returns of one row: single-turn only
 GREEDY_BASELINE_ESTIMATORS = ("remax",)  # one greedy decode a prompt: single-turn, sync loop
 GROUPLESS_ESTIMATORS = ("gae", "reinforce_plus_plus", "remax")  # group_size 1 is fine
+ADV_ESTIMATORS = (OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS + EPISODE_ESTIMATORS
+                  + TOKEN_ESTIMATORS + GREEDY_BASELINE_ESTIMATORS + ("gae",))
 
 
 class DynamicSamplingConfig(Section):
@@ -167,23 +170,21 @@ class AlgoConfig(Section):
     1.0); ``tree_grpo`` needs ``agent.tree``; ``reinforce_plus_plus`` (single-turn tasks; per-token
     returns, KL in the reward when ``kl.placement: in_reward``) takes ``gamma`` (null: 1.0);
     ``remax`` (single-turn tasks, sync loop) subtracts the reward of each prompt's greedy decode
-    (one extra completion a prompt);
+    (one extra completion a prompt); ``gar`` redistributes a mixed group's positive advantage
+    by grader quality, the reward part ``quality_part`` (weight 0: the reward stays pass/fail);
     ``gd2po`` takes ``conflict_filter`` (``hard`` or ``snr``), ``tau`` (the ``snr`` threshold)
     and ``query_weight`` (null: hard, 0.8, true). Per-token modifiers, in this order: ``taco``
     shrinks the positive advantages of tail tokens (it adds a no-gradient pass for the rollout
     policy's entropies); ``behaviour_reg`` those of agent episodes' malformed tool calls."""
 
-    adv_estimator: Annotated[
-        str, registered("advantage", OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS
-                        + EPISODE_ESTIMATORS + TOKEN_ESTIMATORS + GREEDY_BASELINE_ESTIMATORS
-                        + ("gae",))
-    ] = "grpo"
+    adv_estimator: Annotated[str, registered("advantage", ADV_ESTIMATORS)] = "grpo"
     gamma: float | None = Field(None, gt=0, le=1)
     lam: float | None = Field(None, ge=0, le=1)
     omega: float | None = Field(None, ge=0)
     conflict_filter: Literal["hard", "snr"] | None = None
     tau: float | None = Field(None, ge=0, le=1)
     query_weight: bool | None = None
+    quality_part: str | None = None
     kl: KLConfig = KLConfig()
     offpolicy: OffPolicyConfig = OffPolicyConfig()
     dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
@@ -199,6 +200,9 @@ class AlgoConfig(Section):
 
     @model_validator(mode="after")
     def _options_act(self) -> AlgoConfig:
+        if (self.adv_estimator == "gar") != (self.quality_part is not None):
+            raise ValueError("algo.adv_estimator=gar and algo.quality_part (the reward part "
+                             "that grades a passing sample's quality) go together")
         for key in self._set_options():
             if self.adv_estimator not in ESTIMATOR_OPTIONS[key][0]:
                 raise ValueError(f"algo.{key} only acts with adv_estimator in "

@@ -75,7 +75,8 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
     """What the pipeline can feed an estimator, by input name. Per episode: ``rewards`` (minus
     ``coef sum_t KL_t(old, ref)`` with the KL in the reward), ``group_ids``, ``mask`` (``[E, max
     n_e]``, ``n_e`` ones), ``reward_parts`` ``[E, K]`` and ``part_weights``, ``tree_ids``,
-    ``step_states``, ``baseline_rewards`` (its prompt's greedy decode: ``GreedyBaseline``);
+    ``step_states``, ``baseline_rewards`` (its prompt's greedy decode: ``GreedyBaseline``),
+    ``grader_quality`` (the reward part ``algo.quality_part``);
     per row: ``outcome_rewards`` (its episode's reward, no KL: estimators that take ``kl`` per
     token add it themselves); per token: ``token_rewards``, ``values``, ``loss_mask``, ``kl``
     (in the reward only) and ``kl_coef``."""
@@ -103,6 +104,8 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
                                              dtype=torch.float32)[rows],
         baseline_rewards=lambda: torch.tensor([ep.meta["baseline_reward"] for ep in episodes],
                                               dtype=torch.float32),
+        grader_quality=lambda: torch.tensor([ep.rewards[algo.quality_part] for ep in episodes],
+                                            dtype=torch.float64),
         token_rewards=lambda: batch.rewards,
         values=lambda: batch.old_values,
         loss_mask=lambda: batch.loss_mask,

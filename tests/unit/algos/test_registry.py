@@ -95,15 +95,10 @@ def test_a_missing_input_names_what_is_needed():
 
 
 def test_every_estimator_and_shaping_rule_the_pipeline_feeds_declares_its_output():
-    from posttrain.settings.rl_config import (
-        EPISODE_ESTIMATORS,
-        MULTI_REWARD_ESTIMATORS,
-        OUTCOME_ESTIMATORS,
-        SHAPING_RULES,
-    )
+    from posttrain.settings.rl_config import ADV_ESTIMATORS, SHAPING_RULES
     from posttrain.train.episode_advantages import TO_TOKENS
 
-    for name in (*OUTCOME_ESTIMATORS, *MULTI_REWARD_ESTIMATORS, *EPISODE_ESTIMATORS, "gae"):
+    for name in ADV_ESTIMATORS:
         assert entry("advantage", name).output in TO_TOKENS, name
     for name in SHAPING_RULES:
         assert entry("shaping", name).output in ("bonus", "cost", "reward"), name
