@@ -96,8 +96,8 @@ def test_algorithm_names_accept_framework_spellings_and_store_canonical_ones():
 
 
 def test_estimator_the_rl_pipeline_cannot_feed_is_rejected():
-    with pytest.raises(ConfigError, match="algo.adv_estimator.*remax.*cannot be used here"):
-        load_config(None, ["algo.adv_estimator=remax"])
+    with pytest.raises(ConfigError, match="algo.adv_estimator.*opd.*cannot be used here"):
+        load_config(None, ["algo.adv_estimator=opd"])
 
 
 def test_policy_loss_hyperparameters_are_checked_against_the_loss():
