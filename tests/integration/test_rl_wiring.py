@@ -331,3 +331,24 @@ def test_gar_from_config_takes_grader_quality_from_its_reward_part():
     torch.testing.assert_close(adv[:, -2:], expected[:, None].expand(4, 2).to(adv.dtype))
     with pytest.raises(ConfigError, match="gar and algo.quality_part"):
         load_config(None, ["stages=[rl]", "algo.adv_estimator=gar"])
+
+
+def test_behaviour_reg_reward_rule_from_config_penalises_long_successes():
+    """c_long .5, l_thr 3, s_min .5 on a group with R = [1, 1, 1, 0] (success .75) and 5, 2,
+    5, 5 trainable tokens: R' = [.5, 1, .5, 0]; dr_grpo then gives [0, .5, 0, -.5] (dyadic:
+    exact). No step had a malformed call, so the token rule (up = down = 0) changes nothing."""
+    eps = []
+    for r, n in zip([1.0, 1.0, 1.0, 0.0], [5, 2, 5, 5]):
+        seg = Segment.from_prompt_completion([1, 2], list(range(3, 3 + n)), [-0.5] * n)
+        eps.append(Episode([seg], rewards={"a": r}, reward=r, group_id="0",
+                           meta={"step_errors": [0] * len(seg.steps)}))
+    b = Batch.from_episodes(eps, 0)
+    cfg = load_config(None, ["stages=[rl]", "task.name=calculator", "algo.adv_estimator=dr_grpo",
+                             "algo.behaviour_reg.k_err=2", "algo.behaviour_reg.c_long=0.5",
+                             "algo.behaviour_reg.l_thr=3", "algo.behaviour_reg.s_min=0.5"])
+    adv = compute_advantages(b, eps, cfg.algo, {"a": 1.0})
+    expected = torch.tensor([0.0, 0.5, 0.0, -0.5])[:, None] * b.loss_mask
+    torch.testing.assert_close(adv, expected, atol=0, rtol=0)
+    with pytest.raises(ConfigError, match="c_long, l_thr and s_min together"):
+        load_config(None, ["stages=[rl]", "task.name=calculator",
+                           "algo.behaviour_reg.k_err=2", "algo.behaviour_reg.c_long=0.5"])

@@ -150,15 +150,19 @@ def behaviour_reg(
 
 
 def long_success_penalty(
+    *,
     rewards: torch.Tensor,
     lengths: torch.Tensor,
-    group_success: torch.Tensor,
-    *,
+    group_ids: torch.Tensor,
     c_long: float,
     l_thr: int,
     s_min: float,
 ) -> torch.Tensor:
     """``behaviour_reg``'s reward rule: ``R <- R - c_long`` if ``R = 1``, ``|y| > L_thr`` and
-    the group's success rate ``>= s_min`` (no penalty while the group mostly fails)."""
-    hit = (rewards == 1) & (lengths > l_thr) & (group_success >= s_min)
+    the group's success rate (its share of ``R = 1``) is ``>= s_min`` (no penalty while the
+    group mostly fails)."""
+    require_finite("long_success_penalty", rewards=rewards)
+    passed = rewards == 1
+    success = group_stats(passed.to(torch.float64), group_ids)[0]
+    hit = passed & (lengths > l_thr) & (success >= s_min)
     return torch.where(hit, rewards - c_long, rewards)

@@ -139,11 +139,34 @@ class DynamicSamplingConfig(Section):
 class BehaviourRegConfig(Section):
     """``behaviour_reg``'s token rule on the tokens of steps whose tool calls were malformed
     (format, unknown tool, bad arguments): they lose positive credit and get ``k_err`` times the
-    blame; other tokens scale by ``1 + up`` (A > 0) or ``1 - down`` (A < 0)."""
+    blame; other tokens scale by ``1 + up`` (A > 0) or ``1 - down`` (A < 0). Its reward rule
+    (``long_success_penalty``, with ``c_long``, ``l_thr`` and ``s_min`` set together): a success
+    longer than ``l_thr`` trainable tokens loses ``c_long`` while its group's success rate is at
+    least ``s_min``."""
 
     k_err: float = Field(gt=1)
     up: float = Field(0.0, ge=0)
     down: float = Field(0.0, ge=0, le=1)
+    c_long: float | None = Field(None, ge=0)
+    l_thr: int | None = Field(None, ge=0)
+    s_min: float | None = Field(None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _reward_rule_whole(self) -> BehaviourRegConfig:
+        rule = {k: getattr(self, k) for k in ("c_long", "l_thr", "s_min")}
+        if None in rule.values() and any(v is not None for v in rule.values()):
+            raise ValueError("algo.behaviour_reg's reward rule takes c_long, l_thr and s_min "
+                             "together (the source gives no values); set: "
+                             + ", ".join(k for k, v in rule.items() if v is not None))
+        return self
+
+    def token_rule(self) -> dict[str, float]:
+        return {"k_err": self.k_err, "up": self.up, "down": self.down}
+
+    def reward_rule(self) -> dict[str, float] | None:
+        """``long_success_penalty``'s hyperparameters, or None when the rule is off."""
+        return None if self.c_long is None else {
+            "c_long": self.c_long, "l_thr": self.l_thr, "s_min": self.s_min}
 
 
 class TacoConfig(Section):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from posttrain.algos import LazyInputs, entry, get
+from posttrain.algos import LazyInputs, entry, get, long_success_penalty
 from posttrain.settings import AlgoConfig
 from posttrain.types import Batch, Episode
 
@@ -72,8 +72,9 @@ def error_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
 
 def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
                      part_weights: dict[str, float]) -> LazyInputs:
-    """What the pipeline can feed an estimator, by input name. Per episode: ``rewards`` (minus
-    ``coef sum_t KL_t(old, ref)`` with the KL in the reward), ``group_ids``, ``mask`` (``[E, max
+    """What the pipeline can feed an estimator, by input name. Per episode: ``rewards``
+    (``behaviour_reg``'s reward rule applied, then minus ``coef sum_t KL_t(old, ref)`` with the
+    KL in the reward), ``group_ids``, ``mask`` (``[E, max
     n_e]``, ``n_e`` ones), ``reward_parts`` ``[E, K]`` and ``part_weights``, ``tree_ids``,
     ``step_states``, ``baseline_rewards`` (its prompt's greedy decode: ``GreedyBaseline``),
     ``grader_quality`` (the reward part ``algo.quality_part``);
@@ -86,6 +87,11 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
 
     def rewards() -> torch.Tensor:
         r = torch.tensor([ep.reward for ep in episodes], dtype=torch.float32)
+        rule = algo.behaviour_reg.reward_rule() if algo.behaviour_reg else None
+        if rule is not None:
+            r = long_success_penalty(
+                rewards=r, lengths=per_episode(batch.loss_mask.sum(dim=1), rows, n),
+                group_ids=_group_index([ep.group_id for ep in episodes]), **rule)
         if in_reward:
             kl = token_kl(batch, algo.kl.estimator).sum(dim=1)
             r = r - algo.kl.coef * per_episode(kl, rows, n)
@@ -158,5 +164,5 @@ def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
     if algo.behaviour_reg is not None:
         adv = get("advantage", "behaviour_reg")(
             advantages=adv, error_mask=error_tokens(episodes, batch),
-            **algo.behaviour_reg.model_dump())
+            **algo.behaviour_reg.token_rule())
     return adv

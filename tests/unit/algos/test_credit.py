@@ -95,6 +95,12 @@ def test_behaviour_reg_token_rule():
 
 
 def test_behaviour_reg_reward_rule():
+    """The spec's example: R = 1, |y| = 5000 > 4000, c = .2, s_min = .5: a group with success
+    .75 gives .8, one with success .25 leaves 1 (the rate is the group's share of R = 1)."""
+    rule = long_success_penalty
     kw = {"c_long": 0.2, "l_thr": 4000, "s_min": 0.5}
-    assert long_success_penalty(t([1]), torch.tensor([5000]), t([0.75]), **kw).item() == 0.8
-    assert long_success_penalty(t([1]), torch.tensor([5000]), t([0.25]), **kw).item() == 1.0
+    rewards = t([1, 1, 1, 0, 1, 0, 0, 0])
+    lengths = torch.tensor([5000, 3000, 4001, 9000, 5000, 100, 100, 100])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    close(rule(rewards=rewards, lengths=lengths, group_ids=groups, **kw),
+          [0.8, 1, 0.8, 0, 1, 0, 0, 0])
