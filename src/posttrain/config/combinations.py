@@ -4,8 +4,15 @@ validated themselves."""
 
 from __future__ import annotations
 
-from posttrain.config.task_config import ENV_TASK_PARTS, TASK_KEYS, TaskConfig
+import dataclasses
+from collections.abc import Container, Sequence
+from typing import Any
+
+from posttrain.algos.registry import facts
+from posttrain.config.task_config import ENV_TASK_PARTS, TASK_KEYS
+from posttrain.harness.compaction import STRATEGIES, SUMMARISING
 from posttrain.rewards import ENV
+from posttrain.settings.distill_config import OPD_LOSSES
 from posttrain.settings.rl_config import (
     EPISODE_ESTIMATORS,
     GROUPLESS_ESTIMATORS,
@@ -20,6 +27,50 @@ def check_combinations(cfg) -> None:
     agent_rules(cfg)
     task_rules(cfg)
     unused_sections(cfg)
+    stage_options(cfg)
+    data_rules(cfg)
+    rl_switches(cfg)
+    run_rules(cfg)
+    server_rules(cfg)
+
+
+# -- options that cannot take effect: the helpers --------------------------------------------
+def default_of(section, key: str) -> Any:
+    """The default of field ``key`` of ``section`` (a config section, or a dataclass such as
+    ``Compaction``)."""
+    if dataclasses.is_dataclass(section):
+        f = next(f for f in dataclasses.fields(section) if f.name == key)
+        return f.default_factory() if f.default is dataclasses.MISSING else f.default
+    return type(section).model_fields[key].get_default(call_default_factory=True)
+
+
+def changed(section, prefix: str, keys: Sequence[str] | None = None) -> list[str]:
+    """The dotted names (``prefix.key``) of the fields of ``section``, or of ``keys`` among
+    them, set away from their defaults."""
+    if keys is None:
+        keys = [f.name for f in dataclasses.fields(section)] if dataclasses.is_dataclass(
+            section) else list(type(section).model_fields)
+    return [f"{prefix}.{k}" if prefix else k for k in keys
+            if getattr(section, k) != default_of(section, k)]
+
+
+def unread(section, prefix: str, keys: Sequence[str] | None, why: str) -> None:
+    """``keys`` of ``section`` (null: every field) are read by no code path of this run: an
+    error naming those set away from their defaults, and ``why``."""
+    names = changed(section, prefix, keys)
+    if names:
+        raise ValueError(f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} set but "
+                         f"cannot take effect: {why}")
+
+
+def applies(section, prefix: str, table: dict[str, Container], current: str, what: str
+            ) -> None:
+    """Each key of ``table`` set away from its default acts only when ``what`` (whose value
+    is ``current``) is one of the key's entries."""
+    for name in changed(section, prefix, list(table)):
+        allowed = table[name.rsplit(".", 1)[1]]
+        if current not in allowed:
+            raise ValueError(f"{name} applies to {what} in {allowed}, not {current}")
 
 
 # section -> the stages that read it
@@ -32,22 +83,20 @@ def unused_sections(cfg) -> None:
     """A section set away from its defaults is read by one of the run's stages; ``agent``
     options act on a tool task; ``engine`` options on the engine that has them."""
     for section, readers in SECTION_STAGES.items():
-        value, default = getattr(cfg, section), type(getattr(cfg, section))()
-        if value != default and not set(readers) & set(cfg.stages):
-            changed = sorted(f"{section}.{k}" for k in type(value).model_fields
-                             if getattr(value, k) != getattr(default, k))
+        names = changed(getattr(cfg, section), section)
+        if names and not set(readers) & set(cfg.stages):
             absent = " nor ".join(repr(r) for r in readers)
-            raise ValueError(f"{section} options are set ({', '.join(changed)}) but "
+            raise ValueError(f"{section} options are set ({', '.join(names)}) but "
                              f"{'neither ' if len(readers) > 1 else ''}{absent} is "
                              f"{'' if len(readers) > 1 else 'not '}in stages {cfg.stages}")
-    agent_set = cfg.agent.model_copy(update={"tools": []}) != type(cfg.agent)()
+    agent_set = [k for k in changed(cfg.agent, "agent") if k != "agent.tools"]
     if agent_set and cfg.single_turn:
-        raise ValueError(f"agent options act on agent episodes (a task with tools); "
-                         f"task.name={cfg.task.name} is single-turn")
-    kv_default = type(cfg.engine).model_fields["kv_cache_gib"].default
-    if cfg.engine.name != "vllm" and cfg.engine.kv_cache_gib != kv_default:
-        raise ValueError(f"engine.kv_cache_gib sizes vLLM's KV cache; engine.name is "
-                         f"{cfg.engine.name}")
+        raise ValueError(f"agent options act on agent episodes (a task with tools): "
+                         f"{', '.join(agent_set)} set, but task.name={cfg.task.name} is "
+                         "single-turn")
+    if cfg.engine.name != "vllm":
+        unread(cfg.engine, "engine", ["kv_cache_gib"],
+               f"it sizes vLLM's KV cache; engine.name is {cfg.engine.name}")
 
 
 def stage_rules(cfg) -> None:
@@ -121,6 +170,21 @@ def opd_rules(cfg) -> None:
     if cfg.dist.trainer_processes > 1:
         raise ValueError("the opd stage runs in one trainer process "
                          "(dist.trainer_processes=1)")
+    takers = {key: tuple(loss for loss in OPD_LOSSES if key in opd_inputs(loss))
+              for key in ("r_max", "alpha")}
+    applies(opd, "opd", takers, opd.loss, "opd.loss")
+    if "student_logp" in opd_inputs(opd.loss) and "rl" not in cfg.stages:
+        unread(cfg.actor, "actor", None,
+               f"opd.loss={opd.loss} matches the teachers' distributions directly (only "
+               "opd_sampled, opd_clip and mopd train with the actor's policy loss) and 'rl' "
+               f"is not in stages {cfg.stages}")
+
+
+def opd_inputs(loss: str) -> tuple[str, ...]:
+    """What OPD loss ``loss`` takes: the student's distributions (``student_logp``) or the
+    sampled tokens' log-probs, and its options (``r_max``, ``alpha``, ``topk``)."""
+    return facts("divergence", loss).parameter_names()
+
 
 def agent_rules(cfg) -> None:
     """What reads or shapes agent episodes (steps, state keys, trees, the context, tool
@@ -164,10 +228,7 @@ def task_rules(cfg) -> None:
     """Task keys set away from their defaults act on their own task only; a task's rewards
     come from its own verifiers."""
     task = cfg.task
-    for key, tasks in TASK_KEYS.items():
-        default = TaskConfig.model_fields[key].get_default(call_default_factory=True)
-        if getattr(task, key) != default and task.name not in tasks:
-            raise ValueError(f"task.{key} applies to task.name in {tasks}, not {task.name}")
+    applies(task, "task", TASK_KEYS, task.name, "task.name")
     gym_parts = {p.verifier for p in cfg.reward.parts.values()} - {"format"}
     if (task.name == "reasoning_gym") != ("reasoning_gym" in gym_parts) or (
             task.name == "reasoning_gym" and gym_parts != {"reasoning_gym"}):
@@ -190,3 +251,139 @@ def task_rules(cfg) -> None:
             if stage in cfg.stages and data is None:
                 raise ValueError(f"the {stage} stage on task {task.name} needs {stage}.data "
                                  "(no conversations are generated for it)")
+
+
+# -- options no code path of the run reads ----------------------------------------------------
+def stage_options(cfg) -> None:
+    """Options of one stage's code, set while that stage is absent: reward shaping (rl), the
+    Ray placement of the rl stage's engines and trainer, and Ray itself where no stage puts
+    anything on it (rl, or opd with Ray teachers)."""
+    stages = set(cfg.stages)
+    if "rl" in stages:
+        return
+    unread(cfg.reward, "reward", ["shaping"],
+           f"shaping rules reshape the rl stage's rewards; 'rl' is not in stages {cfg.stages}")
+    ray_teachers = "opd" in stages and cfg.opd.teacher_placement == "ray"
+    keys = ["engines", "trainer_actor"] if ray_teachers else [
+        k for k in type(cfg.dist).model_fields if k != "trainer_processes"]
+    unread(cfg.dist, "dist", keys,
+           "Ray runs the rl stage's engines (dist.engines) and policy trainer "
+           "(dist.trainer_actor), and the opd stage's teachers with opd.teacher_placement=ray "
+           f"(one engine each); stages {cfg.stages} put "
+           f"{'only the teachers' if ray_teachers else 'nothing'} on Ray")
+
+
+# stage section -> its options that shape the data it generates from the task
+GENERATED = {"sft": ("num_examples", "error_rate"), "distill": ("num_examples",),
+             "pref": ("num_pairs",), "rm": ("num_pairs",)}
+
+
+def data_rules(cfg) -> None:
+    """What shapes generated data goes without given data; GKD's sampling length with GKD;
+    the preference reference's timing with a loss that has a reference; the held-out share
+    with a task that holds out a share."""
+    for section, keys in GENERATED.items():
+        value = getattr(cfg, section)
+        if value.data is not None:
+            unread(value, section, keys, "the data generated from the task is not used: "
+                   f"{section}.data is set")
+    if cfg.distill.lam == 0:
+        unread(cfg.distill, "distill", ["max_new_tokens"],
+               "it bounds GKD's student samples, and distill.lam is 0 (none are drawn)")
+    loss = cfg.pref.loss.name
+    if not any(p.startswith("ref_") for p in facts("preference", loss).parameter_names()):
+        unread(cfg.pref, "pref", ["reference"],
+               f"preference loss {loss} has no reference model to score with")
+    task, data = cfg.task, cfg.task.data
+    if task.name == "tau":
+        unread(task, "task", ["eval_fraction"],
+               "tau holds out its own split (task.tau.eval_split), not a share")
+    elif data is not None and (data.eval_path, data.eval_split) != (None, None):
+        unread(task, "task", ["eval_fraction"],
+               "task.data.eval_path or eval_split names the held-out rows")
+
+
+def rl_switches(cfg) -> None:
+    """Options of the RL loss and loop that act only with a switch on: the critic, the KL
+    term, the entropy controller, dynamic sampling, the mismatch and probe checks."""
+    algo, rl, bonus = cfg.algo, cfg.rl, cfg.actor.entropy_bonus
+    if not cfg.critic.enabled:
+        unread(cfg.critic, "critic", ["cliprange_value", "optim"],
+               "critic.enabled is false (no value model)")
+    if algo.kl.coef == 0:
+        unread(algo.kl, "algo.kl", None, "algo.kl.coef is 0: no KL term, no reference model")
+    if bonus.adaptive:
+        unread(bonus, "actor.entropy_bonus", ["coef"], "actor.entropy_bonus.adaptive is true: "
+               "the controller sets the coefficient (from 0)")
+    else:
+        unread(bonus, "actor.entropy_bonus", ["target", "delta"],
+               "they steer the adaptive coefficient; actor.entropy_bonus.adaptive is false")
+    dynamic_sampling_rules(cfg)
+    if rl.mode == "async" or rl.top_p < 1 or rl.top_k > 0:
+        unread(rl, "rl", ["mismatch_tolerance"],
+               "the engine/trainer log-prob mismatch is checked on synchronous samples of the "
+               "whole vocabulary (rl.mode=sync, top_p=1, top_k=0)")
+    if rl.sync.probes == 0:
+        unread(rl.sync, "rl.sync", ["tolerance"],
+               "it bounds the probes' log-prob difference, and rl.sync.probes is 0")
+
+
+def dynamic_sampling_rules(cfg) -> None:
+    """Synchronous RL reads ``mode`` with ``enabled`` and ``max_rounds`` with
+    ``mode=resample``; asynchronous RL always replaces the groups it drops (no ``mode``), at
+    most ``max_rounds`` times ``prompts_per_step`` of them."""
+    ds, sync, prefix = cfg.algo.dynamic_sampling, cfg.rl.mode == "sync", "algo.dynamic_sampling"
+    if sync and not ds.enabled:
+        unread(ds, prefix, ["mode", "max_rounds"], f"{prefix}.enabled is false")
+    if sync and ds.mode == "drop":
+        unread(ds, prefix, ["max_rounds"], "mode=drop draws no extra rounds")
+    if not sync:
+        unread(ds, prefix, ["mode"], "rl.mode=async replaces every dropped group (mode "
+               "chooses for rl.mode=sync)")
+    if not sync and not ds.enabled and cfg.rl.async_.stale == "mask":
+        unread(ds, prefix, ["max_rounds"], "it bounds the groups rl.mode=async drops, and "
+               "none are dropped (dynamic sampling off, rl.async.stale=mask)")
+
+
+OPTIMISED = ("sft", "pref", "rm", "distill", "opd", "rl", "critic")  # sections with an optim
+ACTIVE = tuple(s for s in STRATEGIES if s != "none")
+# agent.compaction key -> the strategies that read it
+COMPACTION_KEYS = {"ratio": ACTIVE, "max_compactions": ACTIVE, "keep_last": ("microcompact",),
+                   "user_budget": ("codex_compact",), "train_summary": SUMMARISING}
+
+
+def run_rules(cfg) -> None:
+    """Settings of a schedule or a policy that act in one of its modes: the cosine floor,
+    how many checkpoints are kept, each compaction strategy's options."""
+    for section in OPTIMISED:
+        optim = getattr(cfg, section).optim
+        if optim.schedule == "constant":
+            unread(optim, f"{section}.optim", ["min_lr_ratio"],
+                   "it is the cosine schedule's floor; schedule is constant")
+    if cfg.checkpoint_every == 0:
+        unread(cfg, "", ["keep_last"], "checkpoint_every is 0: no checkpoints are written")
+    compaction = cfg.agent.compaction
+    applies(compaction, "agent.compaction", COMPACTION_KEYS, compaction.strategy,
+            "agent.compaction.strategy")
+
+
+# judge key -> the judge kinds that read it
+JUDGE_KEYS = {"rubric": ("score", "comparison"), "n_samples": ("score",),
+              "score_max": ("score",), "budget_tokens": ("comparison", "pairwise_model"),
+              "max_new_tokens": ("score", "comparison"), "temperature": ("score", "comparison")}
+
+
+def server_rules(cfg) -> None:
+    """A judge's options go with its kind; an endpoint's options with an endpoint (judges,
+    and the tau task's simulated user and judge)."""
+    servers = [(f"reward.judges.{part}", j) for part, j in cfg.reward.judges.items()]
+    for prefix, judge in servers:
+        applies(judge, prefix, JUDGE_KEYS, judge.kind, f"{prefix}.kind")
+    if cfg.task.name == "tau":
+        tau = cfg.task.tau
+        servers += [(f"task.tau.{n}", s) for n, s in (("user", tau.user), ("judge", tau.judge))
+                    if s is not None]
+    for prefix, server in servers:
+        if server.endpoint is None:
+            unread(server, prefix, ["endpoint_model", "api_key_env"],
+                   f"{prefix} is served by no endpoint")
