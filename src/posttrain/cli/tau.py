@@ -88,6 +88,9 @@ def eval_(
     max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per agent turn")] = 256,
     temperature: Annotated[float, typer.Option(min=0.0, help="the agent's sampling "
                                                "temperature (0: greedy)")] = 0.0,
+    retain_reasoning: Annotated[str, typer.Option(
+        help="the agent's earlier reasoning when the user speaks: keep_all, "
+             "drop_on_new_user or auto_v4 (docs/agents.md)")] = "keep_all",
     dtype: Annotated[str, typer.Option(help="float32 or bfloat16")] = "float32",
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
 ) -> None:
@@ -102,6 +105,7 @@ def eval_(
     from posttrain.engines.chat import engine_tool_chat
     from posttrain.envs.tau.rl import llm_users
     from posttrain.harness import LoopLimits
+    from posttrain.harness.context import RETENTION
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.recipes.build import tau_tasks
     from posttrain.recipes.report import StepProgress
@@ -113,6 +117,8 @@ def eval_(
             return None
         return ChatServer(model=path, endpoint=endpoint, endpoint_model=name)
 
+    if retain_reasoning not in RETENTION:
+        fail(f"--retain-reasoning: {retain_reasoning!r} is not one of {', '.join(RETENTION)}")
     try:
         cfg = TauConfig(domain=domain, eval_split=split, solo=solo,
                         user=served(user_model, user_endpoint, user_endpoint_model),
@@ -145,7 +151,8 @@ def eval_(
     path.unlink(missing_ok=True)
     progress = StepProgress(console)
     progress.start(f"{domain}: {len(prompts)} tasks x {trials}", len(prompts) * trials)
-    for episode in play(engine, tokenizer, tasks, prompts, trials, limits, sampling):
+    for episode in play(engine, tokenizer, tasks, prompts, trials, limits, sampling,
+                        retain_reasoning=retain_reasoning):
         episodes.append(episode)
         write_episodes(path, [episode], append=True)  # kept even if the run stops
         progress.advance(len(episodes))

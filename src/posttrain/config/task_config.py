@@ -11,6 +11,7 @@ from posttrain.envs.code import VERDICT_PARTS
 from posttrain.envs.tau.episode import TAU_PARTS
 from posttrain.envs.tau.tasks import BASES
 from posttrain.harness.compaction import Compaction
+from posttrain.harness.context import RETENTION
 from posttrain.harness.limits import LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.settings import Section
@@ -97,7 +98,11 @@ class AgentConfig(Section):
     """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
     budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
     the context window. ``compaction`` manages the window (docs/agents.md); ``tree`` shapes
-    ``tree_grpo`` rollouts; ``guard`` (null: off) inspects every tool call. ``tools``: typed
+    ``tree_grpo`` rollouts; ``guard`` (null: off) inspects every tool call;
+    ``retain_reasoning`` says what happens to earlier turns' reasoning when a new user turn
+    arrives (a simulated user's or an environment's message): ``keep_all`` (stays in
+    context; the loop only appends), ``drop_on_new_user`` (removed; the episode continues in
+    a new segment) or ``auto_v4`` (kept when the episode has called tools). ``tools``: typed
     functions added to the task's tools, each entry a function (``module:fn``), a list of
     them (``module:TOOLS``) or a module (``my_tools.py``: its public functions); a task
     without tools then plays through the agent loop."""
@@ -110,11 +115,12 @@ class AgentConfig(Section):
     compaction: Compaction = Compaction()
     tree: TreeConfig | None = None
     guard: GuardConfig | None = None
+    retain_reasoning: Literal[RETENTION] = "keep_all"  # type: ignore[valid-type]
     tools: list[Annotated[str, tool_set()]] = Field(default_factory=list)
 
     def limits(self) -> LoopLimits:
         """The episode limits (the per-turn budget comes with each call's sampling)."""
-        return LoopLimits(**self.model_dump(exclude={"compaction", "tree", "guard", "tools"}))
+        return LoopLimits(**self.model_dump(include=set(LoopLimits.__dataclass_fields__)))
 
 
 class TaskConfig(Section):

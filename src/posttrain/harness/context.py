@@ -1,14 +1,18 @@
 """Context management on message lists (ALGORITHMS.md §11): when to compact, and the
 deterministic strategies. Messages are chat dicts; an assistant message calls tools when it
 holds ``<tool_call>`` markup (or a ``tool_calls`` field), and its reasoning, if any, is in
-``reasoning_content``. Summarising strategies need a model and live in the loop."""
+``reasoning_content`` or, as the agent loop records a sampled turn, a ``<think>...</think>``
+block in its content. Summarising strategies need a model and live in the loop."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 CLEARED = "[Old tool result content cleared]"
+THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+RETENTION = ("drop_on_new_user", "keep_all", "auto_v4")
 
 
 def should_compact(used_tokens: int, window: int, ratio: float = 0.8) -> bool:
@@ -61,24 +65,32 @@ def select_recent_user_messages(token_counts: Sequence[int], budget: int = 20_00
 
 
 def drop_reasoning_on_new_user(messages: Sequence[dict]) -> list[dict]:
-    """``drop_on_new_user`` (V3.2): reasoning of turns before the last user message is removed;
-    tool calls and answers stay, and so does reasoning inside the current tool-calling chain."""
+    """``drop_on_new_user`` (V3.2): reasoning of turns before the last user message is removed
+    (``reasoning_content`` and ``<think>`` blocks in an assistant's content); tool calls and
+    answers stay, and so does reasoning inside the current tool-calling chain."""
     last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
     out = []
     for i, m in enumerate(messages):
-        if i < last_user and "reasoning_content" in m:
+        if i < last_user and _has_reasoning(m):
             m = {k: v for k, v in m.items() if k != "reasoning_content"}
+            if isinstance(m.get("content"), str):
+                m["content"] = THINK.sub("", m["content"])
             if m["role"] == "assistant" and not m.get("content") and not m.get("tool_calls"):
                 continue  # a message that was only reasoning disappears
         out.append(dict(m))
     return out
 
 
+def _has_reasoning(msg: dict) -> bool:
+    return "reasoning_content" in msg or (
+        msg["role"] == "assistant" and "<think>" in (msg.get("content") or ""))
+
+
 def retain_reasoning(messages: Sequence[dict], mode: str = "auto_v4") -> list[dict]:
     """Reasoning retention across turns: ``drop_on_new_user`` (V3.2), ``keep_all`` (V4 with
     tools), or ``auto_v4`` (``keep_all`` when the episode calls tools, else drop)."""
-    if mode not in ("drop_on_new_user", "keep_all", "auto_v4"):
-        raise ValueError(f"unknown reasoning retention {mode!r}")
+    if mode not in RETENTION:
+        raise ValueError(f"unknown reasoning retention {mode!r}; one of {', '.join(RETENTION)}")
     if mode == "keep_all" or (mode == "auto_v4" and any(_calls_tools(m) for m in messages)):
         return [dict(m) for m in messages]
     return drop_reasoning_on_new_user(messages)

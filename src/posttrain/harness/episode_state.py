@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from posttrain.engines import Engine
 from posttrain.harness.compaction import Compaction, compact
+from posttrain.harness.context import retain_reasoning
 from posttrain.harness.episode_env import EpisodeEnv, is_conversation
 from posttrain.harness.guard import BLOCKED, Guard
 from posttrain.harness.limits import LoopLimits
@@ -42,6 +43,7 @@ class LoopView(Protocol):
     guard: Guard | None
     compaction: Compaction
     env_factory: Callable[[str], EpisodeEnv] | None
+    retain_reasoning: str
 
     def render(self, messages: list[dict], generation_prompt: bool,
                tools: ToolRegistry | None = None) -> str: ...
@@ -85,7 +87,7 @@ class EpisodeState:
         self.conversation = is_conversation(self.env)
         if self.conversation:
             task = self.task = [*self.task, *self.env.opening()]
-        self.msgs = [dict(m) for m in task]
+        self.msgs = retain_reasoning(task, loop.retain_reasoning)
         text = self.render(self.msgs, True)
         self.trace = Trace(loop.encode(text), text)
         self.closed: list[tuple[Segment, list[dict]]] = []  # segment, its conversation
@@ -96,6 +98,7 @@ class EpisodeState:
         self.step_errors: list[bool] = []
         self.snapshots: dict[int, Snapshot] = {}  # step index -> state before it
         self.flags, self.blocks, self.hacked, self.compactions = 0, 0, False, 0
+        self.reasoning_drops = 0
         self.branched_at: int | None = None
         self.started = time.monotonic()
 
@@ -188,7 +191,17 @@ class EpisodeState:
 
     def _observe(self, messages: list[dict]) -> None:
         """Append observations and the template's scaffold up to the next generation prompt
-        (loss mask 0)."""
+        (loss mask 0). When the reasoning retention mode drops earlier reasoning (a new user
+        turn under ``drop_on_new_user``), earlier turns change: the segment closes after the
+        sampled turn and the next one starts from the conversation without that reasoning."""
+        mode = self.loop.retain_reasoning
+        after = [*self.msgs, *messages]
+        kept = after if mode == "keep_all" else retain_reasoning(after, mode)
+        if kept != after:
+            self.close_segment()
+            self.restart(kept)
+            self.reasoning_drops += 1
+            return
         self.msgs += messages
         following = self.render(self.msgs, True)
         if not following.startswith(self.trace.text):
@@ -242,6 +255,7 @@ class EpisodeState:
                   "tool_records": self.records, "tool_errors": self.errors,
                   "turns": self.turns, "state_keys": self.state_keys,
                   "step_errors": self.step_errors, "compactions": self.compactions,
+                  "reasoning_drops": self.reasoning_drops,
                   "branched_at": self.branched_at, "reference": self.reference,
                   "tools": self.tools.schemas(), "guard_flags": self.flags,
                   "guard_blocks": self.blocks,

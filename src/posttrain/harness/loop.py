@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from posttrain.engines import Engine
 from posttrain.harness.compaction import Compaction
+from posttrain.harness.context import RETENTION
 from posttrain.harness.episode_env import EpisodeEnv
 from posttrain.harness.episode_state import EpisodeState
 from posttrain.harness.guard import Guard
@@ -28,7 +29,9 @@ from posttrain.types import Episode, SamplingParams
 class AgentLoop:
     """One engine, one tokenizer, one tool set. ``state_key(messages)`` (optional) names the
     state each step acts in, for step-level credit (``gigpo``); a ``guard`` inspects every call
-    before it runs; ``compaction`` manages the context window. With ``env_factory`` every
+    before it runs; ``compaction`` manages the context window; ``retain_reasoning``
+    (``context.RETENTION``) says whether earlier turns' reasoning stays in context when a new
+    user turn arrives (``keep_all``: the loop only appends). With ``env_factory`` every
     episode gets its own ``EpisodeEnv`` (made from its reference): its tools replace ``tools``
     and its verdict gives the reward parts scored by the ``env`` verifier."""
 
@@ -43,7 +46,12 @@ class AgentLoop:
         guard: Guard | None = None,
         compaction: Compaction = Compaction(),
         env_factory: Callable[[str], EpisodeEnv] | None = None,
+        retain_reasoning: str = "keep_all",
     ) -> None:
+        if retain_reasoning not in RETENTION:
+            raise ValueError(f"unknown reasoning retention {retain_reasoning!r}; one of "
+                             f"{', '.join(RETENTION)}")
+        self.retain_reasoning = retain_reasoning
         self.engine, self.tokenizer, self.tools = engine, tokenizer, tools
         self.limits, self.call_pattern, self.state_key = limits, call_pattern, state_key
         self.guard, self.compaction, self.env_factory = guard, compaction, env_factory

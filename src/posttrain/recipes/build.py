@@ -119,7 +119,8 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
         tools, cfg.agent.limits(), cfg.agent.compaction,
         tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
         guard=None if guard is None else Guard(protected_paths=guard.protected_paths,
-                                               on_hack=guard.on_hack))
+                                               on_hack=guard.on_hack),
+        retain_reasoning=cfg.agent.retain_reasoning)
 
 
 class RunParts:

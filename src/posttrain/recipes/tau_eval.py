@@ -21,11 +21,13 @@ TAU_REWARD = RewardFunction({"tau": (ENV, 1.0), "success": (ENV, 0.0)})  # TAU_P
 
 
 def play(engine: Engine, tokenizer, tasks: TauTasks, prompts: Sequence[TauPrompt],
-         trials: int, limits: LoopLimits, sampling: SamplingParams, batch: int = 8
-         ) -> Iterator[Episode]:
+         trials: int, limits: LoopLimits, sampling: SamplingParams, batch: int = 8,
+         retain_reasoning: str = "keep_all") -> Iterator[Episode]:
     """Episodes of every prompt, ``trials`` times (trial t samples with seed ``seed + t``), in
-    lockstep batches of ``batch`` conversations; ``meta["trial"]`` is set."""
-    rollout = AgentRollout(ToolRegistry(), limits, env_factory=tasks.make_env)
+    lockstep batches of ``batch`` conversations; ``meta["trial"]`` is set. The agent's earlier
+    reasoning follows ``retain_reasoning`` when the user speaks (``AgentLoop``)."""
+    rollout = AgentRollout(ToolRegistry(), limits, env_factory=tasks.make_env,
+                           retain_reasoning=retain_reasoning)
     for trial in range(trials):
         trial_sampling = replace(sampling, seed=(sampling.seed or 0) + trial)
         for start in range(0, len(prompts), batch):

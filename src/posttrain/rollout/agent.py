@@ -34,19 +34,20 @@ class AgentRollout:
     """``group_size`` agent episodes per task, played in lockstep; the per-turn token budget is
     ``sampling.max_new_tokens``. With ``tree=(branches, rounds)`` a group is
     ``group_size / (rounds * branches + 1)`` trees (``tree_grpo``); ``env_factory`` gives each
-    episode its own environment and ``guard`` inspects every call (``AgentLoop``)."""
+    episode its own environment, ``guard`` inspects every call and ``retain_reasoning`` keeps
+    or drops earlier reasoning when a new user turn arrives (``AgentLoop``)."""
 
     def __init__(self, tools: ToolRegistry, limits: LoopLimits = LoopLimits(),
                  compaction: Compaction = Compaction(),
                  state_key: Callable[[list[dict]], Hashable] = observation_state,
                  tree: tuple[int, int] | None = None,
                  env_factory: Callable[[str], EpisodeEnv] | None = None,
-                 guard: Guard | None = None) -> None:
+                 guard: Guard | None = None, retain_reasoning: str = "keep_all") -> None:
         if tree is not None and env_factory is not None:
             raise ValueError("tree rollouts cannot branch episodes that own environment state")
         self.tools, self.limits, self.compaction = tools, limits, compaction
         self.state_key, self.tree, self.env_factory = state_key, tree, env_factory
-        self.guard = guard
+        self.guard, self.retain_reasoning = guard, retain_reasoning
 
     def __call__(
         self,
@@ -61,7 +62,8 @@ class AgentRollout:
         limits = replace(self.limits, max_new_tokens=sampling.max_new_tokens)
         loop = AgentLoop(engine, tokenizer, self.tools, limits, state_key=self.state_key,
                          guard=self.guard, compaction=self.compaction,
-                         env_factory=self.env_factory)
+                         env_factory=self.env_factory,
+                         retain_reasoning=self.retain_reasoning)
         tree = self.tree if group_size > 1 else None  # evaluation plays single episodes
         per_tree = 1 if tree is None else tree[0] * tree[1] + 1
         if group_size % per_tree:
