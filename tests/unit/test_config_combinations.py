@@ -60,8 +60,6 @@ SHAPING = "reward.shaping=[{name: dapo_overlong, max_length: 32, cache_length: 8
     ([*ASYNC, "algo.dynamic_sampling.enabled=true", "algo.dynamic_sampling.mode=drop"],
      "algo.dynamic_sampling.mode is set .* rl.mode=async"),
     ([*ASYNC, "algo.dynamic_sampling.max_rounds=5"], "max_rounds is set .* none are dropped"),
-    (["rl.top_p=0.9", "rl.mismatch_tolerance=0.1"], "rl.mismatch_tolerance is set"),
-    (["rl.top_k=5", "rl.mismatch_tolerance=0.1"], "rl.mismatch_tolerance is set"),
     ([*ASYNC, "rl.mismatch_tolerance=0.1"], "rl.mismatch_tolerance is set"),
     (["rl.sync.probes=0", "rl.sync.tolerance=0.01"], "rl.sync.tolerance is set .*probes is 0"),
     # modes of a schedule or a policy
@@ -108,6 +106,7 @@ def test_an_option_that_cannot_take_effect_is_refused(overrides, message):
      "algo.kl.target=0.1"],
     ["actor.entropy_bonus.adaptive=true", "actor.entropy_bonus.target=0.5"],
     ["rl.mismatch_tolerance=0.1", "rl.sync.tolerance=0.01"],
+    ["rl.top_p=0.9", "rl.top_k=5", "rl.mismatch_tolerance=0.1"],  # checked on the truncation
     ["sft.optim.min_lr_ratio=0.5", "checkpoint_every=10", "keep_last=5"],
     ["stages=[distill]", "distill.teacher=/t", "distill.lam=0.5", "distill.max_new_tokens=64",
      "distill.num_examples=5"],
@@ -131,3 +130,44 @@ def test_a_held_out_fraction_is_refused_where_the_dataset_names_its_held_out_row
     load_config(None, data)
     with pytest.raises(ConfigError, match="task.eval_fraction is set .* task.data.eval_path"):
         load_config(None, [*data, "task.eval_fraction=0.2"])
+
+
+GRS = ["reward.parts={t: {verifier: exact}, s: {verifier: format}, b: {verifier: format}}",
+       "reward.accuracy_part=t",
+       "reward.synthesis.inputs={test_rewards: t, solution_scores: s, behaviour_scores: b}"]
+GAR = ["algo.adv_estimator=gar", "algo.quality_part=q", "reward.accuracy_part=correct",
+       "reward.parts={correct: {verifier: exact}, q: {verifier: format, weight: 0}}"]
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["algo.adv_estimator=remax", *CALCULATOR], "remax's baseline is a greedy single-turn"),
+    (["algo.adv_estimator=remax", *ASYNC], "remax decodes each prompt greedily"),
+    ([*GAR[:2], "reward.accuracy_part=correct"], "algo.quality_part 'q' is not one of"),
+    ([*GAR[:3], "reward.parts={correct: {verifier: exact}, q: {verifier: format}}"],
+     "'q' has weight 1.0: gar's reward must stay pass/fail"),
+    ([*GRS, "algo.adv_estimator=gdpo"], "reward.synthesis is set but cannot take effect"),
+    ([*GRS[:2], "reward.synthesis.inputs={test_rewards: t, solution_scores: s}"],
+     r"takes the inputs \['behaviour_scores', 'solution_scores', 'test_rewards'\]"),
+    ([*GRS[:2], "reward.synthesis.inputs={test_rewards: t, solution_scores: s, "
+                "behaviour_scores: x}"], r"reward.synthesis.inputs name \['x'\]"),
+    (["reward.parts={t: {verifier: exact, weight: 2}, s: {verifier: format}, "
+      "b: {verifier: format}}", *GRS[1:]], r"reward.parts \['t'\] have weights"),
+])
+def test_what_an_estimator_reads_of_the_reward_must_be_there(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+@pytest.mark.parametrize("overrides", [["algo.adv_estimator=remax"], GAR, GRS,
+                                       [*GRS, "algo.adv_estimator=gar", "algo.quality_part=s"]])
+def test_estimators_load_with_what_they_read(overrides):
+    load_config(None, overrides)
+
+
+def test_a_synthesised_reward_is_grs_of_its_parts():
+    """The spec's example: 1 x .8 x .5 = 0.4; a failed test gives 0 whatever the scores."""
+    fn = load_config(None, GRS).reward.function()
+    assert fn.total({"t": 1.0, "s": 0.8, "b": 0.5}) == pytest.approx(0.4, abs=1e-15)
+    assert fn.total({"t": 0.0, "s": 0.8, "b": 0.5}) == 0.0
+    plain = load_config(None, GRS[:2]).reward.function()
+    assert plain.total({"t": 1.0, "s": 0.8, "b": 0.5}) == pytest.approx(2.3)

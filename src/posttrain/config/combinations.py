@@ -15,6 +15,7 @@ from posttrain.rewards import ENV
 from posttrain.settings.distill_config import OPD_LOSSES
 from posttrain.settings.rl_config import (
     EPISODE_ESTIMATORS,
+    GREEDY_BASELINE_ESTIMATORS,
     GROUPLESS_ESTIMATORS,
     MULTI_REWARD_ESTIMATORS,
     TOKEN_ESTIMATORS,
@@ -24,6 +25,7 @@ from posttrain.settings.rl_config import (
 def check_combinations(cfg) -> None:
     """Every rule, in this order (the first broken one is the error)."""
     stage_rules(cfg)
+    estimator_rules(cfg)
     agent_rules(cfg)
     task_rules(cfg)
     unused_sections(cfg)
@@ -186,6 +188,33 @@ def opd_inputs(loss: str) -> tuple[str, ...]:
     return facts("divergence", loss).parameter_names()
 
 
+def estimator_rules(cfg) -> None:
+    """What an estimator reads of the reward and the rollout: ``remax``'s greedy decode is a
+    synchronous single-turn rollout; ``gar``'s grader quality is a part outside the pass/fail
+    total; a multi-reward estimator reads the parts, so a synthesised total has no effect."""
+    algo, reward = cfg.algo, cfg.reward
+    if algo.adv_estimator in GREEDY_BASELINE_ESTIMATORS:
+        if not cfg.single_turn:
+            raise ValueError(f"algo.adv_estimator={algo.adv_estimator}'s baseline is a greedy "
+                             f"single-turn decode; task.name={cfg.task.name} is an agent task")
+        if cfg.rl.mode == "async":
+            raise ValueError(f"algo.adv_estimator={algo.adv_estimator} decodes each prompt "
+                             "greedily beside its group: use rl.mode=sync")
+    if algo.quality_part is not None:
+        part = reward.parts.get(algo.quality_part)
+        if part is None:
+            raise ValueError(f"algo.quality_part {algo.quality_part!r} is not one of "
+                             f"reward.parts ({', '.join(reward.parts)})")
+        if part.weight != 0 and reward.synthesis is None:
+            raise ValueError(f"algo.quality_part {algo.quality_part!r} has weight "
+                             f"{part.weight}: gar's reward must stay pass/fail, give the "
+                             "part weight 0")
+    if reward.synthesis is not None and algo.adv_estimator in MULTI_REWARD_ESTIMATORS:
+        raise ValueError(f"reward.synthesis is set but cannot take effect: "
+                         f"algo.adv_estimator={algo.adv_estimator} reads the reward parts, "
+                         "not their synthesised total")
+
+
 def agent_rules(cfg) -> None:
     """What reads or shapes agent episodes (steps, state keys, trees, the context, tool
     calls) needs a tool task; tree rollouts need a group of whole trees."""
@@ -319,10 +348,10 @@ def rl_switches(cfg) -> None:
         unread(bonus, "actor.entropy_bonus", ["target", "delta"],
                "they steer the adaptive coefficient; actor.entropy_bonus.adaptive is false")
     dynamic_sampling_rules(cfg)
-    if rl.mode == "async" or rl.top_p < 1 or rl.top_k > 0:
+    if rl.mode == "async":
         unread(rl, "rl", ["mismatch_tolerance"],
-               "the engine/trainer log-prob mismatch is checked on synchronous samples of the "
-               "whole vocabulary (rl.mode=sync, top_p=1, top_k=0)")
+               "the engine/trainer log-prob mismatch is checked on synchronous samples "
+               "(rl.mode=sync)")
     if rl.sync.probes == 0:
         unread(rl.sync, "rl.sync", ["tolerance"],
                "it bounds the probes' log-prob difference, and rl.sync.probes is 0")

@@ -7,8 +7,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.rewards import ENV, JUDGE, VERIFIERS
+from posttrain.algos.registry import facts
+from posttrain.rewards import ENV, JUDGE, VERIFIERS, RewardFunction
 from posttrain.rewards.judge import DEFAULT_RUBRIC
+from posttrain.rewards.synthesis import SYNTHESES
 from posttrain.settings import Section, ShapingRule
 from posttrain.settings.extension import extension, is_path, load_extension
 
@@ -88,8 +90,27 @@ class JudgeConfig(Section):
         return self
 
 
+class RewardSynthesis(Section):
+    """The reward as the catalogue function ``name`` of the parts instead of their weighted
+    sum: ``grs`` (``R = R_test S_sol S_beh`` if ``R_test = 1``, else 0). ``inputs`` maps each
+    of the function's inputs (``test_rewards``, ``solution_scores``, ``behaviour_scores``) to
+    a reward part."""
+
+    name: Literal[SYNTHESES] = "grs"
+    inputs: dict[str, str]
+
+    @model_validator(mode="after")
+    def _inputs_are_the_functions(self) -> RewardSynthesis:
+        wanted = set(facts("advantage", self.name).parameter_names())
+        if set(self.inputs) != wanted:
+            raise ValueError(f"reward.synthesis {self.name!r} takes the inputs "
+                             f"{sorted(wanted)}, got {sorted(self.inputs)}")
+        return self
+
+
 class RewardConfig(Section):
-    """Reward = sum of weighted named parts, then the ``shaping`` rules in order;
+    """Reward = sum of weighted named parts (or their ``synthesis``), then the ``shaping``
+    rules in order;
     ``accuracy_part`` is the one reported as accuracy; a reward function's call that takes
     longer than ``timeout_s`` leaves its parts missing. A part with ``verifier: judge`` is
     scored by ``judges[<part>]`` after the rollout."""
@@ -99,6 +120,30 @@ class RewardConfig(Section):
     timeout_s: float = Field(30.0, gt=0)
     shaping: list[ShapingRule] = Field(default_factory=list)
     judges: dict[str, JudgeConfig] = Field(default_factory=dict)
+    synthesis: RewardSynthesis | None = None
+
+    @model_validator(mode="after")
+    def _synthesised_from_parts(self) -> RewardConfig:
+        if self.synthesis is None:
+            return self
+        unknown = sorted(set(self.synthesis.inputs.values()) - set(self.parts))
+        if unknown:
+            raise ValueError(f"reward.synthesis.inputs name {unknown}, not reward.parts "
+                             f"({', '.join(self.parts)})")
+        weighted = sorted(n for n, p in self.parts.items() if p.weight != 1.0)
+        if weighted:
+            raise ValueError(f"reward.parts {weighted} have weights, which a synthesised "
+                             f"reward ({self.synthesis.name}) does not use")
+        return self
+
+    def function(self) -> RewardFunction:
+        """The reward function these parts, keys, timeout and synthesis describe."""
+        synthesis = None if self.synthesis is None else (self.synthesis.name,
+                                                         dict(self.synthesis.inputs))
+        return RewardFunction(
+            {n: (p.verifier, p.weight) for n, p in self.parts.items()},
+            {n: p.key for n, p in self.parts.items() if p.key is not None}, self.timeout_s,
+            synthesis)
 
     @model_validator(mode="after")
     def _judged_parts(self) -> RewardConfig:

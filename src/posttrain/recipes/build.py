@@ -40,7 +40,6 @@ from posttrain.recipes.judges import build_judge, judge_chat, tool_chat
 from posttrain.recipes.report import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
-from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, rollout
 from posttrain.rollout.evaluation import evaluation_episodes, evaluation_metrics
 from posttrain.rollout.judged import JudgedRollout
@@ -146,10 +145,7 @@ class RunParts:
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
-        parts = cfg.reward.parts
-        self.reward_fn = RewardFunction(
-            {n: (p.verifier, p.weight) for n, p in parts.items()},
-            {n: p.key for n, p in parts.items() if p.key is not None}, cfg.reward.timeout_s)
+        self.reward_fn = cfg.reward.function()
 
     def attach_judges(self, tokenizer) -> None:
         """Score ``reward.judges``' parts after every rollout (and evaluation)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from posttrain.rewards.registry import FALLIBLE_VERIFIERS, VERIFIERS
+from posttrain.rewards.synthesis import synthesised
 from posttrain.rewards.user_reward import Missing, Sample, UserReward
 from posttrain.settings.extension import is_path, load_extension
 
@@ -35,12 +36,15 @@ class RewardFunction:
     one that returns None (``math``: a reference it cannot parse) leaves the part missing, as
     does a reward function that fails (``user_reward``). The verifier ``env`` takes the part
     from the episode's own environment verdict (``env_parts``); without one it scores 0. A
-    ``judge`` part scores 0 here and is filled in after the rollout by its judge.
+    ``judge`` part scores 0 here and is filled in after the rollout by its judge. With
+    ``synthesis`` ``(name, {input: part})`` the reward is that catalogue function of the parts
+    instead of their weighted sum (``grs``; ``rewards.synthesis``).
     """
 
     weights: Mapping[str, tuple[str, float]]
     keys: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 30.0
+    synthesis: tuple[str, Mapping[str, str]] | None = None
 
     def __post_init__(self) -> None:
         functions: dict[str, UserReward] = {}
@@ -57,7 +61,8 @@ class RewardFunction:
         object.__setattr__(self, "_functions", functions)
 
     def __reduce__(self):  # rebuilt from the spec (a file-loaded function pickles badly)
-        return RewardFunction, (dict(self.weights), dict(self.keys), self.timeout_s)
+        return RewardFunction, (dict(self.weights), dict(self.keys), self.timeout_s,
+                                self.synthesis)
 
     @property
     def fallible_parts(self) -> list[str]:
@@ -133,5 +138,7 @@ class RewardFunction:
         return {name: weight for name, (_, weight) in self.weights.items()}
 
     def total(self, parts: Mapping[str, float]) -> float:
-        """``sum w * part``: the reward of scored ``parts``."""
+        """The reward of scored ``parts``: ``sum w * part``, or their ``synthesis``."""
+        if self.synthesis is not None:
+            return synthesised(*self.synthesis, parts)
         return sum(parts[n] * w for n, w in self.part_weights.items())
