@@ -143,3 +143,13 @@ def test_every_stage_decides_when_to_log_and_evaluate_the_same_way():
     cfg = SFTConfig(steps=7)
     assert [s + 1 for s in range(7) if cfg.due(3, s)] == [3, 6, 7]
     assert not any(cfg.due(0, s) for s in range(7))
+
+
+def test_a_partly_given_section_keeps_its_owners_defaults(tmp_path):
+    """rl's optimiser defaults differ from OptimConfig's own (lr 1e-4, constant schedule):
+    setting one key of rl.optim, by override or in a file, keeps the others at rl's."""
+    by_override = load_config(None, ["rl.optim.warmup_steps=2"]).rl.optim
+    path = tmp_path / "c.yaml"
+    path.write_text("rl:\n  optim:\n    warmup_steps: 2\n")
+    for optim in (by_override, load_config(path).rl.optim):
+        assert (optim.lr, optim.schedule, optim.warmup_steps) == (1e-4, "constant", 2)

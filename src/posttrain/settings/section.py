@@ -75,6 +75,21 @@ class Section(BaseModel):
             raise ValueError(f"a number is expected, not {str(value).lower()}")
         return value
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _partial_keeps_defaults(cls, value: Any, info: ValidationInfo) -> Any:
+        """A sub-section given in part keeps this section's default for the keys not given:
+        ``rl.optim.warmup_steps=2`` leaves ``rl.optim.lr`` at rl's 1e-4, not at
+        ``OptimConfig``'s own 1e-3."""
+        default = cls.model_fields[info.field_name].default
+        if not isinstance(value, dict) or not isinstance(default, Section):
+            return value
+        given = default.model_dump(by_alias=True)
+        for name, field in type(default).model_fields.items():
+            if field.alias and name in value:  # given by name: the default's alias would win
+                given.pop(field.alias, None)
+        return given | value
+
 
 class OptimConfig(Section):
     """AdamW with linear warmup then cosine decay to ``min_lr_ratio * lr``."""
