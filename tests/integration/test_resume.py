@@ -1,11 +1,15 @@
 """A run interrupted after a checkpoint and resumed ends with the same weights as one that ran
-through, for the SFT loop, the RL loop (sync, and async at zero staleness) and PPO with a critic
-(policy and critic weights)."""
+through, for the SFT loop, the RL loop (sync, and async at zero staleness), PPO with a critic
+(policy and critic weights) and RL on a streamed dataset (the resumed process reads the stream
+afresh, from the step's position)."""
+
+import json
 
 import pytest
 import torch
 
 from posttrain.data import generate_arithmetic_sft
+from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_model, load_tokenizer, load_value_model
@@ -23,6 +27,7 @@ from posttrain.settings import (
     SFTConfig,
     TrainerConfig,
 )
+from posttrain.settings.data_config import DatasetConfig
 from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
 from posttrain.train.checkpoint import CRITIC_DIR
 
@@ -37,6 +42,15 @@ SFT = SFTConfig(steps=4, batch_size=4, num_examples=10, optim=OptimConfig(lr=1e-
 
 class Interrupt(Exception):
     pass
+
+
+def streamed_tasks(tmp):
+    """5 prompts streamed (4 steps of 2 go round the data more than once)."""
+    path = tmp.parent / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"{i}+{i}=", "answer": 2 * i}) + "\n"
+                            for i in range(5)))
+    return StreamedDatasetTasks(DatasetConfig(path=str(path), streaming=True,
+                                              eval_path=str(path), shuffle_buffer=3))
 
 
 def run(stage, model_dir, tmp, stop_at=None, resume=False):
@@ -65,7 +79,8 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
         algo = AlgoConfig(adv_estimator="gae") if critic else AlgoConfig()
         engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start)
         loop = run_async_rl if stage == "async" else run_rl
-        loop(RLRun(trainer, tok, TASKS, TASKS.eval_set(2), RewardFunction(REWARD_PARTS),
+        tasks = streamed_tasks(tmp) if stage == "stream" else TASKS
+        loop(RLRun(trainer, tok, tasks, tasks.eval_set(2), RewardFunction(REWARD_PARTS),
                    EvalConfig(), "correct", rep, 0, start, on_step_end, cfg=cfg, algo=algo,
                    actor=ActorConfig(), critic=critic,
                    critic_cfg=CriticConfig(enabled=critic is not None)), engine)
@@ -75,7 +90,7 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-@pytest.mark.parametrize("stage", ["sft", "rl", "async", "ppo"])
+@pytest.mark.parametrize("stage", ["sft", "rl", "async", "ppo", "stream"])
 def test_resume_continues_exactly(stage, tiny_dir, tmp_path, monkeypatch):
     # an untrained model never answers correctly; a length-based part gives nonzero advantages
     monkeypatch.setitem(VERIFIERS, "length_mod3", lambda text, ref: len(text) % 3)

@@ -21,6 +21,7 @@ from posttrain.data.preference_pairs import (
     arithmetic_pairs,
     load_preference_data,
 )
+from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
 from posttrain.envs import (
@@ -34,9 +35,9 @@ from posttrain.envs import (
 )
 from posttrain.envs.tau.episode import TauLimits, TauScoring
 from posttrain.envs.tau.rl import TauTasks, Users, llm_users
-from posttrain.harness import Guard, ToolRegistry
+from posttrain.harness import ToolRegistry
 from posttrain.models import build_tiny
-from posttrain.recipes.judges import build_judge, judge_chat, tool_chat
+from posttrain.recipes.judges import build_guard, build_judge, judge_chat, tool_chat
 from posttrain.recipes.report import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
@@ -95,7 +96,8 @@ def _built_in_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable
         tasks = tau_tasks(t.tau, cfg.model.dtype, cfg.seed)
         return tasks, ToolRegistry(), tasks.make_env
     if t.name == "dataset":
-        return DatasetTasks(t.data, cfg.seed, t.eval_fraction), None, None
+        kind = StreamedDatasetTasks if t.data.streaming else DatasetTasks
+        return kind(t.data, cfg.seed, t.eval_fraction), None, None
     if t.name == "reasoning_gym":
         return ReasoningGymTasks(t.dataset, cfg.seed, t.eval_fraction,
                                  config=t.dataset_config), None, None
@@ -117,8 +119,7 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
     return AgentRollout(
         tools, cfg.agent.limits(), cfg.agent.compaction,
         tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
-        guard=None if guard is None else Guard(protected_paths=guard.protected_paths,
-                                               on_hack=guard.on_hack),
+        guard=None if guard is None else build_guard(guard, cfg.model.dtype, cfg.seed),
         retain_reasoning=cfg.agent.retain_reasoning)
 
 
@@ -138,11 +139,15 @@ class RunParts:
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
         self.ckpt_dir = self.out / CHECKPOINTS
         self.tasks, self.tools, env_factory = task_family(cfg)
-        if isinstance(self.tasks, DatasetTasks):
-            for split, rows in self.tasks.skipped.items():
-                self.report_skipped(f"{split} prompt", rows)
         self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
+        if isinstance(self.tasks, StreamedDatasetTasks):  # train rows: once read through
+            self.tasks.stream.on_first_pass = \
+                lambda rows: self.report_skipped("train prompt", rows)
+            self.report_skipped("eval prompt", self.tasks.skipped["eval"])
+        elif isinstance(self.tasks, DatasetTasks):
+            for split, rows in self.tasks.skipped.items():
+                self.report_skipped(f"{split} prompt", rows)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
         self.reward_fn = cfg.reward.function()

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from posttrain.engines import Engine, row_seeds
-from posttrain.envs import Task
+from posttrain.envs import Task, seek_step
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.async_loop import AsyncRollout
 from posttrain.rollout.buffer import RolloutBuffer
@@ -28,10 +28,12 @@ T = TypeVar("T")
 
 
 def step_groups(tasks, seed: int, prompts_per_step: int, group_size: int) -> GroupSource:
-    """Groups in the synchronous run's order: prompts and row seeds of its first rounds."""
+    """Groups in the synchronous run's order: prompts and row seeds of its first rounds (a
+    stream of tasks is read from step ``k``'s position, ``seek_step``)."""
 
     @functools.lru_cache(maxsize=4)
     def step_batch(step: int) -> tuple[list[Task], list[int]]:
+        seek_step(tasks, step, prompts_per_step)
         problems = tasks.sample(prompts_per_step, random.Random(f"{seed}:rl:{step}:0"))
         return problems, row_seeds(step_seed(seed, step), prompts_per_step * group_size)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from posttrain.engines import Engine
-from posttrain.envs import EffortTask, Task
+from posttrain.envs import EffortTask, Task, seek_step
 from posttrain.models import encode_prompt
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.compose import Scored
@@ -105,7 +105,9 @@ class SyncEpisodes:
     ``efforts`` levels: one group per (prompt, effort)) with ``rollout_fn``; with dynamic
     sampling it keeps the groups that carry signal and, in ``resample`` mode, draws fresh
     prompts (round ``r`` from ``(seed, k, r)``) until ``prompts_per_step`` do or the rounds
-    run out. Behaviour log-probs are the current weights' (``on_policy``)."""
+    run out. Tasks read as a stream draw from position ``k * prompts_per_step`` on
+    (``seek_step``; resampled rounds read ahead: the next step's first prompts). Behaviour
+    log-probs are the current weights' (``on_policy``)."""
 
     engine: Engine
     tokenizer: Any
@@ -140,6 +142,7 @@ class SyncEpisodes:
     def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
         cfg, dynamic = self.cfg, self.dynamic
         self.version = step
+        seek_step(self.tasks, step, cfg.prompts_per_step)
         first = self._sample(step, cfg.prompts_per_step, 0)
         if not dynamic.enabled:
             return first, first, {}

@@ -21,6 +21,13 @@ class DatasetConfig(Section):
     folder ``eval_path``, else the last ``task.eval_fraction`` of the rows. ``shuffle``: rows
     in an order drawn from the run's seed first; ``max_rows``: only the first that many.
 
+    ``streaming``: the train split is read as a stream (``datasets``' ``IterableDataset``),
+    never whole: prompts come in the stream's order through a buffer of ``shuffle_buffer``
+    rows shuffled from the run's seed, a new epoch (a new order) when the data runs out;
+    ``max_rows`` then keeps the first that many usable rows of the data, in file order. The
+    held-out rows are the first ones of ``eval_split`` or ``eval_path``, one of which is
+    needed (a held-out fraction needs the row count).
+
     Columns: ``prompt`` (a string, or chat messages ``[{"role", "content"}, ...]``),
     ``answer`` (the reference the verifiers check; a number becomes its text; null: no
     reference), ``system`` (a column of system prompts) or ``system_prompt`` (one text for every
@@ -37,6 +44,8 @@ class DatasetConfig(Section):
     system_prompt: str | None = None
     shuffle: bool = True
     max_rows: int | None = Field(None, ge=1)
+    streaming: bool = False
+    shuffle_buffer: int = Field(10_000, ge=1)
 
     @model_validator(mode="after")
     def _readable(self) -> DatasetConfig:
@@ -55,4 +64,12 @@ class DatasetConfig(Section):
         if self.system is not None and self.system_prompt is not None:
             raise ValueError("system (a column) and system_prompt (one text) both give the "
                              "system prompt: set one")
+        if self.streaming and self.eval_path is None and self.eval_split is None:
+            raise ValueError("streaming needs eval_split or eval_path for the held-out rows "
+                             "(holding out a fraction of the rows needs their count, which a "
+                             "stream does not know)")
+        if self.shuffle_buffer != type(self).model_fields["shuffle_buffer"].default and not (
+                self.streaming and self.shuffle):
+            raise ValueError("shuffle_buffer is set but cannot take effect: only a stream "
+                             "(streaming: true) that is shuffled (shuffle: true) has a buffer")
         return self

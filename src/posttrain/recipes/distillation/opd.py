@@ -20,7 +20,7 @@ import torch
 
 from posttrain.algos import LazyInputs, entry
 from posttrain.engines import Engine
-from posttrain.envs import EffortTask
+from posttrain.envs import EffortTask, seek_step
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teachers import (
     Samples,
@@ -88,6 +88,7 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
     evals = []
     run.reporter.start(f"on-policy distillation ({cfg.loss})", cfg.steps)
     for step in range(run.start_step, cfg.steps):
+        seek_step(run.tasks, step, cfg.prompts_per_step)
         problems = run.tasks.sample(cfg.prompts_per_step, random.Random(f"{seed}:opd:{step}"))
         if run.efforts:
             problems = [EffortTask(p, e) for p in problems for e in run.efforts]
