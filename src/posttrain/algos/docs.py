@@ -4,6 +4,7 @@ keep both in sync)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from posttrain.algos.registry import KINDS, entries, index_rows
 
@@ -39,14 +40,9 @@ A built-in entry (in a module of `posttrain.algos`) is also listed in
 without importing torch: after adding or changing one, run
 `posttrain algorithms --index > src/posttrain/algos/index.json` (a test fails until then).
 
-Config: `algo.adv_estimator` takes the outcome estimators (`grpo`, `dr_grpo`,
-`mean_baseline`, `rloo`, `reinforce_plus_plus_baseline`) and the multi-reward ones (`gdpo`,
-`gd2po`, `dvao`, over `reward.parts`), `reinforce_plus_plus` (per-token returns with the KL
-in the reward; single-turn tasks), `gae` (with the critic) and the agent estimators (`gigpo`,
-`tree_grpo`); `actor.policy_loss.name` any actor loss with its
-hyperparameters as keys; `actor.loss_agg_mode` any aggregation; `algo.kl` an estimator, a
-coefficient and a placement (`in_loss`, `in_reward`); `algo.offpolicy` a `tis_*`/`mis_*`
-correction and `opsm`; `algo.dynamic_sampling`; `actor.entropy_bonus` (fixed or adaptive).
+The column *in a run* says how a run's config reaches each entry: the key that names it,
+the switch or section that applies it, or why it is kept as a function only
+(`posttrain.config.reach`; a test fails when an entry has none of these).
 Each entry is tested against the spec's worked examples, and the spec's claims (unbiasedness,
 invariances) as claims: `tests/unit/algos/`.
 """
@@ -69,17 +65,20 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def render_markdown() -> str:
+def render_markdown(reached: Mapping[tuple[str, str], str]) -> str:
+    """``docs/algorithms.md``: every entry's formula and source, and ``reached[(kind, name)]``,
+    how a run reaches it."""
     lines = [HEADER]
     by_kind = {k: [e for e in entries() if e.kind == k] for k in KINDS}
     for kind in KINDS:
         if not by_kind[kind]:
             continue
-        lines += [f"## {TITLES[kind]}", "", "| name | aliases | formula | source |",
-                  "|---|---|---|---|"]
+        lines += [f"## {TITLES[kind]}", "",
+                  "| name | aliases | formula | source | in a run |", "|---|---|---|---|---|"]
         for e in by_kind[kind]:
             aliases = ", ".join(f"`{a}`" for a in e.aliases)
-            lines.append(f"| `{e.name}` | {aliases} | {_cell(e.formula)} | {_cell(e.source)} |")
+            lines.append(f"| `{e.name}` | {aliases} | {_cell(e.formula)} | {_cell(e.source)} "
+                         f"| {_cell(reached[(e.kind, e.name)])} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -420,8 +420,13 @@ def algorithms(
     from posttrain.algos import KINDS, entries
     from posttrain.algos.docs import render_index, render_markdown
 
-    if markdown or index:
-        typer.echo(render_markdown() if markdown else render_index(), nl=False)
+    if markdown:
+        from posttrain.config.reach import catalogue_reach
+
+        typer.echo(render_markdown(catalogue_reach()), nl=False)
+        return
+    if index:
+        typer.echo(render_index(), nl=False)
         return
     if kind is not None and kind not in KINDS:
         _fail(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")

@@ -49,7 +49,7 @@ class OPDConfig(SampledStageConfig):
     ``opsd``) makes the student its own teacher given privileged context instead."""
 
     group_size: Count = 4
-    loss: Literal[OPD_LOSSES] = "full_vocab_rkl"
+    loss: Annotated[str, registered("divergence", OPD_LOSSES)] = "full_vocab_rkl"
     topk: int | None = Field(None, ge=1)
     r_max: float = Field(1.0, gt=0)
     alpha: float = Field(0.5, ge=0)

@@ -38,6 +38,7 @@ def registered(kind: str, allowed: tuple[str, ...] | None = None) -> AfterValida
                              f"{', '.join(allowed)}")
         return name
 
+    check.kind, check.allowed = kind, allowed  # read by config.reach
     return AfterValidator(check)
 
 

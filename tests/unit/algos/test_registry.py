@@ -8,6 +8,7 @@ import torch
 from posttrain.algos import KINDS, LazyInputs, entries, entry, get, names, register
 from posttrain.algos.docs import render_index, render_markdown
 from posttrain.algos.registry import INDEX, facts
+from posttrain.config.reach import catalogue_reach
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -55,7 +56,22 @@ def test_duplicate_and_bad_kind_registration_fail():
 
 def test_docs_are_generated_from_the_registry():
     doc = (ROOT / "docs" / "algorithms.md").read_text()
-    assert doc == render_markdown(), "run: posttrain algorithms --markdown > docs/algorithms.md"
+    assert doc == render_markdown(catalogue_reach()), \
+        "run: posttrain algorithms --markdown > docs/algorithms.md"
+
+
+def test_a_run_reaches_every_entry_or_says_why_not():
+    """Each entry is named by a config key, applied by a switch or section, or listed as a
+    function only with its reason; a switch or reason for an entry a key already names, or
+    for no entry at all, is stale."""
+    from posttrain.config.reach import FUNCTION_ONLY, SWITCHED, named_by_keys
+
+    reached = catalogue_reach()
+    assert [k for k, how in reached.items() if not how] == []
+    by_key = {(kind, name) for _, kind, allowed in named_by_keys()
+              for name in (allowed or [n for k, n in reached if k == kind])}
+    assert set(SWITCHED) | set(FUNCTION_ONLY) <= set(reached)
+    assert not (set(SWITCHED) | set(FUNCTION_ONLY)) & by_key
 
 
 def test_the_index_is_generated_from_the_registry():
