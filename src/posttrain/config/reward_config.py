@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from posttrain.algos.registry import facts
+from posttrain.config.served import ServedModel
 from posttrain.rewards import ENV, JUDGE, VERIFIERS, RewardFunction
 from posttrain.rewards.judge import DEFAULT_RUBRIC
 from posttrain.rewards.synthesis import SYNTHESES
@@ -50,28 +51,23 @@ def _default_parts() -> dict[str, RewardPart]:
     }
 
 
-class JudgeConfig(Section):
+class JudgeConfig(ServedModel):
     """The judge of a reward part with ``verifier: judge`` (docs/reward_models.md): ``kind``
     ``score`` (a prompted grader: ``rubric``, ``n_samples`` gradings on ``0..score_max``),
     ``comparison`` (round robin in the group; an answer over ``budget_tokens`` loses),
     ``pairwise_model`` (the same round robin decided by a pairwise classifier) or
     ``reward_model`` (a Bradley-Terry scalar head); the last two come from ``posttrain
     reward-model`` (``rm.loss``) and are local models. ``function``: the dotted path in
-    ``function``, called as ``f(episodes, tasks)``. Served from
-    ``model`` (a local directory) or ``endpoint`` (an OpenAI-compatible ``.../v1`` URL, with
-    ``endpoint_model`` and the key in the environment variable ``api_key_env``)."""
+    ``function``, called as ``f(episodes, tasks)``. Served from ``model`` or ``endpoint``
+    (``ServedModel``)."""
 
     kind: Literal["score", "comparison", "pairwise_model", "reward_model", "function"] = "score"
     function: Annotated[str, extension("judge")] | None = None
-    model: str | None = None
-    endpoint: str | None = None
     endpoint_model: str = "judge"
-    api_key_env: str = "OPENAI_API_KEY"
     rubric: str = DEFAULT_RUBRIC
     n_samples: int = Field(1, ge=1)
     score_max: float = Field(10.0, gt=0)
     max_new_tokens: int = Field(64, ge=1)
-    temperature: float = Field(0.0, ge=0)
     budget_tokens: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
@@ -83,8 +79,7 @@ class JudgeConfig(Section):
             if self.model is not None or self.endpoint is not None:
                 raise ValueError("a function judge is served by no model or endpoint")
             return self
-        if (self.model is None) == (self.endpoint is None):
-            raise ValueError("a judge is served by exactly one of model and endpoint")
+        self.served_once("a judge")
         if self.kind in ("reward_model", "pairwise_model") and self.endpoint is not None:
             raise ValueError(f"a {self.kind} judge is a local scalar-head model: set model")
         return self

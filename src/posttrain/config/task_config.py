@@ -7,11 +7,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from posttrain.config.served import ServedModel
 from posttrain.envs.code import VERDICT_PARTS
 from posttrain.envs.tau.episode import TAU_PARTS
 from posttrain.envs.tau.tasks import BASES
 from posttrain.harness.compaction import Compaction
 from posttrain.harness.context import RETENTION
+from posttrain.harness.guard import GUARD_PROMPT
 from posttrain.harness.limits import LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.settings import Section
@@ -30,22 +32,13 @@ TASK_KEYS = {"ops": ("arithmetic", "calculator"), "digits": ("arithmetic", "calc
 ENV_TASK_PARTS = {"code": VERDICT_PARTS, "tau": TAU_PARTS}  # tasks whose environment scores
 
 
-class ChatServer(Section):
-    """A chat model served from ``model`` (a local directory, run in-process) or ``endpoint``
-    (an OpenAI-compatible ``.../v1`` URL, with ``endpoint_model`` and the key in the
-    environment variable ``api_key_env``)."""
-
-    model: str | None = None
-    endpoint: str | None = None
-    endpoint_model: str = "default"
-    api_key_env: str = "OPENAI_API_KEY"
-    max_new_tokens: int = Field(512, ge=1)
-    temperature: float = Field(0.0, ge=0)
+class ChatServer(ServedModel):
+    """A chat model (a simulated user, a judge of ``NL_ASSERTION``) served from ``model`` or
+    ``endpoint`` (``ServedModel``)."""
 
     @model_validator(mode="after")
     def _served_once(self) -> ChatServer:
-        if (self.model is None) == (self.endpoint is None):
-            raise ValueError("a chat model is served by exactly one of model and endpoint")
+        self.served_once("a chat model")
         return self
 
 
@@ -86,11 +79,49 @@ class TreeConfig(Section):
         return self.rounds * self.branches + 1
 
 
+class GuardJudge(ServedModel):
+    """The guard's judge of a flagged tool call (docs/agents.md): ``function`` (a dotted path,
+    ``f(call, flags) -> bool``: True when the call is a hack) or a chat model served from
+    ``model`` or ``endpoint`` (``ServedModel``), asked ``prompt`` (``{call}`` and ``{flags}``
+    filled in) and answering yes or no. A judge that fails or answers neither confirms the
+    flag, and the episode counts it (``guard_judge_failures``)."""
+
+    function: Annotated[str, extension("guard_judge")] | None = None
+    prompt: str = GUARD_PROMPT
+    endpoint_model: str = "judge"
+    max_new_tokens: int = Field(32, ge=1)
+
+    @model_validator(mode="after")
+    def _served_once(self) -> GuardJudge:
+        if self.function is not None:
+            if self.model is not None or self.endpoint is not None:
+                raise ValueError("a function judge is served by no model or endpoint")
+            self._unread(("prompt", "endpoint_model", "api_key_env", "max_new_tokens",
+                          "temperature"), "the judge is a function")
+            return self
+        self.served_once("a guard judge (or set function)")
+        if self.endpoint is None:
+            self._unread(("endpoint_model", "api_key_env"), "the judge is served by no endpoint")
+        try:
+            self.prompt.format(call="", flags="")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"prompt: fields are {{call}} and {{flags}} ({type(e).__name__}: "
+                             f"{e}); write a literal brace as {{{{ or }}}}") from None
+        return self
+
+    def _unread(self, keys: tuple[str, ...], why: str) -> None:
+        changed = [k for k in keys if getattr(self, k) != type(self).model_fields[k].default]
+        if changed:
+            raise ValueError(f"{', '.join(changed)} cannot take effect: {why}")
+
+
 class GuardConfig(Section):
     """The online anti-hack guard (docs/agents.md): the default rules plus
-    ``protected_paths``; ``on_hack`` ``block`` (dummy result) or ``zero_reward``."""
+    ``protected_paths``; ``judge`` (null: every flag is a hack) confirms a flag or clears it;
+    ``on_hack`` ``block`` (dummy result) or ``zero_reward``."""
 
     protected_paths: list[str] = Field(default_factory=list)
+    judge: GuardJudge | None = None
     on_hack: Literal["block", "zero_reward"] = "block"
 
 

@@ -66,13 +66,15 @@ class Snapshot:
     last: Any
     flags: int
     blocks: int
+    judge_failures: int
     hacked: bool
 
     @classmethod
     def of(cls, st: EpisodeState) -> Snapshot:
         t = st.trace
         return cls(len(st.closed), len(t.ids), len(t.text), len(st.msgs), len(st.records),
-                   st.turns, st.errors, st.repeats, st.last, st.flags, st.blocks, st.hacked)
+                   st.turns, st.errors, st.repeats, st.last, st.flags, st.blocks,
+                   st.judge_failures, st.hacked)
 
 
 class EpisodeState:
@@ -98,7 +100,7 @@ class EpisodeState:
         self.step_errors: list[bool] = []
         self.snapshots: dict[int, Snapshot] = {}  # step index -> state before it
         self.flags, self.blocks, self.hacked, self.compactions = 0, 0, False, 0
-        self.reasoning_drops = 0
+        self.reasoning_drops, self.judge_failures = 0, 0
         self.branched_at: int | None = None
         self.started = time.monotonic()
 
@@ -217,6 +219,7 @@ class EpisodeState:
         for v in verdicts:
             self.flags += bool(v.flags)
             self.blocks += v.blocked
+            self.judge_failures += v.judge_failed
             self.hacked |= v.confirmed and guard.on_hack == "zero_reward"
         blocked = {v.call_id for v in verdicts if v.blocked}
         ran = iter(self.tools.execute_sync([c for c in calls if c.call_id not in blocked]))
@@ -258,7 +261,7 @@ class EpisodeState:
                   "reasoning_drops": self.reasoning_drops,
                   "branched_at": self.branched_at, "reference": self.reference,
                   "tools": self.tools.schemas(), "guard_flags": self.flags,
-                  "guard_blocks": self.blocks,
+                  "guard_blocks": self.blocks, "guard_judge_failures": self.judge_failures,
                   **({"env": self.env.info()} if self.conversation else {}),
                   **reward_fn.episode_meta(scored)},
         )

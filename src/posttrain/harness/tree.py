@@ -83,7 +83,7 @@ def branch(st: EpisodeState, step: int) -> EpisodeState:
     b.records = [dict(r) for r in st.records[: s.records]]
     b.closed, b.state_keys, b.step_errors, b.snapshots = [], [], [], {}
     b.turns, b.errors, b.repeats, b.last = s.turns, s.errors, s.repeats, s.last
-    b.flags, b.blocks, b.hacked = s.flags, s.blocks, s.hacked
+    b.flags, b.blocks, b.judge_failures, b.hacked = s.flags, s.blocks, s.judge_failures, s.hacked
     b.stop, b.final, b.branched_at, b.started = None, "", step, time.monotonic()
     return b
 

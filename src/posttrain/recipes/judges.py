@@ -1,14 +1,15 @@
 """The chat models and judges a config names: a judge of ``reward.judges`` (a prompted grader
 or comparison judge served by a local model or an OpenAI-compatible endpoint, a pairwise
-classifier, a Bradley-Terry reward model, or a function named by dotted path), and the chat
-functions of a tau run's simulated user and judge."""
+classifier, a Bradley-Terry reward model, or a function named by dotted path), the chat
+functions of a tau run's simulated user and judge, and the anti-hack guard with its judge."""
 
 from __future__ import annotations
 
 import os
 
 from posttrain.config.reward_config import JudgeConfig
-from posttrain.config.task_config import ChatServer
+from posttrain.config.served import ServedModel
+from posttrain.config.task_config import ChatServer, GuardConfig
 from posttrain.engines import TorchEngine
 from posttrain.engines.chat import (
     Chat,
@@ -18,6 +19,8 @@ from posttrain.engines.chat import (
     openai_chat,
     openai_tool_chat,
 )
+from posttrain.harness import Guard
+from posttrain.harness.guard import ChatGuardJudge
 from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
 from posttrain.rollout.judged import (
     ClassifierCompare,
@@ -30,7 +33,7 @@ from posttrain.rollout.judged import (
 from posttrain.settings.extension import load_extension
 
 
-def judge_chat(cfg: JudgeConfig | ChatServer, dtype: str, seed: int) -> Chat:
+def judge_chat(cfg: ServedModel, dtype: str, seed: int) -> Chat:
     """Replies of the model ``cfg`` serves (a local model in-process, or an endpoint)."""
     if cfg.endpoint is not None:
         return openai_chat(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
@@ -71,3 +74,13 @@ def build_judge(cfg: JudgeConfig, policy_tokenizer, dtype: str, seed: int) -> Ju
     if cfg.kind == "comparison":
         return ComparisonJudge(chat_compare(chat, cfg.rubric), cfg.budget_tokens)
     return ScoreJudge(chat, cfg.rubric, cfg.n_samples, cfg.score_max)
+
+
+def build_guard(cfg: GuardConfig, dtype: str, seed: int) -> Guard:
+    """The guard ``cfg`` describes; its judge is the function ``cfg.judge.function`` or the
+    chat model ``cfg.judge`` serves, asked ``cfg.judge.prompt``."""
+    j = cfg.judge
+    judge = None if j is None else (
+        load_extension("guard_judge", j.function) if j.function is not None
+        else ChatGuardJudge(judge_chat(j, dtype, seed), j.prompt))
+    return Guard(protected_paths=cfg.protected_paths, judge=judge, on_hack=cfg.on_hack)

@@ -96,6 +96,7 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     out |= missing_metrics(episodes)
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
-        for key in ("turns", "compactions", "guard_flags", "guard_blocks"):
+        for key in ("turns", "compactions", "guard_flags", "guard_blocks",
+                    "guard_judge_failures"):
             out[key] = sum(e.meta[key] for e in episodes) / n
     return out

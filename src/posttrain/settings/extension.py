@@ -45,6 +45,8 @@ CONTRACTS = {
                         ("engine", "tokenizer", "tasks", "reward_fn", "sampling", "group_size"),
                         ("group_prefix",)),
     "judge": Contract("a judge (returns a score or None per episode)", ("episodes", "tasks")),
+    "guard_judge": Contract("a guard judge (returns True when the flagged tool call is a "
+                            "hack, False when it is not)", ("call", "flags")),
     "tool": Contract("a tool (typed arguments and a Google-style docstring)", ()),
 }
 
