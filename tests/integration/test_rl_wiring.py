@@ -352,3 +352,23 @@ def test_behaviour_reg_reward_rule_from_config_penalises_long_successes():
     with pytest.raises(ConfigError, match="c_long, l_thr and s_min together"):
         load_config(None, ["stages=[rl]", "task.name=calculator",
                            "algo.behaviour_reg.k_err=2", "algo.behaviour_reg.c_long=0.5"])
+
+
+def test_auto_budgets_are_fixed_and_recorded_in_the_rl_loop(model, tokenizer, tmp_path):
+    """A toggle rule with budget auto gets each prompt's budget from the run's PromptBudgets:
+    one record a prompt, made the step the prompt was first drawn."""
+    from posttrain.rollout.prompt_budgets import PromptBudgets
+    from posttrain.settings import ShapingRule
+
+    cfg = RLConfig(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=4, eval_every=0)
+    budgets = PromptBudgets("c", tmp_path / "prompt_budgets.jsonl")
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, TASKS, [],
+                 RewardFunction({"c": ("numeric", 1.0)}), EvalConfig(), "c",
+                 Reporter(tmp_path, quiet=True), cfg=cfg, algo=AlgoConfig(),
+                 actor=ActorConfig(), prompt_budgets=budgets,
+                 shaping=[ShapingRule(name="toggle", budget="auto", m=1, lam=0.5)]), engine)
+    rows = [json.loads(line) for line in (tmp_path / "prompt_budgets.jsonl").read_text()
+            .splitlines()]
+    assert 2 <= len(rows) <= 4 and len({r["key"] for r in rows}) == len(rows)
+    assert {r["step"] for r in rows} <= {0, 1} and rows[0]["step"] == 0

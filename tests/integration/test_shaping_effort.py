@@ -65,3 +65,50 @@ def test_shaping_config_validation():
                            "cache_length: 3, tau: 1}]"])
     with pytest.raises(ConfigError, match="at least two distinct levels"):
         load_config(None, ["task.efforts=[50]"])
+
+
+def prompted(reward, n_tokens, prompt, group="g"):
+    seg = Segment.from_prompt_completion(prompt, [7] * n_tokens, [-0.1] * n_tokens)
+    return Episode([seg], rewards={"correct": reward}, reward=reward, group_id=group)
+
+
+def test_a_prompts_budget_is_the_percentile_of_its_first_groups_correct_lengths(tmp_path):
+    """The spec's example: correct lengths [1000, 1500, 2000, 3000, 5000] give B = 2000 at
+    rho 50 and 4200 at rho 90; a wrong sample does not count; a prompt without a correct
+    sample has B = inf. The budget is fixed: later samples of the prompt do not move it, and
+    a run that reopens the record has it."""
+    from posttrain.rollout.prompt_budgets import PromptBudgets
+
+    lengths = [1000, 1500, 2000, 3000, 5000]
+    first = [prompted(1.0, n, [1, 2]) for n in lengths] + [prompted(0.0, 9000, [1, 2])]
+    first += [prompted(0.0, 10, [3, 4], "h")]
+    path = tmp_path / "prompt_budgets.jsonl"
+    budgets = PromptBudgets("correct", path)
+    assert budgets.budgets(first, 50, step=0).tolist() == [2000.0] * 6 + [float("inf")]
+    assert budgets.budgets(first, 90, step=0).tolist() == [4200.0] * 6 + [float("inf")]
+    later = [prompted(1.0, 10, [1, 2]), prompted(1.0, 10, [3, 4], "h")]
+    assert budgets.budgets(later, 50, step=3).tolist() == [2000.0, float("inf")]
+    assert PromptBudgets("correct", path).table == budgets.table
+
+
+def test_toggle_with_auto_budget_from_config():
+    """Toggle's example group r = [1, 1, 1, 0] (mean .75 >= lambda .5) with lengths
+    [1800, 2500, 1200, 900]: its own budget is the median correct length, 1800, so phase 0
+    keeps [1, 0, 1, 0]; phase 1 (step 1 with m = 1) leaves the rewards."""
+    from posttrain.rollout.prompt_budgets import PromptBudgets
+
+    cfg = load_config(None, ["stages=[rl]",
+                             "reward.shaping=[{name: toggle, budget: auto, m: 1, lam: 0.5}]"])
+    eps = [prompted(r, n, [1, 2]) for r, n in zip([1.0, 1.0, 1.0, 0.0], [1800, 2500, 1200, 900])]
+    budgets = PromptBudgets("correct")
+    shaped = shape_rewards(eps, cfg.reward.shaping, 0, prompt_budgets=budgets)
+    assert [e.reward for e in shaped] == [1.0, 0.0, 1.0, 0.0]
+    assert [e.reward for e in shape_rewards(eps, cfg.reward.shaping, 1,
+                                            prompt_budgets=budgets)] == [1.0, 1.0, 1.0, 0.0]
+    with pytest.raises(ConfigError, match="does not take rho"):
+        load_config(None, ["reward.shaping=[{name: toggle, budget: 9, m: 1, lam: 0.5, rho: 9}]"])
+    with pytest.raises(ConfigError, match="budget is a token count > 0 or auto"):
+        load_config(None, ["reward.shaping=[{name: budget_penalty, budget: some, tau: 1}]"])
+    with pytest.raises(ConfigError, match="rho is a percentile"):
+        load_config(None, ["reward.shaping=[{name: toggle, budget: auto, m: 1, lam: 0.5, "
+                           "rho: 120}]"])

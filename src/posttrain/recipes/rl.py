@@ -30,6 +30,7 @@ from posttrain.recipes.placement import (
     reference_model,
     rollout_engines,
 )
+from posttrain.recipes.run_dir import PROMPT_BUDGETS
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.rollout import (
     AsyncEpisodes,
@@ -39,6 +40,7 @@ from posttrain.rollout import (
     rollout_metrics,
 )
 from posttrain.rollout.dispatch import GroupSource
+from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.settings import SyncConfig
 from posttrain.train import PolicyTrainer
 from posttrain.types import Batch, Episode, Segment, write_episodes
@@ -149,7 +151,7 @@ def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
         rollout_fn = GreedyBaseline(rollout_fn)  # remax: each prompt's greedy decode too
     return rl_loop(run, SyncEpisodes(engine, run.tokenizer, run.tasks, run.reward_fn, run.cfg,
                                      run.algo.dynamic_sampling, run.shaping, run.seed, efforts,
-                                     rollout_fn))
+                                     rollout_fn, run.prompt_budgets))
 
 
 def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine],
@@ -161,7 +163,7 @@ def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine],
     engines = [engine] if isinstance(engine, Engine) else list(engine)
     return rl_loop(run, AsyncEpisodes(engines, run.tokenizer, run.tasks, run.reward_fn,
                                       run.cfg, run.algo.dynamic_sampling, run.shaping, run.seed,
-                                      run.start_step, groups))
+                                      run.start_step, groups, run.prompt_budgets))
 
 
 def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
@@ -178,7 +180,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
         start = parts.resume(ckpt, trainer, critic)
         run = parts.loop_run(RLRun, trainer, tokenizer, start, evals, cfg=cfg.rl, algo=cfg.algo,
                              actor=cfg.actor, critic=critic, critic_cfg=cfg.critic,
-                             shaping=cfg.reward.shaping)
+                             shaping=cfg.reward.shaping, prompt_budgets=PromptBudgets(
+                                 cfg.reward.accuracy_part, parts.out / PROMPT_BUDGETS))
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
                 sync_weights(trainer, e, start, cfg=cfg.rl.sync)

@@ -6,8 +6,9 @@
   config that trains the same thing as the saved ``config.yaml`` (only ``RESUMABLE`` keys may
   differ).
 - ``record_sizes`` / ``truncate_records``: every checkpoint stores the byte length of each
-  record (``metrics.jsonl``, ``episodes.jsonl``); a resumed run cuts them back to it, so rows
-  logged between that checkpoint and the interruption are not repeated.
+  record (``metrics.jsonl``, ``episodes.jsonl``, ``prompt_budgets.jsonl``); a resumed run cuts
+  them back to it, so rows logged between that checkpoint and the interruption are not
+  repeated.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from posttrain.train import latest_checkpoint
 LOCK = ".lock"
 CONFIG = "config.yaml"
 CHECKPOINTS = "checkpoints"
-RECORDS = ("metrics.jsonl", "episodes.jsonl")
+PROMPT_BUDGETS = "prompt_budgets.jsonl"  # budget: auto's per-prompt budgets, as fixed
+RECORDS = ("metrics.jsonl", "episodes.jsonl", PROMPT_BUDGETS)
 # what a run writes into its directory: --overwrite removes these and nothing else
 ARTIFACTS = (CONFIG, *RECORDS, "summary.json", "curves.png", CHECKPOINTS, "base_model",
              "ranks", "sft_model", "pref_model", "distill_model", "rl_model", "opd_model")

@@ -15,6 +15,7 @@ from posttrain.envs import Task
 from posttrain.recipes.report import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import evaluate, rollout
+from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.settings import (
     ActorConfig,
     AlgoConfig,
@@ -75,7 +76,8 @@ class LoopRun:
 class RLRun(LoopRun):
     """RL with ``cfg``, ``algo`` and ``actor``. With a ``critic`` (PPO), its values feed GAE
     and it trains on the returns alongside the actor; ``shaping`` rules reshape rewards before
-    groups are filtered and scored."""
+    groups are filtered and scored (``prompt_budgets``: the per-prompt budgets of rules with
+    ``budget: auto``)."""
 
     STAGE: ClassVar[str] = "rl"
     cfg: RLConfig
@@ -84,6 +86,7 @@ class RLRun(LoopRun):
     critic: Trainer | None = None
     critic_cfg: CriticConfig | None = None
     shaping: Sequence[ShapingRule] = ()
+    prompt_budgets: PromptBudgets | None = None
 
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(

@@ -17,6 +17,7 @@ from posttrain.rollout.async_loop import AsyncRollout
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, GroupSource
 from posttrain.rollout.missing import fill_missing
+from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.reward_shaping import informative, shape_rewards
 from posttrain.rollout.single_turn import rollout
 from posttrain.rollout.worker import RolloutWorker
@@ -64,8 +65,10 @@ class AsyncEpisodes:
 
     def __init__(self, engines: Sequence[Engine], tokenizer, tasks, reward_fn: RewardFunction,
                  cfg: RLConfig, dynamic: DynamicSamplingConfig, shaping: Sequence[ShapingRule],
-                 seed: int, start_step: int, groups: GroupSource | None = None) -> None:
+                 seed: int, start_step: int, groups: GroupSource | None = None,
+                 prompt_budgets: PromptBudgets | None = None) -> None:
         acfg, b, g = cfg.async_, cfg.prompts_per_step, cfg.group_size
+        self.prompt_budgets = prompt_budgets
         self.cfg, self.dynamic, self.shaping, self.engines = cfg, dynamic, shaping, engines
         self.reward_fn = reward_fn
         chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
@@ -104,7 +107,7 @@ class AsyncEpisodes:
         while len(kept) < b and stale + discarded < self.dynamic.max_rounds * b:
             (group,) = loop.wait_groups(1)
             fill_missing(group, self.reward_fn)
-            group = shape_rewards(group, self.shaping, step, None)
+            group = shape_rewards(group, self.shaping, step, None, self.prompt_budgets)
             sampled += group
             if acfg.stale == "drop" and not fresh_enough(group, self.version,
                                                          acfg.max_staleness):

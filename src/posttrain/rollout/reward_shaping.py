@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from posttrain.algos import LazyInputs, entry, get
+from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.settings import ShapingRule
 from posttrain.types import Episode
 
@@ -21,11 +22,13 @@ def shape_rewards(
     rules: Sequence[ShapingRule],
     step: int,
     efforts: Sequence[int] | None = None,
+    prompt_budgets: PromptBudgets | None = None,
 ) -> list[Episode]:
     """Episodes whose ``reward`` went through ``rules`` in order; the unshaped total stays in
     ``meta["raw_reward"]`` and the named parts are unchanged. Each rule takes what it asks for
     (``rewards``, ``lengths`` in completion tokens, ``group_ids``, ``efforts`` and the
-    ``effort_grid``, ``budgets`` from the rule's ``budget``, the ``step``) and its declared
+    ``effort_grid``, ``budgets`` from the rule's ``budget``: one number, or ``auto``, each
+    prompt's own from ``prompt_budgets`` at percentile ``rho``; the ``step``) and its declared
     output is a ``bonus`` to add, a ``cost`` to subtract ``coef`` times, or the new ``reward``."""
     if not rules or not episodes:
         return list(episodes)
@@ -41,8 +44,13 @@ def shape_rewards(
     for rule in rules:
         shaping, opts = entry("shaping", rule.name), rule.options()
         coef, budget = opts.pop("coef", None), opts.pop("budget", None)
+        rho = opts.pop("rho", 50)
         current = {"rewards": lambda r=rewards: r}
-        if budget is not None:  # one budget for all prompts
+        if budget == "auto":  # each prompt's own
+            if prompt_budgets is None:
+                raise ValueError(f"shaping {rule.name!r} with budget auto needs prompt_budgets")
+            current["budgets"] = lambda rho=rho: prompt_budgets.budgets(episodes, rho, step)
+        elif budget is not None:  # one budget for all prompts
             current["budgets"] = lambda r=rewards, b=float(budget): torch.full_like(r, b)
         value = shaping.call(LazyInputs(**fixed, **current), **opts)
         if shaping.output == "bonus":

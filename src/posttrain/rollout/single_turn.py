@@ -23,6 +23,7 @@ from posttrain.rewards import RewardFunction
 from posttrain.rewards.compose import Scored
 from posttrain.rewards.user_reward import Sample
 from posttrain.rollout.missing import fill_missing
+from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.reward_shaping import informative, shape_rewards
 from posttrain.settings import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.types import Episode, SamplingParams, Segment
@@ -119,6 +120,7 @@ class SyncEpisodes:
     seed: int
     efforts: Sequence[int] | None = None
     rollout_fn: Callable[..., list[Episode]] = rollout
+    prompt_budgets: PromptBudgets | None = None
     title = "RL"
     on_policy = True
     version: int = field(default=0, init=False)
@@ -137,7 +139,7 @@ class SyncEpisodes:
                                    step_seed(self.seed, step) + round_)
         episodes = self.rollout_fn(self.engine, self.tokenizer, problems, self.reward_fn,
                                    sampling, self.cfg.group_size, group_prefix=f"{round_}-")
-        return shape_rewards(episodes, self.shaping, step, self.efforts)
+        return shape_rewards(episodes, self.shaping, step, self.efforts, self.prompt_budgets)
 
     def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
         cfg, dynamic = self.cfg, self.dynamic

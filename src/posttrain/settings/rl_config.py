@@ -241,7 +241,9 @@ SUPPLIED = {"step"}  # inputs the pipeline supplies that are not tensors
 class ShapingRule(Section):
     """One reward-shaping rule (ALGORITHMS.md §6) with its hyperparameters as keys; lengths
     are completion tokens. ``budget_penalty`` and ``toggle`` take a token ``budget`` (``b_0``,
-    ``B``: one for all prompts), ``concave_length_penalty`` a ``coef`` (``R -= coef C``)."""
+    ``B``): one number for all prompts, or ``auto``, each prompt's own, the ``rho``-th
+    percentile (default 50) of the correct lengths of its first sampled group, then fixed
+    (``rollout.prompt_budgets``); ``concave_length_penalty`` a ``coef`` (``R -= coef C``)."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
@@ -254,8 +256,18 @@ class ShapingRule(Section):
     def _takes_effect(self) -> ShapingRule:
         rule = facts("shaping", self.name)
         accepted = {k: r for k, r in rule.hyperparameters().items() if k not in SUPPLIED}
-        if "budgets" in rule.parameter_names():  # from one config budget
+        if "budgets" in rule.parameter_names():  # one config budget, or each prompt's own
             accepted["budget"] = True
+            budget = self.options().get("budget")
+            if budget == "auto":
+                accepted["rho"] = False
+            elif budget is not None and (isinstance(budget, bool | str) or budget <= 0):
+                raise ValueError(f"shaping {self.name!r}: budget is a token count > 0 or "
+                                 f"auto, not {budget!r}")
+            rho = self.options().get("rho", 50)
+            if isinstance(rho, bool) or not isinstance(rho, int | float) or not 0 <= rho <= 100:
+                raise ValueError(f"shaping {self.name!r}: rho is a percentile in [0, 100], "
+                                 f"not {rho!r}")
         if rule.output == "cost":  # subtracted coef times
             accepted["coef"] = True
         check_hyperparameters(f"shaping {self.name!r}", accepted, set(self.options()))
