@@ -235,8 +235,9 @@ def agent_rules(cfg) -> None:
                          "evaluate a tree_grpo policy with eval.samples=1")
     if (algo.adv_estimator == "tree_grpo") != (agent.tree is not None):
         raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
-    if cfg.task.name in ENV_TASK_PARTS and agent.tree is not None:
-        raise ValueError(f"agent.tree: tree rollouts cannot branch {cfg.task.name} "
+    if (cfg.task.name in ENV_TASK_PARTS or cfg.task.env) and agent.tree is not None:
+        what = cfg.task.env or cfg.task.name
+        raise ValueError(f"agent.tree: tree rollouts cannot branch {what} "
                          "episodes (their environment state cannot be copied)")
     if cfg.rl.mode == "async" and not cfg.single_turn:
         raise ValueError(f"rl.mode=async generates single-turn samples; task.name="
@@ -264,12 +265,12 @@ def task_rules(cfg) -> None:
         raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "
                          "(plus format, if wanted), and that verifier needs the task")
     env_parts = {n for n, p in cfg.reward.parts.items() if p.verifier == ENV}
-    if (task.name in ENV_TASK_PARTS) != bool(env_parts):
+    if task.env is None and (task.name in ENV_TASK_PARTS) != bool(env_parts):
         raise ValueError("reward parts with verifier env (scored by the episode's "
                          f"environment) go with task.name in {sorted(ENV_TASK_PARTS)}, "
                          "and those need at least one")
     scored = ENV_TASK_PARTS.get(task.name, ())
-    if env_parts - set(scored):
+    if task.env is None and env_parts - set(scored):
         raise ValueError(f"reward parts {sorted(env_parts - set(scored))}: the "
                          f"{task.name} environment scores only {', '.join(scored)}")
     if task.name == "tau" and task.tau.user is None and not task.tau.solo:

@@ -96,9 +96,9 @@ class RunConfig(Section):
     @property
     def single_turn(self) -> bool:
         """Whether episodes are single completions: a single-turn built-in task or the user's
-        task source, with no ``agent.tools`` added."""
+        task source, with no ``agent.tools`` added and no environment (``task.env``)."""
         single = self.task.name in SINGLE_TURN_TASKS or self.task.custom
-        return single and not self.agent.tools
+        return single and not self.agent.tools and self.task.env is None
 
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:

@@ -18,7 +18,13 @@ from posttrain.harness.limits import LoopLimits
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.settings import Section
 from posttrain.settings.data_config import DatasetConfig
-from posttrain.settings.extension import extension, is_path, load_extension, tool_set
+from posttrain.settings.extension import (
+    environment,
+    extension,
+    is_path,
+    load_extension,
+    tool_set,
+)
 
 BUILT_IN_TASKS = ("arithmetic", "calculator", "search", "code", "reasoning_gym", "tau",
                   "dataset")
@@ -168,7 +174,10 @@ class TaskConfig(Section):
     examples a random level, RL asks each prompt at every level (one group per (prompt,
     effort)), evaluation uses the highest. ``rollout`` (a dotted path) replaces the function
     that plays and scores the episodes (default: one completion a sample, or the agent loop for
-    tool tasks)."""
+    tool tasks). ``env`` (a dotted path) names an environment class of your own
+    (``reset(task)``, ``step(action)``; docs/extending.md): every episode of the task's problems
+    plays through the agent loop against a fresh instance, ``cls(task)`` or ``cls(task,
+    row)``."""
 
     @field_validator("name")
     @classmethod
@@ -187,6 +196,7 @@ class TaskConfig(Section):
 
     name: str = "arithmetic"
     rollout: Annotated[str, extension("rollout")] | None = None
+    env: Annotated[str, environment()] | None = None
     ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
     digits: int = Field(2, ge=1, le=9)
     eval_fraction: float = Field(0.1, gt=0, lt=1)
@@ -205,6 +215,12 @@ class TaskConfig(Section):
         if (self.name == "dataset") != (self.data is not None):
             raise ValueError("task.data (your dataset: path and columns) goes with "
                              "task.name=dataset")
+        if self.env is not None and self.name in ENV_TASK_PARTS:
+            raise ValueError(f"task.env: task.name={self.name} plays against its own "
+                             "environment")
+        if self.env is not None and self.rollout is not None:
+            raise ValueError("task.env is played by the agent loop, which task.rollout "
+                             "replaces: set one of them")
         return self
 
     @field_validator("efforts")

@@ -117,7 +117,9 @@ def _sharegpt(turns: Any) -> list[dict]:
     return out
 
 
-def _tools(value: Any) -> list[dict] | None:
+def tool_schemas(value: Any) -> list[dict] | None:
+    """A ``tools`` cell as a list of tool schemas (a JSON string is parsed; null keys are
+    dropped); None for an empty or null cell. ``ValueError`` says what is wrong."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -148,4 +150,4 @@ def conversation(row: Any) -> Conversation:
                          f"'prompt' and 'completion' (TRL); it has {', '.join(has) or 'nothing'}")
     if not any(m["role"] == "assistant" for m in messages):
         raise ValueError("no assistant message to train on")
-    return Conversation(messages, _tools(row.get("tools")))
+    return Conversation(messages, tool_schemas(row.get("tools")))

@@ -12,7 +12,7 @@ from .episode_env import EpisodeEnv
 from .episode_state import STOP_REASONS
 from .guard import Guard, GuardRule
 from .limits import LoopLimits, truncate_output
-from .loop import AgentLoop
+from .loop import AgentLoop, EpisodeItem
 from .replay import episode_problems
 from .sandbox import Sandbox, SandboxError, SandboxLimits, SandboxResult, namespaces_available
 from .tool_calls import HERMES_PATTERN, ToolCall, format_tool_call, parse_tool_calls
@@ -26,6 +26,7 @@ __all__ = [
     "AgentLoop",
     "Compaction",
     "EpisodeEnv",
+    "EpisodeItem",
     "Guard",
     "GuardRule",
     "LoopLimits",

@@ -24,16 +24,16 @@ class EpisodeEnv(Protocol):
 class ConversationEnv(EpisodeEnv, Protocol):
     """An environment with another party (a simulated user). The episode opens with
     ``opening()`` after the task's messages (context, loss mask 0); a turn of the policy without
-    tool calls goes to ``reply``, which returns the other party's next message (appended as a
-    ``user`` turn, loss mask 0) and a stop reason when the conversation is over (then the
-    message is not appended). ``stop_reason`` is asked after every tool turn too (step and
-    error limits of the environment's own protocol); ``calls_text`` receives a tool-call
-    turn's text without its calls, before they run; ``info`` goes into the episode's
-    ``meta["env"]``."""
+    tool calls goes to ``reply``, which returns the other party's next message (a text,
+    appended as a ``user`` turn, or a list of chat messages, appended as they are; loss mask 0)
+    and a stop reason when the conversation is over (then the message is not appended).
+    ``stop_reason`` is asked after every tool turn too (step and error limits of the
+    environment's own protocol); ``calls_text`` receives a tool-call turn's text without its
+    calls, before they run; ``info`` goes into the episode's ``meta["env"]``."""
 
     def opening(self) -> list[dict]: ...
 
-    def reply(self, text: str) -> tuple[str | None, str | None]: ...
+    def reply(self, text: str) -> tuple[str | list[dict] | None, str | None]: ...
 
     def calls_text(self, text: str) -> None: ...
 

@@ -78,14 +78,21 @@ class Snapshot:
 
 
 class EpisodeState:
-    """``task``: the opening messages; the episode plays from ``task`` (or a branch's prefix)."""
+    """``task``: the opening messages; the episode plays from ``task`` (or a branch's prefix)
+    with ``tools`` (else the loop's) or, when it has an environment (``make_env()``, else the
+    loop's ``env_factory(reference)``), the environment's tools."""
 
     def __init__(self, loop: LoopView, task: Sequence[dict], reference: str, group_id: str,
-                 sampling: SamplingParams) -> None:
+                 sampling: SamplingParams, tools: ToolRegistry | None = None,
+                 make_env: Callable[[], EpisodeEnv] | None = None) -> None:
         self.loop, self.task, self.reference, self.group_id = loop, list(task), reference, group_id
         self.sampling = sampling
-        self.env = loop.env_factory(reference) if loop.env_factory is not None else None
-        self.tools = loop.tools if self.env is None else self.env.tools
+        if make_env is None and loop.env_factory is not None:
+            self.env = loop.env_factory(reference)
+        else:
+            self.env = make_env() if make_env is not None else None
+        own = loop.tools if tools is None else tools
+        self.tools = own if self.env is None else self.env.tools
         self.conversation = is_conversation(self.env)
         if self.conversation:
             task = self.task = [*self.task, *self.env.opening()]
@@ -189,7 +196,8 @@ class EpisodeState:
             self.stop, self.final = reason, content
             return
         self.repeats, self.last = 0, None  # the same call again after a reply is no loop
-        self._observe([{"role": "user", "content": message}])
+        self._observe([{"role": "user", "content": message}] if isinstance(message, str)
+                      else list(message))
 
     def _observe(self, messages: list[dict]) -> None:
         """Append observations and the template's scaffold up to the next generation prompt

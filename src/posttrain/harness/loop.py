@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 from posttrain.engines import Engine
 from posttrain.harness.compaction import Compaction
@@ -24,6 +25,19 @@ from posttrain.harness.tool_calls import HERMES_PATTERN
 from posttrain.harness.tools import ToolRegistry
 from posttrain.rewards import RewardFunction
 from posttrain.types import Episode, SamplingParams
+
+
+class EpisodeItem(NamedTuple):
+    """One episode to play: its opening ``messages``, the ``reference`` it is scored against
+    and its ``group_id``; ``tools``: this episode's tool set (else the loop's); ``make_env``:
+    makes this episode's environment (else the loop's ``env_factory(reference)``, if any).
+    A plain ``(messages, reference, group_id)`` tuple is an item too."""
+
+    messages: Sequence[dict]
+    reference: str
+    group_id: str = ""
+    tools: ToolRegistry | None = None
+    make_env: Callable[[], EpisodeEnv] | None = None
 
 
 class AgentLoop:
@@ -79,11 +93,11 @@ class AgentLoop:
 
     def run_many(
         self,
-        items: Sequence[tuple[Sequence[dict], str, str]],
+        items: Sequence[EpisodeItem | tuple],
         sampling: SamplingParams,
         reward_fn: RewardFunction,
     ) -> list[Episode]:
-        """Play ``(messages, reference, group_id)`` episodes in lockstep."""
+        """Play the episodes of ``items`` (``EpisodeItem``) in lockstep."""
         states = self.start(items, sampling)
         try:
             self.play(states, sampling)
@@ -92,9 +106,10 @@ class AgentLoop:
             for st in states:
                 st.close()
 
-    def start(self, items: Sequence[tuple[Sequence[dict], str, str]],
+    def start(self, items: Sequence[EpisodeItem | tuple],
               sampling: SamplingParams) -> list[EpisodeState]:
-        return [EpisodeState(self, m, ref, gid, sampling) for m, ref, gid in items]
+        return [EpisodeState(self, it.messages, it.reference, it.group_id, sampling, it.tools,
+                             it.make_env) for it in (EpisodeItem(*item) for item in items)]
 
     def play(self, states: Sequence[EpisodeState], sampling: SamplingParams) -> None:
         """Run ``states`` to their ends: every round, one batched ``generate`` for all episodes

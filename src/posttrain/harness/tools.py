@@ -10,11 +10,12 @@ counter; nothing raises into the rollout.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
 import multiprocessing
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +126,25 @@ class ToolRegistry:
     def schemas(self) -> list[dict]:
         """The tools in the chat template's ``tools=`` format."""
         return [t.schema for t in self.tools.values()]
+
+    def offered(self, schemas: Sequence[dict]) -> ToolRegistry:
+        """The tools ``schemas`` name (``{"type": "function", "function": {"name": ...}}``),
+        shown to the model with those schemas and run by this registry's implementations.
+        ``KeyError`` carries a name this registry has no tool for; ``ValueError`` says a schema
+        has no name or names a tool twice."""
+        out = ToolRegistry(max_output_lines=self.max_output_lines,
+                           max_output_bytes=self.max_output_bytes)
+        for schema in schemas:
+            fn = schema.get("function") if isinstance(schema, dict) else None
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if not isinstance(name, str):
+                raise ValueError(f"a tool schema needs function.name, got {schema!r}")
+            if name not in self.tools:
+                raise KeyError(name)
+            tool = copy.copy(self.tools[name])
+            tool.schema = schema
+            out.add(tool)
+        return out
 
     async def execute(self, calls: list[ToolCall]) -> list[ToolResult]:
         """Run the calls concurrently; results in call order."""

@@ -37,6 +37,7 @@ from posttrain.envs.tau.episode import TauLimits, TauScoring
 from posttrain.envs.tau.rl import TauTasks, Users, llm_users
 from posttrain.harness import ToolRegistry
 from posttrain.models import build_tiny
+from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, row_tools
 from posttrain.recipes.judges import build_guard, build_judge, judge_chat, tool_chat
 from posttrain.recipes.report import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
@@ -72,15 +73,18 @@ def tau_tasks(t: TauConfig, dtype: str, seed: int, users: Users | None = None) -
 
 def task_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | None]:
     """The task source, the tools the model is shown (None: single turn, no agent loop; with
-    ``agent.tools`` added to the task's own) and the per-episode environment factory (tasks
-    whose tools hold per-episode state)."""
+    ``agent.tools`` added to the task's own; empty for ``task.env`` without tools) and the
+    per-episode environment factory (tasks whose tools hold per-episode state). A dataset
+    row's own tools are checked against them (``agent_tasks.row_tools``)."""
     tasks, tools, env_factory = _built_in_family(cfg) if not cfg.task.custom else (
         load_extension("tasks", cfg.task.name)(cfg.seed, cfg.task.eval_fraction), None, None)
-    if cfg.agent.tools:
+    if cfg.agent.tools or cfg.task.env is not None:  # the agent loop plays the task
         tools = tools or ToolRegistry()
         for spec in cfg.agent.tools:
             for fn in load_tools(spec):
                 tools.add(fn)
+    if cfg.task.name == "dataset":  # a row's own tools must be implemented
+        check_row_tools(tasks, row_tools(tools or ToolRegistry()))
     return tasks, tools, env_factory
 
 
@@ -110,17 +114,20 @@ def _built_in_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable
 def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
                      env_factory: Callable | None) -> Callable[..., list[Episode]]:
     """What plays and scores episodes: ``task.rollout`` if named, the agent loop when the task
-    has ``tools``, else one completion a sample."""
+    has ``tools`` (with a dataset row's own tools, and ``task.env``'s environment), else one
+    completion a sample."""
     if cfg.task.rollout is not None:
         return load_extension("rollout", cfg.task.rollout)
     if tools is None:
         return rollout
     tree, guard = cfg.agent.tree, cfg.agent.guard
+    task_tools = row_tools(tools) if cfg.task.name == "dataset" else None
     return AgentRollout(
         tools, cfg.agent.limits(), cfg.agent.compaction,
         tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
         guard=None if guard is None else build_guard(guard, cfg.model.dtype, cfg.seed),
-        retain_reasoning=cfg.agent.retain_reasoning)
+        retain_reasoning=cfg.agent.retain_reasoning, task_tools=task_tools,
+        task_env=environment_factory(cfg, task_tools or (lambda task: tools)))
 
 
 class RunParts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from posttrain.engines import Engine
 from posttrain.envs import Task
@@ -12,6 +13,7 @@ from posttrain.harness import (
     AgentLoop,
     Compaction,
     EpisodeEnv,
+    EpisodeItem,
     Guard,
     LoopLimits,
     ToolRegistry,
@@ -34,20 +36,29 @@ class AgentRollout:
     """``group_size`` agent episodes per task, played in lockstep; the per-turn token budget is
     ``sampling.max_new_tokens``. With ``tree=(branches, rounds)`` a group is
     ``group_size / (rounds * branches + 1)`` trees (``tree_grpo``); ``env_factory`` gives each
-    episode its own environment, ``guard`` inspects every call and ``retain_reasoning`` keeps
-    or drops earlier reasoning when a new user turn arrives (``AgentLoop``)."""
+    episode its own environment made from its reference, ``task_env`` one made from its task
+    (the episode then opens with the environment's ``opening()`` alone), ``task_tools`` the
+    tool set of its task (else ``tools``); ``guard`` inspects every call and
+    ``retain_reasoning`` keeps or drops earlier reasoning when a new user turn arrives
+    (``AgentLoop``)."""
 
     def __init__(self, tools: ToolRegistry, limits: LoopLimits = LoopLimits(),
                  compaction: Compaction = Compaction(),
                  state_key: Callable[[list[dict]], Hashable] = observation_state,
                  tree: tuple[int, int] | None = None,
                  env_factory: Callable[[str], EpisodeEnv] | None = None,
-                 guard: Guard | None = None, retain_reasoning: str = "keep_all") -> None:
-        if tree is not None and env_factory is not None:
+                 guard: Guard | None = None, retain_reasoning: str = "keep_all",
+                 task_env: Callable[[Task], EpisodeEnv] | None = None,
+                 task_tools: Callable[[Task], ToolRegistry] | None = None) -> None:
+        if tree is not None and (env_factory is not None or task_env is not None):
             raise ValueError("tree rollouts cannot branch episodes that own environment state")
+        if env_factory is not None and task_env is not None:
+            raise ValueError("an episode's environment comes from env_factory or task_env, "
+                             "not both")
         self.tools, self.limits, self.compaction = tools, limits, compaction
         self.state_key, self.tree, self.env_factory = state_key, tree, env_factory
         self.guard, self.retain_reasoning = guard, retain_reasoning
+        self.task_env, self.task_tools = task_env, task_tools
 
     def __call__(
         self,
@@ -70,12 +81,19 @@ class AgentRollout:
             raise ValueError(f"group_size {group_size} is not a multiple of the "
                              f"{per_tree} episodes of a tree")
         per_task = group_size // per_tree
-        items = [(t.messages(), t.reference, f"{group_prefix}{k}")
-                 for k, t in enumerate(tasks) for _ in range(per_task)]
+        items = [self.item(t, f"{group_prefix}{k}") for k, t in enumerate(tasks)
+                 for _ in range(per_task)]
         episodes = loop.run_many(items, sampling, reward_fn) if tree is None else run_tree(
             loop, items, sampling, reward_fn, *tree, seed=sampling.seed or 0)
         fill_missing(episodes, reward_fn)
         return episodes
+
+    def item(self, task: Task, group_id: str) -> EpisodeItem:
+        """The loop's item of one episode of ``task``."""
+        tools = None if self.task_tools is None else self.task_tools(task)
+        if self.task_env is None:
+            return EpisodeItem(task.messages(), task.reference, group_id, tools)
+        return EpisodeItem([], task.reference, group_id, tools, partial(self.task_env, task))
 
 
 def tool_use_rate(episodes: Sequence[Episode]) -> float:

@@ -148,6 +148,53 @@ def load_tools(spec: str) -> list[Any]:
     return [_tool(spec, f) for f in found]
 
 
+def takes_row(cls: Any) -> bool:
+    """Whether the environment class ``cls`` is constructed with the dataset ``row`` too."""
+    try:
+        return "row" in inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def load_environment(spec: str) -> Any:
+    """The environment class ``spec`` names, checked: it has ``reset(task)`` and
+    ``step(action)`` and is constructed as ``cls(task)``, or ``cls(task, row=...)`` when it has
+    a parameter ``row`` (the dataset row; ``{}`` for other tasks)."""
+    cls = load_object(spec)
+    shape = ("an environment class (reset(task) -> messages, step(action) -> StepResult; "
+             "constructed as cls(task) or cls(task, row))")
+    missing = [m for m in ("reset", "step") if not callable(getattr(cls, m, None))]
+    if not callable(cls) or missing:
+        has = f"it has no {' and no '.join(missing)}" if missing else "it is not callable"
+        raise ExtensionError(f"{spec!r} is not {shape}: {has}")
+    _binds(spec, shape, "its constructor", cls, None, **({"row": {}} if takes_row(cls) else {}))
+    if inspect.isclass(cls):
+        for name in ("reset", "step"):
+            method = inspect.getattr_static(cls, name)
+            if inspect.isfunction(method):  # a plain method: self and one argument
+                _binds(spec, shape, name, method, None, None)
+    return cls
+
+
+def _binds(spec: str, shape: str, what: str, fn: Any, *args: Any, **kwargs: Any) -> None:
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        raise ExtensionError(f"{spec!r} is not {shape}: {what}: {e}") from None
+    except ValueError:  # no signature to read (a builtin): let the call decide
+        pass
+
+
+def environment() -> AfterValidator:
+    """Field annotation: the value names an environment class (``load_environment``)."""
+
+    def check(spec: str) -> str:
+        load_environment(spec)
+        return spec
+
+    return AfterValidator(check)
+
+
 def tool_set() -> AfterValidator:
     """Field annotation: the value names tools (``load_tools``)."""
 
