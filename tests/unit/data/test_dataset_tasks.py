@@ -3,21 +3,16 @@ reads gives the same tasks; column mapping, system prompts, held-out splits, see
 bad data is a ``DataError`` naming the file, column or row, and unusable rows are skipped with
 their reasons."""
 
-import json
 
 import datasets
 import pytest
+from bad_data import write_bad_case, write_jsonl
 
 from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.settings.data_config import DatasetConfig
 from posttrain.types.errors import DataError
 
 ROWS = [{"question": f"What is {i}+1?", "answer": i + 1, "level": i % 3} for i in range(20)]
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
 
 
 def tasks(path, seed=0, **keys):
@@ -97,18 +92,7 @@ def test_unusable_rows_are_skipped_with_their_reasons(tmp_path):
 ])
 def test_bad_data_is_one_error_naming_the_problem(tmp_path, case, expected):
     path = tmp_path / "d.jsonl"
-    split = "train"
-    if case == "missing column":
-        write_jsonl(path, [{"text": "x", "answer": 1}])
-    elif case == "no usable row":
-        write_jsonl(path, [{"question": "", "answer": 1}, {"question": " ", "answer": 1}])
-    elif case == "not json":
-        path.write_text('{"question": "a", "answer": 1}\nnot json\n')
-    elif case == "no rows":
-        path.write_text("")
-    else:
-        write_jsonl(path, ROWS)
-        split = "test"
+    split = write_bad_case(path, case, ROWS)
     with pytest.raises(DataError, match="d.jsonl") as e:
         tasks(path, split=split)
     assert expected in str(e.value)

@@ -5,10 +5,10 @@ drawn, never loaded whole; the step number is the data cursor, so a resumed run 
 uninterrupted one did."""
 
 import glob
-import json
 
 import datasets
 import pytest
+from bad_data import write_bad_case, write_jsonl
 
 from posttrain.data.prompt_stream import StreamedDatasetTasks, buffer_shuffled
 from posttrain.data.prompt_tasks import DatasetTasks
@@ -19,11 +19,6 @@ from posttrain.types.errors import DataError
 
 ROWS = [{"question": f"What is {i}+1?", "answer": i + 1} for i in range(40)]
 BAD = [{"question": "", "answer": 0}, {"question": "What is 5+5?", "answer": None}]
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
 
 
 def data_cfg(path, **keys):
@@ -137,16 +132,7 @@ def test_streaming_config_errors(tmp_path):
 ])
 def test_bad_data_is_one_error_when_the_stream_opens(tmp_path, case, expected):
     path = tmp_path / "d.jsonl"
-    split = "train"
-    if case == "missing column":
-        write_jsonl(path, [{"text": "x", "answer": 1}])
-    elif case == "no usable row":
-        write_jsonl(path, BAD)
-    elif case == "no rows":
-        path.write_text("")
-    else:
-        write_jsonl(path, ROWS)
-        split = "test"
+    split = write_bad_case(path, case, ROWS)
     with pytest.raises(DataError, match="d.jsonl") as e:
         streamed(path, split=split, eval_path=write_jsonl(tmp_path / "e.jsonl", ROWS))
     assert expected in str(e.value)
