@@ -14,10 +14,12 @@ REDUCED = ["sft.steps=200", "sft.num_examples=5000", "rl.steps=20", "rl.eval_eve
 
 
 @pytest.mark.slow
-def test_reduced_quickstart_rl_beats_sft(tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_reduced_quickstart_rl_beats_sft(tmp_path, precision):
+    """At fp32, and in bf16 over fp32 master weights with a bf16 engine."""
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"out_dir: {tmp_path / 'run'}\n")
-    result = runner.invoke(app, ["train", str(cfg), *REDUCED])
+    result = runner.invoke(app, ["train", str(cfg), *REDUCED, f"trainer.precision={precision}"])
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     acc = {k: summary[k]["accuracy"] for k in ("eval_before", "eval_after_sft", "eval_after_rl")}

@@ -1,7 +1,7 @@
 """A run interrupted after a checkpoint and resumed ends with the same weights as one that ran
-through, for the SFT loop, the RL loop (sync, and async at zero staleness), PPO with a critic
-(policy and critic weights) and RL on a streamed dataset (the resumed process reads the stream
-afresh, from the step's position)."""
+through, for the SFT loop, the RL loop (sync, and async at zero staleness; bf16 compute with a
+bf16 engine), PPO with a critic (policy and critic weights) and RL on a streamed dataset (the
+resumed process reads the stream afresh, from the step's position)."""
 
 import json
 
@@ -28,6 +28,7 @@ from posttrain.settings import (
     TrainerConfig,
 )
 from posttrain.settings.data_config import DatasetConfig
+from posttrain.settings.rl_config import SYNC_TOLERANCE, SyncConfig
 from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
 from posttrain.train.checkpoint import CRITIC_DIR
 
@@ -37,6 +38,7 @@ RL = RLConfig(steps=4, prompts_per_step=2, group_size=3, max_new_tokens=6, eval_
               optim=OptimConfig(lr=1e-2, warmup_steps=1))
 ASYNC = RLConfig.model_validate({**RL.model_dump(), "mode": "async",
                                  "async": {"max_staleness": 0}})
+RL_BF16 = RL.model_copy(update={"sync": SyncConfig(tolerance=SYNC_TOLERANCE["bf16"])})
 SFT = SFTConfig(steps=4, batch_size=4, num_examples=10, optim=OptimConfig(lr=1e-2, warmup_steps=1))
 
 
@@ -57,8 +59,10 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
     tok = load_tokenizer(model_dir)
     ckpt = latest_checkpoint(tmp / "ckpt") if resume else None
     model = load_model(ckpt or model_dir)
-    cfg = {"sft": SFT, "async": ASYNC}.get(stage, RL)
-    trainer = Trainer(model, cfg.optim, cfg.steps, TrainerConfig(micro_batch_size=2))
+    cfg = {"sft": SFT, "async": ASYNC, "bf16": RL_BF16}.get(stage, RL)
+    precision = "bf16" if stage == "bf16" else "fp32"
+    trainer = Trainer(model, cfg.optim, cfg.steps,
+                      TrainerConfig(micro_batch_size=2, precision=precision))
     critic = None
     if stage == "ppo":
         torch.manual_seed(0)  # the fresh value head
@@ -77,7 +81,8 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
         run_sft(trainer, tok, data, SFT, rep, 0, start, on_step_end)
     else:
         algo = AlgoConfig(adv_estimator="gae") if critic else AlgoConfig()
-        engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start)
+        engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, version=start,
+                             dtype=torch.bfloat16 if precision == "bf16" else None)
         loop = run_async_rl if stage == "async" else run_rl
         tasks = streamed_tasks(tmp) if stage == "stream" else TASKS
         loop(RLRun(trainer, tok, tasks, tasks.eval_set(2), RewardFunction(REWARD_PARTS),
@@ -90,7 +95,7 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-@pytest.mark.parametrize("stage", ["sft", "rl", "async", "ppo", "stream"])
+@pytest.mark.parametrize("stage", ["sft", "rl", "async", "ppo", "stream", "bf16"])
 def test_resume_continues_exactly(stage, tiny_dir, tmp_path, monkeypatch):
     # an untrained model never answers correctly; a length-based part gives nonzero advantages
     monkeypatch.setitem(VERIFIERS, "length_mod3", lambda text, ref: len(text) % 3)

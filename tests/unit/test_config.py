@@ -153,3 +153,9 @@ def test_a_partly_given_section_keeps_its_owners_defaults(tmp_path):
     path.write_text("rl:\n  optim:\n    warmup_steps: 2\n")
     for optim in (by_override, load_config(path).rl.optim):
         assert (optim.lr, optim.schedule, optim.warmup_steps) == (1e-4, "constant", 2)
+
+
+def test_the_old_model_dtype_points_at_trainer_precision():
+    with pytest.raises(ConfigError, match="model.dtype is replaced by trainer.precision"):
+        load_config(None, ["model.dtype=bfloat16"])
+    assert load_config(None, ["trainer.precision=bf16"]).trainer.compute_dtype == "bfloat16"

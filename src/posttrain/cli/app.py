@@ -194,7 +194,7 @@ def eval_(
 
     cfg = _load(config, overrides)
     try:
-        tok, m = load_tokenizer(model), load_model(model, cfg.model.dtype)
+        tok, m = load_tokenizer(model), load_model(model, cfg.trainer.compute_dtype)
     except ModelNotFoundError as e:
         _fail(str(e))
     parts = RunParts(cfg)
@@ -301,7 +301,7 @@ def teacher_logits(
         _fail("teacher-logits scores with distill.teacher: set it (a model directory)")
     try:
         tok = load_tokenizer(cfg.distill.teacher)
-        teacher = load_model(cfg.distill.teacher, cfg.model.dtype)
+        teacher = load_model(cfg.distill.teacher, cfg.trainer.compute_dtype)
     except ModelNotFoundError as e:
         _fail(str(e))
     data = RunParts(cfg).distill_data()

@@ -24,7 +24,7 @@ def sampled(cfg: RunConfig, model: Path, k: int, num_prompts: int, temperature: 
             console: Console) -> Iterator[Sampled]:
     """``k`` scored samples of ``num_prompts`` train prompts, with a progress bar."""
     parts = RunParts(cfg.model_copy(update={"out_dir": str(Path(cfg.out_dir))}))
-    tokenizer, policy = load_tokenizer(model), load_model(model, cfg.model.dtype)
+    tokenizer, policy = load_tokenizer(model), load_model(model, cfg.trainer.compute_dtype)
     engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
     tasks = parts.tasks.sample(num_prompts, random.Random(f"{cfg.seed}:curate"))
     sampling = SamplingParams(max_new_tokens=cfg.rl.max_new_tokens, temperature=temperature,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -33,11 +33,19 @@ from posttrain.settings import (
 
 class ModelConfig(Section):
     """Exactly one of ``path`` (a local HF model directory) or ``preset`` (a tiny model built
-    locally into ``<out_dir>/base_model``)."""
+    locally into ``<out_dir>/base_model``). Trained models are held in fp32 (master weights);
+    ``trainer.precision`` sets the compute dtype."""
 
     path: str | None = None
     preset: str | None = "micro"
-    dtype: Literal["float32", "bfloat16"] = "float32"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dtype_moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "dtype" in data:
+            raise ValueError("model.dtype is replaced by trainer.precision (fp32, bf16, fp16): "
+                             "bf16 computes in bfloat16 over fp32 master weights")
+        return data
 
     @field_validator("preset")
     @classmethod

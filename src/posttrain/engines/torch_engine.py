@@ -37,8 +37,11 @@ class TorchEngine:
         max_batch_size: int = 256,
         version: int = 0,
         fast: bool = True,
+        dtype: torch.dtype | None = None,
     ) -> None:
         self.model = copy.deepcopy(model).eval()
+        if dtype is not None:
+            self.model.to(dtype)
         self.model.set_attn_implementation("eager")
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -52,6 +55,7 @@ class TorchEngine:
         self.max_batch_size = max_batch_size
         self._version = version
         self._params = dict(self.model.named_parameters())
+        self._received: str | None = None  # checksum of cast weights, as they were sent
 
     @property
     def version(self) -> int:
@@ -60,8 +64,9 @@ class TorchEngine:
     def update_weights(
         self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
     ) -> None:
-        """Copy new weights in place; an unknown name or shape raises ``KeyError`` or
-        ``ValueError``."""
+        """Copy new weights in place, cast to the engine's dtype; an unknown name or shape
+        raises ``KeyError`` or ``ValueError``."""
+        received, cast = [], False
         with torch.no_grad():
             for name, tensor in named_tensors:
                 if name not in self._params:
@@ -72,10 +77,15 @@ class TorchEngine:
                         f"{name}: shape {tuple(tensor.shape)} != {tuple(target.shape)}"
                     )
                 target.copy_(tensor)
+                received.append((name, tensor))
+                cast |= tensor.dtype != target.dtype
+        self._received = weights_checksum(received) if cast else None
         self._version = version
 
     def weights_checksum(self) -> str:
-        return weights_checksum(self._params.items())
+        """Of the weights held; of those last sent when they came in another dtype (then, as
+        for vLLM and SGLang, the sync's probes check the numbers)."""
+        return self._received or weights_checksum(self._params.items())
 
     @torch.inference_mode()
     def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:

@@ -97,7 +97,7 @@ def _built_in_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable
         tasks = CodeTasks(cfg.seed, t.eval_fraction, policy=t.submissions)
         return tasks, tasks.tools, tasks.make_env
     if t.name == "tau":  # each episode's environment brings the domain's tools
-        tasks = tau_tasks(t.tau, cfg.model.dtype, cfg.seed)
+        tasks = tau_tasks(t.tau, cfg.trainer.compute_dtype, cfg.seed)
         return tasks, ToolRegistry(), tasks.make_env
     if t.name == "dataset":
         kind = StreamedDatasetTasks if t.data.streaming else DatasetTasks
@@ -125,7 +125,7 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
     return AgentRollout(
         tools, cfg.agent.limits(), cfg.agent.compaction,
         tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
-        guard=None if guard is None else build_guard(guard, cfg.model.dtype, cfg.seed),
+        guard=None if guard is None else build_guard(guard, cfg.trainer.compute_dtype, cfg.seed),
         retain_reasoning=cfg.agent.retain_reasoning, task_tools=task_tools,
         task_env=environment_factory(cfg, task_tools or (lambda task: tools)))
 
@@ -164,7 +164,8 @@ class RunParts:
         judges = self.cfg.reward.judges
         if judges and not isinstance(self.rollout_fn, JudgedRollout):
             self.rollout_fn = JudgedRollout(self.rollout_fn, {
-                part: build_judge(j, tokenizer, self.cfg.model.dtype, self.cfg.seed)
+                part: build_judge(j, tokenizer, self.cfg.trainer.compute_dtype,
+                                  self.cfg.seed)
                 for part, j in judges.items()})
 
     def evaluate(self, engine: Engine, tokenizer) -> dict[str, float]:

@@ -28,9 +28,10 @@ from posttrain.train.checkpoint import CRITIC_DIR
 def make_engine(cfg: RunConfig, model, model_dir: Path, tokenizer) -> Engine:
     """The rollout engine ``engine.name`` names, holding ``model``'s weights (those saved in
     ``model_dir``, which vLLM and SGLang load themselves)."""
-    name, dtype = cfg.engine.name, cfg.model.dtype
+    name, dtype = cfg.engine.name, cfg.trainer.compute_dtype
     if name == "torch":
-        return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id,
+                           dtype=getattr(torch, dtype))
     if name == "vllm":
         return VLLMEngine(model_dir, dtype, kv_cache_gib=cfg.engine.kv_cache_gib)
     return SGLangEngine(model_dir, dtype)
@@ -51,7 +52,7 @@ def rollout_engines(cfg: RunConfig, engine: Engine, model_dir: Path,
     rollout thread and the trainer."""
     dist = cfg.dist
     if dist.backend == "ray":
-        yield launch_engines(dist, model_dir, cfg.model.dtype, tokenizer.pad_token_id,
+        yield launch_engines(dist, model_dir, cfg.trainer.compute_dtype, tokenizer.pad_token_id,
                              tokenizer.eos_token_id)
     elif cfg.rl.mode == "async":
         threads = torch.get_num_threads()
@@ -65,8 +66,12 @@ def rollout_engines(cfg: RunConfig, engine: Engine, model_dir: Path,
 
 
 def reference_model(cfg: RunConfig, model, start_dir: Path, resumed: bool):
-    """A frozen copy of the model the stage starts from (reloaded when resuming)."""
-    return load_model(start_dir, cfg.model.dtype) if resumed else copy.deepcopy(model)
+    """A frozen copy of the model the stage starts from (reloaded when resuming), in the
+    trainer's compute dtype."""
+    dtype = cfg.trainer.compute_dtype
+    if resumed:
+        return load_model(start_dir, dtype)
+    return copy.deepcopy(model).to(getattr(torch, dtype))
 
 
 def policy_trainer(cfg: RunConfig, model, optim: OptimConfig, steps: int,
@@ -87,14 +92,14 @@ def critic_trainer(cfg: RunConfig, start_dir: Path, ckpt: Path | None) -> Traine
     the checkpoint's critic."""
     if not cfg.critic.enabled:
         return None
-    value_model = load_value_model(ckpt / CRITIC_DIR if ckpt else start_dir, cfg.model.dtype)
+    value_model = load_value_model(ckpt / CRITIC_DIR if ckpt else start_dir)
     return Trainer(value_model, cfg.critic.optim, cfg.rl.steps, scalar_head_settings(cfg))
 
 
 def teachers(cfg: RunConfig, tokenizer, student: torch.nn.Module) -> list[Teacher]:
     """``opd.teachers`` loaded in-process or launched as Ray engine actors, or the
     ``student`` itself under ``opd.self_distill``."""
-    opd, dtype = cfg.opd, cfg.model.dtype
+    opd, dtype = cfg.opd, cfg.trainer.compute_dtype
     if opd.self_distill is not None:
         return [self_teacher(opd.self_distill, student)]
     out = []

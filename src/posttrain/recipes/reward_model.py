@@ -56,7 +56,7 @@ def train_reward_model(parts: RunParts, backbone: Path, out: Path) -> list[dict[
     written to ``out``; returns the held-out evaluations."""
     cfg = parts.cfg
     tokenizer = load_tokenizer(backbone)
-    trainer = Trainer(load_value_model(backbone, cfg.model.dtype), cfg.rm.optim, cfg.rm.steps,
+    trainer = Trainer(load_value_model(backbone), cfg.rm.optim, cfg.rm.steps,
                       scalar_head_settings(cfg))
     pairs, held_out = parts.preference_pairs(cfg.rm)
     evals = run_reward_model(trainer, tokenizer, pairs, cfg.rm, parts.reporter, held_out,

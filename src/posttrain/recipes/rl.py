@@ -88,10 +88,10 @@ def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
         raise WeightSyncError(f"weight sync to version {version}: the engine holds weights "
                               f"with checksum {held}, the trainer sent {checksum}")
     mismatch = probe_mismatch(trainer, engine, probes) if probes else 0.0
-    if mismatch > cfg.tolerance:
+    if mismatch > cfg.limit():
         raise WeightSyncError(
             f"after the sync to version {version} (engine version {engine.version}) the engine's "
-            f"log-probs differ from the trainer's by {mismatch:.3g} > tolerance {cfg.tolerance}")
+            f"log-probs differ from the trainer's by {mismatch:.3g} > tolerance {cfg.limit()}")
     return SyncReport(version, checksum, mismatch, time.perf_counter() - start)
 
 
@@ -178,13 +178,16 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
         trainer = policy_trainer(cfg, model, cfg.rl.optim, cfg.rl.steps, ref)
         critic = critic_trainer(cfg, start_dir, ckpt)
         start = parts.resume(ckpt, trainer, critic)
-        run = parts.loop_run(RLRun, trainer, tokenizer, start, evals, cfg=cfg.rl, algo=cfg.algo,
+        sync = cfg.rl.sync.model_copy(update={"tolerance": cfg.rl.sync.limit(
+            cfg.trainer.precision)})  # null: the precision's default
+        rl_cfg = cfg.rl.model_copy(update={"sync": sync})
+        run = parts.loop_run(RLRun, trainer, tokenizer, start, evals, cfg=rl_cfg, algo=cfg.algo,
                              actor=cfg.actor, critic=critic, critic_cfg=cfg.critic,
                              shaping=cfg.reward.shaping, prompt_budgets=PromptBudgets(
                                  cfg.reward.accuracy_part, parts.out / PROMPT_BUDGETS))
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
-                sync_weights(trainer, e, start, cfg=cfg.rl.sync)
+                sync_weights(trainer, e, start, cfg=sync)
             if cfg.rl.mode == "async":
                 run_async_rl(run, engines)
             else:

@@ -59,7 +59,7 @@ class Recipe(RunParts):
         if ckpt is not None and cfg.trainer.lora is not None:
             # the checkpoint holds the merged model; the stage's adapter is in its state
             model_dir = self.start_dir(cursor["stage"])
-        tokenizer, model = load_tokenizer(model_dir), load_model(model_dir, cfg.model.dtype)
+        tokenizer, model = load_tokenizer(model_dir), load_model(model_dir)
         self.attach_judges(tokenizer)
         engine = make_engine(cfg, model, model_dir, tokenizer)
         evals: dict[str, dict] = cursor["evals"]

@@ -48,13 +48,23 @@ class EvalConfig(SamplingConfig):
         return sorted(set(self.ks or [1, self.samples]))
 
 
+# the sync probes' default tolerance by trainer.precision: an fp32 engine matches the trainer
+# to rounding (~1e-7 a token); a bf16 one differs by ~1e-3 (docs/config.md)
+SYNC_TOLERANCE = {"fp32": 1e-3, "bf16": 2e-2, "fp16": 2e-2}
+
+
 class SyncConfig(Section):
     """``timeout_s`` per sync; ``probes`` sequences (taken from the step's rollouts) scored by
-    both sides; above ``tolerance`` (mean |trainer - engine| log-prob) the run stops."""
+    both sides; above ``tolerance`` (mean |trainer - engine| log-prob; null: the default of
+    ``trainer.precision``, ``SYNC_TOLERANCE``) the run stops."""
 
     timeout_s: float = Field(120.0, gt=0)
     probes: int = Field(4, ge=0)
-    tolerance: float = Field(1e-3, gt=0)
+    tolerance: float | None = Field(None, gt=0)
+
+    def limit(self, precision: str = "fp32") -> float:
+        """The tolerance in force at ``precision``."""
+        return self.tolerance if self.tolerance is not None else SYNC_TOLERANCE[precision]
 
 
 class AsyncConfig(Section):

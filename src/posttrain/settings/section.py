@@ -85,7 +85,7 @@ class Section(BaseModel):
         default = cls.model_fields[info.field_name].default
         if not isinstance(value, dict) or not isinstance(default, Section):
             return value
-        given = default.model_dump(by_alias=True)
+        given = default.model_dump(by_alias=True, exclude_defaults=True)  # the owner's own
         for name, field in type(default).model_fields.items():
             if field.alias and name in value:  # given by name: the default's alias would win
                 given.pop(field.alias, None)

@@ -133,8 +133,12 @@ class TrainerConfig(Section):
     ``gradient_checkpointing``: keep only each decoder layer's input and recompute the layer
     in the backward pass (less activation memory, one more forward; same gradients). ``lora``
     (null: full fine-tuning): train adapters only; engines, checkpoints and saved models get
-    the merged weights."""
+    the merged weights. ``precision``: the compute dtype (``fp32``; ``bf16``, ``fp16`` (CUDA,
+    with loss scaling): autocast over fp32 master weights and optimiser state, log-softmax and
+    losses in fp32); frozen models (reference, teachers, judges) and the engine hold their
+    weights in it (``compute_dtype``)."""
 
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     micro_batch_size: int = Field(64, ge=1)
     logprob_chunk_size: int = Field(1024, ge=1)
     max_bad_steps: int = Field(3, ge=0)
@@ -142,6 +146,11 @@ class TrainerConfig(Section):
     shard: bool = False
     gradient_checkpointing: bool = False
     lora: LoraConfig | None = None
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype name (``load_model``'s) that ``precision`` computes in."""
+        return {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[self.precision]
 
     @model_validator(mode="after")
     def _prefix_or_checkpointing(self) -> TrainerConfig:

@@ -5,7 +5,8 @@ any micro-batch loss (each objective's step is a function over it: ``objective_s
 An optimiser step may span many micro-batches; losses use step-global normalisers, so the
 update is the same for any micro-batch size (up to float rounding). A step whose loss or
 gradient norm is not finite is skipped (weights and optimiser untouched) and counted; more
-than ``max_bad_steps`` such steps in a row raise ``TrainingDivergedError``.
+than ``max_bad_steps`` such steps in a row raise ``TrainingDivergedError``. Parameters and
+optimiser state are fp32; ``trainer.precision`` sets the compute dtype (``train.precision``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from posttrain.train.parallel import (
     full_optimizer_state,
     load_full_optimizer_state,
 )
+from posttrain.train.precision import Precision
 from posttrain.train.schedule import build_optimizer
 from posttrain.types import Batch
 
@@ -61,13 +63,17 @@ class Trainer:
         settings: TrainerConfig | None = None,
         ref_model: torch.nn.Module | None = None,
     ) -> None:
+        self.settings = settings or TrainerConfig()
+        if any(p.dtype != torch.float32 for p in model.parameters()):
+            model.float()  # the master weights (and so the optimiser state) are fp32
         self.model = model
+        self.precision = Precision(self.settings.precision,
+                                   next(model.parameters()).device.type)
         self.ref_model = ref_model.eval() if ref_model is not None else None
         if self.ref_model is not None:
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
         self.optim_cfg = optim
-        self.settings = settings or TrainerConfig()
         if self.settings.gradient_checkpointing:
             model.activation_checkpointing_enable({"use_reentrant": False})
         # inside a process group: data parallel (replicated, or sharded with FSDP2)
@@ -115,7 +121,7 @@ class Trainer:
         micro-batches, in eval mode, no gradient."""
         out: torch.Tensor | None = None
         i = 0
-        with frozen(model):
+        with frozen(model), self.precision.autocast():
             for mb in batch.split(self.settings.micro_batch_size):
                 values = fn(mb)
                 if out is None:
@@ -156,8 +162,9 @@ class Trainer:
         parts = batch.split(micro_size or self.settings.micro_batch_size)
         mine = [(p, True) for p in parts] if self.parallel is None else self.parallel.shard(parts)
         for mb, live in mine:
-            loss, stats = micro(mb, norm)
-            (loss if live else loss * 0).backward()
+            with self.precision.autocast():
+                loss, stats = micro(mb, norm)
+            self.precision.backward(loss if live else loss * 0)
             for k, v in {"loss": loss.detach(), **stats}.items() if live else ():
                 sums[k] = sums.get(k, 0.0) + float(v)
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -165,10 +172,15 @@ class Trainer:
             self.parallel.sum_gradients(params)
             sums = self.parallel.sum_stats(sums)
         total = sums.pop("loss", 0.0)
+        self.precision.unscale(self.optimizer)
         clip = self.optim_cfg.grad_clip
         grad_norm = float(full(torch.nn.utils.clip_grad_norm_(params,
                                                               clip if clip else float("inf"))))
         lr = self.scheduler.get_last_lr()[0]
+        if self.precision.overflowed(total, grad_norm):  # fp16: a lower scale, a retry
+            self.optimizer.zero_grad(set_to_none=True)
+            return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 1.0,
+                    "bad_steps": float(self.bad_steps), "overflow": 1.0}
         if not (math.isfinite(total) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             self.bad_steps += 1
@@ -180,7 +192,7 @@ class Trainer:
                 )
             return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 1.0,
                     "bad_steps": float(self.bad_steps)}
-        self.optimizer.step()
+        self.precision.step(self.optimizer)
         self.scheduler.step()
         self.step += 1
         self.consecutive_bad = 0
@@ -220,6 +232,7 @@ class Trainer:
             "entropy_alpha": self.entropy_alpha,
             "entropy_next": self.entropy_next,
             "kl_coef": self.kl_coef,
+            "precision": self.precision.state_dict(),
             **({"adapter": adapter_state(self.model)} if is_lora(self.model) else {}),
         }
 
@@ -232,5 +245,6 @@ class Trainer:
         self.entropy_alpha = state["entropy_alpha"]
         self.entropy_next = state["entropy_next"]
         self.kl_coef = state["kl_coef"]
+        self.precision.load_state_dict(state.get("precision", {}))
         if "adapter" in state:
             load_adapter_state(self.model, state["adapter"])

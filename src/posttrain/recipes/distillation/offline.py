@@ -103,7 +103,8 @@ def distill_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path 
     trainer = Trainer(model, d.optim, d.steps, cfg.trainer)
     start = parts.resume(ckpt, trainer)
     if d.teacher is not None:
-        teacher, teacher_tok = load_model(d.teacher, cfg.model.dtype), load_tokenizer(d.teacher)
+        teacher = load_model(d.teacher, cfg.trainer.compute_dtype)
+        teacher_tok = load_tokenizer(d.teacher)
     else:
         teacher, teacher_tok = StoredLogits(d.logits), None
     if d.lam > 0:
