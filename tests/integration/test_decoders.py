@@ -1,9 +1,21 @@
 """Both incremental decoders give the logits of a plain full forward, through prefill, row
-selection (repeats, drops) and steps, for Llama (MHA and GQA with biases) and Qwen2."""
+selection (repeats, drops) and steps, for Llama (MHA and GQA with biases), Qwen2 and Qwen3
+(q/k norms); the HF decoder also for Qwen3-MoE and Gemma 3."""
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
+)
 
 from posttrain.engines.decoders import HFDecoder, LlamaDecoder
 
@@ -26,12 +38,25 @@ def build(kind):
     elif kind == "llama_gqa_bias":
         model = LlamaForCausalLM(LlamaConfig(**SMALL, num_key_value_heads=2, attention_bias=True,
                                              mlp_bias=True))
-    else:
+    elif kind == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**SMALL, num_key_value_heads=1))
-    with torch.no_grad():  # non-trivial biases
+    elif kind == "qwen3":
+        model = Qwen3ForCausalLM(Qwen3Config(**SMALL, num_key_value_heads=2, head_dim=8))
+    elif kind == "qwen3_moe":
+        model = Qwen3MoeForCausalLM(Qwen3MoeConfig(
+            **SMALL, num_key_value_heads=2, head_dim=8, num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=16, decoder_sparse_step=1, mlp_only_layers=[]))
+        model.set_experts_implementation("eager")  # grouped_mm has no float64 reference
+    else:
+        model = Gemma3ForCausalLM(Gemma3TextConfig(**SMALL, num_key_value_heads=2, head_dim=8,
+                                                   query_pre_attn_scalar=8, sliding_window=4))
+    model.set_attn_implementation("eager")
+    with torch.no_grad():  # non-trivial biases and norm weights
         for name, p in model.named_parameters():
             if name.endswith("bias"):
                 p.normal_(0, 0.5)
+            elif "norm" in name:
+                p.normal_(1, 0.3)
     return model.eval()
 
 
@@ -44,8 +69,10 @@ def full_forward_last_logits(model, rows):
     return torch.stack(out)
 
 
-@pytest.mark.parametrize("kind", ["llama_mha", "llama_gqa_bias", "qwen2"])
-@pytest.mark.parametrize("decoder_cls", [LlamaDecoder, HFDecoder])
+@pytest.mark.parametrize("kind,decoder_cls", [
+    *((k, d) for k in ("llama_mha", "llama_gqa_bias", "qwen2", "qwen3")
+      for d in (LlamaDecoder, HFDecoder)),
+    ("qwen3_moe", HFDecoder), ("gemma3", HFDecoder)])
 @torch.no_grad()
 def test_decoder_matches_full_forward(kind, decoder_cls):
     model = build(kind)
@@ -73,6 +100,7 @@ def test_decoder_matches_full_forward(kind, decoder_cls):
     close(logits, full_forward_last_logits(reference, seqs))
 
 
+@torch.no_grad()
 def test_fused_weights_follow_in_place_updates():
     model = build("llama_gqa_bias")
     decoder = LlamaDecoder(model)
@@ -91,3 +119,5 @@ def test_unsupported_architecture_is_refused():
     assert not LlamaDecoder.supports(model)
     with pytest.raises(ValueError, match="does not support"):
         LlamaDecoder(model)
+    assert not LlamaDecoder.supports(build("qwen3_moe"))
+    assert not LlamaDecoder.supports(build("gemma3"))

@@ -1,7 +1,8 @@
 """A run interrupted after a checkpoint and resumed ends with the same weights as one that ran
 through, for the SFT loop, the RL loop (sync, and async at zero staleness; bf16 compute with a
-bf16 engine), PPO with a critic (policy and critic weights) and RL on a streamed dataset (the
-resumed process reads the stream afresh, from the step's position)."""
+bf16 engine; Qwen2, Qwen3, Qwen3-MoE and Gemma 3 models), PPO with a critic (policy and critic
+weights) and RL on a streamed dataset (the resumed process reads the stream afresh, from the
+step's position)."""
 
 import json
 
@@ -12,7 +13,8 @@ from posttrain.data import generate_arithmetic_sft
 from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.models import load_model, load_tokenizer, load_value_model
+from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model
+from posttrain.models.presets import ARCHITECTURES
 from posttrain.recipes import Reporter, run_rl, run_sft
 from posttrain.recipes.rl import run_async_rl
 from posttrain.recipes.sampling_loop import RLRun
@@ -95,10 +97,15 @@ def run(stage, model_dir, tmp, stop_at=None, resume=False):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-@pytest.mark.parametrize("stage", ["sft", "rl", "async", "ppo", "stream", "bf16"])
+@pytest.mark.parametrize("stage", ["sft", "rl", "async", "ppo", "stream", "bf16", "qwen2",
+                                   "qwen3", "qwen3_moe", "gemma3"])
 def test_resume_continues_exactly(stage, tiny_dir, tmp_path, monkeypatch):
+    """The last four: RL (generation, steps, verified weight syncs, resume) on each real
+    architecture the tiny presets come in."""
     # an untrained model never answers correctly; a length-based part gives nonzero advantages
     monkeypatch.setitem(VERIFIERS, "length_mod3", lambda text, ref: len(text) % 3)
+    if stage in ARCHITECTURES:
+        tiny_dir = build_tiny(tmp_path / stage, "nano", seed=0, architecture=stage)
     straight = run(stage, tiny_dir, tmp_path / "a")
     with pytest.raises(Interrupt):
         run(stage, tiny_dir, tmp_path / "b", stop_at=2)

@@ -159,3 +159,11 @@ def test_the_old_model_dtype_points_at_trainer_precision():
     with pytest.raises(ConfigError, match="model.dtype is replaced by trainer.precision"):
         load_config(None, ["model.dtype=bfloat16"])
     assert load_config(None, ["trainer.precision=bf16"]).trainer.compute_dtype == "bfloat16"
+
+
+def test_a_preset_architecture_is_checked_and_needs_a_preset():
+    assert load_config(None, ["model.architecture=qwen3_moe"]).model.architecture == "qwen3_moe"
+    with pytest.raises(ConfigError, match="model.architecture"):
+        load_config(None, ["model.architecture=mamba"])
+    with pytest.raises(ConfigError, match="shapes a tiny preset"):
+        load_config(None, ["model.preset=null", "model.path=/m", "model.architecture=qwen2"])

@@ -371,14 +371,20 @@ def build_tiny_cmd(
     out: Annotated[Path, typer.Argument(help="directory to write")],
     preset: Annotated[str, typer.Option(help="nano | micro | small")] = "micro",
     seed: Annotated[int, typer.Option(help="seed of the random initial weights")] = 0,
+    architecture: Annotated[str, typer.Option(
+        help="llama | qwen2 | qwen3 | qwen3_moe | gemma3")] = "llama",
 ) -> None:
-    """Build a tiny Llama model and tokenizer that from_pretrained loads."""
+    """Build a tiny model (a real architecture at tiny sizes) and tokenizer that
+    from_pretrained loads."""
     from posttrain.models import PRESETS, build_tiny
+    from posttrain.models.presets import ARCHITECTURES
 
     if preset not in PRESETS:
         _fail(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+    if architecture not in ARCHITECTURES:
+        _fail(f"unknown architecture {architecture!r}; known: {', '.join(ARCHITECTURES)}")
     try:
-        console.print(f"wrote {build_tiny(out, preset, seed)}")
+        console.print(f"wrote {build_tiny(out, preset, seed, architecture=architecture)}")
     except OSError as e:
         _fail(f"cannot write a model to {str(out)!r}: {e}")
 

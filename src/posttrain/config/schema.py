@@ -14,6 +14,7 @@ from posttrain.config.task_config import (
     TaskConfig,
 )
 from posttrain.models import PRESETS
+from posttrain.models.presets import ARCHITECTURES
 from posttrain.settings import (
     ActorConfig,
     AlgoConfig,
@@ -33,11 +34,13 @@ from posttrain.settings import (
 
 class ModelConfig(Section):
     """Exactly one of ``path`` (a local HF model directory) or ``preset`` (a tiny model built
-    locally into ``<out_dir>/base_model``). Trained models are held in fp32 (master weights);
-    ``trainer.precision`` sets the compute dtype."""
+    locally into ``<out_dir>/base_model``, in ``architecture``: a real Hugging Face one at tiny
+    sizes). Trained models are held in fp32 (master weights); ``trainer.precision`` sets the
+    compute dtype."""
 
     path: str | None = None
     preset: str | None = "micro"
+    architecture: Literal[ARCHITECTURES] = "llama"
 
     @model_validator(mode="before")
     @classmethod
@@ -58,6 +61,9 @@ class ModelConfig(Section):
     def _one_source(self) -> ModelConfig:
         if (self.path is None) == (self.preset is None):
             raise ValueError("set exactly one of model.path and model.preset (the other to null)")
+        if self.path is not None and self.architecture != "llama":
+            raise ValueError("model.architecture shapes a tiny preset; model.path loads its "
+                             "own architecture")
         return self
 
 

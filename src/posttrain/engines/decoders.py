@@ -88,7 +88,9 @@ def _rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 class LlamaDecoder:
-    """Lean decoding for ``llama`` and ``qwen2`` (without sliding window) models.
+    """Lean decoding for ``llama``, ``qwen2`` and ``qwen3`` (q/k normalised per head) models
+    without sliding windows. Others decode through ``HFDecoder``: Qwen3-MoE's routed experts,
+    Gemma's scaled embeddings, (1 + w) norms, GELU and sliding-window layers are not here.
 
     Mutates ``model`` once: its q/k/v and gate/up weights become views of fused tensors (values
     unchanged), so ``named_parameters`` and in-place updates keep working.
@@ -98,7 +100,7 @@ class LlamaDecoder:
     def supports(model: PreTrainedModel) -> bool:
         cfg = model.config
         return (
-            cfg.model_type in ("llama", "qwen2")
+            cfg.model_type in ("llama", "qwen2", "qwen3")
             and not getattr(cfg, "use_sliding_window", False)
             and cfg.hidden_act == "silu"
             and getattr(cfg, "pretraining_tp", 1) == 1
@@ -114,6 +116,7 @@ class LlamaDecoder:
         self.head = model.get_output_embeddings()
         self.n_heads, self.n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
+        self.qk_norm = cfg.model_type == "qwen3"
         self.layers = []
         for layer in self.base.layers:
             a, m = layer.self_attn, layer.mlp
@@ -163,6 +166,9 @@ class LlamaDecoder:
             attn = layer.self_attn
             qkv = F.linear(_rms_norm(layer.input_layernorm, x), w_qkv, b_qkv)
             qk = qkv[..., : (n_h + n_kv) * d].view(b, s, n_h + n_kv, d).transpose(1, 2)
+            if self.qk_norm:  # each head's q and k normalised before rotary (Qwen3)
+                qk = torch.cat([_rms_norm(attn.q_norm, qk[:, :n_h]),
+                                _rms_norm(attn.k_norm, qk[:, n_h:])], dim=1)
             qk = qk * cos + rotate_half(qk) * sin  # rotary on q and k heads at once
             self.k[i, :, :, start:end] = qk[:, n_h:]
             v = qkv[..., (n_h + n_kv) * d :].view(b, s, n_kv, d)

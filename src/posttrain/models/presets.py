@@ -20,3 +20,7 @@ PRESETS: dict[str, TinyPreset] = {
     "micro": TinyPreset(128, 3, 4, 512, 512),
     "small": TinyPreset(256, 4, 8, 1024, 1024),
 }
+
+
+# architectures a tiny preset can be built in: the real Hugging Face config classes at tiny sizes
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3")

@@ -1,8 +1,10 @@
-"""Build a tiny Llama-architecture model and a byte-level BPE tokenizer locally (no hub).
+"""Build a tiny model and a byte-level BPE tokenizer locally (no hub).
 
-``build_tiny(out_dir, preset)`` writes a directory that ``AutoModelForCausalLM.from_pretrained``
-and ``AutoTokenizer.from_pretrained`` load: safetensors weights, config, tokenizer and a
-ChatML chat template. Digits are always single tokens, so arithmetic is learnable.
+``build_tiny(out_dir, preset, architecture=...)`` writes a directory that
+``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer.from_pretrained`` load:
+safetensors weights, config, tokenizer and a ChatML chat template. The architecture is a real
+Hugging Face one (Llama 3, Qwen2, Qwen3, Qwen3-MoE, Gemma 3) at the preset's sizes, randomly
+initialised. Digits are always single tokens, so arithmetic is learnable.
 """
 
 from __future__ import annotations
@@ -12,10 +14,19 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (
+    AutoModelForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    PretrainedConfig,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen3Config,
+    Qwen3MoeConfig,
+)
 from transformers.utils import logging as hf_logging
 
-from posttrain.models.presets import PRESETS
+from posttrain.models.presets import ARCHITECTURES, PRESETS, TinyPreset
 
 PAD, EOS, BOS = "<|pad|>", "<|im_end|>", "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -102,31 +113,50 @@ def build_tokenizer(vocab_size: int = 512, seed: int = 0) -> PreTrainedTokenizer
     return fast
 
 
+def tiny_config(architecture: str, p: TinyPreset, tokenizer, max_positions: int
+                ) -> PretrainedConfig:
+    """``architecture``'s Hugging Face config at preset ``p``'s sizes, tied embeddings. Qwen3
+    and Gemma 3 normalise q and k per head; Qwen3-MoE routes each token to 2 of 4 experts of
+    half the dense width in every layer; Gemma 3 alternates sliding-window and global layers."""
+    common = dict(
+        vocab_size=len(tokenizer), hidden_size=p.hidden_size,
+        intermediate_size=p.intermediate_size, num_hidden_layers=p.num_layers,
+        num_attention_heads=p.num_heads, num_key_value_heads=p.num_heads,
+        max_position_embeddings=max_positions, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id)
+    head_dim = p.hidden_size // p.num_heads
+    if architecture == "llama":
+        return LlamaConfig(**common)
+    if architecture == "qwen2":
+        return Qwen2Config(**common, use_sliding_window=False)
+    if architecture == "qwen3":
+        return Qwen3Config(**common, head_dim=head_dim)
+    if architecture == "qwen3_moe":
+        return Qwen3MoeConfig(**common, head_dim=head_dim, num_experts=4, num_experts_per_tok=2,
+                              moe_intermediate_size=p.intermediate_size // 2,
+                              decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True)
+    if architecture == "gemma3":
+        return Gemma3TextConfig(**common, head_dim=head_dim, query_pre_attn_scalar=head_dim,
+                                sliding_window=max_positions // 4)
+    raise ValueError(f"unknown architecture {architecture!r}; known: {', '.join(ARCHITECTURES)}")
+
+
 def build_tiny(
-    out_dir: str | Path, preset: str = "micro", seed: int = 0, max_positions: int = 512
+    out_dir: str | Path, preset: str = "micro", seed: int = 0, max_positions: int = 512,
+    architecture: str = "llama",
 ) -> Path:
-    """Create model + tokenizer for ``preset`` in ``out_dir`` and return the directory."""
+    """Create model + tokenizer for ``preset`` in ``architecture`` in ``out_dir`` and return
+    the directory."""
     if preset not in PRESETS:
         raise ValueError(f"unknown tiny preset {preset!r}; known: {', '.join(PRESETS)}")
     p = PRESETS[preset]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(p.vocab_size, seed=seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=p.hidden_size,
-        intermediate_size=p.intermediate_size,
-        num_hidden_layers=p.num_layers,
-        num_attention_heads=p.num_heads,
-        num_key_value_heads=p.num_heads,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
+    config = tiny_config(architecture, p, tokenizer, max_positions)
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
+    model = AutoModelForCausalLM.from_config(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     hf_logging.disable_progress_bar()
     model.save_pretrained(out)

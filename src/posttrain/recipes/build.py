@@ -184,7 +184,8 @@ class RunParts:
             return Path(self.cfg.model.path)
         d = self.out / "base_model"
         self.on_rank0(lambda: (d / "config.json").is_file() or build_tiny(
-            d, self.cfg.model.preset, seed=self.cfg.seed))
+            d, self.cfg.model.preset, seed=self.cfg.seed,
+            architecture=self.cfg.model.architecture))
         return d
 
     def start_dir(self, stage: str) -> Path:
