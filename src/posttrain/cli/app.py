@@ -374,8 +374,7 @@ def build_tiny_cmd(
     architecture: Annotated[str, typer.Option(
         help="llama | qwen2 | qwen3 | qwen3_moe | gemma3")] = "llama",
 ) -> None:
-    """Build a tiny model (a real architecture at tiny sizes) and tokenizer that
-    from_pretrained loads."""
+    """Build a tiny model of a real architecture, and its tokenizer, for from_pretrained."""
     from posttrain.models import PRESETS, build_tiny
     from posttrain.models.presets import ARCHITECTURES
 
