@@ -171,3 +171,15 @@ def test_a_synthesised_reward_is_grs_of_its_parts():
     assert fn.total({"t": 0.0, "s": 0.8, "b": 0.5}) == 0.0
     plain = load_config(None, GRS[:2]).reward.function()
     assert plain.total({"t": 1.0, "s": 0.8, "b": 0.5}) == pytest.approx(2.3)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["engine.name=vllm"], "engine.name is vllm"),
+    (ASYNC, "rl.mode is async"),
+    (CALCULATOR, "task.name=calculator is an agent task"),
+])
+def test_routing_replay_needs_the_routing_recorded(overrides, message):
+    load_config(None, ["trainer.routing_replay=true", "model.architecture=qwen3_moe"])
+    with pytest.raises(ConfigError, match=f"routing_replay is set but cannot take effect: "
+                                          f"{message}"):
+        load_config(None, ["trainer.routing_replay=true", *overrides])

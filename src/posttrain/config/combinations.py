@@ -26,6 +26,7 @@ def check_combinations(cfg) -> None:
     """Every rule, in this order (the first broken one is the error)."""
     stage_rules(cfg)
     estimator_rules(cfg)
+    routing_rules(cfg)
     agent_rules(cfg)
     task_rules(cfg)
     unused_sections(cfg)
@@ -213,6 +214,21 @@ def estimator_rules(cfg) -> None:
         raise ValueError(f"reward.synthesis is set but cannot take effect: "
                          f"algo.adv_estimator={algo.adv_estimator} reads the reward parts, "
                          "not their synthesised total")
+
+
+def routing_rules(cfg) -> None:
+    """``trainer.routing_replay`` needs the routing recorded: by the in-process torch engine,
+    on synchronous single-turn samples (the only ones that carry it)."""
+    if not cfg.trainer.routing_replay:
+        return
+    why = [reason for reason, broken in (
+        (f"engine.name is {cfg.engine.name} (only the torch engine records routing)",
+         cfg.engine.name != "torch"),
+        ("dist.backend is ray (engine actors do not record it)", cfg.dist.backend == "ray"),
+        ("rl.mode is async", cfg.rl.mode == "async"),
+        (f"task.name={cfg.task.name} is an agent task", not cfg.single_turn)) if broken]
+    if why:
+        raise ValueError(f"trainer.routing_replay is set but cannot take effect: {why[0]}")
 
 
 def agent_rules(cfg) -> None:

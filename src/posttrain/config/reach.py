@@ -21,6 +21,7 @@ SWITCHED = {
     ("policy_loss", "value_clip"): "`critic.cliprange_value` (`critic.enabled`)",
     ("offpolicy", "keep_sampling_mask"): "`rl.top_p`, `rl.top_k` (the trainer's support)",
     ("offpolicy", "opsm"): "`algo.offpolicy.opsm_delta`",
+    ("offpolicy", "routing_replay"): "`trainer.routing_replay` (MoE models, the torch engine)",
     ("offpolicy", "staleness_mask"): "`rl.async.max_staleness` (`rl.async.stale: mask`)",
     ("shaping", "dynamic_sampling"): "`algo.dynamic_sampling`",
     ("divergence", "gkd"): "`distill.lam` (each example is a student sample with probability "
@@ -41,8 +42,6 @@ SWITCHED = {
 
 # entries no run applies, on purpose
 FUNCTION_ONLY = {
-    ("offpolicy", "routing_replay"): "function only: it needs the MoE router's choices from "
-                                     "the engine, which no engine reports yet",
     ("reward_model", "bt_token_span"): "function only: reward models here score the last "
                                        "token (`rm.loss`); a per-token value head is not "
                                        "trained",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
@@ -26,13 +26,15 @@ class EngineRestarted(RuntimeError):
 @dataclass
 class GenerationOutput:
     """One completion: sampled ids, their log-probs under the distribution actually sampled
-    from (0.0 for greedy), why it ended, and the weight version that produced it."""
+    from (0.0 for greedy), why it ended, the weight version that produced it, and (an MoE
+    engine recording it) the experts of every prompt and completion token."""
 
     prompt_ids: list[int]
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: FinishReason
     version: int
+    routing: Any = field(default=None, compare=False, repr=False)  # [T, L, k], as Segment's
 
 
 @runtime_checkable

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Iterable, Sequence
 
@@ -12,6 +13,7 @@ from posttrain.engines.base import GenerationOutput
 from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder
 from posttrain.engines.sampling import counter_uniforms, resolve_seeds, sample_tokens
 from posttrain.engines.weights import weights_checksum
+from posttrain.models.routing import capture, routers
 from posttrain.types import SamplingParams
 
 
@@ -38,10 +40,15 @@ class TorchEngine:
         version: int = 0,
         fast: bool = True,
         dtype: torch.dtype | None = None,
+        record_routing: bool = False,
     ) -> None:
         self.model = copy.deepcopy(model).eval()
         if dtype is not None:
             self.model.to(dtype)
+        if record_routing and not routers(self.model):
+            raise ValueError("record_routing needs a mixture-of-experts model; this one has "
+                             "no router")
+        self.record_routing = record_routing
         self.model.set_attn_implementation("eager")
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -124,7 +131,7 @@ class TorchEngine:
         distinct: dict[tuple[int, ...], int] = {}
         group = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts])
         uniq = list(distinct)
-        p_len, max_new = max(len(p) for p in uniq), sampling.max_new_tokens
+        p_len = max(len(p) for p in uniq)
         ids = torch.full((len(uniq), p_len), self.pad_token_id, dtype=torch.long)
         valid = torch.zeros((len(uniq), p_len), dtype=torch.bool)
         for i, p in enumerate(uniq):
@@ -134,8 +141,17 @@ class TorchEngine:
         if self.eos_token_id is not None:
             stops.add(self.eos_token_id)
         stop_ids = torch.tensor(sorted(stops), dtype=torch.long)
+        with capture(self.model) if self.record_routing else contextlib.nullcontext() as rec:
+            return self._decode(prompts, sampling, seeds, ids, valid, group, stop_ids, rec)
+
+    def _decode(self, prompts, sampling, seeds, ids, valid, group, stop_ids, rec
+                ) -> list[GenerationOutput]:
+        """Prefill the distinct prompts ``ids`` (left-padded, ``valid``), then sample token by
+        token; with ``rec`` (a routing capture) record every processed token's experts."""
+        max_new = sampling.max_new_tokens
         decoder = self._decoder
         logits = decoder.prefill(ids, valid, max_new)[group]
+        prefill_routing = None if rec is None else rec.take().view(*ids.shape, rec.n, -1)
         decoder.select(group)
         b = len(prompts)
         tokens = torch.full((b, max_new), self.pad_token_id, dtype=torch.long)
@@ -144,6 +160,8 @@ class TorchEngine:
         stopped = torch.zeros(b, dtype=torch.bool)
         active = torch.arange(b)  # request index of each decoder row
         start = torch.tensor([len(p) for p in prompts], dtype=torch.long)  # first new position
+        new_routing = None if rec is None else torch.full(
+            (b, max_new, *prefill_routing.shape[2:]), -1, dtype=torch.long)
         for t in range(max_new):
             tok, lp = sample_tokens(logits, sampling, counter_uniforms(seeds[active],
                                                                        start[active] + t))
@@ -159,6 +177,15 @@ class TorchEngine:
                 active, tok = active[keep], tok[keep]
             if t + 1 < max_new:
                 logits = decoder.step(tok)
+                if rec is not None:
+                    new_routing[active, t] = rec.take()
+
+        def routing(i: int, p: Sequence[int]):
+            if rec is None:
+                return None
+            prompt = prefill_routing[group[i], ids.shape[1] - len(p):]
+            return torch.cat([prompt, new_routing[i, : lengths[i]]])
+
         return [
             GenerationOutput(
                 prompt_ids=list(p),
@@ -166,6 +193,7 @@ class TorchEngine:
                 logprobs=logps[i, : lengths[i]].tolist(),
                 finish_reason="stop" if bool(stopped[i]) else "length",
                 version=self._version,
+                routing=routing(i, p),
             )
             for i, p in enumerate(prompts)
         ]

@@ -31,7 +31,8 @@ def make_engine(cfg: RunConfig, model, model_dir: Path, tokenizer) -> Engine:
     name, dtype = cfg.engine.name, cfg.trainer.compute_dtype
     if name == "torch":
         return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id,
-                           dtype=getattr(torch, dtype))
+                           dtype=getattr(torch, dtype),
+                           record_routing=cfg.trainer.routing_replay)
     if name == "vllm":
         return VLLMEngine(model_dir, dtype, kv_cache_gib=cfg.engine.kv_cache_gib)
     return SGLangEngine(model_dir, dtype)

@@ -53,7 +53,8 @@ def rollout(
     samples = [sample_of(tokenizer, t, o.token_ids) for t, o in zip(task_of, outs)]
     episodes = [
         scored_episode(reward_fn, s, scored, out.prompt_ids, out.token_ids, out.logprobs,
-                       out.version, out.finish_reason, f"{group_prefix}{j // group_size}", t)
+                       out.version, out.finish_reason, f"{group_prefix}{j // group_size}", t,
+                       out.routing)
         for j, (t, s, scored, out) in enumerate(zip(task_of, samples, reward_fn.score(samples),
                                                     outs))
     ]
@@ -70,9 +71,11 @@ def sample_of(tokenizer, task: Task, token_ids: list[int]) -> Sample:
 def scored_episode(reward_fn: RewardFunction, sample: Sample, scored: Scored,
                    prompt_ids: list[int], token_ids: list[int], logprobs: list[float],
                    versions: int | list[int], finish_reason: str, group_id: str,
-                   task: Task) -> Episode:
-    """One scored single-turn episode (``versions``: one, or one per completion token)."""
-    segment = Segment.from_prompt_completion(prompt_ids, token_ids, logprobs, version=versions)
+                   task: Task, routing=None) -> Episode:
+    """One scored single-turn episode (``versions``: one, or one per completion token;
+    ``routing``: the engine's experts of its tokens, for routing replay)."""
+    segment = Segment.from_prompt_completion(prompt_ids, token_ids, logprobs, version=versions,
+                                             routing=routing)
     return Episode(
         segments=[segment], rewards=scored.parts, reward=scored.total, group_id=group_id,
         finish_reason=finish_reason,

@@ -136,9 +136,13 @@ class TrainerConfig(Section):
     the merged weights. ``precision``: the compute dtype (``fp32``; ``bf16``, ``fp16`` (CUDA,
     with loss scaling): autocast over fp32 master weights and optimiser state, log-softmax and
     losses in fp32); frozen models (reference, teachers, judges) and the engine hold their
-    weights in it (``compute_dtype``)."""
+    weights in it (``compute_dtype``). ``routing_replay`` (mixture-of-experts models, the
+    torch engine): the engine records the experts of every token it processes and the trainer
+    scores each token through them (R3), so a near tie that rounding tips differently does
+    not move a log-prob."""
 
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    routing_replay: bool = False
     micro_batch_size: int = Field(64, ge=1)
     logprob_chunk_size: int = Field(1024, ge=1)
     max_bad_steps: int = Field(3, ge=0)

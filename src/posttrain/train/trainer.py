@@ -11,6 +11,7 @@ optimiser state are fp32; ``trainer.precision`` sets the compute dtype (``train.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from posttrain.models.lora import (
     merged_copy,
     merged_weights,
 )
+from posttrain.models.routing import replay
 from posttrain.settings import OptimConfig, TrainerConfig
 from posttrain.train.parallel import (
     DataParallel,
@@ -103,16 +105,19 @@ class Trainer:
                        top_k: int = 0, top_p: float = 1.0):
         """``(log-probs, entropies)`` ``[b, T]`` of ``mb``'s loss-mask tokens under ``model``
         (the policy through its data-parallel wrapper), with gradient; over the ``top_k`` /
-        ``top_p`` support the engine sampled from (``sequence_logprobs``)."""
+        ``top_p`` support the engine sampled from (``sequence_logprobs``); with
+        ``trainer.routing_replay``, through the experts the engine used (``mb.routing``)."""
+        replaying = self.settings.routing_replay and mb.routing is not None
         shared = None
-        if self.settings.share_prefix:
+        if self.settings.share_prefix and not replaying:  # replay forces every token's experts
             shared = prefix_lengths(mb.loss_mask, mb.attention_mask)
         score = self.scorer if model is self.model else Scorer(model)
-        return score(
-            mb.input_ids, mb.attention_mask, temperature=temperature,
-            chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy, prefix_lens=shared,
-            score_mask=mb.loss_mask, top_k=top_k, top_p=top_p,
-        )
+        with replay(model, mb.routing) if replaying else contextlib.nullcontext():
+            return score(
+                mb.input_ids, mb.attention_mask, temperature=temperature,
+                chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy,
+                prefix_lens=shared, score_mask=mb.loss_mask, top_k=top_k, top_p=top_p,
+            )
 
     def score_tokens(
         self, batch: Batch, model: torch.nn.Module, fn: Callable[[Batch], torch.Tensor]

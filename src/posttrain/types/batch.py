@@ -23,7 +23,8 @@ class Batch:
     was built as, kept through ``select`` and ``split``). Optional per-token fields filled in
     by a pipeline: ``old_logprobs`` (trainer recompute at rollout weights), ``old_entropy``
     (the entropy there, for ``taco``), ``ref_logprobs``, ``advantages``, and for a critic
-    ``old_values`` (at rollout) and ``returns`` (its targets).
+    ``old_values`` (at rollout) and ``returns`` (its targets). ``routing`` ``[B, T, L, k]``:
+    the engine's experts of each token (-1: none recorded), when its segments carry them.
 
     Packed rows (``Batch.packed``) hold several samples: ``attention_mask`` then numbers each
     token's sample within its row (1, 2, ...; 0 is padding) and the model attends within a
@@ -44,6 +45,7 @@ class Batch:
     advantages: torch.Tensor | None = None
     old_values: torch.Tensor | None = None
     returns: torch.Tensor | None = None
+    routing: torch.Tensor | None = None
 
     @classmethod
     def from_episodes(cls, episodes: Sequence[Episode], pad_token_id: int) -> Batch:
@@ -80,6 +82,7 @@ class Batch:
             rewards=torch.tensor(rewards, dtype=torch.float32),
             group_index=torch.tensor(groups, dtype=torch.long),
             rows=torch.arange(b),
+            routing=_routing(segs, t),
         )
 
     @classmethod
@@ -123,7 +126,7 @@ class Batch:
             v = getattr(self, f.name)
             if v is None:
                 out[f.name] = None
-            elif v.dim() == 2:
+            elif v.dim() >= 2:  # per token
                 out[f.name] = v[idx, :length]
             else:
                 out[f.name] = v[idx]
@@ -138,3 +141,15 @@ class Batch:
             self.select(range(i, min(i + micro_batch_size, n)))
             for i in range(0, n, micro_batch_size)
         ]
+
+
+def _routing(segments: Sequence[Segment], width: int) -> torch.Tensor | None:
+    """``[B, width, L, k]`` of the segments' routing (-1 where a segment has none)."""
+    known = [s.routing for s in segments if s.routing is not None]
+    if not known:
+        return None
+    out = torch.full((len(segments), width, *known[0].shape[1:]), -1, dtype=torch.long)
+    for i, s in enumerate(segments):
+        if s.routing is not None:
+            out[i, : len(s.routing)] = s.routing
+    return out

@@ -31,6 +31,9 @@ class Segment:
     ``token_ids`` are the exact ids (prompt and completion); ``loss_mask[t] == 1`` only on tokens
     the policy sampled. ``logprobs[t]`` is the behaviour log-prob of token ``t`` (0.0 where the
     mask is 0) and ``versions[t]`` the weight version that sampled it (-1 where the mask is 0).
+    ``routing`` (mixture-of-experts models, when the engine records it): ``[T, L, k]`` the
+    experts each router sent token ``t`` to as the engine processed it (-1: not processed);
+    kept in memory for the trainer's replay, not written with the episode.
     """
 
     token_ids: list[int]
@@ -38,6 +41,7 @@ class Segment:
     logprobs: list[float]
     versions: list[int]
     steps: list[StepSpan] = field(default_factory=list)
+    routing: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.token_ids)
@@ -53,6 +57,8 @@ class Segment:
         for span in self.steps:
             if span.end > n:
                 raise ValueError(f"step span [{span.start}, {span.end}) exceeds length {n}")
+        if self.routing is not None and len(self.routing) != n:
+            raise ValueError(f"Segment.routing has length {len(self.routing)}, token_ids has {n}")
 
     @classmethod
     def from_prompt_completion(
@@ -61,9 +67,11 @@ class Segment:
         completion_ids: list[int],
         completion_logprobs: list[float] | None = None,
         version: int | list[int] = 0,
+        routing: Any = None,
     ) -> Segment:
         """A single-turn segment: prompt tokens unmasked, completion tokens trainable;
-        ``version`` is one weight version for every completion token or one per token."""
+        ``version`` is one weight version for every completion token or one per token;
+        ``routing`` the engine's (``GenerationOutput.routing``)."""
         if not prompt_ids:
             raise ValueError("prompt_ids must not be empty")
         lp = list(completion_logprobs) if completion_logprobs is not None else [0.0] * len(
@@ -80,6 +88,7 @@ class Segment:
                 [int(v) for v in version] if isinstance(version, list)
                 else [version] * len(completion_ids)),
             steps=[StepSpan(n_p, n_p + len(completion_ids))],
+            routing=routing,
         )
 
     @property

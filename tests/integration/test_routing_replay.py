@@ -1,0 +1,94 @@
+"""Routing replay (R3) on a mixture-of-experts model: the engine records the experts of every
+token it processes, the trainer scores each token through them."""
+
+import copy
+import random
+
+import pytest
+import torch
+
+from posttrain.engines import TorchEngine
+from posttrain.envs import ArithmeticTasks
+from posttrain.models import build_tiny, load_model, load_tokenizer
+from posttrain.models.routing import capture, routers
+from posttrain.rewards import RewardFunction
+from posttrain.rollout import rollout
+from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.train import Trainer
+from posttrain.types import Batch, Episode, SamplingParams, Segment
+
+
+@pytest.fixture(scope="module")
+def moe(tmp_path_factory):
+    d = build_tiny(tmp_path_factory.mktemp("moe") / "m", "nano", seed=0, architecture="qwen3_moe")
+    return load_tokenizer(d), load_model(d)
+
+
+def rollout_batch(engine, tokenizer, n=24):
+    prompts = [tokenizer.encode(f"What is {i}+{i + 3}?") for i in range(n)]
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=16, seed=1))
+    segs = [Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs,
+                                           routing=o.routing) for o in outs]
+    return outs, Batch.from_episodes([Episode([s]) for s in segs], tokenizer.pad_token_id)
+
+
+def gaps(model, batch, replay):
+    trainer = Trainer(copy.deepcopy(model), OptimConfig(), 1,
+                      TrainerConfig(routing_replay=replay))
+    m = batch.loss_mask > 0
+    return (trainer.compute_logprobs(batch)[m] - batch.behaviour_logprobs[m]).abs()
+
+
+def test_the_engine_records_the_experts_of_every_processed_token(moe):
+    """Prompt tokens and every sampled token but the last carry the experts their own forward
+    pass chose (checked against the model run on the whole sequence); the last was never fed."""
+    tokenizer, model = moe
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id,
+                         record_routing=True)
+    outs, _ = rollout_batch(engine, tokenizer, n=3)
+    layers, k = len(routers(model)), model.config.num_experts_per_tok
+    for o in outs:
+        seq = o.prompt_ids + o.token_ids
+        assert o.routing.shape == (len(seq), layers, k)
+        assert bool((o.routing[-1] == -1).all()) and bool((o.routing[:-1] >= 0).all())
+        with torch.no_grad(), capture(model) as rec:
+            model(input_ids=torch.tensor([seq]))
+        whole = rec.take()
+        assert torch.equal(whole[:-1].sort(-1).values, o.routing[:-1].sort(-1).values)
+    task = ArithmeticTasks(("+",), 1).sample(2, random.Random(0))
+    episodes = rollout(engine, tokenizer, task, RewardFunction({"c": ("numeric", 1.0)}),
+                       SamplingParams(max_new_tokens=4, seed=0), 2)
+    batch = Batch.from_episodes(episodes, tokenizer.pad_token_id)  # what the update builds
+    assert batch.routing is not None and batch.routing.shape[2:] == (layers, k)
+
+
+def test_replay_reproduces_the_engines_routing_and_only_that(moe):
+    """With the trainer's own routing equal to the engine's, replay changes nothing but
+    rounding (its gates are the router's softmax over the chosen experts, as Qwen3-MoE's
+    normalised top-k). With the engine's routers perturbed (3 % noise, as a different kernel
+    or precision would tip them) near ties flip: without replay those tokens' log-probs move far
+    more than with it."""
+    tokenizer, model = moe
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id,
+                         record_routing=True)
+    _, batch = rollout_batch(engine, tokenizer)
+    same, replayed = gaps(model, batch, False), gaps(model, batch, True)
+    assert float(same.max()) < 1e-5 and float(replayed.max()) < 1e-5
+
+    tilted = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for r in routers(tilted):
+            r.weight.add_(3e-2 * r.weight.abs().mean() * torch.randn(r.weight.shape,
+                                                                      generator=g))
+    engine = TorchEngine(tilted, tokenizer.pad_token_id, tokenizer.eos_token_id,
+                         record_routing=True)
+    _, batch = rollout_batch(engine, tokenizer)
+    without, with_replay = gaps(model, batch, False), gaps(model, batch, True)
+    assert float(without.max()) > 10 * float(with_replay.max())
+    assert float(without.mean()) > 5 * float(with_replay.mean())
+
+
+def test_replay_needs_an_moe_model_and_matching_layers(model, tokenizer):
+    with pytest.raises(ValueError, match="needs a mixture-of-experts model"):
+        TorchEngine(model, tokenizer.pad_token_id, record_routing=True)
