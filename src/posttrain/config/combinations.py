@@ -25,6 +25,7 @@ from posttrain.settings.rl_config import (
 def check_combinations(cfg) -> None:
     """Every rule, in this order (the first broken one is the error)."""
     stage_rules(cfg)
+    device_rules(cfg)
     estimator_rules(cfg)
     routing_rules(cfg)
     agent_rules(cfg)
@@ -214,6 +215,22 @@ def estimator_rules(cfg) -> None:
         raise ValueError(f"reward.synthesis is set but cannot take effect: "
                          f"algo.adv_estimator={algo.adv_estimator} reads the reward parts, "
                          "not their synthesised total")
+
+
+def device_rules(cfg) -> None:
+    """A CUDA device a key names exists; fp16 computes on CUDA only. (torch is imported for
+    this only when a key names CUDA or fp16: other configs validate without it.)"""
+    named = {"trainer.device": cfg.trainer.device, "engine.device": cfg.engine.device}
+    if cfg.trainer.precision != "fp16" and not any(v.startswith("cuda")
+                                                   for v in named.values()):
+        return
+    from posttrain.models.devices import resolve_device
+
+    devices = {key: resolve_device(value, key) for key, value in named.items()}
+    if cfg.trainer.precision == "fp16" and devices["trainer.device"].type != "cuda":
+        raise ValueError(f"trainer.precision fp16 needs a CUDA device (loss scaling runs "
+                         f"there); trainer.device {cfg.trainer.device} is the CPU here: use "
+                         "bf16")
 
 
 def routing_rules(cfg) -> None:

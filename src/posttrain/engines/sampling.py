@@ -86,7 +86,7 @@ def sample_tokens(
     """
     if sampling.greedy:
         tokens = logits.argmax(dim=-1)
-        return tokens, torch.zeros(tokens.shape, dtype=torch.float32)
+        return tokens, torch.zeros(tokens.shape, dtype=torch.float32, device=tokens.device)
     logp = processed_logprobs(logits, sampling)
     probs = logp.exp()
     cdf = probs.cumsum(dim=-1)

@@ -41,8 +41,10 @@ class TorchEngine:
         fast: bool = True,
         dtype: torch.dtype | None = None,
         record_routing: bool = False,
+        device: torch.device | str = "cpu",
     ) -> None:
-        self.model = copy.deepcopy(model).eval()
+        self.device = torch.device(device)
+        self.model = copy.deepcopy(model).eval().to(self.device)
         if dtype is not None:
             self.model.to(dtype)
         if record_routing and not routers(self.model):
@@ -105,6 +107,7 @@ class TorchEngine:
         mask = torch.zeros((len(sequences), n), dtype=torch.long)
         for i, s in enumerate(sequences):
             ids[i, : len(s)], mask[i, : len(s)] = torch.tensor(s, dtype=torch.long), 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
         logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
         return [[0.0] + logp[i, : len(s) - 1].tolist() for i, s in enumerate(sequences)]
@@ -118,7 +121,8 @@ class TorchEngine:
     ) -> list[GenerationOutput]:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
-        row_seeds = torch.tensor(resolve_seeds(len(prompts), sampling, seeds), dtype=torch.long)
+        row_seeds = torch.tensor(resolve_seeds(len(prompts), sampling, seeds), dtype=torch.long,
+                                 device=self.device)
         outs: list[GenerationOutput] = []
         for i in range(0, len(prompts), self.max_batch_size):
             rows = slice(i, i + self.max_batch_size)
@@ -140,7 +144,8 @@ class TorchEngine:
         stops = set(sampling.stop_token_ids)
         if self.eos_token_id is not None:
             stops.add(self.eos_token_id)
-        stop_ids = torch.tensor(sorted(stops), dtype=torch.long)
+        stop_ids = torch.tensor(sorted(stops), dtype=torch.long, device=self.device)
+        ids, valid, group = ids.to(self.device), valid.to(self.device), group.to(self.device)
         with capture(self.model) if self.record_routing else contextlib.nullcontext() as rec:
             return self._decode(prompts, sampling, seeds, ids, valid, group, stop_ids, rec)
 
@@ -154,14 +159,15 @@ class TorchEngine:
         prefill_routing = None if rec is None else rec.take().view(*ids.shape, rec.n, -1)
         decoder.select(group)
         b = len(prompts)
-        tokens = torch.full((b, max_new), self.pad_token_id, dtype=torch.long)
-        logps = torch.zeros((b, max_new), dtype=torch.float32)
-        lengths = torch.full((b,), max_new, dtype=torch.long)
-        stopped = torch.zeros(b, dtype=torch.bool)
-        active = torch.arange(b)  # request index of each decoder row
-        start = torch.tensor([len(p) for p in prompts], dtype=torch.long)  # first new position
+        on = {"device": self.device}  # the sampling state lives where the logits do
+        tokens = torch.full((b, max_new), self.pad_token_id, dtype=torch.long, **on)
+        logps = torch.zeros((b, max_new), dtype=torch.float32, **on)
+        lengths = torch.full((b,), max_new, dtype=torch.long, **on)
+        stopped = torch.zeros(b, dtype=torch.bool, **on)
+        active = torch.arange(b, **on)  # request index of each decoder row
+        start = torch.tensor([len(p) for p in prompts], dtype=torch.long, **on)  # first new
         new_routing = None if rec is None else torch.full(
-            (b, max_new, *prefill_routing.shape[2:]), -1, dtype=torch.long)
+            (b, max_new, *prefill_routing.shape[2:]), -1, dtype=torch.long, **on)
         for t in range(max_new):
             tok, lp = sample_tokens(logits, sampling, counter_uniforms(seeds[active],
                                                                        start[active] + t))
@@ -184,7 +190,7 @@ class TorchEngine:
             if rec is None:
                 return None
             prompt = prefill_routing[group[i], ids.shape[1] - len(p):]
-            return torch.cat([prompt, new_routing[i, : lengths[i]]])
+            return torch.cat([prompt, new_routing[i, : lengths[i]]]).cpu()
 
         return [
             GenerationOutput(

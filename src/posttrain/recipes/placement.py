@@ -18,6 +18,7 @@ from posttrain.engines import Engine, TorchEngine
 from posttrain.engines.sglang_engine import SGLangEngine
 from posttrain.engines.vllm_engine import VLLMEngine
 from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
+from posttrain.models.devices import resolve_device
 from posttrain.recipes.distillation.self_distill import self_teacher
 from posttrain.recipes.distillation.teachers import Teacher
 from posttrain.settings import OptimConfig, TrainerConfig
@@ -32,7 +33,8 @@ def make_engine(cfg: RunConfig, model, model_dir: Path, tokenizer) -> Engine:
     if name == "torch":
         return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id,
                            dtype=getattr(torch, dtype),
-                           record_routing=cfg.trainer.routing_replay)
+                           record_routing=cfg.trainer.routing_replay,
+                           device=resolve_device(cfg.engine.device, "engine.device"))
     if name == "vllm":
         return VLLMEngine(model_dir, dtype, kv_cache_gib=cfg.engine.kv_cache_gib)
     return SGLangEngine(model_dir, dtype)

@@ -63,6 +63,10 @@ def _number_only(annotation: Any) -> bool:
     return bool(leaves & {int, float}) and bool not in leaves
 
 
+# a device key's value: auto (the first CUDA device if any, else the CPU), cpu, cuda or cuda:N
+Device = Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:\d+)?)$")]
+
+
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, and so is ``true``/``false``
     where a number is meant (pydantic would read them as 1 and 0)."""

@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from posttrain.algos.registry import facts, names
-from posttrain.settings.section import NamedLoss, OptimConfig, Section, registered
+from posttrain.settings.section import Device, NamedLoss, OptimConfig, Section, registered
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -136,11 +136,14 @@ class TrainerConfig(Section):
     the merged weights. ``precision``: the compute dtype (``fp32``; ``bf16``, ``fp16`` (CUDA,
     with loss scaling): autocast over fp32 master weights and optimiser state, log-softmax and
     losses in fp32); frozen models (reference, teachers, judges) and the engine hold their
-    weights in it (``compute_dtype``). ``routing_replay`` (mixture-of-experts models, the
+    weights in it (``compute_dtype``). ``device``: where the policy, its reference and the
+    critic train (``auto``: the first CUDA device if any, else the CPU; ``cpu``, ``cuda``,
+    ``cuda:N``). ``routing_replay`` (mixture-of-experts models, the
     torch engine): the engine records the experts of every token it processes and the trainer
     scores each token through them (R3), so a near tie that rounding tips differently does
     not move a log-prob."""
 
+    device: Device = "auto"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     routing_replay: bool = False
     micro_batch_size: int = Field(64, ge=1)

@@ -79,6 +79,8 @@ def distill_step(trainer: Trainer, batch: Batch, teacher: Callable[[Batch], list
                                       mb.loss_mask, temperature)
         per_token = student.new_zeros(student.shape[0])
         for index, weight, teacher_logp in teacher(mb):
+            index, weight, teacher_logp = (t.to(student.device)
+                                           for t in (index, weight, teacher_logp))
             value = fn(teacher_logp=teacher_logp, student_logp=student[index], **options)
             per_token = per_token.index_add(0, index, weight.to(value.dtype) * value)
         loss = per_token.sum() / max(norm.num_tokens, 1.0)

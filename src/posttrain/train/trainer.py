@@ -21,6 +21,7 @@ import torch
 
 from posttrain.algos import StepNorm
 from posttrain.models import frozen, prefix_lengths
+from posttrain.models.devices import resolve_device
 from posttrain.models.lora import (
     adapter_state,
     add_lora,
@@ -66,12 +67,12 @@ class Trainer:
         ref_model: torch.nn.Module | None = None,
     ) -> None:
         self.settings = settings or TrainerConfig()
+        self.device = resolve_device(self.settings.device, "trainer.device")
         if any(p.dtype != torch.float32 for p in model.parameters()):
             model.float()  # the master weights (and so the optimiser state) are fp32
-        self.model = model
-        self.precision = Precision(self.settings.precision,
-                                   next(model.parameters()).device.type)
-        self.ref_model = ref_model.eval() if ref_model is not None else None
+        self.model = model.to(self.device)
+        self.precision = Precision(self.settings.precision, self.device.type)
+        self.ref_model = ref_model.to(self.device).eval() if ref_model is not None else None
         if self.ref_model is not None:
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
@@ -123,12 +124,13 @@ class Trainer:
         self, batch: Batch, model: torch.nn.Module, fn: Callable[[Batch], torch.Tensor]
     ) -> torch.Tensor:
         """``[B, T, ...]`` of ``fn(micro_batch)`` (``[b, t, ...]``, ``t <= T``) over
-        micro-batches, in eval mode, no gradient."""
+        micro-batches on the trainer's device, in eval mode, no gradient; on ``batch``'s
+        device."""
         out: torch.Tensor | None = None
         i = 0
         with frozen(model), self.precision.autocast():
             for mb in batch.split(self.settings.micro_batch_size):
-                values = fn(mb)
+                values = fn(mb.to(self.device)).to(batch.input_ids.device)
                 if out is None:
                     out = values.new_zeros((*batch.input_ids.shape, *values.shape[2:]),
                                            dtype=torch.float32)
@@ -159,7 +161,8 @@ class Trainer:
     ) -> dict[str, float]:
         """One optimiser step of any loss given per micro-batch: ``micro(mb, norm)`` returns the
         micro-batch's share of the step loss and its statistics (normalised by ``norm``);
-        micro-batches of ``micro_size`` rows (default ``trainer.micro_batch_size``)."""
+        micro-batches of ``micro_size`` rows (default ``trainer.micro_batch_size``), each
+        moved to the trainer's device."""
         self.model.train()
         norm = StepNorm.from_mask(batch.loss_mask, max_len)
         self.optimizer.zero_grad(set_to_none=True)
@@ -168,7 +171,7 @@ class Trainer:
         mine = [(p, True) for p in parts] if self.parallel is None else self.parallel.shard(parts)
         for mb, live in mine:
             with self.precision.autocast():
-                loss, stats = micro(mb, norm)
+                loss, stats = micro(mb.to(self.device), norm)
             self.precision.backward(loss if live else loss * 0)
             for k, v in {"loss": loss.detach(), **stats}.items() if live else ():
                 sums[k] = sums.get(k, 0.0) + float(v)

@@ -113,6 +113,13 @@ class Batch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
+    def to(self, device: torch.device | str) -> Batch:
+        """The batch with every tensor on ``device`` (itself when they are there already)."""
+        if self.input_ids.device == torch.device(device):
+            return self
+        return Batch(**{f.name: None if getattr(self, f.name) is None
+                        else getattr(self, f.name).to(device) for f in fields(self)})
+
     def replace(self, **changes: torch.Tensor | None) -> Batch:
         """A copy with some fields replaced."""
         return replace(self, **changes)

@@ -1,0 +1,24 @@
+"""Where a model runs: ``auto`` (the first CUDA device if there is one, else the CPU), ``cpu``,
+``cuda`` or ``cuda:N``."""
+
+from __future__ import annotations
+
+import torch
+
+
+def resolve_device(name: str, key: str = "device") -> torch.device:
+    """The device ``name`` means here; a CUDA device this machine lacks is a ``ValueError``
+    naming ``key``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{key}: {name} needs a CUDA GPU, and torch sees none "
+                             "(torch.cuda.is_available() is False); use cpu or auto")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"{key}: {name} does not exist; this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise ValueError(f"{key}: {name!r} is not auto, cpu, cuda or cuda:N")
+    return device
