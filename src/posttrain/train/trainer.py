@@ -68,8 +68,8 @@ class Trainer:
     ) -> None:
         self.settings = settings or TrainerConfig()
         self.device = resolve_device(self.settings.device, "trainer.device")
-        if any(p.dtype != torch.float32 for p in model.parameters()):
-            model.float()  # the master weights (and so the optimiser state) are fp32
+        if any(p.dtype in (torch.bfloat16, torch.float16) for p in model.parameters()):
+            model.float()  # master weights (and so the optimiser state) are at least fp32
         self.model = model.to(self.device)
         self.precision = Precision(self.settings.precision, self.device.type)
         self.ref_model = ref_model.to(self.device).eval() if ref_model is not None else None

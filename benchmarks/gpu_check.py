@@ -1,0 +1,201 @@
+"""The prepared GPU check (issue 18): one script, under 8 minutes on one H200, printing JSON.
+
+- ``grpo``: bf16 GRPO steps (fp32 master weights, bf16 engine) on a randomly initialised model
+  of Qwen3-0.6B's shape: generation tokens/s, update tokens/s, the update's model FLOP
+  utilisation against the GPU's bf16 dense peak (``6 N`` FLOPs a token of the forward and
+  backward, ``N`` the parameters), peak memory, and the step's train/inference mismatch;
+- ``gap``: mean |fp32 - bf16| trainer log-prob on the same sampled tokens;
+- ``routing_replay``: a bf16 engine against a bf16 trainer on the tiny Qwen3-MoE, worst and mean
+  token gap with and without routing replay, beside the dense Qwen3 of the same size;
+- ``resume``: two optimiser steps straight against one step, a checkpoint, a fresh trainer
+  loaded from it and the second step: the largest weight difference (0 when exact).
+
+    python benchmarks/gpu_check.py                  # cuda, Qwen3-0.6B shape
+    python benchmarks/gpu_check.py --device cpu --tiny   # the same code on a tiny model (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+from posttrain.engines import TorchEngine
+from posttrain.models import build_tiny, load_model, load_tokenizer
+from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
+from posttrain.train import Trainer, load_checkpoint_state, save_checkpoint
+from posttrain.train.rl_update import rl_steps
+from posttrain.types import Batch, Episode, SamplingParams, Segment
+
+# bf16 dense peak FLOP/s by device name (vendor figures, without sparsity)
+PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
+QWEN3_06B = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072,
+                 num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
+                 head_dim=128, max_position_embeddings=4096, tie_word_embeddings=True)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_flops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_BF16.items() if k in name), None)
+
+
+def policy(tiny: bool, tmp: Path):
+    """``(model, pad_id, eos_id, vocab)``: the tiny micro Qwen3, or Qwen3-0.6B's shape."""
+    if tiny:
+        d = build_tiny(tmp / "policy", "micro", architecture="qwen3")
+        tok = load_tokenizer(d)
+        return load_model(d), tok.pad_token_id, tok.eos_token_id, len(tok)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(Qwen3Config(**QWEN3_06B))
+    return model, 0, None, QWEN3_06B["vocab_size"]
+
+
+def sampled_batch(engine: TorchEngine, pad_id: int, vocab: int, prompts: int, prompt_len: int,
+                  new_tokens: int) -> tuple[Batch, float]:
+    """Random prompts, their completions as a batch with random advantages, and the
+    generation seconds."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(8, vocab, (prompts, prompt_len), generator=g).tolist()
+    sync(engine.device)
+    start = time.perf_counter()
+    outs = engine.generate(ids, SamplingParams(max_new_tokens=new_tokens, seed=0))
+    sync(engine.device)
+    seconds = time.perf_counter() - start
+    segs = [Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs) for o in outs]
+    batch = Batch.from_episodes([Episode([s], reward=float(i % 2), group_id=str(i // 4))
+                                 for i, s in enumerate(segs)], pad_id)
+    adv = torch.randn(len(batch), generator=g)[:, None] * batch.loss_mask
+    return batch.replace(advantages=adv), seconds
+
+
+def grpo(device: torch.device, tiny: bool, tmp: Path) -> dict:
+    model, pad_id, eos_id, vocab = policy(tiny, tmp)
+    n_params = sum(p.numel() for p in model.parameters())
+    prompts, prompt_len, new_tokens = (8, 16, 16) if tiny else (64, 256, 512)
+    settings = TrainerConfig(device=str(device), precision="bf16", micro_batch_size=8,
+                             share_prefix=False)
+    trainer = Trainer(model, OptimConfig(lr=1e-5, warmup_steps=0), 10, settings)
+    engine = TorchEngine(trainer.model, pad_id, eos_id, dtype=torch.bfloat16, device=device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    batch, gen_s = sampled_batch(engine, pad_id, vocab, prompts, prompt_len, new_tokens)
+    generated = int(batch.loss_mask.sum())
+    steps, update_s, history = 3, 0.0, []
+    for _ in range(steps):
+        sync(device)
+        start = time.perf_counter()
+        history.append(trainer.apply(rl_steps, batch, ActorConfig()))
+        sync(device)
+        update_s += time.perf_counter() - start
+        engine.update_weights(trainer.named_weights(), trainer.step)
+    scored = int(batch.attention_mask.sum()) * steps
+    flops = 6 * n_params * scored
+    peak = peak_flops(device)
+    return {
+        "params": n_params, "prompts": prompts, "prompt_tokens": prompt_len,
+        "generated_tokens": generated,
+        "generation_tokens_per_s": generated / gen_s,
+        "update_tokens_per_s": scored / update_s,
+        "update_seconds_per_step": update_s / steps,
+        "update_mfu": None if peak is None else flops / update_s / peak,
+        "peak_memory_gib": (torch.cuda.max_memory_allocated(device) / 2**30
+                            if device.type == "cuda" else None),
+        "mismatch": history[0].get("mismatch"),  # the first step's: on-policy samples
+        "loss": history[-1]["loss"],
+    }
+
+
+def gap(device: torch.device, tmp: Path) -> dict:
+    d = build_tiny(tmp / "gap", "micro", architecture="qwen3")
+    tok, model = load_tokenizer(d), load_model(d)
+    engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, device=device)
+    batch, _ = sampled_batch(engine, tok.pad_token_id, len(tok), 16, 12, 24)
+    lp = {p: Trainer(copy.deepcopy(model), OptimConfig(), 1, TrainerConfig(
+        device=str(device), precision=p)).compute_logprobs(batch) for p in ("fp32", "bf16")}
+    m = batch.loss_mask > 0
+    return {"fp32_vs_bf16_mean": float((lp["fp32"][m] - lp["bf16"][m]).abs().mean())}
+
+
+def routing_replay(device: torch.device, tmp: Path) -> dict:
+    out = {}
+    for arch in ("qwen3_moe", "qwen3"):
+        d = build_tiny(tmp / arch, "nano", architecture=arch)
+        tok, model = load_tokenizer(d), load_model(d)
+        moe = arch == "qwen3_moe"
+        engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id, dtype=torch.bfloat16,
+                             record_routing=moe, device=device)
+        prompts = [tok.encode(f"What is {i}+{i + 3}?") for i in range(32)]
+        outs = engine.generate(prompts, SamplingParams(max_new_tokens=24, seed=1))
+        segs = [Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs,
+                                               routing=o.routing) for o in outs]
+        batch = Batch.from_episodes([Episode([s]) for s in segs], tok.pad_token_id)
+        m = batch.loss_mask > 0
+        for replay in ((False, True) if moe else (False,)):
+            trainer = Trainer(copy.deepcopy(model), OptimConfig(), 1, TrainerConfig(
+                device=str(device), precision="bf16", routing_replay=replay))
+            g = (trainer.compute_logprobs(batch)[m] - batch.behaviour_logprobs[m]).abs()
+            key = f"{arch}{'_replay' if replay else ''}"
+            out[key] = {"mean": float(g.mean()), "max": float(g.max())}
+    return out
+
+
+def resume(device: torch.device, tmp: Path) -> dict:
+    d = build_tiny(tmp / "resume", "nano", architecture="qwen3")
+    tok = load_tokenizer(d)
+    engine = TorchEngine(load_model(d), tok.pad_token_id, tok.eos_token_id, device=device)
+    batch, _ = sampled_batch(engine, tok.pad_token_id, len(tok), 8, 8, 8)
+    settings = TrainerConfig(device=str(device), precision="bf16")
+    optim = OptimConfig(lr=1e-3, warmup_steps=0)
+
+    def trainer(model_dir: Path) -> Trainer:
+        return Trainer(load_model(model_dir), optim, 2, settings)
+
+    straight = trainer(d)
+    for _ in range(2):
+        straight.apply(rl_steps, batch, ActorConfig())
+    first = trainer(d)
+    first.apply(rl_steps, batch, ActorConfig())
+    ckpt = save_checkpoint(tmp / "ckpt", first, tok, {"step": 1}, "step-1")
+    resumed = trainer(ckpt)
+    load_checkpoint_state(ckpt, resumed)
+    resumed.apply(rl_steps, batch, ActorConfig())
+    with torch.no_grad():
+        diff = max(float((a - b).abs().max()) for a, b in zip(straight.model.parameters(),
+                                                               resumed.model.parameters()))
+    return {"max_weight_difference": diff}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--tiny", action="store_true", help="a tiny policy (a CPU dry run)")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        report = {"device": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                             else "cpu"),
+                  "torch": torch.__version__,
+                  "grpo": grpo(device, args.tiny, tmp), "gap": gap(device, tmp),
+                  "routing_replay": routing_replay(device, tmp),
+                  "resume": resume(device, tmp)}
+    report["seconds"] = time.perf_counter() - start
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

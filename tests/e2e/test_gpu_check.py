@@ -1,0 +1,24 @@
+"""The prepared GPU check runs its whole code path on the CPU with a tiny policy: the JSON
+has every section with sane values, and the resumed step ends on the straight run's weights.
+(Routing replay's effect is tested deterministically in test_routing_replay.py; here its
+bf16 figures depend on the CPU's kernels.)"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_gpu_check_dry_runs_on_cpu():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"),
+                          "--device", "cpu", "--tiny"], capture_output=True, text=True,
+                         timeout=300, check=True)
+    report = json.loads(out.stdout)
+    assert set(report) >= {"grpo", "gap", "routing_replay", "resume"}
+    assert report["grpo"]["generation_tokens_per_s"] > 0
+    assert report["grpo"]["mismatch"] < 0.05  # bf16 engine vs bf16 trainer, on-policy
+    assert 1e-5 < report["gap"]["fp32_vs_bf16_mean"] < 1e-1
+    assert set(report["routing_replay"]) == {"qwen3_moe", "qwen3_moe_replay", "qwen3"}
+    assert report["resume"]["max_weight_difference"] == 0.0
