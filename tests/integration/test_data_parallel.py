@@ -1,5 +1,8 @@
 """The data-parallel trainer: two gloo processes, replicated or sharded with FSDP2, end at the
-single process's parameters."""
+single process's parameters; sharded over N processes each keeps 1/N of the memory."""
+
+import gc
+import warnings
 
 import pytest
 import torch
@@ -54,3 +57,54 @@ def test_two_gloo_processes_end_at_the_single_process_parameters(tiny_dir, shard
             torch.testing.assert_close(parallel[key], value, atol=1e-8, rtol=0, msg=key)
     assert max(float((alone[k] - v).detach().abs().max()) for k, v in
                load_model(tiny_dir).named_parameters()) > 1e-3  # the steps moved the model
+
+
+def live_bytes() -> int:
+    """Bytes of every tensor storage alive in this process (each storage counted once; a
+    sharded tensor counts through its local shard)."""
+    from torch.distributed.tensor import DTensor
+
+    storages = {}
+    with warnings.catch_warnings():  # isinstance on deprecated module objects warns
+        warnings.simplefilter("ignore")
+        tensors = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+    for t in tensors:
+        if not isinstance(t, DTensor) and t.device.type == "cpu":
+            storage = t.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def local_bytes(model_dir) -> dict[str, int]:
+    """This process's bytes after one (sharded) step: the local shards of the parameters and
+    the optimiser state, and every tensor alive (what a whole copy kept aside would add to)."""
+    trainer = Trainer(load_model(model_dir), OptimConfig(lr=1e-2, warmup_steps=0), 3,
+                      TrainerConfig(micro_batch_size=2, shard=True))
+    rl_step(trainer, batch(), ActorConfig())
+    gc.collect()
+
+    def size(t: torch.Tensor) -> int:
+        t = t.to_local() if hasattr(t, "to_local") else t
+        return t.numel() * t.element_size()
+
+    return {"params": sum(size(p) for p in trainer.model.parameters()),
+            "optimizer": sum(size(v) for s in trainer.optimizer.state.values()
+                             for v in s.values() if torch.is_tensor(v) and v.dim() > 0),
+            "alive": live_bytes()}
+
+
+def test_sharding_keeps_a_1_over_n_share_in_each_process(tiny_dir):
+    """FSDP2 shards parameters and optimiser state and no process keeps a whole copy: with N
+    processes each holds 1/N of the one-process bytes, give or take the padding of each shard
+    to a multiple of N rows (at most N - 1 rows a tensor); all the tensors alive in a process
+    stay within 1/N of the one-process total plus what is not sharded (the batch, buffers):
+    a whole copy of the model kept aside would add the parameters' bytes again."""
+    alone = local_bytes(tiny_dir)  # one process: no group, nothing sharded
+    model = load_model(tiny_dir)
+    row = sum(p[0].numel() * p.element_size() for p in model.parameters())  # a row a tensor
+    for n in (2, 4):
+        share = run_processes(local_bytes, n, tiny_dir, threads=1)
+        for key, copies in (("params", 1), ("optimizer", 2)):
+            slack = copies * (n - 1) * row / n
+            assert abs(share[key] - alone[key] / n) <= slack, (n, key, share, alone)
+        assert share["alive"] < alone["alive"] / n + alone["params"] / 2, (n, share, alone)

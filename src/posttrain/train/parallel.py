@@ -15,6 +15,7 @@ the final norm and the tied output head around the whole computation.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from typing import TypeVar
@@ -99,6 +100,23 @@ class DataParallel:
             for k, v in part.items():
                 out[k] = out.get(k, 0.0) + v
         return out
+
+
+def gathered_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A plain CPU copy of the FSDP2-sharded ``model`` (a Hugging Face model): built empty on
+    the meta device, then filled with each whole parameter gathered in turn and the buffers
+    (which FSDP2 does not shard) copied; ties are restored. Every rank must call it."""
+    dtype = next(model.parameters()).dtype
+    with torch.device("meta"):
+        host = type(model)(copy.deepcopy(model.config))
+    host = host.to_empty(device="cpu").to(dtype)
+    host.load_state_dict({k: full(v.detach()).cpu() for k, v in model.state_dict().items()},
+                         strict=True)
+    for name, buffer in model.named_buffers():
+        host.get_buffer(name).copy_(full(buffer))
+    if hasattr(host, "tie_weights"):
+        host.tie_weights()
+    return host
 
 
 def full_optimizer_state(scorer: Scorer, optimizer: torch.optim.Optimizer,

@@ -12,7 +12,6 @@ optimiser state are fp32; ``trainer.precision`` sets the compute dtype (``train.
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -37,6 +36,7 @@ from posttrain.train.parallel import (
     Scorer,
     full,
     full_optimizer_state,
+    gathered_copy,
     load_full_optimizer_state,
 )
 from posttrain.train.precision import Precision
@@ -87,7 +87,6 @@ class Trainer:
                 raise ValueError("trainer.lora trains in one process (dist.trainer_processes=1)")
             model = self.model = add_lora(model, lora.r, lora.alpha, lora.dropout,
                                           tuple(lora.target_modules))
-        self._skeleton = copy.deepcopy(model) if self.sharded else None  # for export_model
         self.scorer = self.parallel.wrap(model) if self.parallel else Scorer(model)
         self.optimizer, self.scheduler = build_optimizer(model, optim, total_steps)
         self.step = 0
@@ -219,15 +218,13 @@ class Trainer:
 
     def export_model(self) -> torch.nn.Module:
         """The model with whole (unsharded) weights: the model itself, for LoRA a merged plain
-        copy, or for a sharded trainer a copy filled with the gathered weights (every rank must
-        call it)."""
+        copy, or for a sharded trainer a CPU copy filled with the gathered weights (every rank
+        must call it; no process keeps a whole copy between exports)."""
         if is_lora(self.model):
             return merged_copy(self.model)
         if not self.sharded:
             return self.model
-        host = copy.deepcopy(self._skeleton)
-        host.load_state_dict({k: full(v.detach()) for k, v in self.model.state_dict().items()})
-        return host
+        return gathered_copy(self.model)
 
     def state_dict(self) -> dict:
         """Optimiser (whole, also when sharded: every rank must call it), scheduler, counters."""
