@@ -64,3 +64,23 @@ def test_async_on_ray_engines_and_trainer_ends_at_the_local_async_weights(tmp_pa
     # episodes in the same order (the engines' log-probs only feed the mismatch metrics)
     assert_same_weights(local, run(tmp_path, "ray", *mode, "dist.backend=ray",
                                    "dist.engines=2", "dist.trainer_actor=true"), exact=True)
+
+
+def test_torchrun_launched_trainers_end_where_the_local_launcher_does(tmp_path):
+    """``torchrun --nproc-per-node 2 posttrain train ...``: the processes join its env://
+    group (gloo on CPU), rank 0 claims and writes the run directory, and the run ends at the
+    weights of the same two processes started by ``dist.trainer_processes=2`` (the same
+    arithmetic in the same layout: bit for bit)."""
+    import shutil
+    import subprocess
+    import sys
+
+    local = run(tmp_path, "local", "dist.trainer_processes=2", "trainer.shard=true")
+    out = tmp_path / "torchrun"
+    script = shutil.which("posttrain")
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", "2", script, "train", "configs/quickstart.yaml",
+                    f"out_dir={out}", *SMALL, "trainer.shard=true"],
+                   check=True, capture_output=True, timeout=600)
+    assert_same_weights(local, load_file(out / "rl_model" / "model.safetensors"), exact=True)
+    assert not (out / "ranks" / "1" / "rl_model").exists()

@@ -82,11 +82,18 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
     (said with ``--resume`` when the run is interrupted)."""
     import shlex
 
+    import torch
     from torch.multiprocessing import ProcessRaisedException
 
-    from posttrain.cluster.processes import run_processes
+    from posttrain.cluster.processes import (
+        backend_for,
+        join_launched_group,
+        launched_world_size,
+        run_processes,
+    )
     from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError
+    from posttrain.models.devices import resolve_device
     from posttrain.recipes.run_dir import CHECKPOINTS, RunDirError, claim_run_dir
     from posttrain.recipes.stages import Recipe, run_rank
     from posttrain.train import TrainingDivergedError, latest_checkpoint
@@ -98,17 +105,29 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
     )
 
     out = Path(cfg.out_dir)
+    backend = backend_for(resolve_device(cfg.trainer.device, "trainer.device").type)
+    launched = launched_world_size() > 1  # a process torchrun started
+    if launched and cfg.dist.trainer_processes > 1:
+        _fail("this process was started by torchrun (WORLD_SIZE is set), and "
+              "dist.trainer_processes > 1 would start processes of its own: leave it at 1")
+    rank = join_launched_group(backend) if launched else 0
+    lock = None
+    if rank == 0:
+        try:
+            lock = claim_run_dir(out, cfg.model_dump(mode="json"), resume, overwrite)
+        except RunDirError as e:
+            _fail(str(e))
+        except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
+            _fail(f"out_dir {cfg.out_dir!r} cannot be a run directory: {e}")
+        console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
+    if launched:
+        torch.distributed.barrier()  # the run directory is ready
     try:
-        lock = claim_run_dir(out, cfg.model_dump(mode="json"), resume, overwrite)
-    except RunDirError as e:
-        _fail(str(e))
-    except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
-        _fail(f"out_dir {cfg.out_dir!r} cannot be a run directory: {e}")
-    console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
-    try:
-        if cfg.dist.trainer_processes > 1:
+        if launched:
+            summary = run_rank(cfg, resume)
+        elif cfg.dist.trainer_processes > 1:
             summary = run_processes(run_rank, cfg.dist.trainer_processes, cfg, resume,
-                                    threads=cfg.threads)
+                                    threads=cfg.threads, backend=backend)
         else:
             summary = Recipe(cfg).run(resume=resume)
     except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError,
@@ -127,10 +146,14 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
             console.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
         raise typer.Exit(code=130) from None
     finally:
-        lock.close()
-    console.print(_summary_table(summary))
-    console.print(f"wall time {summary['wall_seconds']:.0f} s; summary.json, metrics.jsonl and "
-                  f"curves.png in {cfg.out_dir}")
+        if lock is not None:
+            lock.close()
+        if launched:
+            torch.distributed.destroy_process_group()
+    if rank == 0:
+        console.print(_summary_table(summary))
+        console.print(f"wall time {summary['wall_seconds']:.0f} s; summary.json, "
+                      f"metrics.jsonl and curves.png in {cfg.out_dir}")
 
 
 @app.command()

@@ -5,6 +5,7 @@ validated themselves."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Container, Sequence
 from typing import Any
 
@@ -153,8 +154,10 @@ def stage_rules(cfg) -> None:
                              "rl.mode=sync and dist.backend=local")
     if cfg.trainer.lora is not None and cfg.dist.trainer_processes > 1:
         raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
-    if cfg.trainer.shard and cfg.dist.trainer_processes == 1:
-        raise ValueError("trainer.shard shards over dist.trainer_processes; there is one")
+    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1  # started by torchrun
+    if cfg.trainer.shard and cfg.dist.trainer_processes == 1 and not launched:
+        raise ValueError("trainer.shard shards over dist.trainer_processes (or the processes "
+                         "torchrun starts); there is one")
     if len(set(cfg.stages)) != len(cfg.stages):
         raise ValueError(f"stages: {cfg.stages} lists a stage twice")
 

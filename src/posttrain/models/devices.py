@@ -1,16 +1,20 @@
-"""Where a model runs: ``auto`` (the first CUDA device if there is one, else the CPU), ``cpu``,
+"""Where a model runs: ``auto`` (a CUDA device if there is one, else the CPU), ``cpu``,
 ``cuda`` or ``cuda:N``."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 
 
 def resolve_device(name: str, key: str = "device") -> torch.device:
-    """The device ``name`` means here; a CUDA device this machine lacks is a ``ValueError``
-    naming ``key``."""
+    """The device ``name`` means here (``auto`` in a process of a launched group: GPU
+    ``LOCAL_RANK``); a CUDA device this machine lacks is a ``ValueError`` naming ``key``."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     device = torch.device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():
