@@ -92,3 +92,33 @@ def test_replay_reproduces_the_engines_routing_and_only_that(moe):
 def test_replay_needs_an_moe_model_and_matching_layers(model, tokenizer):
     with pytest.raises(ValueError, match="needs a mixture-of-experts model"):
         TorchEngine(model, tokenizer.pad_token_id, record_routing=True)
+
+
+def test_the_load_balancing_loss_enters_the_update(moe):
+    """``actor.router_aux_coef``: the Switch Transformer loss of the step's tokens (the value
+    transformers' own function gives on the routers' logits of a full forward) is reported,
+    and the routers end the step elsewhere than without it."""
+    from posttrain.models.routing import load_balancing_loss, router_logits
+    from posttrain.settings import ActorConfig
+    from posttrain.train.rl_update import rl_step
+
+    tok, model = moe
+    engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id)
+    _, batch = rollout_batch(engine, tok, n=4)
+    batch = batch.replace(advantages=torch.ones(batch.loss_mask.shape) * batch.loss_mask)
+    with torch.no_grad(), router_logits(model) as gates:
+        model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    expected = float(load_balancing_loss(model, gates, batch.attention_mask))
+
+    def step(coef):
+        trainer = Trainer(copy.deepcopy(model), OptimConfig(lr=1e-2, warmup_steps=0), 1,
+                          TrainerConfig(micro_batch_size=8))
+        metrics = rl_step(trainer, batch, ActorConfig(router_aux_coef=coef))
+        return metrics, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+
+    with_aux, moved = step(1.0)
+    without, plain = step(0.0)
+    assert with_aux["router_aux_loss"] == pytest.approx(expected, rel=1e-5)
+    assert "router_aux_loss" not in without
+    routers_moved = [n for n in moved if "gate" in n and not torch.equal(moved[n], plain[n])]
+    assert routers_moved  # the balancing term reached the routers

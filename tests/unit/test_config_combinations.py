@@ -179,7 +179,15 @@ def test_a_synthesised_reward_is_grs_of_its_parts():
     (CALCULATOR, "task.name=calculator is an agent task"),
 ])
 def test_routing_replay_needs_the_routing_recorded(overrides, message):
-    load_config(None, ["trainer.routing_replay=true", "model.architecture=qwen3_moe"])
+    moe = ["trainer.routing_replay=true", "model.architecture=qwen3_moe"]
+    load_config(None, moe)
     with pytest.raises(ConfigError, match=f"routing_replay is set but cannot take effect: "
                                           f"{message}"):
-        load_config(None, ["trainer.routing_replay=true", *overrides])
+        load_config(None, [*moe, *overrides])
+
+
+@pytest.mark.parametrize("key", ["trainer.routing_replay=true", "actor.router_aux_coef=0.01"])
+def test_router_options_need_experts(key):
+    with pytest.raises(ConfigError, match="model.architecture=llama has no experts"):
+        load_config(None, [key])
+    load_config(None, [key, "model.architecture=qwen3_moe"])

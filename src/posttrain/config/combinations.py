@@ -12,6 +12,7 @@ from typing import Any
 from posttrain.algos.registry import facts
 from posttrain.config.task_config import ENV_TASK_PARTS, TASK_KEYS
 from posttrain.harness.compaction import STRATEGIES, SUMMARISING
+from posttrain.models.presets import MOE_ARCHITECTURES
 from posttrain.rewards import ENV
 from posttrain.settings.distill_config import OPD_LOSSES
 from posttrain.settings.rl_config import (
@@ -238,7 +239,14 @@ def device_rules(cfg) -> None:
 
 def routing_rules(cfg) -> None:
     """``trainer.routing_replay`` needs the routing recorded: by the in-process torch engine,
-    on synchronous single-turn samples (the only ones that carry it)."""
+    on synchronous single-turn samples (the only ones that carry it); router options need a
+    mixture-of-experts model (known here for a preset)."""
+    dense = cfg.model.path is None and cfg.model.architecture not in MOE_ARCHITECTURES
+    for key, on in (("trainer.routing_replay", cfg.trainer.routing_replay),
+                    ("actor.router_aux_coef", cfg.actor.router_aux_coef > 0)):
+        if on and dense:
+            raise ValueError(f"{key} is set but cannot take effect: model.architecture="
+                             f"{cfg.model.architecture} has no experts")
     if not cfg.trainer.routing_replay:
         return
     why = [reason for reason, broken in (

@@ -24,3 +24,4 @@ PRESETS: dict[str, TinyPreset] = {
 
 # architectures a tiny preset can be built in: the real Hugging Face config classes at tiny sizes
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3")
+MOE_ARCHITECTURES = ("qwen3_moe",)  # those with routed experts

@@ -5,7 +5,8 @@
 by far more than the rounding.
 
 Works for Hugging Face MoE models whose router is a ``*TopKRouter`` module returning
-``(router_logits, gates, experts)`` (Qwen3-MoE, Qwen2-MoE, Mixtral in transformers 5)."""
+``(router_logits, gates, experts)`` (Qwen3-MoE, Qwen2-MoE, Mixtral in transformers 5). The
+routers' logits also give the load-balancing auxiliary loss (``load_balancing_loss``)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,32 @@ def replay(model: torch.nn.Module, experts: torch.Tensor) -> Iterator[None]:
     finally:
         for h in hooks:
             h.remove()
+
+
+@contextlib.contextmanager
+def router_logits(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """The logits ``[N, E]`` of every router call while the context is open, in call order,
+    with their gradient."""
+    found = routers(model)
+    if not found:
+        raise ValueError("a router loss needs a mixture-of-experts model; this one has no "
+                         "router")
+    logits: list[torch.Tensor] = []
+    hooks = [r.register_forward_hook(lambda _m, _a, out: logits.append(out[0])) for r in found]
+    try:
+        yield logits
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def load_balancing_loss(model: torch.nn.Module, logits: list[torch.Tensor],
+                        attention_mask: torch.Tensor) -> torch.Tensor:
+    """The Switch Transformer auxiliary loss ``E sum_e f_e P_e`` (``f_e``: the share of top-k
+    assignments to expert ``e``, ``P_e``: its mean router probability) over the tokens
+    ``attention_mask`` keeps, through transformers' own ``load_balancing_loss_func``."""
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
+
+    router = routers(model)[0]
+    return load_balancing_loss_func(tuple(logits), router.num_experts, router.top_k,
+                                    (attention_mask > 0).long())

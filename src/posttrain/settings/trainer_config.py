@@ -91,11 +91,14 @@ class EntropyBonusConfig(Section):
 
 
 class ActorConfig(Section):
-    """How the policy's loss is built from a batch with advantages (ALGORITHMS.md §2-3)."""
+    """How the policy's loss is built from a batch with advantages (ALGORITHMS.md §2-3).
+    ``router_aux_coef`` (mixture-of-experts models): that many times the Switch Transformer
+    load-balancing loss of the routers over the step's tokens is added."""
 
     policy_loss: PolicyLossConfig = PolicyLossConfig()
     loss_agg_mode: Annotated[str, registered("aggregation")] = "token_mean"
     entropy_bonus: EntropyBonusConfig = EntropyBonusConfig()
+    router_aux_coef: float = Field(0.0, ge=0)
 
     @model_validator(mode="after")
     def _gspo_aggregation(self) -> ActorConfig:

@@ -6,6 +6,7 @@ critic's. Tokens sampled more than ``max_staleness`` versions ago leave the loss
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm, adaptive_kl_coef, get
+from posttrain.models.routing import load_balancing_loss, router_logits
 from posttrain.settings import (
     ActorConfig,
     AlgoConfig,
@@ -51,11 +53,20 @@ def rl_step(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
     entropy_coef = trainer.entropy_next if bonus.adaptive else bonus.coef
 
     def micro(mb: Batch, norm: StepNorm):
-        logp, ent = trainer.token_logprobs(trainer.model, mb, temperature, True, top_k, top_p)
+        aux = actor.router_aux_coef > 0
+        with router_logits(trainer.model) if aux else contextlib.nullcontext() as gates:
+            logp, ent = trainer.token_logprobs(trainer.model, mb, temperature, True, top_k,
+                                               top_p, whole=aux)
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
         tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask, mb.behaviour_logprobs,
                           mb.ref_logprobs)
-        return rl_loss(tokens, norm, actor, kl, offpolicy, entropy_coef)
+        loss, stats = rl_loss(tokens, norm, actor, kl, offpolicy, entropy_coef)
+        if aux:  # a mean over the micro-batch's tokens, weighted by its share of the rows
+            balance = load_balancing_loss(trainer.model, gates, mb.attention_mask)
+            share = len(mb) / norm.batch_size
+            loss = loss + actor.router_aux_coef * balance * share
+            stats["router_aux_loss"] = balance.detach() * share
+        return loss, stats
 
     metrics = trainer.optimizer_step(batch, micro, max_len)
     metrics["entropy_coef"] = entropy_coef

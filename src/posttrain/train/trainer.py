@@ -102,14 +102,15 @@ class Trainer:
 
     # -- log-probs ---------------------------------------------------------------------------
     def token_logprobs(self, model, mb: Batch, temperature: float, entropy: bool,
-                       top_k: int = 0, top_p: float = 1.0):
+                       top_k: int = 0, top_p: float = 1.0, whole: bool = False):
         """``(log-probs, entropies)`` ``[b, T]`` of ``mb``'s loss-mask tokens under ``model``
         (the policy through its data-parallel wrapper), with gradient; over the ``top_k`` /
         ``top_p`` support the engine sampled from (``sequence_logprobs``); with
-        ``trainer.routing_replay``, through the experts the engine used (``mb.routing``)."""
+        ``trainer.routing_replay``, through the experts the engine used (``mb.routing``).
+        ``whole``: encode every row whole (no shared prefix), each token once."""
         replaying = self.settings.routing_replay and mb.routing is not None
         shared = None
-        if self.settings.share_prefix and not replaying:  # replay forces every token's experts
+        if self.settings.share_prefix and not (replaying or whole):  # every token's experts
             shared = prefix_lengths(mb.loss_mask, mb.attention_mask)
         score = self.scorer if model is self.model else Scorer(model)
         with replay(model, mb.routing) if replaying else contextlib.nullcontext():
