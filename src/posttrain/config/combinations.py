@@ -162,6 +162,7 @@ def stage_rules(cfg) -> None:
     if len(set(cfg.stages)) != len(cfg.stages):
         raise ValueError(f"stages: {cfg.stages} lists a stage twice")
 
+
 def opd_rules(cfg) -> None:
     """On-policy distillation's teachers, task, loss and placement."""
     opd = cfg.opd
@@ -297,6 +298,7 @@ def agent_rules(cfg) -> None:
     if agent.tree is not None and cfg.rl.group_size % agent.tree.per_backbone:
         raise ValueError(f"rl.group_size={cfg.rl.group_size} must be a multiple of "
                          f"agent.tree.rounds * branches + 1 = {agent.tree.per_backbone}")
+
 
 def task_rules(cfg) -> None:
     """Task keys set away from their defaults act on their own task only; a task's rewards

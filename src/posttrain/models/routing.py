@@ -11,7 +11,7 @@ routers' logits also give the load-balancing auxiliary loss (``load_balancing_lo
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -39,17 +39,28 @@ class RoutingRecord:
 
 
 @contextlib.contextmanager
-def capture(model: torch.nn.Module) -> Iterator[RoutingRecord]:
-    """Record the experts every router of ``model`` picks while the context is open."""
+def _hooked(model: torch.nn.Module, hook_for: Callable[[int], Callable], what: str
+            ) -> Iterator[None]:
+    """``hook_for(i)`` as a forward hook on router ``i`` of ``model`` while the context is
+    open; a model without routers is a ``ValueError`` saying ``what`` needs them."""
     found = routers(model)
-    record = RoutingRecord(len(found))
-    hooks = [r.register_forward_hook(lambda _m, _a, out: record.flat.append(out[2].detach()))
-             for r in found]
+    if not found:
+        raise ValueError(f"{what} needs a mixture-of-experts model; this one has no router")
+    hooks = [r.register_forward_hook(hook_for(i)) for i, r in enumerate(found)]
     try:
-        yield record
+        yield
     finally:
         for h in hooks:
             h.remove()
+
+
+@contextlib.contextmanager
+def capture(model: torch.nn.Module) -> Iterator[RoutingRecord]:
+    """Record the experts every router of ``model`` picks while the context is open."""
+    record = RoutingRecord(len(routers(model)))
+    with _hooked(model, lambda _i: lambda _m, _a, out: record.flat.append(out[2].detach()),
+                 "recording routing"):
+        yield record
 
 
 @contextlib.contextmanager
@@ -58,13 +69,10 @@ def replay(model: torch.nn.Module, experts: torch.Tensor) -> Iterator[None]:
     k]`` (-1: the router's own choice, for positions never routed in the engine): gates are
     the router's softmax over the forced experts (``routing_replay``; renormalised as the
     router's ``norm_topk_prob`` says), so the router keeps its gradient."""
-    found = routers(model)
-    if not found:
-        raise ValueError("routing replay needs a mixture-of-experts model; this one has no "
-                         "router")
-    if experts.shape[2] != len(found):
-        raise ValueError(f"recorded routing has {experts.shape[2]} layers, the model "
-                         f"{len(found)} routers")
+    n = len(routers(model))
+    if n and experts.shape[2] != n:
+        raise ValueError(f"recorded routing has {experts.shape[2]} layers, the model {n} "
+                         "routers")
 
     def hook_for(layer: int):
         def hook(module, _args, out):
@@ -79,29 +87,17 @@ def replay(model: torch.nn.Module, experts: torch.Tensor) -> Iterator[None]:
             return logits, new.to(gates.dtype), forced
         return hook
 
-    hooks = [r.register_forward_hook(hook_for(i)) for i, r in enumerate(found)]
-    try:
+    with _hooked(model, hook_for, "routing replay"):
         yield
-    finally:
-        for h in hooks:
-            h.remove()
 
 
 @contextlib.contextmanager
 def router_logits(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
     """The logits ``[N, E]`` of every router call while the context is open, in call order,
     with their gradient."""
-    found = routers(model)
-    if not found:
-        raise ValueError("a router loss needs a mixture-of-experts model; this one has no "
-                         "router")
     logits: list[torch.Tensor] = []
-    hooks = [r.register_forward_hook(lambda _m, _a, out: logits.append(out[0])) for r in found]
-    try:
+    with _hooked(model, lambda _i: lambda _m, _a, out: logits.append(out[0]), "a router loss"):
         yield logits
-    finally:
-        for h in hooks:
-            h.remove()
 
 
 def load_balancing_loss(model: torch.nn.Module, logits: list[torch.Tensor],

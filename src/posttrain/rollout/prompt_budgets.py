@@ -46,10 +46,11 @@ class PromptBudgets:
         keys = [f"{rho}:{prompt_key(e)}" for e in episodes]
         new: dict[str, list[int]] = {}
         for key, e in zip(keys, episodes):
-            if key not in self.table and e.rewards.get(self.accuracy_part) == 1:
-                new.setdefault(key, []).append(sum(s.num_trainable for s in e.segments))
-            elif key not in self.table:
-                new.setdefault(key, [])
+            if key in self.table:
+                continue
+            correct = new.setdefault(key, [])
+            if e.rewards.get(self.accuracy_part) == 1:
+                correct.append(sum(s.num_trainable for s in e.segments))
         for key, lengths in new.items():
             self.table[key] = toggle_budget(lengths, rho)
             self._record(key, self.table[key], step)

@@ -12,6 +12,8 @@ from posttrain.settings.section import Device, NamedLoss, OptimConfig, Section, 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 MISMATCH_WEIGHTS = ("tis_token", "tis_seq", "mis_token", "mis_seq")
+# trainer.precision -> the dtype it computes in (a torch attribute name)
+COMPUTE_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 # policy losses of the actor (those of log-probs; value_clip and entropy_bonus are terms)
 ACTOR_LOSSES = tuple(n for n in names("policy_loss")
                      if "logp" in facts("policy_loss", n).parameter_names())
@@ -160,7 +162,7 @@ class TrainerConfig(Section):
     @property
     def compute_dtype(self) -> str:
         """The dtype name (``load_model``'s) that ``precision`` computes in."""
-        return {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[self.precision]
+        return COMPUTE_DTYPES[self.precision]
 
     @model_validator(mode="after")
     def _prefix_or_checkpointing(self) -> TrainerConfig:

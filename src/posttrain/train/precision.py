@@ -12,10 +12,11 @@ bf16 on every forward, which is cheap next to the matmul itself."""
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 
-COMPUTE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+from posttrain.settings.trainer_config import COMPUTE_DTYPES
 
 
 class Precision:
@@ -27,7 +28,8 @@ class Precision:
         if name == "fp16" and device_type != "cuda":
             raise ValueError("trainer.precision fp16 needs a CUDA device (loss scaling for "
                              f"fp16 runs there); on {device_type} use bf16")
-        self.name, self.dtype, self.device_type = name, COMPUTE_DTYPES[name], device_type
+        self.name, self.device_type = name, device_type
+        self.dtype = getattr(torch, COMPUTE_DTYPES[name])
         self.scaler = torch.amp.GradScaler(device_type) if name == "fp16" else None
 
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -47,8 +49,7 @@ class Precision:
     def overflowed(self, loss: float, grad_norm: float) -> bool:
         """An fp16 step whose loss is finite but whose scaled gradients overflowed: the scale
         is lowered and the step skipped (not a sign of divergence)."""
-        if self.scaler is None or not torch.isfinite(torch.tensor(loss)) \
-                or torch.isfinite(torch.tensor(grad_norm)):
+        if self.scaler is None or not math.isfinite(loss) or math.isfinite(grad_norm):
             return False
         self.scaler.update()
         return True
