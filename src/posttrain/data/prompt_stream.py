@@ -10,10 +10,14 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from posttrain.data.prompt_tasks import PromptTask, prompt_task
-from posttrain.data.reading import require_columns, stream_dataset, stream_rows
+from posttrain.data.reading import (
+    no_usable_row,
+    require_columns,
+    stream_dataset,
+    stream_rows,
+)
 from posttrain.envs.base import SplitTasks
 from posttrain.settings.data_config import DatasetConfig
-from posttrain.types.errors import DataError
 
 
 def buffer_shuffled(items: Iterable, rng: random.Random, size: int) -> Iterator:
@@ -148,9 +152,7 @@ class PromptStream:
             if usable == self.max_rows:
                 break
         if not usable:
-            i, why = self.skipped[0]
-            raise DataError(f"{self.what} {self.source!r} holds no usable row "
-                            f"({len(self.skipped)} skipped; row {i}: {why})")
+            raise no_usable_row(self.what, self.source, self.skipped)
         if not self._passed:
             self._passed = True
             if self.on_first_pass is not None:
@@ -210,10 +212,7 @@ class StreamedDatasetTasks(SplitTasks):
             except ValueError as e:
                 self.skipped["eval"].append((i, str(e)))
         if not self._eval:
-            path, _ = self._eval_source
-            i, why = self.skipped["eval"][0]
-            raise DataError(f"dataset {path!r} holds no usable row ({len(self.skipped['eval'])} "
-                            f"skipped; row {i}: {why})")
+            raise no_usable_row("dataset", self._eval_source[0], self.skipped["eval"])
         return self._eval[:n]
 
     def _parse(self, row: dict) -> PromptTask:
@@ -221,9 +220,7 @@ class StreamedDatasetTasks(SplitTasks):
 
     def _checked_rows(self, rows, path: str, split: str) -> Iterator[tuple[int, dict]]:
         """``stream_rows`` whose first row has the columns ``cfg`` maps."""
-        cfg = self.cfg
-        wanted = {"prompt": cfg.prompt, "answer": cfg.answer, "system": cfg.system}
         for i, row in stream_rows(rows, path, split):
             if i == 0:
-                require_columns(rows, path, wanted, columns=list(row))
+                require_columns(rows, path, self.cfg.columns(), columns=list(row))
             yield i, row

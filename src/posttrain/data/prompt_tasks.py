@@ -91,9 +91,8 @@ class DatasetTasks(SplitTasks):
 
     def _read(self, cfg: DatasetConfig, path: str, split: str, seed: int,
               name: str = "train") -> list[PromptTask]:
-        tasks, self.skipped[name] = read_rows(
-            path, lambda row: prompt_task(row, cfg), "dataset", split,
-            {"prompt": cfg.prompt, "answer": cfg.answer, "system": cfg.system})
+        tasks, self.skipped[name] = read_rows(path, lambda row: prompt_task(row, cfg),
+                                              "dataset", split, cfg.columns())
         if cfg.shuffle:
             random.Random(f"{seed}:data:{name}").shuffle(tasks)
         return tasks[: cfg.max_rows]

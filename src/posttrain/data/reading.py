@@ -78,10 +78,15 @@ def read_rows(path: str | Path, parse: Callable[[dict], T], what: str, split: st
         except ValueError as e:
             skipped.append((i, str(e)))
     if not items:
-        i, why = skipped[0]
-        raise DataError(f"{what} {str(path)!r} holds no usable row ({len(skipped)} skipped; "
-                        f"row {i}: {why})")
+        raise no_usable_row(what, path, skipped)
     return items, skipped
+
+
+def no_usable_row(what: str, path: str | Path, skipped: list[tuple[int, str]]) -> DataError:
+    """The error of data whose every row was skipped: how many, and the first's reason."""
+    i, why = skipped[0]
+    return DataError(f"{what} {str(path)!r} holds no usable row ({len(skipped)} skipped; "
+                     f"row {i}: {why})")
 
 
 def stream_dataset(path: str | Path, split: str = "train", what: str = "dataset"):

@@ -47,6 +47,10 @@ class DatasetConfig(Section):
     streaming: bool = False
     shuffle_buffer: int = Field(10_000, ge=1)
 
+    def columns(self) -> dict[str, str | None]:
+        """The column each role reads (``prompt``, ``answer``, ``system``; None: not read)."""
+        return {"prompt": self.prompt, "answer": self.answer, "system": self.system}
+
     @model_validator(mode="after")
     def _readable(self) -> DatasetConfig:
         for key in ("path", "eval_path"):
