@@ -46,10 +46,21 @@ def test_two_trainer_processes_end_at_the_one_process_weights(tmp_path, layout):
     assert not (tmp_path / "two" / "ranks" / "1" / "rl_model").exists()  # rank 0 writes
 
 
-def test_sharded_trainers_checkpoint_and_resume_exactly(tmp_path):
-    sharded = ["dist.trainer_processes=2", "trainer.shard=true", "checkpoint_every=1"]
+@pytest.mark.parametrize("fmt", ["whole", "sharded"])
+def test_sharded_trainers_checkpoint_and_resume_exactly(tmp_path, fmt):
+    """Whole or sharded checkpoints of two FSDP2 processes resume bit for bit on two; a
+    sharded one resumes on one process too, at the two-process weights up to the rounding of
+    other summation orders (``assert_same_weights``)."""
+    import shutil
+
+    sharded = ["dist.trainer_processes=2", "trainer.shard=true", "checkpoint_every=1",
+               f"checkpoint_format={fmt}"]
     straight = run(tmp_path, "straight", *sharded)
     run(tmp_path, "cut", *sharded, "rl.steps=1")  # stops after RL step 1's checkpoint
+    if fmt == "sharded":
+        shutil.copytree(tmp_path / "cut", tmp_path / "cut-alone")
+        alone = run(tmp_path, "cut-alone", f"checkpoint_format={fmt}", "--resume")
+        assert_same_weights(straight, alone)
     resumed = run(tmp_path, "cut", *sharded, "--resume")
     # the same layout, weights and optimiser state restored bit for bit: the same arithmetic
     assert_same_weights(straight, resumed, exact=True)

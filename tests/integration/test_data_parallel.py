@@ -26,22 +26,25 @@ def batch() -> Batch:
     return b.replace(advantages=(torch.randn(b.loss_mask.shape, generator=g) * b.loss_mask))
 
 
-def train_steps(model_dir, shard=False) -> dict[str, torch.Tensor]:
+def train_steps(model_dir, shard=False, offload=False) -> dict[str, torch.Tensor]:
     # float64: the two layouts sum the micro-batch gradients in different orders, and Adam's
     # m / (sqrt(v) + eps) turns that rounding noise into update noise up to lr / eps = 1e6 times
     # larger on near-zero gradients; in float32 that is ~1e-4 and depends on the processor
     model = load_model(model_dir).to(torch.float64)
     trainer = Trainer(model, OptimConfig(lr=1e-2, warmup_steps=0), 3,
-                      TrainerConfig(micro_batch_size=2, shard=shard))
+                      TrainerConfig(micro_batch_size=2, shard=shard, offload=offload))
     for _ in range(2):
         metrics = rl_step(trainer, batch(), ActorConfig())
     return {"metrics": metrics, **{k: v.clone() for k, v in trainer.named_weights()}}
 
 
-@pytest.mark.parametrize("shard", [False, True], ids=["replicated", "fsdp2"])
-def test_two_gloo_processes_end_at_the_single_process_parameters(tiny_dir, shard):
+@pytest.mark.parametrize("shard,offload", [(False, False), (True, False), (True, True)],
+                         ids=["replicated", "fsdp2", "fsdp2-offload"])
+def test_two_gloo_processes_end_at_the_single_process_parameters(tiny_dir, shard, offload):
+    """(``offload`` keeps FSDP2's shards and optimiser state in CPU memory and steps there: on
+    a CPU machine the same arithmetic, so it must end where ``fsdp2`` does.)"""
     alone = train_steps(tiny_dir)
-    parallel = run_processes(train_steps, 2, tiny_dir, shard, threads=1)
+    parallel = run_processes(train_steps, 2, tiny_dir, shard, offload, threads=1)
     # Weights: each gradient entry sums 5 micro-batch terms (each < 1; the largest is 0.14), so
     # reordering the float64 sum moves it by at most 4 * 2.2e-16 * 5 = 4.4e-15; Adam turns that
     # into at most lr * 4.4e-15 / eps_adam = 1e-2 * 4.4e-15 / 1e-8 = 4.4e-9 per step, 8.8e-9

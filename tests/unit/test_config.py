@@ -49,6 +49,9 @@ def test_an_override_fills_a_null_section():
         (["agent.max_turns=2"], "agent options act on agent episodes"),
         (["engine.name=sglang", "engine.kv_cache_gib=4"], "engine.kv_cache_gib"),
         (["actor.policy_loss.dual_clip=0.5"], "actor.policy_loss.dual_clip"),
+        (["trainer.offload=true"], "trainer.shard=true"),
+        (["checkpoint_format=sharded", "trainer.lora={r: 4}"], "checkpoint_format=whole"),
+        (["checkpoint_format=tensors"], "checkpoint_format"),
     ],
 )
 def test_errors_name_the_key(overrides, key):

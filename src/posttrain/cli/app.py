@@ -96,7 +96,7 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
     from posttrain.models.devices import resolve_device
     from posttrain.recipes.run_dir import CHECKPOINTS, RunDirError, claim_run_dir
     from posttrain.recipes.stages import Recipe, run_rank
-    from posttrain.train import TrainingDivergedError, latest_checkpoint
+    from posttrain.train import CheckpointMismatchError, TrainingDivergedError, latest_checkpoint
     from posttrain.types import (
         DataError,
         MismatchError,
@@ -131,7 +131,8 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
         else:
             summary = Recipe(cfg).run(resume=resume)
     except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError,
-            WeightSyncError, TeacherMismatchError, EngineUnavailableError, DataError) as e:
+            WeightSyncError, TeacherMismatchError, EngineUnavailableError, DataError,
+            CheckpointMismatchError) as e:
         _fail(str(e))
     except ProcessRaisedException as e:  # a data-parallel process failed: its traceback
         _fail(f"a trainer process failed:\n{e}")
@@ -409,6 +410,24 @@ def build_tiny_cmd(
         console.print(f"wrote {build_tiny(out, preset, seed, architecture=architecture)}")
     except OSError as e:
         _fail(f"cannot write a model to {str(out)!r}: {e}")
+
+
+@app.command()
+def export(
+    checkpoint: Annotated[Path, typer.Argument(help="a checkpoint directory (whole or sharded)")],
+    out: Annotated[Path, typer.Argument(help="directory to write the model to")],
+) -> None:
+    """Write a checkpoint's policy as a from_pretrained model directory (a sharded checkpoint's
+    shards are read in this one process)."""
+    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer, save_model
+    from posttrain.train import CheckpointMismatchError, is_sharded, whole_model
+
+    try:
+        model = whole_model(checkpoint) if is_sharded(checkpoint) else load_model(checkpoint)
+        save_model(model, load_tokenizer(checkpoint), out)
+    except (ModelNotFoundError, CheckpointMismatchError, OSError, ValueError) as e:
+        _fail(str(e))
+    console.print(f"wrote {out}")
 
 
 @app.command()

@@ -83,8 +83,8 @@ class RayTrainer:
     def named_weights(self) -> list[tuple[str, torch.Tensor]]:
         return self._ray.get(self.actor.named_weights.remote())
 
-    def state_dict(self) -> dict:
-        return self.apply(Trainer.state_dict)
+    def state_dict(self, optimizer: bool = True) -> dict:
+        return self.apply(Trainer.state_dict, optimizer)
 
     def load_state_dict(self, state: dict) -> None:
         self.apply(Trainer.load_state_dict, state)

@@ -155,6 +155,10 @@ def stage_rules(cfg) -> None:
                              "rl.mode=sync and dist.backend=local")
     if cfg.trainer.lora is not None and cfg.dist.trainer_processes > 1:
         raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
+    if cfg.trainer.lora is not None and cfg.checkpoint_format == "sharded":
+        raise ValueError("checkpoint_format=sharded saves sharded weights; trainer.lora trains "
+                         "in one process and checkpoints its adapter: use checkpoint_format="
+                         "whole")
     launched = int(os.environ.get("WORLD_SIZE", "1")) > 1  # started by torchrun
     if cfg.trainer.shard and cfg.dist.trainer_processes == 1 and not launched:
         raise ValueError("trainer.shard shards over dist.trainer_processes (or the processes "

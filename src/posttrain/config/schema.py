@@ -83,7 +83,10 @@ class EngineConfig(Section):
 class RunConfig(Section):
     """A whole run: which stages, on which model and task, with which settings. A checkpoint
     every ``checkpoint_every`` steps of a stage (0: none), the newest ``keep_last`` kept (0:
-    all)."""
+    all), in ``checkpoint_format`` ``whole`` (a ``from_pretrained`` model and the optimiser
+    state, gathered from every trainer process) or ``sharded`` (each process writes its own
+    shards through ``torch.distributed.checkpoint``; ``posttrain export`` makes a model of
+    one). Either resumes on any number of trainer processes."""
 
     seed: int = 0
     out_dir: str = "runs/quickstart"
@@ -92,6 +95,7 @@ class RunConfig(Section):
     threads: int | None = Field(None, ge=1)
     checkpoint_every: int = Field(50, ge=0)
     keep_last: int = Field(2, ge=0)
+    checkpoint_format: Literal["whole", "sharded"] = "whole"
     model: ModelConfig = ModelConfig()
     engine: EngineConfig = EngineConfig()
     task: TaskConfig = TaskConfig()

@@ -218,7 +218,8 @@ class RunParts:
                           "records": record_sizes(self.out),
                           "process_seconds": self.process_seconds()}
                 save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
-                                critic, write=self.rank == 0, keep_last=self.cfg.keep_last)
+                                critic, write=self.rank == 0, keep_last=self.cfg.keep_last,
+                                sharded=self.cfg.checkpoint_format == "sharded")
 
         return on_step_end
 

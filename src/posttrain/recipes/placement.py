@@ -22,7 +22,7 @@ from posttrain.models.devices import resolve_device
 from posttrain.recipes.distillation.self_distill import self_teacher
 from posttrain.recipes.distillation.teachers import Teacher
 from posttrain.settings import OptimConfig, TrainerConfig
-from posttrain.train import PolicyTrainer, Trainer
+from posttrain.train import PolicyTrainer, Trainer, is_sharded
 from posttrain.train.checkpoint import CRITIC_DIR
 
 
@@ -92,10 +92,11 @@ def scalar_head_settings(cfg: RunConfig) -> TrainerConfig:
 
 def critic_trainer(cfg: RunConfig, start_dir: Path, ckpt: Path | None) -> Trainer | None:
     """PPO's critic (``critic.enabled``): a scalar head on the starting model's backbone, or
-    the checkpoint's critic."""
+    the checkpoint's critic (a sharded checkpoint's fills the starting one when it resumes)."""
     if not cfg.critic.enabled:
         return None
-    value_model = load_value_model(ckpt / CRITIC_DIR if ckpt else start_dir)
+    whole = ckpt is not None and not is_sharded(ckpt)
+    value_model = load_value_model(ckpt / CRITIC_DIR if whole else start_dir)
     return Trainer(value_model, cfg.critic.optim, cfg.rl.steps, scalar_head_settings(cfg))
 
 

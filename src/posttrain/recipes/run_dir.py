@@ -34,8 +34,9 @@ ARTIFACTS = (CONFIG, *RECORDS, "summary.json", "curves.png", CHECKPOINTS, "base_
              "ranks", "sft_model", "pref_model", "distill_model", "rl_model", "opd_model")
 # keys that may change when a run is resumed: where and how fast it runs, and for how many
 # steps (a longer stage follows the schedule of its new length), not what it trains
-RESUMABLE = ("out_dir", "threads", "checkpoint_every", "keep_last", "dist", "sft.steps",
-             "pref.steps", "distill.steps", "rl.steps", "opd.steps")
+RESUMABLE = ("out_dir", "threads", "checkpoint_every", "keep_last", "checkpoint_format", "dist",
+             "trainer.shard", "sft.steps", "pref.steps", "distill.steps", "rl.steps",
+             "opd.steps")
 
 
 class RunDirError(ValueError):

@@ -23,7 +23,7 @@ from posttrain.recipes.report import plot_curves
 from posttrain.recipes.rl import rl_stage
 from posttrain.recipes.run_dir import clear_records, truncate_records
 from posttrain.recipes.sft import sft_stage
-from posttrain.train import latest_checkpoint
+from posttrain.train import is_sharded, latest_checkpoint
 
 # stage name -> stage(parts, model, tokenizer, engine, checkpoint or None, evals) -> model
 STAGES = {"sft": sft_stage, "pref": preference_stage, "distill": distill_stage,
@@ -56,8 +56,9 @@ class Recipe(RunParts):
             elif "records" in cursor:  # (a checkpoint from before records were measured: as is)
                 truncate_records(self.out, cursor["records"])
         model_dir = ckpt or self.base_model_dir()
-        if ckpt is not None and cfg.trainer.lora is not None:
-            # the checkpoint holds the merged model; the stage's adapter is in its state
+        if ckpt is not None and (cfg.trainer.lora is not None or is_sharded(ckpt)):
+            # the checkpoint holds the merged model (the stage's adapter is in its state) or
+            # shards: the stage's trainer is built from its start and filled from them
             model_dir = self.start_dir(cursor["stage"])
         tokenizer, model = load_tokenizer(model_dir), load_model(model_dir)
         self.attach_judges(tokenizer)

@@ -134,7 +134,10 @@ class TrainerConfig(Section):
     """``share_prefix``: rows of a micro-batch with the same prompt encode it once (a GRPO group
     of ``G`` samples does ``1/G`` of the prompt work); same values and gradients. ``shard``:
     in a process group of several trainers (``dist.trainer_processes``), shard parameters,
-    gradients and optimiser state with FSDP2 instead of replicating them.
+    gradients and optimiser state with FSDP2 instead of replicating them; ``offload`` (with
+    ``shard``) keeps those shards in CPU memory, copies each layer's to the device around its
+    forward and backward, and runs the optimiser step on the CPU (FSDP2's CPU offload: device
+    memory for activations and one layer at a time, at the cost of host-device copies).
     ``gradient_checkpointing``: keep only each decoder layer's input and recompute the layer
     in the backward pass (less activation memory, one more forward; same gradients). ``lora``
     (null: full fine-tuning): train adapters only; engines, checkpoints and saved models get
@@ -156,6 +159,7 @@ class TrainerConfig(Section):
     max_bad_steps: int = Field(3, ge=0)
     share_prefix: bool = True
     shard: bool = False
+    offload: bool = False
     gradient_checkpointing: bool = False
     lora: LoraConfig | None = None
 
@@ -163,6 +167,13 @@ class TrainerConfig(Section):
     def compute_dtype(self) -> str:
         """The dtype name (``load_model``'s) that ``precision`` computes in."""
         return COMPUTE_DTYPES[self.precision]
+
+    @model_validator(mode="after")
+    def _offload_needs_shard(self) -> TrainerConfig:
+        if self.offload and not self.shard:
+            raise ValueError("trainer.offload moves FSDP2's shards to CPU memory: it needs "
+                             "trainer.shard=true")
+        return self
 
     @model_validator(mode="after")
     def _prefix_or_checkpointing(self) -> TrainerConfig:

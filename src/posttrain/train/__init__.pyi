@@ -7,9 +7,11 @@ from .objective_steps import distill_step, preference_step, reward_model_step, s
 from .protocol import PolicyTrainer
 from .rl_update import rl_step, rl_steps
 from .schedule import build_optimizer, lr_factor
+from .shards import CheckpointMismatchError, is_sharded, whole_model
 from .trainer import Trainer, TrainingDivergedError
 
 __all__ = [
+    "CheckpointMismatchError",
     "PolicyTrainer",
     "RLTokens",
     "Trainer",
@@ -18,6 +20,7 @@ __all__ = [
     "critic_step",
     "critic_values",
     "distill_step",
+    "is_sharded",
     "latest_checkpoint",
     "load_checkpoint_state",
     "lr_factor",
@@ -29,4 +32,5 @@ __all__ = [
     "save_checkpoint",
     "sft_loss",
     "sft_step",
+    "whole_model",
 ]

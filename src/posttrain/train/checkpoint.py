@@ -4,6 +4,10 @@ A checkpoint is written into a temporary sibling directory, flushed, then rename
 (``os.replace`` is atomic on POSIX); ``latest`` names the newest complete one (and the ones
 before it, newest last) and is itself replaced atomically. A crash mid-write leaves only a
 ``.tmp-*`` directory that is ignored. With ``keep_last`` only the newest checkpoints stay.
+
+A whole checkpoint holds the model as a ``from_pretrained`` directory and the whole optimiser
+state (gathered from every process); a sharded one (``train.shards``) holds each process's
+shards of both and the model's ``config.json``; either resumes on any process count.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 import torch
 
 from posttrain.models import save_model
+from posttrain.train.shards import is_sharded, load_shards, save_shards
 from posttrain.train.trainer import Trainer
 
 STATE_FILE = "trainer_state.pt"
@@ -48,24 +53,35 @@ def _fsync_dir(path: Path) -> None:
 def save_checkpoint(
     root: str | Path, trainer: Trainer, tokenizer, cursor: dict[str, Any], tag: str,
     critic: Trainer | None = None, write: bool = True, keep_last: int = 0,
+    sharded: bool = False,
 ) -> Path | None:
     """Write ``root/tag`` atomically and point ``root/latest`` at it; a critic's model goes to
     ``root/tag/critic``; then remove all but the newest ``keep_last`` checkpoints (0: keep
-    all). Every rank of a sharded trainer calls it (its weights and optimiser state are
-    gathered); only a rank with ``write`` writes."""
-    model = trainer.export_model()
-    state = {"trainer": trainer.state_dict(), "rng": rng_state(), "cursor": cursor}
+    all). Every process of a trainer's group calls it; only the one with ``write`` writes
+    the files besides the shards. Whole (the weights and optimiser state are gathered), or
+    ``sharded`` (each process writes its own)."""
+    root = Path(root)
+    final, tmp = root / tag, root / f".tmp-{tag}"
+    # the whole model before the whole optimiser state: asked first, FSDP2's optimiser state
+    # dict fails to name its parameters (KeyError; tests/e2e/test_scaling_cli.py)
+    model = None if sharded else trainer.export_model()
+    state = {"trainer": trainer.state_dict(optimizer=not sharded), "rng": rng_state(),
+             "cursor": cursor}
     if critic is not None:
-        state["critic"] = critic.state_dict()
+        state["critic"] = critic.state_dict(optimizer=not sharded)
+    if sharded:
+        _on_writer(write, lambda: _fresh(tmp))
+        save_shards(tmp, trainer, critic)
+        if write:
+            trainer.model.config.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    elif write:
+        _fresh(tmp)
+        save_model(model, tokenizer, tmp)
+        if critic is not None:
+            save_model(critic.model, tokenizer, tmp / CRITIC_DIR)
     if not write:
         return None
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    final, tmp = root / tag, root / f".tmp-{tag}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_model(model, tokenizer, tmp)
-    if critic is not None:
-        save_model(critic.model, tokenizer, tmp / CRITIC_DIR)
     with open(tmp / STATE_FILE, "wb") as f:
         torch.save(state, f)
         f.flush()
@@ -83,6 +99,19 @@ def save_checkpoint(
     for old in history[: len(history) - len(kept)]:
         shutil.rmtree(root / old, ignore_errors=True)
     return final
+
+
+def _fresh(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+
+
+def _on_writer(write: bool, action) -> None:
+    """``action`` in the writing process; in a process group, the others wait for it."""
+    if write:
+        action()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
 
 
 def _pointer(root: Path) -> dict[str, Any]:
@@ -108,8 +137,12 @@ def load_checkpoint_state(
     path: str | Path, trainer: Trainer, critic: Trainer | None = None
 ) -> dict[str, Any]:
     """Restore optimiser, scheduler, counters and RNG into ``trainer`` (whose model was loaded
-    from ``path``) and ``critic`` (model from ``path/critic``); returns the data cursor."""
+    from ``path``, or for a sharded checkpoint is filled from its shards) and ``critic``
+    (model from ``path/critic``, or the shards); returns the data cursor. Every process of a
+    trainer's group calls it."""
     state = torch.load(Path(path) / STATE_FILE, weights_only=False)
+    if is_sharded(Path(path)):
+        load_shards(Path(path), trainer, critic)
     trainer.load_state_dict(state["trainer"])
     if critic is not None:
         critic.load_state_dict(state["critic"])

@@ -46,26 +46,34 @@ def full(t: torch.Tensor) -> torch.Tensor:
 
 
 class DataParallel:
-    def __init__(self, rank: int, world_size: int, sharded: bool = False) -> None:
+    def __init__(self, rank: int, world_size: int, sharded: bool = False,
+                 offload: bool = False) -> None:
         self.rank, self.world_size, self.sharded = rank, world_size, sharded
+        self.offload = offload
 
     @classmethod
-    def current(cls, sharded: bool = False) -> DataParallel | None:
+    def current(cls, sharded: bool = False, offload: bool = False) -> DataParallel | None:
         """The default process group's layout, or None outside one (or in a group of one)."""
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
             return None
-        return cls(dist.get_rank(), dist.get_world_size(), sharded)
+        return cls(dist.get_rank(), dist.get_world_size(), sharded, offload)
 
     def wrap(self, model: torch.nn.Module) -> Scorer:
         """The model's ``Scorer``; with ``sharded``, FSDP2 over its decoder layers and the
-        rest, gradients reduced as sums."""
+        rest, gradients reduced as sums; with ``offload``, the shards of the parameters,
+        gradients and optimiser state live in CPU memory (FSDP2's ``CPUOffloadPolicy``: each
+        layer's shard is copied to the device for its forward and backward, and the
+        optimiser step runs on the CPU)."""
         scorer = Scorer(model)
         if self.sharded:
-            from torch.distributed.fsdp import FSDPModule, fully_shard
+            from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, OffloadPolicy
+            from torch.distributed.fsdp import fully_shard as shard
 
+            policy = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if self.offload \
+                else OffloadPolicy()
             for layer in model.get_decoder().layers:
-                fully_shard(layer)
-            fully_shard(scorer)
+                shard(layer, offload_policy=policy)
+            shard(scorer, offload_policy=policy)
             for module in scorer.modules():
                 if isinstance(module, FSDPModule):  # plain sums (gloo has no PREMUL_SUM)
                     module.set_gradient_divide_factor(1.0)

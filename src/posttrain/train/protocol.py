@@ -40,7 +40,8 @@ class PolicyTrainer(Protocol):
     def export_model(self) -> torch.nn.Module:
         """The policy as a plain ``from_pretrained`` model with whole weights."""
 
-    def state_dict(self) -> dict:
-        """Everything a checkpoint needs to resume exactly besides the weights."""
+    def state_dict(self, optimizer: bool = True) -> dict:
+        """Everything a checkpoint needs to resume exactly besides the weights (and, without
+        ``optimizer``, besides the optimiser's state)."""
 
     def load_state_dict(self, state: dict) -> None: ...

@@ -80,7 +80,8 @@ class Trainer:
         if self.settings.gradient_checkpointing:
             model.activation_checkpointing_enable({"use_reentrant": False})
         # inside a process group: data parallel (replicated, or sharded with FSDP2)
-        self.parallel = DataParallel.current(sharded=self.settings.shard)
+        self.parallel = DataParallel.current(sharded=self.settings.shard,
+                                             offload=self.settings.offload)
         lora = self.settings.lora
         if lora is not None:
             if self.parallel is not None:
@@ -227,10 +228,13 @@ class Trainer:
             return self.model
         return gathered_copy(self.model)
 
-    def state_dict(self) -> dict:
-        """Optimiser (whole, also when sharded: every rank must call it), scheduler, counters."""
+    def state_dict(self, optimizer: bool = True) -> dict:
+        """Scheduler, counters and (with ``optimizer``) the optimiser's state, whole also when
+        sharded (every rank must call it then)."""
+        whole = full_optimizer_state(self.scorer, self.optimizer, self.sharded) if optimizer \
+            else None
         return {
-            "optimizer": full_optimizer_state(self.scorer, self.optimizer, self.sharded),
+            **({"optimizer": whole} if optimizer else {}),
             "scheduler": self.scheduler.state_dict(),
             "step": self.step,
             "bad_steps": self.bad_steps,
@@ -243,7 +247,10 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        load_full_optimizer_state(self.scorer, self.optimizer, state["optimizer"], self.sharded)
+        """``state_dict``'s; without an optimiser state, the optimiser is left as it is."""
+        if "optimizer" in state:
+            load_full_optimizer_state(self.scorer, self.optimizer, state["optimizer"],
+                                      self.sharded)
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = state["step"]
         self.bad_steps = state["bad_steps"]
