@@ -90,3 +90,29 @@ def test_an_engine_scoring_differently_stops_the_run(trainer_and_engine):
     trainer, engine = trainer_and_engine
     with pytest.raises(WeightSyncError, match=r"version 6 \(engine version 6\).*differ"):
         sync_weights(trainer, swap(engine, Drifting), 6, PROBES)
+
+
+def test_weights_stream_to_the_engine_one_at_a_time(trainer_and_engine):
+    """A sync keeps no whole copy of what it sends (a sharded trainer gathers each parameter
+    in turn): at most one gathered tensor is alive when the next is made, and the streamed
+    fingerprint still equals the engine's."""
+    import weakref
+
+    trainer, engine = trainer_and_engine
+    alive: list[weakref.ref] = []
+    most = 0
+
+    def gathered_one_at_a_time():
+        nonlocal most
+        for name, p in trainer.model.named_parameters():
+            most = max(most, sum(r() is not None for r in alive))
+            whole = p.detach().clone()  # what FSDP2's full_tensor() makes of a shard
+            alive.append(weakref.ref(whole))
+            yield name, whole
+
+    trainer.named_weights = gathered_one_at_a_time
+    report = sync_weights(trainer, engine, 7, PROBES)
+    assert len(alive) == len(list(trainer.model.parameters())) > 2
+    assert most <= 1, most
+    assert engine.weights_checksum() == report.checksum == weights_checksum(
+        trainer.model.named_parameters())

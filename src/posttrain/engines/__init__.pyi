@@ -3,7 +3,7 @@
 from .base import Engine, EngineRestarted, EngineUnavailableError, FinishReason, GenerationOutput
 from .sampling import counter_uniforms, processed_logprobs, row_seeds, sample_tokens
 from .torch_engine import TorchEngine
-from .weights import weights_checksum
+from .weights import WeightsDigest, weights_checksum
 
 __all__ = [
     "Engine",
@@ -12,6 +12,7 @@ __all__ = [
     "FinishReason",
     "GenerationOutput",
     "TorchEngine",
+    "WeightsDigest",
     "counter_uniforms",
     "processed_logprobs",
     "row_seeds",

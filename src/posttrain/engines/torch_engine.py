@@ -12,7 +12,7 @@ from transformers import PreTrainedModel
 from posttrain.engines.base import GenerationOutput
 from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder
 from posttrain.engines.sampling import counter_uniforms, resolve_seeds, sample_tokens
-from posttrain.engines.weights import weights_checksum
+from posttrain.engines.weights import WeightsDigest, weights_checksum
 from posttrain.models.routing import capture, routers
 from posttrain.types import SamplingParams
 
@@ -73,11 +73,12 @@ class TorchEngine:
     def update_weights(
         self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
     ) -> None:
-        """Copy new weights in place, cast to the engine's dtype; an unknown name or shape
-        raises ``KeyError`` or ``ValueError``."""
-        received, cast = [], False
+        """Copy new weights in place as they come (one at a time: a stream of gathered shards
+        is never whole), cast to the engine's dtype; an unknown name or shape raises
+        ``KeyError`` or ``ValueError``."""
+        received, cast = WeightsDigest(), False
         with torch.no_grad():
-            for name, tensor in named_tensors:
+            for name, tensor in received.passing(named_tensors):
                 if name not in self._params:
                     raise KeyError(f"engine has no parameter {name!r}")
                 target = self._params[name]
@@ -86,9 +87,8 @@ class TorchEngine:
                         f"{name}: shape {tuple(tensor.shape)} != {tuple(target.shape)}"
                     )
                 target.copy_(tensor)
-                received.append((name, tensor))
                 cast |= tensor.dtype != target.dtype
-        self._received = weights_checksum(received) if cast else None
+        self._received = received.hexdigest() if cast else None
         self._version = version
 
     def weights_checksum(self) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain.algos import entry
-from posttrain.engines import Engine, weights_checksum
+from posttrain.engines import Engine, WeightsDigest
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.placement import (
     cluster_session,
@@ -72,18 +72,18 @@ def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
                  ) -> SyncReport:
     """Send the trainer's weights to ``engine`` as ``version`` and verify them."""
     start = time.perf_counter()
-    named = list(trainer.named_weights())
-    checksum = weights_checksum(named)
+    sent = WeightsDigest()  # the weights stream to the engine one at a time, fingerprinted
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
-        pool.submit(engine.update_weights, named, version).result(timeout=cfg.timeout_s)
+        pool.submit(engine.update_weights, sent.passing(trainer.named_weights()),
+                    version).result(timeout=cfg.timeout_s)
     except concurrent.futures.TimeoutError:
         raise WeightSyncError(f"weight sync to version {version} did not finish within "
                               f"{cfg.timeout_s:g} s (engine still at version "
                               f"{engine.version})") from None
     finally:
         pool.shutdown(wait=False)
-    held = engine.weights_checksum()
+    held, checksum = engine.weights_checksum(), sent.hexdigest()
     if held != checksum:
         raise WeightSyncError(f"weight sync to version {version}: the engine holds weights "
                               f"with checksum {held}, the trainer sent {checksum}")
