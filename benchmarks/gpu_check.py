@@ -8,7 +8,10 @@
 - ``routing_replay``: a bf16 engine against a bf16 trainer on the tiny Qwen3-MoE, worst and mean
   token gap with and without routing replay, beside the dense Qwen3 of the same size;
 - ``resume``: two optimiser steps straight against one step, a checkpoint, a fresh trainer
-  loaded from it and the second step: the largest weight difference (0 when exact).
+  loaded from it and the second step: the largest weight difference (0 when exact);
+- ``helpers``: a reward model, a distillation teacher's scores and its full distributions
+  with the model on the device and the batch on the CPU, against the same on the CPU (fp32:
+  only kernel rounding may differ).
 
     python benchmarks/gpu_check.py                  # cuda, Qwen3-0.6B shape
     python benchmarks/gpu_check.py --device cpu --tiny   # the same code on a tiny model (CI)
@@ -27,7 +30,9 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
 from posttrain.engines import TorchEngine
-from posttrain.models import build_tiny, load_model, load_tokenizer
+from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model
+from posttrain.recipes.distillation.teachers import Teacher, model_targets
+from posttrain.rollout.judged import RewardModelJudge
 from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.train.rl_update import rl_steps
@@ -178,6 +183,30 @@ def resume(device: torch.device, tmp: Path) -> dict:
     return {"max_weight_difference": diff}
 
 
+def helpers(device: torch.device, tmp: Path) -> dict:
+    d = build_tiny(tmp / "helpers", "nano", architecture="qwen3")
+    tok = load_tokenizer(d)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(8, len(tok), (8, 8), generator=g).tolist()
+    outs = TorchEngine(load_model(d), tok.pad_token_id, tok.eos_token_id).generate(
+        ids, SamplingParams(max_new_tokens=8, seed=0))
+    episodes = [Episode([Segment.from_prompt_completion(o.prompt_ids, o.token_ids)])
+                for o in outs]
+    batch = Batch.from_episodes(episodes, tok.pad_token_id)
+    sequences = [o.prompt_ids + o.token_ids for o in outs]
+    out = {}
+    for where in ("cpu", device):
+        judge = RewardModelJudge(load_value_model(d).to(where), tok.pad_token_id)
+        teacher = Teacher("t", model=load_model(d).to(where))
+        targets = model_targets(teacher.model)(batch)[0][2]
+        out[str(where)] = (torch.tensor(judge(episodes, [None] * len(episodes))),
+                           torch.tensor([x for row in teacher.score(sequences, tok.pad_token_id)
+                                         for x in row]), targets.cpu())
+    cpu, there = out["cpu"], out[str(device)]
+    return {name: float((a - b).abs().max()) for name, a, b in
+            zip(("reward_model", "teacher_score", "teacher_distributions"), cpu, there)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -192,7 +221,7 @@ def main() -> None:
                   "torch": torch.__version__,
                   "grpo": grpo(device, args.tiny, tmp), "gap": gap(device, tmp),
                   "routing_replay": routing_replay(device, tmp),
-                  "resume": resume(device, tmp)}
+                  "resume": resume(device, tmp), "helpers": helpers(device, tmp)}
     report["seconds"] = time.perf_counter() - start
     print(json.dumps(report, indent=2))
 

@@ -316,6 +316,7 @@ def teacher_logits(
     distill.teacher at every assistant position; a distill stage with distill.logits=OUT
     then trains without loading the teacher."""
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.models.devices import placed
     from posttrain.recipes import Reporter
     from posttrain.recipes.build import RunParts
     from posttrain.recipes.distillation.teacher_logits import write_teacher_logits
@@ -325,7 +326,8 @@ def teacher_logits(
         _fail("teacher-logits scores with distill.teacher: set it (a model directory)")
     try:
         tok = load_tokenizer(cfg.distill.teacher)
-        teacher = load_model(cfg.distill.teacher, cfg.trainer.compute_dtype)
+        teacher = placed(load_model(cfg.distill.teacher, cfg.trainer.compute_dtype),
+                         cfg.distill.teacher_device)
     except ModelNotFoundError as e:
         _fail(str(e))
     data = RunParts(cfg).distill_data()

@@ -226,10 +226,26 @@ def estimator_rules(cfg) -> None:
                          "not their synthesised total")
 
 
+def device_keys(tree: Any, prefix: str = "") -> dict[str, str]:
+    """Every ``device`` / ``*_device`` key of a dumped config and its value, by dotted key
+    (list items by index: ``opd.teachers.0.device``)."""
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) \
+        if isinstance(tree, list) else ()
+    out: dict[str, str] = {}
+    for key, value in items:
+        path = f"{prefix}{key}"
+        if isinstance(value, dict | list):
+            out |= device_keys(value, f"{path}.")
+        elif isinstance(key, str) and (key == "device" or key.endswith("_device")):
+            out[path] = value
+    return out
+
+
 def device_rules(cfg) -> None:
-    """A CUDA device a key names exists; fp16 computes on CUDA only. (torch is imported for
-    this only when a key names CUDA or fp16: other configs validate without it.)"""
-    named = {"trainer.device": cfg.trainer.device, "engine.device": cfg.engine.device}
+    """A CUDA device any ``device`` key names exists; fp16 computes on CUDA only. (torch is
+    imported for this only when a key names CUDA or fp16: other configs validate without
+    it.)"""
+    named = device_keys(cfg.model_dump())
     if cfg.trainer.precision != "fp16" and not any(v.startswith("cuda")
                                                    for v in named.values()):
         return

@@ -8,6 +8,17 @@ import os
 import torch
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where ``model``'s parameters are (inputs go there; results come back to the caller's
+    tensors' device)."""
+    return next(model.parameters()).device
+
+
+def placed(model: torch.nn.Module, device: str, key: str = "device") -> torch.nn.Module:
+    """``model`` moved to the device ``device`` names (``resolve_device``)."""
+    return model.to(resolve_device(device, key))
+
+
 def resolve_device(name: str, key: str = "device") -> torch.device:
     """The device ``name`` means here (``auto`` in a process of a launched group: GPU
     ``LOCAL_RANK``); a CUDA device this machine lacks is a ``ValueError`` naming ``key``."""

@@ -22,6 +22,7 @@ from posttrain.engines.chat import (
 from posttrain.harness import Guard
 from posttrain.harness.guard import ChatGuardJudge
 from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
+from posttrain.models.devices import placed, resolve_device
 from posttrain.rollout.judged import (
     ClassifierCompare,
     ComparisonJudge,
@@ -38,7 +39,7 @@ def judge_chat(cfg: ServedModel, dtype: str, seed: int) -> Chat:
     if cfg.endpoint is not None:
         return openai_chat(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
                            cfg.max_new_tokens, cfg.temperature)
-    return engine_chat(*_local(cfg.model, dtype), cfg.max_new_tokens, cfg.temperature, seed)
+    return engine_chat(*_local(cfg, dtype), cfg.max_new_tokens, cfg.temperature, seed)
 
 
 def tool_chat(cfg: ChatServer, dtype: str, seed: int) -> ToolChat:
@@ -47,14 +48,13 @@ def tool_chat(cfg: ChatServer, dtype: str, seed: int) -> ToolChat:
         return openai_tool_chat(cfg.endpoint, cfg.endpoint_model,
                                 os.environ.get(cfg.api_key_env), cfg.max_new_tokens,
                                 cfg.temperature)
-    return engine_tool_chat(*_local(cfg.model, dtype), cfg.max_new_tokens, cfg.temperature,
-                            seed)
+    return engine_tool_chat(*_local(cfg, dtype), cfg.max_new_tokens, cfg.temperature, seed)
 
 
-def _local(path: str, dtype: str) -> tuple[TorchEngine, object]:
-    tokenizer = load_tokenizer(path)
-    engine = TorchEngine(load_model(path, dtype), tokenizer.pad_token_id,
-                         tokenizer.eos_token_id)
+def _local(cfg: ServedModel, dtype: str) -> tuple[TorchEngine, object]:
+    tokenizer = load_tokenizer(cfg.model)
+    engine = TorchEngine(load_model(cfg.model, dtype), tokenizer.pad_token_id,
+                         tokenizer.eos_token_id, device=resolve_device(cfg.device))
     return engine, tokenizer
 
 
@@ -65,10 +65,11 @@ def build_judge(cfg: JudgeConfig, policy_tokenizer, dtype: str, seed: int) -> Ju
         return load_extension("judge", cfg.function)
     if cfg.kind == "reward_model":
         check_same_vocabulary(policy_tokenizer, load_tokenizer(cfg.model), "a reward model")
-        return RewardModelJudge(load_value_model(cfg.model, dtype),
+        return RewardModelJudge(placed(load_value_model(cfg.model, dtype), cfg.device),
                                 policy_tokenizer.pad_token_id)
     if cfg.kind == "pairwise_model":
-        compare = ClassifierCompare(load_value_model(cfg.model, dtype), load_tokenizer(cfg.model))
+        compare = ClassifierCompare(placed(load_value_model(cfg.model, dtype), cfg.device),
+                                    load_tokenizer(cfg.model))
         return ComparisonJudge(compare, cfg.budget_tokens)
     chat = judge_chat(cfg, dtype, seed)
     if cfg.kind == "comparison":

@@ -18,7 +18,7 @@ from posttrain.engines import Engine, TorchEngine
 from posttrain.engines.sglang_engine import SGLangEngine
 from posttrain.engines.vllm_engine import VLLMEngine
 from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
-from posttrain.models.devices import resolve_device
+from posttrain.models.devices import placed, resolve_device
 from posttrain.recipes.distillation.self_distill import self_teacher
 from posttrain.recipes.distillation.teachers import Teacher
 from posttrain.settings import OptimConfig, TrainerConfig
@@ -114,7 +114,7 @@ def teachers(cfg: RunConfig, tokenizer, student: torch.nn.Module) -> list[Teache
                 cfg.dist.model_copy(update={"engines": 1}), Path(spec.path), dtype,
                 tokenizer.pad_token_id, tokenizer.eos_token_id)[0]}
         else:
-            where = {"model": load_model(spec.path, dtype)}
+            where = {"model": placed(load_model(spec.path, dtype), spec.device)}
         out.append(Teacher(spec.path, domains=tuple(spec.domains), efforts=tuple(spec.efforts),
                            weight=spec.weight, **where))
     return out

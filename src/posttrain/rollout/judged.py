@@ -22,6 +22,7 @@ from posttrain.data.preference_pairs import PreferencePair, comparison_batch
 from posttrain.engines.chat import Chat
 from posttrain.envs import Task
 from posttrain.models import sequence_scores
+from posttrain.models.devices import model_device
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.judge import (
     DEFAULT_RUBRIC,
@@ -86,7 +87,8 @@ class ClassifierCompare:
         pairs = [PreferencePair(({"role": "user", "content": q},), a, b) for q, a, b in triples]
         probs = []
         for i in range(0, len(pairs), self.micro_batch_size):
-            batch = comparison_batch(self.tokenizer, pairs[i:i + self.micro_batch_size])
+            batch = comparison_batch(self.tokenizer, pairs[i:i + self.micro_batch_size]
+                                     ).to(model_device(self.model))
             scores = sequence_scores(self.model, batch.input_ids, batch.attention_mask)
             p = torch.sigmoid(scores.float())
             probs += ((p[0::2] + 1 - p[1::2]) / 2).tolist()
@@ -146,7 +148,7 @@ class RewardModelJudge:
         out: list[float | None] = []
         for i in range(0, len(episodes), self.micro_batch_size):
             batch = Batch.from_episodes(episodes[i:i + self.micro_batch_size],
-                                        self.pad_token_id)
+                                        self.pad_token_id).to(model_device(self.model))
             out += sequence_scores(self.model, batch.input_ids, batch.attention_mask).tolist()
         return out
 

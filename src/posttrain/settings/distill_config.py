@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from posttrain.settings.section import (
     Count,
+    Device,
     Every,
     NamedLoss,
     OptimConfig,
@@ -26,9 +27,11 @@ SELF_DISTILL = ("sdft", "sdpo", "opsd")
 
 class TeacherConfig(Section):
     """One teacher: a local HF model directory, the task ``domains`` and effort levels it
-    scores (empty: all), and its ``weight`` among the teachers a sample is routed to."""
+    scores (empty: all), its ``weight`` among the teachers a sample is routed to, and the
+    ``device`` it runs on in-process (``auto``: the first CUDA device if any, else the CPU)."""
 
     path: str
+    device: Device = "auto"
     domains: list[str] = Field(default_factory=list)
     efforts: list[int] = Field(default_factory=list)
     weight: float = Field(1.0, gt=0)
@@ -87,13 +90,14 @@ class DistillConfig(StageConfig):
     come from a live ``teacher`` (a model directory) or stored ``logits`` (a file written by
     ``posttrain teacher-logits`` for this data): exactly one. ``lam`` > 0 (GKD, live teacher
     only) replaces each conversation with that probability by the student's own answer of up
-    to ``max_new_tokens``."""
+    to ``max_new_tokens``. The live teacher runs on ``teacher_device``."""
 
     steps: Steps = 200
     batch_size: Count = 32
     data: str | None = None
     num_examples: Count = 5000
     teacher: str | None = None
+    teacher_device: Device = "auto"
     logits: str | None = None
     divergence: DivergenceConfig = DivergenceConfig()
     lam: float = Field(0.0, ge=0, le=1)

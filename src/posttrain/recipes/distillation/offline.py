@@ -16,6 +16,7 @@ import torch
 from posttrain.data.conversations import ConversationSegments, batch_indices
 from posttrain.engines import Engine
 from posttrain.models import check_same_vocabulary, encode_prompt, load_model, load_tokenizer
+from posttrain.models.devices import placed
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teacher_logits import StoredLogits
 from posttrain.recipes.distillation.teachers import model_targets
@@ -103,7 +104,7 @@ def distill_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path 
     trainer = Trainer(model, d.optim, d.steps, cfg.trainer)
     start = parts.resume(ckpt, trainer)
     if d.teacher is not None:
-        teacher = load_model(d.teacher, cfg.trainer.compute_dtype)
+        teacher = placed(load_model(d.teacher, cfg.trainer.compute_dtype), d.teacher_device)
         teacher_tok = load_tokenizer(d.teacher)
     else:
         teacher, teacher_tok = StoredLogits(d.logits), None

@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from posttrain.data.conversations import conversation_segment
 from posttrain.models import frozen, token_distributions
+from posttrain.models.devices import model_device
 from posttrain.recipes.distillation.teachers import Targets
 from posttrain.recipes.report import Reporter
 from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
@@ -53,13 +54,14 @@ def write_teacher_logits(teacher: torch.nn.Module, tokenizer, conversations: lis
         reporter.start("teacher logits", len(batches))
     for n, i in enumerate(batches):
         part = segments[i:i + batch_size]
-        batch = Batch.from_episodes([Episode([s]) for s in part], tokenizer.pad_token_id)
+        batch = Batch.from_episodes([Episode([s]) for s in part], tokenizer.pad_token_id
+                                    ).to(model_device(teacher))
         with frozen(teacher) as model:
             logp = token_distributions(model, batch.input_ids, batch.attention_mask,
                                        batch.loss_mask)
         top = logp.topk(topk, dim=-1)
-        indices.append(top.indices.to(torch.int32))
-        logprobs.append(top.values)
+        indices.append(top.indices.to("cpu", torch.int32))
+        logprobs.append(top.values.cpu())
         for row in batch.loss_mask[:, 1:].sum(dim=1).long().tolist():
             offsets.append(offsets[-1] + row)
         if reporter is not None:

@@ -13,6 +13,7 @@ import torch
 from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.models import encode_prompt, frozen, sequence_logprobs, token_distributions
+from posttrain.models.devices import model_device
 from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
 
 # per teacher: (positions among a micro-batch's distillation positions, their weights, [n, V])
@@ -46,7 +47,7 @@ class Teacher:
             return self.engine.score(sequences)
         batch = Batch.from_episodes(
             [Episode([Segment.from_prompt_completion(s[:1], s[1:])]) for s in sequences],
-            pad_token_id)
+            pad_token_id).to(model_device(self.model))
         with frozen(self.model) as model:
             logp, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask,
                                         with_entropy=False, score_mask=batch.loss_mask)
@@ -135,22 +136,23 @@ def distribution_targets(teachers: Sequence[Teacher], weights: torch.Tensor, sam
 
     def targets(mb: Batch) -> Targets:
         position_rows = mb.rows[mb.loss_mask[:, 1:].nonzero()[:, 0]]
+        routed = weights.to(mb.rows.device)
         out: Targets = []
         for k, teacher in enumerate(teachers):
-            rows = mb.rows[weights[mb.rows, k] > 0]
+            rows = mb.rows[routed[mb.rows, k] > 0]
             if not len(rows):
                 continue
             seqs = teacher_sequences(teacher, samples, rows.tolist(), tokenizer)
             tb = Batch.from_episodes(
                 [Episode([Segment.from_prompt_completion(p, c)]) for p, c in seqs],
-                pad_token_id=tokenizer.pad_token_id)
+                pad_token_id=tokenizer.pad_token_id).to(model_device(teacher.model))
             with frozen(teacher.model) as model:
                 logp = token_distributions(model, tb.input_ids, tb.attention_mask,
-                                           tb.loss_mask, temperature)
+                                           tb.loss_mask, temperature).to(position_rows.device)
             index = torch.isin(position_rows, rows).nonzero().squeeze(-1)
             if len(index) != len(logp):
                 raise RuntimeError("teacher and student completion positions differ")
-            out.append((index, weights[position_rows[index], k], logp))
+            out.append((index, routed[position_rows[index], k], logp))
         return out
 
     return targets
@@ -161,9 +163,11 @@ def model_targets(model: torch.nn.Module, temperature: float = 1.0
     """One teacher on every loss-mask position of the micro-batch itself (offline KD)."""
 
     def targets(mb: Batch) -> Targets:
+        there = mb.to(model_device(model))
         with frozen(model):
-            logp = token_distributions(model, mb.input_ids, mb.attention_mask, mb.loss_mask,
-                                       temperature)
-        return [(torch.arange(len(logp)), torch.ones(len(logp)), logp)]
+            logp = token_distributions(model, there.input_ids, there.attention_mask,
+                                       there.loss_mask, temperature).to(mb.input_ids.device)
+        return [(torch.arange(len(logp), device=logp.device),
+                 torch.ones(len(logp), device=logp.device), logp)]
 
     return targets
