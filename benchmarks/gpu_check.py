@@ -9,6 +9,8 @@
   token gap with and without routing replay, beside the dense Qwen3 of the same size;
 - ``resume``: two optimiser steps straight against one step, a checkpoint, a fresh trainer
   loaded from it and the second step: the largest weight difference (0 when exact);
+- ``sleep``: the torch engine's weights bytes, the device memory its ``sleep`` frees (the
+  allocator's count on CUDA), and a verified sync that wakes it (its probe mismatch);
 - ``helpers``: a reward model, a distillation teacher's scores and its full distributions
   with the model on the device and the batch on the CPU, against the same on the CPU (fp32:
   only kernel rounding may differ).
@@ -30,8 +32,10 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
 from posttrain.engines import TorchEngine
+from posttrain.engines.sleep import held_bytes
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model
 from posttrain.recipes.distillation.teachers import Teacher, model_targets
+from posttrain.recipes.rl import sync_weights
 from posttrain.rollout.judged import RewardModelJudge
 from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer, load_checkpoint_state, save_checkpoint
@@ -183,6 +187,28 @@ def resume(device: torch.device, tmp: Path) -> dict:
     return {"max_weight_difference": diff}
 
 
+def sleep(device: torch.device, tmp: Path) -> dict:
+    d = build_tiny(tmp / "sleep", "micro", architecture="qwen3")
+    tok = load_tokenizer(d)
+    engine = TorchEngine(load_model(d), tok.pad_token_id, tok.eos_token_id, device=device)
+    weights = held_bytes(engine.model.parameters())
+
+    def allocated() -> int:
+        if device.type == "cuda":
+            sync(device)
+            return torch.cuda.memory_allocated(device)
+        return held_bytes(engine.model.parameters())
+
+    awake = allocated()
+    engine.sleep()
+    freed = awake - allocated()
+    trainer = Trainer(load_model(d), OptimConfig(), 1, TrainerConfig(device=str(device)))
+    report = sync_weights(trainer, engine, 1, [[1, 5, 9, 13, 2], [4, 4, 8]])
+    return {"weights_bytes": weights, "freed_bytes": freed,
+            "held_after_sync": held_bytes(engine.model.parameters()),
+            "mismatch_after_sync": report.mismatch}
+
+
 def helpers(device: torch.device, tmp: Path) -> dict:
     d = build_tiny(tmp / "helpers", "nano", architecture="qwen3")
     tok = load_tokenizer(d)
@@ -221,7 +247,8 @@ def main() -> None:
                   "torch": torch.__version__,
                   "grpo": grpo(device, args.tiny, tmp), "gap": gap(device, tmp),
                   "routing_replay": routing_replay(device, tmp),
-                  "resume": resume(device, tmp), "helpers": helpers(device, tmp)}
+                  "resume": resume(device, tmp), "sleep": sleep(device, tmp),
+                  "helpers": helpers(device, tmp)}
     report["seconds"] = time.perf_counter() - start
     print(json.dumps(report, indent=2))
 

@@ -16,11 +16,14 @@ def test_the_gpu_check_dry_runs_on_cpu():
                           "--device", "cpu", "--tiny"], capture_output=True, text=True,
                          timeout=300, check=True)
     report = json.loads(out.stdout)
-    assert set(report) >= {"grpo", "gap", "routing_replay", "resume", "helpers"}
+    assert set(report) >= {"grpo", "gap", "routing_replay", "resume", "sleep", "helpers"}
     assert report["grpo"]["generation_tokens_per_s"] > 0
     assert report["grpo"]["mismatch"] < 0.05  # bf16 engine vs bf16 trainer, on-policy
     assert 1e-5 < report["gap"]["fp32_vs_bf16_mean"] < 1e-1
     assert set(report["routing_replay"]) == {"qwen3_moe", "qwen3_moe_replay", "qwen3"}
     assert report["resume"]["max_weight_difference"] == 0.0
+    slept = report["sleep"]
+    assert slept["freed_bytes"] == slept["weights_bytes"] == slept["held_after_sync"] > 0
+    assert slept["mismatch_after_sync"] < 1e-5
     assert report["helpers"] == {"reward_model": 0.0, "teacher_score": 0.0,
                                  "teacher_distributions": 0.0}  # cpu against cpu

@@ -95,3 +95,10 @@ def test_torchrun_launched_trainers_end_where_the_local_launcher_does(tmp_path):
                    check=True, capture_output=True, timeout=600)
     assert_same_weights(local, load_file(out / "rl_model" / "model.safetensors"), exact=True)
     assert not (out / "ranks" / "1" / "rl_model").exists()
+
+
+def test_a_run_whose_engine_sleeps_during_updates_ends_at_the_same_weights(tmp_path):
+    """``engine.sleep``: the engine frees its weights for every RL update and the sync after
+    it writes them all back: the same arithmetic, so the same weights bit for bit."""
+    assert_same_weights(run(tmp_path, "awake"), run(tmp_path, "asleep", "engine.sleep=true"),
+                        exact=True)

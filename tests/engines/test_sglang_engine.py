@@ -34,3 +34,19 @@ def test_sglang_matches_torch_and_the_trainer_across_a_sync(tmp_path):
             p.add_(0.05 * torch.randn_like(p))
     report = sync_weights(trainer, engine, 1, [p + [5, 6, 7] for p in prompts])
     assert engine.version == 1 and report.mismatch < 1e-4
+
+
+def test_a_sleeping_sglang_engine_frees_gpu_memory_and_wakes_with_the_sync(tmp_path):
+    micro = build_tiny(tmp_path / "micro", "micro", seed=0)
+    tokenizer = load_tokenizer(micro)
+    engine = SGLangEngine(micro, sleep=True)
+    prompts = [tokenizer.encode("What is 12+34?")]
+    greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
+    before = [o.token_ids for o in engine.generate(prompts, greedy)]
+    free_awake = torch.cuda.mem_get_info()[0]
+    engine.sleep()
+    assert torch.cuda.mem_get_info()[0] > free_awake  # its process gave memory back
+    report = sync_weights(Trainer(load_model(micro), OptimConfig(), 1), engine, 1,
+                          [p + [5, 6, 7] for p in prompts])
+    assert report.mismatch < 1e-4
+    assert [o.token_ids for o in engine.generate(prompts, greedy)] == before

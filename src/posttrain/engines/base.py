@@ -67,3 +67,13 @@ class Engine(Protocol):
         """Log-prob of every token given the ones before it (0.0 for the first), at
         temperature 1."""
         ...
+
+
+@runtime_checkable
+class Sleeper(Protocol):
+    """An engine that can share its device with the trainer (``engine.sleep``)."""
+
+    def sleep(self) -> None:
+        """Free the memory of the weights (and cache) until the next ``update_weights``,
+        which wakes the engine and must send every weight."""
+        ...

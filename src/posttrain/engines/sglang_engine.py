@@ -6,7 +6,10 @@ Token-id prompts in (``skip_tokenizer_init``), token ids, log-probs and finish r
 one seed per request; weights through ``update_weights_from_tensor`` followed by a cache flush;
 ``score`` from the prompt log-probs of a one-token request. As for vLLM, ``weights_checksum`` is
 that of the weights last sent, and ``sync_weights``' parity probe proves what the engine
-computes.
+computes. ``sleep=True`` (``engine.sleep``) starts SGLang with its memory saver: ``sleep``
+releases the weights, KV cache and CUDA graphs (``release_memory_occupation``) and the next
+``update_weights`` resumes them (``resume_memory_occupation``) before loading. Written against
+SGLang's documented API; not run here (no GPU).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import torch
 
 from posttrain.engines.base import EngineUnavailableError, GenerationOutput
 from posttrain.engines.sampling import resolve_seeds
+from posttrain.engines.sleep import EngineAsleepError
 from posttrain.engines.weights import weights_checksum
 from posttrain.types import SamplingParams
 
@@ -33,12 +37,14 @@ def require_sglang():
 
 class SGLangEngine:
     def __init__(self, model_dir: str | Path, dtype: str = "float32",
-                 mem_fraction_static: float = 0.5, version: int = 0) -> None:
+                 mem_fraction_static: float = 0.5, version: int = 0,
+                 sleep: bool = False) -> None:
         sglang = require_sglang()
         self._engine = sglang.Engine(model_path=str(model_dir), dtype=dtype,
                                      skip_tokenizer_init=True, random_seed=0,
                                      mem_fraction_static=mem_fraction_static,
-                                     log_level="error")
+                                     log_level="error", enable_memory_saver=sleep)
+        self._asleep = False
         self._version = version
         self._checksum = ""
 
@@ -56,6 +62,7 @@ class SGLangEngine:
                  seeds: Sequence[int] | None = None) -> list[GenerationOutput]:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
+        self._check_awake()
         params = [self._params(sampling, s)
                   for s in resolve_seeds(len(prompts), sampling, seeds)]
         outs = self._engine.generate(input_ids=[list(p) for p in prompts],
@@ -75,6 +82,7 @@ class SGLangEngine:
     def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
         """Log-prob of every token given the ones before it (0.0 for the first) at
         temperature 1: SGLang's input-token log-probs."""
+        self._check_awake()
         params = {"max_new_tokens": 1, "temperature": 1.0}
         outs = self._engine.generate(input_ids=[list(s) for s in sequences],
                                      sampling_params=params, return_logprob=True,
@@ -85,10 +93,25 @@ class SGLangEngine:
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]],
                        version: int) -> None:
         named = [(n, t.detach()) for n, t in named_tensors]
+        if self._asleep:
+            self._engine.resume_memory_occupation()
+            self._asleep = False
         self._engine.update_weights_from_tensor(named_tensors=named)
         self._engine.flush_cache()
         self._checksum = weights_checksum(named)
         self._version = version
+
+    def sleep(self) -> None:
+        """Release the weights' and the cache's GPU memory until the next
+        ``update_weights``."""
+        if not self._asleep:
+            self._engine.release_memory_occupation()
+            self._asleep = True
+
+    def _check_awake(self) -> None:
+        if self._asleep:
+            raise EngineAsleepError("the SGLang engine is asleep (engine.sleep): its weights "
+                                    "come back with the next weight sync")
 
     def weights_checksum(self) -> str:
         return self._checksum

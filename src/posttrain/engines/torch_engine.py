@@ -12,6 +12,7 @@ from transformers import PreTrainedModel
 from posttrain.engines.base import GenerationOutput
 from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder
 from posttrain.engines.sampling import counter_uniforms, resolve_seeds, sample_tokens
+from posttrain.engines.sleep import EngineAsleepError, FreedStorage
 from posttrain.engines.weights import WeightsDigest, weights_checksum
 from posttrain.models.routing import capture, routers
 from posttrain.types import SamplingParams
@@ -65,6 +66,8 @@ class TorchEngine:
         self._version = version
         self._params = dict(self.model.named_parameters())
         self._received: str | None = None  # checksum of cast weights, as they were sent
+        self._freed: FreedStorage | None = None  # while asleep
+        self._stale = False  # woken, before every weight was written again
 
     @property
     def version(self) -> int:
@@ -75,7 +78,12 @@ class TorchEngine:
     ) -> None:
         """Copy new weights in place as they come (one at a time: a stream of gathered shards
         is never whole), cast to the engine's dtype; an unknown name or shape raises
-        ``KeyError`` or ``ValueError``."""
+        ``KeyError`` or ``ValueError``. A sleeping engine wakes first, and computes again
+        once every weight was written."""
+        if self._freed is not None:
+            self._freed.restore()
+            self._freed, self._stale = None, True
+        written: set[str] = set()
         received, cast = WeightsDigest(), False
         with torch.no_grad():
             for name, tensor in received.passing(named_tensors):
@@ -87,13 +95,29 @@ class TorchEngine:
                         f"{name}: shape {tuple(tensor.shape)} != {tuple(target.shape)}"
                     )
                 target.copy_(tensor)
+                written.add(name)
                 cast |= tensor.dtype != target.dtype
         self._received = received.hexdigest() if cast else None
         self._version = version
+        self._stale &= written != set(self._params)
+
+    def sleep(self) -> None:
+        """Free the memory of every weight until the next ``update_weights`` (which must
+        write them all); ``generate``, ``score`` and the checksum refuse until then."""
+        if self._freed is None:
+            self._freed = FreedStorage(self._params.values())
+
+    def _check_awake(self) -> None:
+        if self._freed is not None or self._stale:
+            raise EngineAsleepError(
+                "the engine is asleep (engine.sleep): its weights come back with the next "
+                "weight sync, which must send every weight" if self._freed is not None else
+                "the engine woke from sleep and not every weight was sent since")
 
     def weights_checksum(self) -> str:
         """Of the weights held; of those last sent when they came in another dtype (then, as
         for vLLM and SGLang, the sync's probes check the numbers)."""
+        self._check_awake()
         return self._received or weights_checksum(self._params.items())
 
     @torch.inference_mode()
@@ -102,6 +126,7 @@ class TorchEngine:
         model's own forward (not the decoding path), at temperature 1."""
         if any(len(s) == 0 for s in sequences):
             raise ValueError("every sequence needs at least one token")
+        self._check_awake()
         n = max(len(s) for s in sequences)
         ids = torch.full((len(sequences), n), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(sequences), n), dtype=torch.long)
@@ -121,6 +146,7 @@ class TorchEngine:
     ) -> list[GenerationOutput]:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
+        self._check_awake()
         row_seeds = torch.tensor(resolve_seeds(len(prompts), sampling, seeds), dtype=torch.long,
                                  device=self.device)
         outs: list[GenerationOutput] = []

@@ -17,6 +17,11 @@
 - ``weights_checksum`` is that of the weights last loaded successfully: vLLM's packed weights
   cannot be read back, so what the engine *computes* is proven by the parity probe of
   ``sync_weights`` (its ``score`` against the trainer's), not by the checksum.
+- ``sleep=True`` (``engine.sleep``; vLLM's sleep mode, CUDA only): ``sleep`` discards the
+  weights and the KV cache (``LLM.sleep(level=2)``, the level vLLM documents for weight
+  updates); the next ``update_weights`` wakes the weights alone, loads the new ones, then
+  wakes the KV cache, so the cache is not allocated while weights load. Written against
+  vLLM's documented API; not run here (no GPU).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from safetensors.torch import load_file
 
 from posttrain.engines.base import EngineUnavailableError, GenerationOutput
 from posttrain.engines.sampling import resolve_seeds
+from posttrain.engines.sleep import EngineAsleepError
 from posttrain.engines.weights import weights_checksum
 from posttrain.types import SamplingParams
 
@@ -54,15 +60,19 @@ class VLLMEngine:
     def __init__(self, model_dir: str | Path, dtype: str = "float32",
                  max_model_len: int | None = None,
                  kv_cache_gib: int = 1, repair_tied_head: bool = True,
-                 version: int = 0) -> None:
+                 version: int = 0, sleep: bool = False) -> None:
         for key, value in IN_PROCESS.items():
             os.environ.setdefault(key, value)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
         vllm = require_vllm()
         check_head_size(Path(model_dir))
+        if sleep and not torch.cuda.is_available():
+            raise EngineUnavailableError("engine.sleep with engine.name=vllm needs vLLM's sleep "
+                                         "mode, which runs on CUDA only")
         self._llm = vllm.LLM(model=str(model_dir), dtype=dtype, enforce_eager=True,
                              max_model_len=max_model_len, seed=0,
-                             logprobs_mode="processed_logprobs")
+                             logprobs_mode="processed_logprobs", enable_sleep_mode=sleep)
+        self._asleep = False
         self._vllm = vllm
         self.repair_tied_head = repair_tied_head
         self._version = version
@@ -85,6 +95,7 @@ class VLLMEngine:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         self._check_usable()
+        self._check_awake()
         from vllm.inputs import TokensPrompt
 
         params = [self._sampling(sampling, s)
@@ -109,6 +120,7 @@ class VLLMEngine:
         if any(len(s) == 0 for s in sequences):
             raise ValueError("every sequence needs at least one token")
         self._check_usable()
+        self._check_awake()
         from vllm.inputs import TokensPrompt
 
         params = self._vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0,
@@ -127,11 +139,23 @@ class VLLMEngine:
             raise EngineReloadError(f"weights of version {version} refused ({problem}); kept "
                                     f"version {self._version}")
         try:
+            if self._asleep:
+                self._llm.wake_up(tags=["weights"])
             self._reload(weights)
+            if self._asleep:
+                self._llm.wake_up(tags=["kv_cache"])
+                self._asleep = False
         except Exception as exc:
             self._broken = f"vLLM failed while loading version {version}: {exc!r}"
             raise EngineReloadError(self._broken + "; create a new engine") from exc
         self._checksum, self._version = weights_checksum(weights.items()), version
+
+    def sleep(self) -> None:
+        """Discard the weights and the KV cache until the next ``update_weights``."""
+        self._check_usable()
+        if not self._asleep:
+            self._llm.sleep(level=2)
+            self._asleep = True
 
     def _check_usable(self) -> None:
         if self._broken is not None:
@@ -148,6 +172,11 @@ class VLLMEngine:
 
     def _model_runner(self):
         return self._llm.llm_engine.model_executor.driver_worker.worker.model_runner
+
+    def _check_awake(self) -> None:
+        if self._asleep:
+            raise EngineAsleepError("the vLLM engine is asleep (engine.sleep): its weights "
+                                    "come back with the next weight sync")
 
     def weights_checksum(self) -> str:
         return self._checksum

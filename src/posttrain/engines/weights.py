@@ -15,7 +15,9 @@ import torch
 
 
 def _tensor_digest(name: str, tensor: torch.Tensor) -> bytes:
-    t = tensor.detach().to("cpu").contiguous()
+    # a copy: numpy viewing a tensor's own storage would pin that storage's size for good
+    # (an engine could no longer release it to sleep)
+    t = tensor.detach().to("cpu", copy=True).contiguous()
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
     digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())

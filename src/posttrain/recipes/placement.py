@@ -36,8 +36,9 @@ def make_engine(cfg: RunConfig, model, model_dir: Path, tokenizer) -> Engine:
                            record_routing=cfg.trainer.routing_replay,
                            device=resolve_device(cfg.engine.device, "engine.device"))
     if name == "vllm":
-        return VLLMEngine(model_dir, dtype, kv_cache_gib=cfg.engine.kv_cache_gib)
-    return SGLangEngine(model_dir, dtype)
+        return VLLMEngine(model_dir, dtype, kv_cache_gib=cfg.engine.kv_cache_gib,
+                          sleep=cfg.engine.sleep)
+    return SGLangEngine(model_dir, dtype, sleep=cfg.engine.sleep)
 
 
 def cluster_session(cfg: RunConfig) -> contextlib.AbstractContextManager:

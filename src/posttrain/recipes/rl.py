@@ -126,6 +126,8 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                                append=True)
             metrics = rollout_metrics(sampled, run.accuracy_part) | counts
             if episodes:
+                if run.sleep_engines:  # the update gets the engines' memory; the sync wakes them
+                    source.call(lambda e: e.sleep())
                 metrics |= update(episodes, *source.staleness())
                 if source.on_policy:
                     check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
@@ -184,7 +186,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
         run = parts.loop_run(RLRun, trainer, tokenizer, start, evals, cfg=rl_cfg, algo=cfg.algo,
                              actor=cfg.actor, critic=critic, critic_cfg=cfg.critic,
                              shaping=cfg.reward.shaping, prompt_budgets=PromptBudgets(
-                                 cfg.reward.accuracy_part, parts.out / PROMPT_BUDGETS))
+                                 cfg.reward.accuracy_part, parts.out / PROMPT_BUDGETS),
+                             sleep_engines=cfg.engine.sleep)
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
                 sync_weights(trainer, e, start, cfg=sync)

@@ -77,7 +77,8 @@ class RLRun(LoopRun):
     """RL with ``cfg``, ``algo`` and ``actor``. With a ``critic`` (PPO), its values feed GAE
     and it trains on the returns alongside the actor; ``shaping`` rules reshape rewards before
     groups are filtered and scored (``prompt_budgets``: the per-prompt budgets of rules with
-    ``budget: auto``)."""
+    ``budget: auto``). ``sleep_engines`` (``engine.sleep``): the engines free their memory
+    for each update; the weight sync after it wakes them."""
 
     STAGE: ClassVar[str] = "rl"
     cfg: RLConfig
@@ -87,6 +88,7 @@ class RLRun(LoopRun):
     critic_cfg: CriticConfig | None = None
     shaping: Sequence[ShapingRule] = ()
     prompt_budgets: PromptBudgets | None = None
+    sleep_engines: bool = False
 
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(
