@@ -7,7 +7,7 @@ import pytest
 import torch
 from async_helpers import length_reward, rl_config, train  # noqa: F401 (fixture)
 
-from posttrain.cluster import RayTrainer, launch_engines, ray_session
+from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_session
 from posttrain.engines import EngineRestarted, TorchEngine, row_seeds
 from posttrain.models import encode_prompt
 from posttrain.recipes.rl import run_async_rl, sync_weights
@@ -58,6 +58,7 @@ def test_ray_engine_answers_like_the_local_engine(cluster, tiny_dir, model, toke
     bound = 16 * EPS32 * max(abs(x) for x in local.score([probe])[0])  # mean |difference|
     assert remote.version == 7 and report.mismatch < bound
     assert remote.weights_checksum() != local.weights_checksum()
+    close_engines([remote])
 
 
 def test_a_killed_engine_actor_comes_back_with_the_weights_it_had(cluster, tiny_dir, model,
@@ -151,3 +152,32 @@ def test_a_teacher_served_by_a_ray_actor_scores_like_the_in_process_teacher(
     assert got[0].abs().sum() > 0
     torch.testing.assert_close(got[0], got[1], atol=16 * EPS32 * float(got[1].abs().max()),
                                rtol=0)
+
+
+def test_disaggregated_engines_take_one_bundle_each_of_a_placement_group(cluster, tiny_dir,
+                                                                          model, tokenizer):
+    import ray
+
+    remote = engines(tiny_dir, tokenizer, n=2, placement="disaggregated")
+    groups = {ray.get(e.actor.placement_group.remote()) for e in remote}
+    assert len(groups) == 1 and None not in groups  # one group holds both
+    (group,) = groups
+    table = ray.util.placement_group_table()[group]
+    assert table["state"] == "CREATED" and table["strategy"] == "PACK"
+    assert list(table["bundles"].values()) == [{"CPU": 1.0}, {"CPU": 1.0}]
+    local = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    sampling = SamplingParams(max_new_tokens=4)
+    assert remote[1].generate(prompts(tokenizer, 2), sampling, [3, 4]) == \
+        local.generate(prompts(tokenizer, 2), sampling, [3, 4])
+    close_engines(remote)  # the reservation goes back: the cluster can hold both again
+    assert ray.util.placement_group_table()[group]["state"] == "REMOVED"
+    close_engines(engines(tiny_dir, tokenizer, n=2, placement="disaggregated"))
+
+
+def test_engines_the_cluster_cannot_hold_are_an_error_not_a_hang(cluster, tiny_dir, tokenizer):
+    cfg = DistConfig(backend="ray", engines=2, placement="disaggregated", cpus_per_engine=2,
+                     placement_timeout_s=2)
+    with pytest.raises(RuntimeError, match=r"2 engine bundles of \{'CPU': 2.0\} \(pack\) could "
+                                           r"not be placed within .*=2 s"):
+        launch_engines(cfg, tiny_dir, "float32", tokenizer.pad_token_id,
+                       tokenizer.eos_token_id)

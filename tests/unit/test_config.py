@@ -53,6 +53,9 @@ def test_an_override_fills_a_null_section():
         (["checkpoint_format=sharded", "trainer.lora={r: 4}"], "checkpoint_format=whole"),
         (["checkpoint_format=tensors"], "checkpoint_format"),
         (["engine.sleep=true", "rl.mode=async"], "engine.sleep"),
+        (["dist.backend=ray", "rl.mode=async", "dist.gpus_per_engine=1"],
+         "dist.gpus_per_engine places engines in a placement group"),
+        (["dist.engine_strategy=spread"], "dist.engine_strategy applies to dist.backend=ray"),
         (["engine.sleep=true", "stages=[sft]"], "engine.sleep"),
     ],
 )

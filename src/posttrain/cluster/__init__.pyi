@@ -1,7 +1,7 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
 from .engine_actor import EngineActor, RayEngine
-from .launch import launch_engines, ray_session
+from .launch import close_engines, launch_engines, ray_session
 from .trainer_actor import RayTrainer, TrainerActor
 
 __all__ = [
@@ -9,6 +9,7 @@ __all__ = [
     "RayEngine",
     "RayTrainer",
     "TrainerActor",
+    "close_engines",
     "launch_engines",
     "ray_session",
 ]

@@ -26,11 +26,12 @@ class EngineActor:
     creates it)."""
 
     def __init__(self, model_dir: str, dtype: str, pad_token_id: int, eos_token_id: int | None,
-                 threads: int, fail_at_call: int | None = None,
+                 threads: int, device: str = "cpu", fail_at_call: int | None = None,
                  fail_marker: str | None = None) -> None:
         torch.set_num_threads(threads)
         torch.set_flush_denormal(True)
-        self.engine = TorchEngine(load_model(model_dir, dtype), pad_token_id, eos_token_id)
+        self.engine = TorchEngine(load_model(model_dir, dtype), pad_token_id, eos_token_id,
+                                  device=device)
         self.calls = 0
         self.fail_at_call, self.fail_marker = fail_at_call, fail_marker
 
@@ -64,15 +65,23 @@ class EngineActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def placement_group(self) -> str | None:
+        """The id of the placement group this actor runs in (None: none)."""
+        import ray
+
+        group = ray.get_runtime_context().get_placement_group_id()
+        return None if group is None else str(group)
+
 
 class RayEngine:
     """``Engine`` whose work runs in an ``EngineActor``."""
 
-    def __init__(self, actor, restart_timeout_s: float = 120.0) -> None:
+    def __init__(self, actor, restart_timeout_s: float = 120.0, group=None) -> None:
+        """``group``: the placement group the actor was placed in, if any."""
         import ray
 
         self._ray = ray
-        self.actor = actor
+        self.actor, self.group = actor, group
         self.restart_timeout_s = restart_timeout_s
         self._version = ray.get(actor.version.remote())
         self._last: tuple[object, int] | None = None  # object ref of the last weights, version

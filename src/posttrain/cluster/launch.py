@@ -37,15 +37,56 @@ def ray_session(cfg: DistConfig, num_cpus: int | None = None) -> Iterator[None]:
 def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: int,
                    eos_token_id: int | None, **fault_injection) -> list[RayEngine]:
     """``cfg.engines`` engine actors loaded from ``model_dir``, placed per ``cfg.placement``
-    (inside a ``ray_session``)."""
+    (inside a ``ray_session``): colocated ones reserve nothing; disaggregated ones take one
+    bundle each of a placement group (``engine_placement``). ``close_engines`` ends them."""
     ray = require_ray()
-    if cfg.placement == "colocated":
-        resources, threads = {"num_cpus": 0}, 1
-    else:
-        resources = {"num_cpus": cfg.cpus_per_engine}
-        threads = max(1, int(cfg.cpus_per_engine))
     actor_cls = ray.remote(max_restarts=cfg.max_restarts, max_task_retries=0)(EngineActor)
-    actors = [actor_cls.options(**resources).remote(str(model_dir), dtype, pad_token_id,
-                                                    eos_token_id, threads, **fault_injection)
-              for _ in range(cfg.engines)]
-    return [RayEngine(actor) for actor in actors]
+    group = None
+    if cfg.placement == "colocated":
+        options, threads, device = [{"num_cpus": 0}] * cfg.engines, 1, "cpu"
+    else:
+        group, options = engine_placement(cfg)
+        threads = max(1, int(cfg.cpus_per_engine))
+        device = "cuda" if cfg.gpus_per_engine else "cpu"  # Ray shows the actor its GPUs only
+    actors = [actor_cls.options(**o).remote(str(model_dir), dtype, pad_token_id, eos_token_id,
+                                            threads, device, **fault_injection)
+              for o in options]
+    return [RayEngine(actor, group=group) for actor in actors]
+
+
+def close_engines(engines: list[RayEngine]) -> None:
+    """End the engines' actors and give back their placement group's reservation."""
+    ray = require_ray()
+    from ray.util.placement_group import remove_placement_group
+
+    for engine in engines:
+        ray.kill(engine.actor, no_restart=True)
+    for group in {id(e.group): e.group for e in engines if e.group is not None}.values():
+        remove_placement_group(group)
+
+
+def engine_placement(cfg: DistConfig) -> tuple[object, list[dict]]:
+    """Actor options placing engine ``i`` in bundle ``i`` of a new placement group of
+    ``cfg.engines`` bundles (``cpus_per_engine`` CPUs, ``gpus_per_engine`` GPUs), packed or
+    spread (``engine_strategy``); reserved all at once, or a ``RuntimeError`` saying what the
+    cluster lacks after ``placement_timeout_s``. The group lives as long as the Ray job."""
+    ray = require_ray()
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    bundle = {"CPU": cfg.cpus_per_engine}
+    if cfg.gpus_per_engine:
+        bundle["GPU"] = cfg.gpus_per_engine
+    group = placement_group([bundle] * cfg.engines, strategy=cfg.engine_strategy.upper())
+    try:
+        ray.get(group.ready(), timeout=cfg.placement_timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        remove_placement_group(group)
+        raise RuntimeError(
+            f"dist: {cfg.engines} engine bundles of {bundle} ({cfg.engine_strategy}) could not "
+            f"be placed within dist.placement_timeout_s={cfg.placement_timeout_s:g} s; the "
+            f"cluster has {ray.cluster_resources()} in all: lower dist.engines, "
+            "dist.cpus_per_engine or dist.gpus_per_engine, or add nodes") from None
+    return group, [{"num_cpus": cfg.cpus_per_engine, "num_gpus": cfg.gpus_per_engine,
+                    "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                        group, placement_group_bundle_index=i)} for i in range(cfg.engines)]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from posttrain.cluster import RayTrainer, launch_engines, ray_session
+from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_session
 from posttrain.config import RunConfig
 from posttrain.engines import Engine, TorchEngine
 from posttrain.engines.sglang_engine import SGLangEngine
@@ -56,8 +56,12 @@ def rollout_engines(cfg: RunConfig, engine: Engine, model_dir: Path,
     rollout thread and the trainer."""
     dist = cfg.dist
     if dist.backend == "ray":
-        yield launch_engines(dist, model_dir, cfg.trainer.compute_dtype, tokenizer.pad_token_id,
-                             tokenizer.eos_token_id)
+        engines = launch_engines(dist, model_dir, cfg.trainer.compute_dtype,
+                                 tokenizer.pad_token_id, tokenizer.eos_token_id)
+        try:
+            yield engines
+        finally:
+            close_engines(engines)
     elif cfg.rl.mode == "async":
         threads = torch.get_num_threads()
         torch.set_num_threads(max(1, threads // 2))

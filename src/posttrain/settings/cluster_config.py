@@ -14,8 +14,10 @@ class DistConfig(Section):
     as Ray actors (``engines`` of them; a crashed one is restarted up to ``max_restarts``
     times) on the cluster at ``address`` (null: start a local one). ``placement``:
     ``colocated`` actors reserve nothing and time-share the trainer's CPUs;
-    ``disaggregated`` actors reserve ``cpus_per_engine`` CPUs each (engines run on CPU in this
-    release). ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor too (the
+    ``disaggregated`` actors are placed in one Ray placement group, a bundle of
+    ``cpus_per_engine`` CPUs and ``gpus_per_engine`` GPUs each (an engine with a GPU runs on
+    it), its bundles packed onto few nodes or spread over many (``engine_strategy``); a group
+    the cluster cannot hold within ``placement_timeout_s`` is an error, not a hang. ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor too (the
     driver keeps the loop, a copy of the weights for checkpoints, and a critic if any).
     ``trainer_processes > 1`` runs the stages in that many processes of a gloo
     ``torch.distributed`` group that split each update's micro-batches (data parallel, DDP's
@@ -26,6 +28,9 @@ class DistConfig(Section):
     placement: Literal["colocated", "disaggregated"] = "colocated"
     engines: int = Field(1, ge=1)
     cpus_per_engine: float = Field(1.0, gt=0)
+    gpus_per_engine: float = Field(0.0, ge=0)
+    engine_strategy: Literal["pack", "spread"] = "pack"
+    placement_timeout_s: float = Field(60.0, gt=0)
     max_restarts: int = Field(3, ge=0)
     trainer_processes: int = Field(1, ge=1)
     trainer_actor: bool = False
@@ -35,13 +40,19 @@ class DistConfig(Section):
         if self.backend == "local":
             defaults = DistConfig.model_fields
             changed = [k for k in ("address", "placement", "engines", "cpus_per_engine",
-                                   "max_restarts", "trainer_actor")
+                                   "gpus_per_engine", "engine_strategy",
+                                   "placement_timeout_s", "max_restarts", "trainer_actor")
                        if getattr(self, k) != defaults[k].default]
             if changed:
                 raise ValueError(f"dist.{changed[0]} applies to dist.backend=ray")
         if self.trainer_processes > 1 and self.backend != "local":
             raise ValueError("dist.trainer_processes > 1 runs with dist.backend=local")
-        if self.placement == "colocated" and self.cpus_per_engine != 1.0:
-            raise ValueError("dist.cpus_per_engine reserves CPUs: it applies to "
-                             "placement=disaggregated")
+        if self.placement == "colocated":
+            defaults = DistConfig.model_fields
+            reserved = [k for k in ("cpus_per_engine", "gpus_per_engine", "engine_strategy",
+                                    "placement_timeout_s")
+                        if getattr(self, k) != defaults[k].default]
+            if reserved:
+                raise ValueError(f"dist.{reserved[0]} places engines in a placement group: it "
+                                 "applies to placement=disaggregated")
         return self
