@@ -17,8 +17,9 @@ class DistConfig(Section):
     ``disaggregated`` actors are placed in one Ray placement group, a bundle of
     ``cpus_per_engine`` CPUs and ``gpus_per_engine`` GPUs each (an engine with a GPU runs on
     it), its bundles packed onto few nodes or spread over many (``engine_strategy``); a group
-    the cluster cannot hold within ``placement_timeout_s`` is an error, not a hang. ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor too (the
-    driver keeps the loop, a copy of the weights for checkpoints, and a critic if any).
+    the cluster cannot hold within ``placement_timeout_s`` is an error, not a hang.
+    ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor too (the driver keeps
+    the loop, a copy of the weights for checkpoints, and a critic if any).
     ``trainer_processes > 1`` runs the stages in that many processes of a gloo
     ``torch.distributed`` group that split each update's micro-batches (data parallel, DDP's
     semantics); every process generates the same rollouts (local backend only)."""
