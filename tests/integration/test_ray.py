@@ -8,7 +8,7 @@ import torch
 from async_helpers import length_reward, rl_config, train  # noqa: F401 (fixture)
 
 from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_session
-from posttrain.engines import EngineRestarted, TorchEngine, row_seeds
+from posttrain.engines import EngineRestarted, TorchEngine, row_seeds, weights_checksum
 from posttrain.models import encode_prompt
 from posttrain.recipes.rl import run_async_rl, sync_weights
 from posttrain.settings import DistConfig, OptimConfig
@@ -61,14 +61,21 @@ def test_ray_engine_answers_like_the_local_engine(cluster, tiny_dir, model, toke
     close_engines([remote])
 
 
+@pytest.mark.parametrize("bucket_bytes", [256 << 20, 1], ids=["one-bucket", "a-bucket-a-tensor"])
 def test_a_killed_engine_actor_comes_back_with_the_weights_it_had(cluster, tiny_dir, model,
-                                                                   tokenizer, tmp_path):
+                                                                   tokenizer, tmp_path,
+                                                                   bucket_bytes):
+    """(Weights go in buckets of ``bucket_bytes``: one, or one per tensor; the restore after
+    the restart sends the same buckets again.)"""
     (remote,) = engines(tiny_dir, tokenizer, fail_at_call=2,
                         fail_marker=str(tmp_path / "crashed"))
+    remote.bucket_bytes = bucket_bytes
     with torch.no_grad():
         next(model.parameters()).mul_(1.5)
     remote.update_weights(model.named_parameters(), 3)
     before = remote.weights_checksum()
+    assert before == weights_checksum(model.named_parameters())
+    assert len(remote._last[0]) == (1 if bucket_bytes > 1 else len(list(model.parameters())))
     sampling = SamplingParams(max_new_tokens=4)
     first = remote.generate(prompts(tokenizer, 1), sampling, [1])
     with pytest.raises(EngineRestarted):

@@ -1,10 +1,14 @@
 """Rollout engines as Ray actors, behind the ``Engine`` protocol.
 
 ``EngineActor`` is a ``TorchEngine`` in its own process, built from a model directory.
-``RayEngine`` is the client the pipelines hold: every protocol call becomes a remote call. It
-keeps the last weights it sent; when the actor dies mid-call, Ray restarts it (it comes back
-with the directory's weights), ``RayEngine`` sends those weights and their version again and
-raises ``EngineRestarted`` so the caller dispatches the lost work again.
+``RayEngine`` is the client the pipelines hold: every protocol call becomes a remote call.
+Weights travel through the object store in buckets of about ``bucket_bytes``: the sender
+holds one bucket at a time and the actor loads them one at a time, so neither side makes a
+whole extra copy in its own memory (the object store holds them, spilling to disk if it must).
+``RayEngine`` keeps the last weights' bucket references; when the actor dies mid-call, Ray
+restarts it (it comes back with the directory's weights), ``RayEngine`` sends those weights
+and their version again and raises ``EngineRestarted`` so the caller dispatches the lost work
+again.
 """
 
 from __future__ import annotations
@@ -49,8 +53,13 @@ class EngineActor:
             return False
         return True
 
-    def update_weights(self, named: list[tuple[str, torch.Tensor]], version: int) -> int:
-        self.engine.update_weights(named, version)
+    def update_weights(self, buckets: list, version: int) -> int:
+        """``buckets``: object references, each to a list of ``(name, tensor)``, fetched and
+        loaded one after the other."""
+        import ray
+
+        self.engine.update_weights((item for ref in buckets for item in ray.get(ref)),
+                                   version)
         return version
 
     def version(self) -> int:
@@ -76,15 +85,17 @@ class EngineActor:
 class RayEngine:
     """``Engine`` whose work runs in an ``EngineActor``."""
 
-    def __init__(self, actor, restart_timeout_s: float = 120.0, group=None) -> None:
+    def __init__(self, actor, restart_timeout_s: float = 120.0, group=None,
+                 bucket_bytes: int = 256 << 20) -> None:
         """``group``: the placement group the actor was placed in, if any."""
         import ray
 
         self._ray = ray
         self.actor, self.group = actor, group
+        self.bucket_bytes = bucket_bytes
         self.restart_timeout_s = restart_timeout_s
         self._version = ray.get(actor.version.remote())
-        self._last: tuple[object, int] | None = None  # object ref of the last weights, version
+        self._last: tuple[list, int] | None = None  # the last weights' bucket refs, version
 
     @property
     def version(self) -> int:
@@ -121,9 +132,18 @@ class RayEngine:
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]],
                        version: int) -> None:
-        ref = self._ray.put([(n, t.detach().cpu().clone()) for n, t in named_tensors])
-        self._last = (ref, version)
-        self._get(self.actor.update_weights.remote(ref, version))
+        refs, bucket, size = [], [], 0
+        for name, tensor in named_tensors:
+            t = tensor.detach().to("cpu", copy=True)
+            bucket.append((name, t))
+            size += t.numel() * t.element_size()
+            if size >= self.bucket_bytes:
+                refs.append(self._ray.put(bucket))
+                bucket, size = [], 0
+        if bucket or not refs:
+            refs.append(self._ray.put(bucket))
+        self._last = (refs, version)
+        self._get(self.actor.update_weights.remote(refs, version))
         self._version = version
 
     def weights_checksum(self) -> str:

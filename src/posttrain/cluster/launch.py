@@ -51,7 +51,8 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
     actors = [actor_cls.options(**o).remote(str(model_dir), dtype, pad_token_id, eos_token_id,
                                             threads, device, **fault_injection)
               for o in options]
-    return [RayEngine(actor, group=group) for actor in actors]
+    return [RayEngine(actor, group=group, bucket_bytes=int(cfg.weight_bucket_mb * (1 << 20)))
+            for actor in actors]
 
 
 def close_engines(engines: list[RayEngine]) -> None:

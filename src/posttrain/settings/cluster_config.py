@@ -17,7 +17,8 @@ class DistConfig(Section):
     ``disaggregated`` actors are placed in one Ray placement group, a bundle of
     ``cpus_per_engine`` CPUs and ``gpus_per_engine`` GPUs each (an engine with a GPU runs on
     it), its bundles packed onto few nodes or spread over many (``engine_strategy``); a group
-    the cluster cannot hold within ``placement_timeout_s`` is an error, not a hang.
+    the cluster cannot hold within ``placement_timeout_s`` is an error, not a hang. Weights
+    reach engine actors through the object store in buckets of ``weight_bucket_mb``.
     ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor too (the driver keeps
     the loop, a copy of the weights for checkpoints, and a critic if any).
     ``trainer_processes > 1`` runs the stages in that many processes of a gloo
@@ -32,6 +33,7 @@ class DistConfig(Section):
     gpus_per_engine: float = Field(0.0, ge=0)
     engine_strategy: Literal["pack", "spread"] = "pack"
     placement_timeout_s: float = Field(60.0, gt=0)
+    weight_bucket_mb: float = Field(256.0, gt=0)
     max_restarts: int = Field(3, ge=0)
     trainer_processes: int = Field(1, ge=1)
     trainer_actor: bool = False
@@ -42,7 +44,8 @@ class DistConfig(Section):
             defaults = DistConfig.model_fields
             changed = [k for k in ("address", "placement", "engines", "cpus_per_engine",
                                    "gpus_per_engine", "engine_strategy",
-                                   "placement_timeout_s", "max_restarts", "trainer_actor")
+                                   "placement_timeout_s", "weight_bucket_mb", "max_restarts",
+                                   "trainer_actor")
                        if getattr(self, k) != defaults[k].default]
             if changed:
                 raise ValueError(f"dist.{changed[0]} applies to dist.backend=ray")
