@@ -38,13 +38,17 @@ def train_steps(model_dir, shard=False, offload=False) -> dict[str, torch.Tensor
     return {"metrics": metrics, **{k: v.clone() for k, v in trainer.named_weights()}}
 
 
-@pytest.mark.parametrize("shard,offload", [(False, False), (True, False), (True, True)],
-                         ids=["replicated", "fsdp2", "fsdp2-offload"])
-def test_two_gloo_processes_end_at_the_single_process_parameters(tiny_dir, shard, offload):
+@pytest.mark.parametrize("processes,shard,offload", [
+    (2, False, False), (2, True, False), (2, True, True), (4, True, False)],
+    ids=["replicated", "fsdp2", "fsdp2-offload", "fsdp2-4"])
+def test_gloo_processes_end_at_the_single_process_parameters(tiny_dir, processes, shard,
+                                                             offload):
     """(``offload`` keeps FSDP2's shards and optimiser state in CPU memory and steps there: on
-    a CPU machine the same arithmetic, so it must end where ``fsdp2`` does.)"""
+    a CPU machine the same arithmetic, so it must end where ``fsdp2`` does. Four processes
+    share 5 micro-batches 2, 1, 1, 1: three run one at zero weight to stay in step, and
+    nothing has to divide evenly: FSDP2 pads uneven shards.)"""
     alone = train_steps(tiny_dir)
-    parallel = run_processes(train_steps, 2, tiny_dir, shard, offload, threads=1)
+    parallel = run_processes(train_steps, processes, tiny_dir, shard, offload, threads=1)
     # Weights: each gradient entry sums 5 micro-batch terms (each < 1; the largest is 0.14), so
     # reordering the float64 sum moves it by at most 4 * 2.2e-16 * 5 = 4.4e-15; Adam turns that
     # into at most lr * 4.4e-15 / eps_adam = 1e-2 * 4.4e-15 / 1e-8 = 4.4e-9 per step, 8.8e-9
