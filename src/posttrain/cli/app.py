@@ -419,8 +419,9 @@ def export(
     checkpoint: Annotated[Path, typer.Argument(help="a checkpoint directory (whole or sharded)")],
     out: Annotated[Path, typer.Argument(help="directory to write the model to")],
 ) -> None:
-    """Write a checkpoint's policy as a from_pretrained model directory (a sharded checkpoint's
-    shards are read in this one process)."""
+    """Write a checkpoint's policy as a from_pretrained model directory.
+
+    A sharded checkpoint's shards are read in this one process."""
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer, save_model
     from posttrain.train import CheckpointMismatchError, is_sharded, whole_model
 
