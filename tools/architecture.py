@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("models", "settings"),
     ("engines", "rewards"),
     ("harness",),
-    ("envs",),
+    ("envs", "serve"),
     ("data",),
     ("rollout", "train"),
     ("cluster", "config"),

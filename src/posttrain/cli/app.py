@@ -434,6 +434,47 @@ def export(
 
 
 @app.command()
+def serve(
+    model: Annotated[Path, typer.Argument(help="a from_pretrained model directory to serve")],
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    name: Annotated[str | None, typer.Option(
+        help="the model name clients ask for (default: the directory's name)")] = None,
+    max_tokens: Annotated[int, typer.Option(
+        help="completion length when a request does not say")] = 256,
+    record: Annotated[Path | None, typer.Option(
+        help="JSONL file to write every session's recorded episode to at exit")] = None,
+) -> None:
+    """Serve a model behind OpenAI-compatible endpoints, recording every session.
+
+    Each API key is a session; its calls are recorded token for token and bridged across
+    turns (docs/serve.md). Stop with Ctrl-C."""
+    import uvicorn
+
+    from posttrain.engines import TorchEngine
+    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.serve import Completer, Sessions, create_app
+    from posttrain.types import write_episodes
+
+    try:
+        tokenizer, policy = load_tokenizer(model), load_model(model)
+    except ModelNotFoundError as e:
+        _fail(str(e))
+    engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    sessions = Sessions()
+    completer = Completer(engine, tokenizer, policy.config.max_position_embeddings, max_tokens)
+    served = name or model.resolve().name
+    console.print(f"serving {served!r} at http://{host}:{port}/v1")
+    uvicorn.run(create_app(completer, sessions, served), host=host, port=port,
+                log_level="warning")
+    if record is not None:
+        episodes = [sessions.episode(k) for k in sessions.keys()
+                    if sessions.trace(k).calls]
+        write_episodes(record, episodes)
+        console.print(f"recorded {len(episodes)} sessions in {record}")
+
+
+@app.command()
 def replay(
     episodes: Annotated[Path, typer.Argument(help="episodes JSONL")],
     model: Annotated[Path | None, typer.Option(help="tokenizer directory, to re-render")] = None,

@@ -1,0 +1,97 @@
+"""The ASGI app (FastAPI): OpenAI's ``/v1/models`` and ``/v1/chat/completions`` in front of a
+``Completer``, each request in the session its API key names (``Authorization: Bearer``,
+``x-api-key``, or an ``X-Session-Id`` header), and each session's recorded trace at
+``/v1/sessions/{key}/episode``.
+
+Every refusal is a 4xx in OpenAI's error format: a body that is not JSON, a field out of range,
+an unknown model (404), a tool whose parameters are not JSON Schema, a conversation longer than
+the context window, a missing or unknown key (401).
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import FastAPI
+from fastapi import Request as HttpRequest
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from posttrain.serve.completion import Completer, RequestError
+from posttrain.serve.openai_format import (
+    completion_chunks,
+    completion_response,
+    error_body,
+    parse_chat,
+)
+from posttrain.serve.sessions import Sessions, UnknownSession
+
+
+def session_key(request: HttpRequest) -> str:
+    """The session a request belongs to: ``X-Session-Id``, else its API key."""
+    auth = request.headers.get("authorization", "")
+    key = (request.headers.get("x-session-id") or request.headers.get("x-api-key")
+           or (auth[7:].strip() if auth.lower().startswith("bearer ") else ""))
+    if not key:
+        raise UnknownSession("")
+    return key
+
+
+async def _json(request: HttpRequest) -> dict:
+    try:
+        body = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RequestError(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    return body
+
+
+def create_app(completer: Completer, sessions: Sessions, model_name: str) -> FastAPI:
+    app = FastAPI(title="posttrain serve")
+
+    @app.exception_handler(RequestError)
+    async def refused(_, exc: RequestError) -> JSONResponse:
+        status = 404 if exc.code == "model_not_found" else 400
+        kind = "not_found_error" if status == 404 else "invalid_request_error"
+        return JSONResponse(error_body(str(exc), kind, exc.param, exc.code), status_code=status)
+
+    @app.exception_handler(UnknownSession)
+    async def unknown(_, exc: UnknownSession) -> JSONResponse:
+        message = ("no API key: send one as a bearer token, x-api-key or X-Session-Id"
+                   if not exc.args[0] else f"no session was issued for key {exc.args[0]!r}")
+        return JSONResponse(error_body(message, "authentication_error",
+                                       code="invalid_api_key"), status_code=401)
+
+    @app.exception_handler(Exception)
+    async def failed(_, exc: Exception) -> JSONResponse:  # a fault of the server, still in format
+        return JSONResponse(error_body(f"the server failed: {exc!r}", "server_error"),
+                            status_code=500)
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
+                                             "owned_by": "posttrain"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: HttpRequest):
+        trace = sessions.trace(session_key(request))
+        chat, req = parse_chat(await _json(request))
+        if chat.model != model_name:
+            raise RequestError(f"model {chat.model!r} is not served here; this server serves "
+                               f"{model_name!r}", "model", "model_not_found")
+        prompt_tokens, sampled = await run_in_threadpool(completer.complete, req, trace)
+        if chat.stream:
+            return StreamingResponse(
+                completion_chunks(chat, sampled, prompt_tokens, completer.tokenizer),
+                media_type="text/event-stream")
+        return completion_response(chat, sampled, prompt_tokens, completer.tokenizer)
+
+    @app.get("/v1/sessions/{key}/episode")
+    async def episode(key: str) -> dict:
+        try:
+            return sessions.episode(key).to_dict()
+        except ValueError as exc:
+            raise RequestError(str(exc), "key") from None
+
+    return app

@@ -1,0 +1,57 @@
+"""``posttrain serve MODEL --record FILE`` as a user runs it: a real uvicorn process answers the
+official ``openai`` client, Ctrl-C writes every session's episode, and ``posttrain replay``
+finds each consistent with its conversation."""
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import openai
+from typer.testing import CliRunner
+
+from posttrain.cli.app import app
+from posttrain.types import read_episodes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_records_sessions_that_replay(tmp_path, tiny_dir):
+    port, record = free_port(), tmp_path / "sessions.jsonl"
+    server = subprocess.Popen(
+        [shutil.which("posttrain"), "serve", str(tiny_dir), "--port", str(port), "--name",
+         "tiny", "--max-tokens", "8", "--record", str(record)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                openai.OpenAI(base_url=url, api_key="a", max_retries=0).models.list()
+                break
+            except openai.APIConnectionError:
+                assert server.poll() is None and time.monotonic() < deadline, \
+                    server.stdout.read()
+                time.sleep(0.2)
+        for key in ("alice", "bob"):
+            client = openai.OpenAI(base_url=url, api_key=key, max_retries=0)
+            messages = [{"role": "user", "content": f"Hello, I am {key}."}]
+            for turn in range(2):
+                reply = client.chat.completions.create(model="tiny", messages=messages)
+                messages += [{"role": "assistant", "content": reply.choices[0].message.content},
+                             {"role": "user", "content": f"Turn {turn + 2}."}]
+    finally:
+        server.send_signal(signal.SIGINT)
+        output = server.communicate(timeout=60)[0]
+    assert server.returncode == 0, output
+    episodes = list(read_episodes(record))
+    assert sorted(e.meta["session"] for e in episodes) == ["alice", "bob"]
+    assert all(e.meta["calls"] == 2 for e in episodes)
+    result = CliRunner().invoke(app, ["replay", str(record), "--model", str(tiny_dir)])
+    assert result.exit_code == 0 and "2 of 2 episodes consistent" in result.output, \
+        result.output
