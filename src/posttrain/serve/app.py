@@ -1,10 +1,11 @@
-"""The ASGI app (FastAPI): OpenAI's ``/v1/models`` and ``/v1/chat/completions`` in front of a
-``Completer``, each request in the session its API key names (``Authorization: Bearer``,
-``x-api-key``, or an ``X-Session-Id`` header), and each session's recorded trace at
-``/v1/sessions/{key}/episode``.
+"""The ASGI app (FastAPI): OpenAI's ``/v1/models`` and ``/v1/chat/completions`` and
+Anthropic's ``/v1/messages`` in front of a ``Completer``, each request in the session its API
+key names (``Authorization: Bearer``, ``x-api-key``, or an ``X-Session-Id`` header), and each
+session's recorded trace at ``/v1/sessions/{key}/episode``.
 
-Every refusal is a 4xx in OpenAI's error format: a body that is not JSON, a field out of range,
-an unknown model (404), a tool whose parameters are not JSON Schema, a conversation longer than
+Every refusal is a 4xx in the error format of the API asked (Anthropic's under
+``/v1/messages``, OpenAI's elsewhere): a body that is not JSON, a field out of range, an
+unknown model (404), a tool whose parameters are not JSON Schema, a conversation longer than
 the context window, a missing or unknown key (401).
 """
 
@@ -17,6 +18,8 @@ from fastapi import Request as HttpRequest
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from posttrain.serve import anthropic_format
+from posttrain.serve.anthropic_format import message_events, message_response, parse_messages
 from posttrain.serve.completion import Completer, RequestError
 from posttrain.serve.openai_format import (
     completion_chunks,
@@ -50,23 +53,32 @@ async def _json(request: HttpRequest) -> dict:
 def create_app(completer: Completer, sessions: Sessions, model_name: str) -> FastAPI:
     app = FastAPI(title="posttrain serve")
 
+    def refusal(request: HttpRequest, status: int, message: str, kind: str,
+                param: str | None = None, code: str | None = None) -> JSONResponse:
+        if request.url.path.startswith("/v1/messages"):
+            return JSONResponse(anthropic_format.error_body(status, message), status)
+        return JSONResponse(error_body(message, kind, param, code), status)
+
     @app.exception_handler(RequestError)
-    async def refused(_, exc: RequestError) -> JSONResponse:
+    async def refused(request: HttpRequest, exc: RequestError) -> JSONResponse:
         status = 404 if exc.code == "model_not_found" else 400
         kind = "not_found_error" if status == 404 else "invalid_request_error"
-        return JSONResponse(error_body(str(exc), kind, exc.param, exc.code), status_code=status)
+        return refusal(request, status, str(exc), kind, exc.param, exc.code)
 
     @app.exception_handler(UnknownSession)
-    async def unknown(_, exc: UnknownSession) -> JSONResponse:
+    async def unknown(request: HttpRequest, exc: UnknownSession) -> JSONResponse:
         message = ("no API key: send one as a bearer token, x-api-key or X-Session-Id"
                    if not exc.args[0] else f"no session was issued for key {exc.args[0]!r}")
-        return JSONResponse(error_body(message, "authentication_error",
-                                       code="invalid_api_key"), status_code=401)
+        return refusal(request, 401, message, "authentication_error", code="invalid_api_key")
 
     @app.exception_handler(Exception)
-    async def failed(_, exc: Exception) -> JSONResponse:  # a fault of the server, still in format
-        return JSONResponse(error_body(f"the server failed: {exc!r}", "server_error"),
-                            status_code=500)
+    async def failed(request: HttpRequest, exc: Exception) -> JSONResponse:
+        return refusal(request, 500, f"the server failed: {exc!r}", "server_error")
+
+    def check_model(name: str) -> None:
+        if name != model_name:
+            raise RequestError(f"model {name!r} is not served here; this server serves "
+                               f"{model_name!r}", "model", "model_not_found")
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -77,15 +89,24 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str) -> Fas
     async def chat_completions(request: HttpRequest):
         trace = sessions.trace(session_key(request))
         chat, req = parse_chat(await _json(request))
-        if chat.model != model_name:
-            raise RequestError(f"model {chat.model!r} is not served here; this server serves "
-                               f"{model_name!r}", "model", "model_not_found")
+        check_model(chat.model)
         prompt_tokens, sampled = await run_in_threadpool(completer.complete, req, trace)
         if chat.stream:
             return StreamingResponse(
                 completion_chunks(chat, sampled, prompt_tokens, completer.tokenizer),
                 media_type="text/event-stream")
         return completion_response(chat, sampled, prompt_tokens, completer.tokenizer)
+
+    @app.post("/v1/messages")
+    async def messages(request: HttpRequest):
+        trace = sessions.trace(session_key(request))
+        msg, req = parse_messages(await _json(request))
+        check_model(msg.model)
+        prompt_tokens, (sampled,) = await run_in_threadpool(completer.complete, req, trace)
+        if msg.stream:
+            return StreamingResponse(message_events(msg, sampled, prompt_tokens),
+                                     media_type="text/event-stream")
+        return message_response(msg, sampled, prompt_tokens)
 
     @app.get("/v1/sessions/{key}/episode")
     async def episode(key: str) -> dict:

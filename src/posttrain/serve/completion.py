@@ -42,6 +42,7 @@ class Sampled:
     token_ids: list[int]
     logprobs: list[float]
     version: int
+    stop_sequence: str | None = None  # the stop string that ended it
 
 
 @dataclass
@@ -105,8 +106,10 @@ class Completer:
         if cut is not None:
             ids, logprobs, reason = ids[:cut], logprobs[:cut], "stop"
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        hit = None
         if cut is not None:
-            text = text[:min(text.find(s) for s in stop if s in text)]
+            hit = min((s for s in stop if s in text), key=text.find)
+            text = text[:text.find(hit)]
         calls = parse_tool_calls(text)
         visible = re.sub(HERMES_PATTERN, "", text, flags=re.DOTALL) if calls else text
         good = [c for c in calls if c.error is None]
@@ -114,7 +117,7 @@ class Completer:
         if errors:  # a malformed call: the whole text comes back, the error is recorded
             visible, good = text, []
         return Sampled(visible, good, errors, "tool_calls" if good else reason, list(ids),
-                       list(logprobs), version)
+                       list(logprobs), version, hit)
 
     def _stop_at(self, ids: list[int], stop: list[str]) -> int | None:
         """The length of the shortest prefix of ``ids`` whose text holds a stop string."""
