@@ -1,7 +1,8 @@
-"""The ASGI app (FastAPI): OpenAI's ``/v1/models`` and ``/v1/chat/completions`` and
-Anthropic's ``/v1/messages`` in front of a ``Completer``, each request in the session its API
-key names (``Authorization: Bearer``, ``x-api-key``, or an ``X-Session-Id`` header), and each
-session's recorded trace at ``/v1/sessions/{key}/episode``.
+"""The ASGI app (FastAPI): OpenAI's ``/v1/models``, ``/v1/chat/completions`` and
+``/v1/responses`` and Anthropic's ``/v1/messages`` in front of a ``Completer``, each request
+in the session its API key names (``Authorization: Bearer``, ``x-api-key``, or an
+``X-Session-Id`` header), and each session's recorded trace at
+``/v1/sessions/{key}/episode``.
 
 Every refusal is a 4xx in the error format of the API asked (Anthropic's under
 ``/v1/messages``, OpenAI's elsewhere): a body that is not JSON, a field out of range, an
@@ -12,6 +13,7 @@ the context window, a missing or unknown key (401).
 from __future__ import annotations
 
 import json
+import uuid
 
 from fastapi import FastAPI
 from fastapi import Request as HttpRequest
@@ -26,6 +28,13 @@ from posttrain.serve.openai_format import (
     completion_response,
     error_body,
     parse_chat,
+)
+from posttrain.serve.responses_format import (
+    Conversations,
+    conversation_after,
+    parse_responses,
+    response_body,
+    response_events,
 )
 from posttrain.serve.sessions import Sessions, UnknownSession
 
@@ -52,6 +61,7 @@ async def _json(request: HttpRequest) -> dict:
 
 def create_app(completer: Completer, sessions: Sessions, model_name: str) -> FastAPI:
     app = FastAPI(title="posttrain serve")
+    stored = Conversations()
 
     def refusal(request: HttpRequest, status: int, message: str, kind: str,
                 param: str | None = None, code: str | None = None) -> JSONResponse:
@@ -107,6 +117,19 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str) -> Fas
             return StreamingResponse(message_events(msg, sampled, prompt_tokens),
                                      media_type="text/event-stream")
         return message_response(msg, sampled, prompt_tokens)
+
+    @app.post("/v1/responses")
+    async def responses(request: HttpRequest):
+        trace = sessions.trace(session_key(request))
+        rb, req = parse_responses(await _json(request), stored)
+        check_model(rb.model)
+        prompt_tokens, (sampled,) = await run_in_threadpool(completer.complete, req, trace)
+        response_id = f"resp_{uuid.uuid4().hex}"
+        stored.put(response_id, conversation_after(req.messages, sampled))
+        whole = response_body(rb, sampled, prompt_tokens, response_id)
+        if rb.stream:
+            return StreamingResponse(response_events(whole), media_type="text/event-stream")
+        return whole
 
     @app.get("/v1/sessions/{key}/episode")
     async def episode(key: str) -> dict:

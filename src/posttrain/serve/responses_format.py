@@ -1,0 +1,175 @@
+"""OpenAI's Responses wire format (``POST /v1/responses``): input items into a ``Request``
+(chat messages inside), a sampled choice into a response or its stream of events.
+
+Input items map to messages: a message item (``role``, text or ``input_text`` /
+``output_text`` parts) is that message, a ``function_call`` an assistant tool call, a
+``function_call_output`` a ``tool`` message; ``instructions`` is the system message; with
+``previous_response_id`` the stored conversation of that response comes first. A tool is
+``{"type": "function", "name", "parameters"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from posttrain.serve.completion import Request, RequestError, Sampled
+from posttrain.serve.openai_format import check_tool, text_of
+
+
+class ResponsesBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_output_tokens: int | None = Field(None, ge=1)
+    previous_response_id: str | None = None
+    stream: bool = False
+
+
+class Conversations:
+    """The conversation each response ended, by response id (the newest ``capacity``)."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, list[dict]] = OrderedDict()
+
+    def put(self, response_id: str, messages: list[dict]) -> None:
+        self._items[response_id] = messages
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+    def get(self, response_id: str) -> list[dict]:
+        if response_id not in self._items:
+            raise RequestError(f"no stored response {response_id!r}", "previous_response_id")
+        return list(self._items[response_id])
+
+
+def _items(items: str | list[dict]) -> list[dict]:
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    out: list[dict] = []
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "assistant", "system", "developer"):
+                raise RequestError(f"input.{i}.role must be user, assistant, system or "
+                                   "developer", f"input.{i}.role")
+            out.append({"role": "system" if role == "developer" else role,
+                        "content": text_of(item.get("content"))})
+        elif kind == "function_call":
+            call = {"id": item.get("call_id"), "type": "function", "function": {
+                "name": item.get("name"), "arguments": item.get("arguments", "{}")}}
+            last = out[-1] if out and out[-1]["role"] == "assistant" else None
+            if last is None:
+                last = {"role": "assistant", "content": ""}
+                out.append(last)
+            last["tool_calls"] = [*(last.get("tool_calls") or []), call]
+        elif kind == "function_call_output":
+            output = item.get("output")
+            out.append({"role": "tool", "tool_call_id": item.get("call_id"),
+                        "content": output if isinstance(output, str) else text_of(output)})
+        elif kind != "reasoning":
+            raise RequestError(f"input.{i}.type {kind!r} is not supported (message, "
+                               "function_call, function_call_output)", f"input.{i}.type")
+    return out
+
+
+def parse_responses(body: dict, stored: Conversations) -> tuple[ResponsesBody, Request]:
+    try:
+        rb = ResponsesBody.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise RequestError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}",
+                           ".".join(map(str, first["loc"]))) from None
+    messages = stored.get(rb.previous_response_id) if rb.previous_response_id else []
+    if rb.instructions and not messages:
+        messages = [{"role": "system", "content": rb.instructions}]
+    messages += _items(rb.input)
+    tools = [check_tool({"type": "function", "function": {
+        k: v for k, v in t.items() if k in ("name", "description", "parameters")}}, i)
+        for i, t in enumerate(rb.tools or [])] or None
+    if rb.tool_choice == "none":
+        tools = None
+    return rb, Request(messages, tools, 1, rb.temperature, rb.top_p, rb.max_output_tokens)
+
+
+def output_items(s: Sampled) -> list[dict]:
+    text = [{"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed",
+             "role": "assistant", "content": [{"type": "output_text", "text": s.text,
+                                               "annotations": [], "logprobs": []}]}
+            ] if s.text or not s.tool_calls else []
+    return text + [{"type": "function_call", "id": f"fc_{uuid.uuid4().hex}",
+                    "call_id": c.call_id, "name": c.name,
+                    "arguments": json.dumps(c.arguments), "status": "completed"}
+                   for c in s.tool_calls]
+
+
+def response_body(rb: ResponsesBody, s: Sampled, prompt_tokens: int, response_id: str) -> dict:
+    incomplete = s.finish_reason == "length"
+    return {
+        "id": response_id, "object": "response", "created_at": int(time.time()),
+        "status": "incomplete" if incomplete else "completed", "model": rb.model,
+        "output": output_items(s), "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        "instructions": rb.instructions, "metadata": {}, "parallel_tool_calls": True,
+        "temperature": rb.temperature, "top_p": rb.top_p, "tool_choice": "auto",
+        "tools": rb.tools or [], "previous_response_id": rb.previous_response_id,
+        "max_output_tokens": rb.max_output_tokens,
+        "usage": {"input_tokens": prompt_tokens, "output_tokens": len(s.token_ids),
+                  "total_tokens": prompt_tokens + len(s.token_ids),
+                  "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def conversation_after(messages: list[dict], s: Sampled) -> list[dict]:
+    """``messages`` and the response's assistant message (for ``previous_response_id``)."""
+    calls = [{"id": c.call_id, "type": "function", "function": {
+        "name": c.name, "arguments": json.dumps(c.arguments)}} for c in s.tool_calls]
+    return [*messages, {"role": "assistant", "content": s.text, "tool_calls": calls or None}]
+
+
+def response_events(whole: dict) -> Iterator[str]:
+    """The response as the Responses stream: created, per output item added / its deltas /
+    done, completed; every event numbered."""
+    number = iter(range(1 << 30))
+
+    def event(kind: str, data: dict) -> str:
+        return (f"event: {kind}\ndata: "
+                f"{json.dumps({'type': kind, 'sequence_number': next(number), **data})}\n\n")
+
+    start = {**whole, "status": "in_progress", "output": [], "usage": None}
+    yield event("response.created", {"response": start})
+    for i, item in enumerate(whole["output"]):
+        if item["type"] == "message":
+            yield event("response.output_item.added", {"output_index": i, "item": {
+                **item, "status": "in_progress", "content": []}})
+            part = item["content"][0]
+            where = {"item_id": item["id"], "output_index": i, "content_index": 0}
+            yield event("response.content_part.added", {**where, "part": {**part, "text": ""}})
+            yield event("response.output_text.delta", {**where, "delta": part["text"],
+                                                       "logprobs": []})
+            yield event("response.output_text.done", {**where, "text": part["text"],
+                                                      "logprobs": []})
+            yield event("response.content_part.done", {**where, "part": part})
+        else:
+            yield event("response.output_item.added", {"output_index": i, "item": {
+                **item, "status": "in_progress", "arguments": ""}})
+            where = {"item_id": item["id"], "output_index": i}
+            yield event("response.function_call_arguments.delta", {
+                **where, "delta": item["arguments"]})
+            yield event("response.function_call_arguments.done", {
+                **where, "arguments": item["arguments"], "name": item["name"]})
+        yield event("response.output_item.done", {"output_index": i, "item": item})
+    yield event("response.completed", {"response": whole})
