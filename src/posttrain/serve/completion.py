@@ -2,7 +2,7 @@
 
 ``Completer.complete`` renders the conversation with the model's chat template (tool calls in
 the template's text form), checks it fits the context window, samples ``n`` choices with the
-engine (one call at a time: engines are not re-entrant), cuts each at its first stop string,
+engine (batched with other sessions' requests: ``Batcher``), cuts each at its first stop string,
 parses its tool calls (Hermes ``<tool_call>`` JSON), and records the call in the session's
 trace. A malformed tool call stays in the text, with its parse error on the choice.
 """
@@ -18,6 +18,7 @@ from posttrain.engines import Engine
 from posttrain.engines.chat import as_template_messages
 from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
 from posttrain.models import encode_prompt
+from posttrain.serve.batching import Batcher
 from posttrain.serve.bridge import Choice, SessionTrace
 from posttrain.types import SamplingParams
 
@@ -63,11 +64,12 @@ class Completer:
     """An engine and its tokenizer behind the chat APIs; ``context`` is the model's window."""
 
     def __init__(self, engine: Engine, tokenizer, context: int,
-                 default_max_tokens: int = 256) -> None:
+                 default_max_tokens: int = 256, batch_window_s: float = 0.005) -> None:
         self.engine, self.tokenizer, self.context = engine, tokenizer, context
         self.default_max_tokens = default_max_tokens
+        self.batcher = Batcher(engine, batch_window_s)
         self._lock = threading.Lock()
-        self._calls = 0
+        self._calls = 0  # a request without a seed gets the next one
 
     def complete(self, request: Request, trace: SessionTrace | None
                  ) -> tuple[int, list[Sampled]]:
@@ -87,11 +89,11 @@ class Completer:
                 f"window of {self.context} tokens allows", "messages", "context_length_exceeded")
         with self._lock:
             self._calls += 1
-            sampling = SamplingParams(
-                max_new_tokens=budget, temperature=request.temperature, top_p=request.top_p,
-                stop_token_ids=(self.tokenizer.eos_token_id,),
-                seed=request.seed if request.seed is not None else self._calls)
-            outs = self.engine.generate([prompt] * request.n, sampling)
+            seed = request.seed if request.seed is not None else self._calls
+        sampling = SamplingParams(
+            max_new_tokens=budget, temperature=request.temperature, top_p=request.top_p,
+            stop_token_ids=(self.tokenizer.eos_token_id,), seed=seed)
+        outs = self.batcher.generate([prompt] * request.n, sampling)
         sampled = [self._choice(o.token_ids, o.logprobs, o.version, o.finish_reason,
                                 request.stop) for o in outs]
         if trace is not None:
