@@ -9,7 +9,6 @@ trace. A malformed tool call stays in the text, with its parse error on the choi
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from dataclasses import dataclass, field
@@ -129,10 +128,10 @@ class Completer:
                 return k
         return None
 
-    @staticmethod
-    def _message(s: Sampled) -> dict:
-        """The assistant message a client sends back for this choice, in template form."""
-        calls = [{"type": "function", "id": c.call_id, "function": {
-            "name": c.name, "arguments": json.dumps(c.arguments)}} for c in s.tool_calls]
-        return as_template_messages([{"role": "assistant", "content": s.text,
-                                      "tool_calls": calls or None}])[0]
+    def _message(self, s: Sampled) -> dict:
+        """The assistant message this choice's tokens are, as sampled: special tokens and
+        tool-call text included, the closing eos left to the template. (What a client sends
+        back may differ: the visible text drops special tokens; then the next call splits.)"""
+        ids = s.token_ids[:-1] if s.token_ids[-1:] == [self.tokenizer.eos_token_id] \
+            else s.token_ids
+        return {"role": "assistant", "content": self.tokenizer.decode(ids)}
