@@ -55,3 +55,20 @@ def test_serve_records_sessions_that_replay(tmp_path, tiny_dir):
     result = CliRunner().invoke(app, ["replay", str(record), "--model", str(tiny_dir)])
     assert result.exit_code == 0 and "2 of 2 episodes consistent" in result.output, \
         result.output
+
+
+def test_rl_trains_the_example_external_agent_through_the_server(tmp_path):
+    """``agent.external``: the example agent (plain ``openai`` client, a calculator tool) plays
+    every sample against the server; its sessions are the episodes the RL steps train on."""
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", "configs/quickstart.yaml", f"out_dir={out}", "stages=[rl]",
+        "model.preset=nano", "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2",
+        "rl.eval_every=0", "eval.num_problems=2", "rl.save_episodes=true", "threads=1",
+        "agent.external=examples/external_agent/agent.py:solve"])
+    assert result.exit_code == 0, result.output
+    episodes = list(read_episodes(out / "episodes.jsonl"))
+    assert len(episodes) == 2 * 2 * 2
+    assert all(e.meta["calls"] >= 1 and e.meta["session"].startswith("pt-") for e in episodes)
+    assert all(v >= 0 for e in episodes for s in e.segments
+               for v, m in zip(s.versions, s.loss_mask) if m)

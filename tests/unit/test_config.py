@@ -56,6 +56,10 @@ def test_an_override_fills_a_null_section():
         (["dist.backend=ray", "rl.mode=async", "dist.gpus_per_engine=1"],
          "dist.gpus_per_engine places engines in a placement group"),
         (["dist.engine_strategy=spread"], "dist.engine_strategy applies to dist.backend=ray"),
+        (["agent.external=examples/external_agent/agent.py:solve",
+          "agent.external_command=python a.py"], "agent.external and agent.external_command"),
+        (["agent.external_command=python a.py", "rl.mode=async"], "rl.mode=async"),
+        (["agent.external=examples/external_agent/agent.py:nope"], "agent.external"),
         (["engine.sleep=true", "stages=[sft]"], "engine.sleep"),
     ],
 )

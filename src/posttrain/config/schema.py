@@ -120,9 +120,11 @@ class RunConfig(Section):
     @property
     def single_turn(self) -> bool:
         """Whether episodes are single completions: a single-turn built-in task or the user's
-        task source, with no ``agent.tools`` added and no environment (``task.env``)."""
+        task source, with no ``agent.tools`` added, no environment (``task.env``) and no
+        external agent playing it."""
         single = self.task.name in SINGLE_TURN_TASKS or self.task.custom
-        return single and not self.agent.tools and self.task.env is None
+        return single and not self.agent.tools and self.task.env is None \
+            and not self.agent.plays_externally
 
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:

@@ -142,7 +142,10 @@ class AgentConfig(Section):
     a new segment) or ``auto_v4`` (kept when the episode has called tools). ``tools``: typed
     functions added to the task's tools, each entry a function (``module:fn``), a list of
     them (``module:TOOLS``) or a module (``my_tools.py``: its public functions); a task
-    without tools then plays through the agent loop."""
+    without tools then plays through the agent loop. ``external`` (``pkg.mod:fn``, called as
+    ``fn(base_url, api_key, task)``) or ``external_command`` (a program; docs/serve.md): the
+    user's own agent plays each sample against ``posttrain serve`` on the rollout engine,
+    within ``timeout_s``, and its session's recording is the episode."""
 
     max_turns: int = Field(4, ge=1)
     max_tokens: int = Field(512, ge=16)
@@ -154,6 +157,24 @@ class AgentConfig(Section):
     guard: GuardConfig | None = None
     retain_reasoning: Literal[RETENTION] = "keep_all"  # type: ignore[valid-type]
     tools: list[Annotated[str, tool_set()]] = Field(default_factory=list)
+    external: Annotated[str, extension("external_agent")] | None = None
+    external_command: str | None = None
+
+    @property
+    def plays_externally(self) -> bool:
+        """Whether the user's own agent plays the episodes (``external`` or
+        ``external_command``) against ``posttrain serve``."""
+        return self.external is not None or self.external_command is not None
+
+    @model_validator(mode="after")
+    def _one_external_agent(self) -> AgentConfig:
+        if self.external is not None and self.external_command is not None:
+            raise ValueError("agent.external and agent.external_command both name the agent: "
+                             "set one")
+        if self.plays_externally and self.tools:
+            raise ValueError("agent.tools are tools of posttrain's agent loop; an external "
+                             "agent (agent.external / external_command) brings its own")
+        return self
 
     def limits(self) -> LoopLimits:
         """The episode limits (the per-turn budget comes with each call's sampling)."""

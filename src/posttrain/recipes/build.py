@@ -42,7 +42,7 @@ from posttrain.recipes.judges import build_guard, build_judge, judge_chat, tool_
 from posttrain.recipes.report import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
-from posttrain.rollout import AgentRollout, rollout
+from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
 from posttrain.rollout.evaluation import evaluation_episodes, evaluation_metrics
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig
@@ -118,6 +118,11 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
     completion a sample."""
     if cfg.task.rollout is not None:
         return load_extension("rollout", cfg.task.rollout)
+    agent = cfg.agent
+    if agent.plays_externally:
+        play = load_extension("external_agent", agent.external) if agent.external else \
+            command_agent(agent.external_command, agent.timeout_s)
+        return ExternalAgentRollout(play, agent.timeout_s)
     if tools is None:
         return rollout
     tree, guard = cfg.agent.tree, cfg.agent.guard

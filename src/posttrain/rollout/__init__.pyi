@@ -3,10 +3,12 @@
 from .agent import AgentRollout
 from .async_source import AsyncEpisodes
 from .evaluation import evaluate, rollout_metrics
+from .external_agent import ExternalAgentRollout, command_agent
 from .greedy_baseline import GreedyBaseline
 from .judged import JudgedRollout
 from .reward_shaping import informative, shape_rewards
 from .single_turn import SyncEpisodes, rollout
 
-__all__ = ["AgentRollout", "AsyncEpisodes", "GreedyBaseline", "JudgedRollout", "SyncEpisodes",
-           "evaluate", "informative", "rollout", "rollout_metrics", "shape_rewards"]
+__all__ = ["AgentRollout", "AsyncEpisodes", "ExternalAgentRollout", "GreedyBaseline",
+           "JudgedRollout", "SyncEpisodes", "command_agent", "evaluate", "informative",
+           "rollout", "rollout_metrics", "shape_rewards"]

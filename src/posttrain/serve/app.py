@@ -131,6 +131,14 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str) -> Fas
             return StreamingResponse(response_events(whole), media_type="text/event-stream")
         return whole
 
+    @app.post("/v1/sessions/{key}/reward")
+    async def reward(key: str, request: HttpRequest) -> dict:
+        value = (await _json(request)).get("reward")
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise RequestError("the body must be {\"reward\": <number>}", "reward")
+        sessions.set_reward(key, value)
+        return {"session": key, "reward": float(value)}
+
     @app.get("/v1/sessions/{key}/episode")
     async def episode(key: str) -> dict:
         try:

@@ -62,6 +62,7 @@ class SessionTrace:
     open: list[Branch] = field(default_factory=list)
     splits: list[dict] = field(default_factory=list)
     calls: int = 0
+    reward: float | None = None  # reported by the agent, if it does
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, prompt: list[int], messages: list[dict], choices: list[Choice],

@@ -67,6 +67,9 @@ class Completer:
         self.engine, self.tokenizer, self.context = engine, tokenizer, context
         self.default_max_tokens = default_max_tokens
         self.batcher = Batcher(engine, batch_window_s)
+        # training: the run's temperature / top-p / top-k replace the request's (the trainer
+        # recomputes log-probs under them) and its max_new_tokens caps max_tokens
+        self.forced: SamplingParams | None = None
         self._lock = threading.Lock()
         self._calls = 0  # a request without a seed gets the next one
 
@@ -92,6 +95,10 @@ class Completer:
         sampling = SamplingParams(
             max_new_tokens=budget, temperature=request.temperature, top_p=request.top_p,
             stop_token_ids=(self.tokenizer.eos_token_id,), seed=seed)
+        if self.forced is not None:
+            f = self.forced
+            sampling = SamplingParams(min(budget, f.max_new_tokens), f.temperature, f.top_p,
+                                      f.top_k, (self.tokenizer.eos_token_id,), seed)
         outs = self.batcher.generate([prompt] * request.n, sampling)
         sampled = [self._choice(o.token_ids, o.logprobs, o.version, o.finish_reason,
                                 request.stop) for o in outs]

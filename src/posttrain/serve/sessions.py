@@ -39,6 +39,15 @@ class Sessions:
                 self._traces[key] = SessionTrace()
             return self._traces[key]
 
+    def set_reward(self, key: str, reward: float) -> None:
+        """The reward an agent reports for its session (``POST /v1/sessions/{key}/reward``)."""
+        self.trace(key).reward = float(reward)
+
+    def close(self, key: str) -> None:
+        """Forget session ``key``: its later calls are refused (open sessions: start anew)."""
+        with self._lock:
+            self._traces.pop(key, None)
+
     def keys(self) -> list[str]:
         with self._lock:
             return list(self._traces)
