@@ -13,12 +13,14 @@ from rich.table import Table
 from posttrain.cli.output import console
 from posttrain.cli.output import fail as _fail
 from posttrain.cli.tau import tau_app
+from posttrain.cli.template import template_app
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True,
     help="Post-train language models: SFT, then RL with verifiable rewards. Runs on a CPU.",
 )
 app.add_typer(tau_app, name="tau")
+app.add_typer(template_app, name="template")
 
 
 def _version(shown: bool) -> None:
