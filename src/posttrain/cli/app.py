@@ -446,6 +446,8 @@ def serve(
         help="completion length when a request does not say")] = 256,
     record: Annotated[Path | None, typer.Option(
         help="JSONL file to write every session's recorded episode to at exit")] = None,
+    tool_format: Annotated[str, typer.Option(
+        help="auto (from the chat template) | hermes | qwen3_coder | llama3_json")] = "auto",
 ) -> None:
     """Serve a model behind OpenAI-compatible endpoints, recording every session.
 
@@ -456,7 +458,11 @@ def serve(
     from posttrain.engines import TorchEngine
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.serve import Completer, Sessions, create_app
+    from posttrain.serve.tool_formats import FORMATS
     from posttrain.types import write_episodes
+
+    if tool_format != "auto" and tool_format not in FORMATS:
+        _fail(f"--tool-format: {tool_format!r} is not auto, {', '.join(FORMATS)}")
 
     try:
         tokenizer, policy = load_tokenizer(model), load_model(model)
@@ -464,7 +470,8 @@ def serve(
         _fail(str(e))
     engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
     sessions = Sessions()
-    completer = Completer(engine, tokenizer, policy.config.max_position_embeddings, max_tokens)
+    completer = Completer(engine, tokenizer, policy.config.max_position_embeddings, max_tokens,
+                          tool_format=FORMATS.get(tool_format))
     served = name or model.resolve().name
     console.print(f"serving {served!r} at http://{host}:{port}/v1")
     uvicorn.run(create_app(completer, sessions, served), host=host, port=port,

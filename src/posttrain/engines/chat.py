@@ -62,14 +62,21 @@ def _client(base_url: str, api_key: str | None, timeout_s: float):
 ToolChat = Callable[[list[dict], "list[dict] | None"], dict]
 
 
-def as_template_messages(messages: Sequence[dict]) -> list[dict]:
+def hermes_call(name: str, arguments: str) -> str:
+    """One call in the Hermes format (``arguments``: JSON text)."""
+    return '<tool_call>{"name": %s, "arguments": %s}</tool_call>' % (json.dumps(name),
+                                                                     arguments)
+
+
+def as_template_messages(messages: Sequence[dict],
+                         render_call: Callable[[str, str], str] = hermes_call) -> list[dict]:
     """OpenAI-format messages for a text-only chat template: an assistant turn's calls become
-    Hermes ``<tool_call>`` blocks after its content, a tool result a plain ``tool`` turn."""
+    their text (``render_call(name, arguments)``: Hermes ``<tool_call>`` blocks by default)
+    after its content, a tool result a plain ``tool`` turn."""
     out = []
     for m in messages:
-        calls = "".join('<tool_call>{"name": %s, "arguments": %s}</tool_call>' % (
-            json.dumps(c["function"]["name"]), c["function"]["arguments"])
-            for c in m.get("tool_calls") or [])
+        calls = "".join(render_call(c["function"]["name"], c["function"]["arguments"])
+                        for c in m.get("tool_calls") or [])
         out.append({"role": m["role"], "content": (m.get("content") or "") + calls})
     return out
 

@@ -3,22 +3,22 @@
 ``Completer.complete`` renders the conversation with the model's chat template (tool calls in
 the template's text form), checks it fits the context window, samples ``n`` choices with the
 engine (batched with other sessions' requests: ``Batcher``), cuts each at its first stop string,
-parses its tool calls (Hermes ``<tool_call>`` JSON), and records the call in the session's
-trace. A malformed tool call stays in the text, with its parse error on the choice.
+parses its tool calls in the model's format (``tool_formats``), and records the call in the
+session's trace. A malformed tool call stays in the text, with its parse error on the choice.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass, field
 
 from posttrain.engines import Engine
 from posttrain.engines.chat import as_template_messages
-from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
+from posttrain.harness.tool_calls import ToolCall
 from posttrain.models import encode_prompt
 from posttrain.serve.batching import Batcher
 from posttrain.serve.bridge import Choice, SessionTrace
+from posttrain.serve.tool_formats import ToolFormat, detect
 from posttrain.types import SamplingParams
 
 
@@ -63,8 +63,12 @@ class Completer:
     """An engine and its tokenizer behind the chat APIs; ``context`` is the model's window."""
 
     def __init__(self, engine: Engine, tokenizer, context: int,
-                 default_max_tokens: int = 256, batch_window_s: float = 0.005) -> None:
+                 default_max_tokens: int = 256, batch_window_s: float = 0.005,
+                 tool_format: ToolFormat | None = None) -> None:
+        """``tool_format``: how the model writes tool calls (default: what its chat template
+        shows, ``tool_formats.detect``)."""
         self.engine, self.tokenizer, self.context = engine, tokenizer, context
+        self.tool_format = tool_format or detect(tokenizer)
         self.default_max_tokens = default_max_tokens
         self.batcher = Batcher(engine, batch_window_s)
         # training: the run's temperature / top-p / top-k replace the request's (the trainer
@@ -76,7 +80,7 @@ class Completer:
     def complete(self, request: Request, trace: SessionTrace | None
                  ) -> tuple[int, list[Sampled]]:
         """``(prompt tokens, choices)``; the call is recorded in ``trace`` (if any)."""
-        messages = as_template_messages(request.messages)
+        messages = as_template_messages(request.messages, self.tool_format.render)
         try:
             prompt = encode_prompt(self.tokenizer, messages, tools=request.tools)
         except Exception as exc:  # the template's own error: the request's fault
@@ -118,8 +122,8 @@ class Completer:
         if cut is not None:
             hit = min((s for s in stop if s in text), key=text.find)
             text = text[:text.find(hit)]
-        calls = parse_tool_calls(text)
-        visible = re.sub(HERMES_PATTERN, "", text, flags=re.DOTALL) if calls else text
+        calls = self.tool_format.parse(text)
+        visible = self.tool_format.strip(text) if calls else text
         good = [c for c in calls if c.error is None]
         errors = [c.error for c in calls if c.error is not None]
         if errors:  # a malformed call: the whole text comes back, the error is recorded
