@@ -72,3 +72,17 @@ def test_rl_trains_the_example_external_agent_through_the_server(tmp_path):
     assert all(e.meta["calls"] >= 1 and e.meta["session"].startswith("pt-") for e in episodes)
     assert all(v >= 0 for e in episodes for s in e.segments
                for v, m in zip(s.versions, s.loss_mask) if m)
+
+
+def test_rl_trains_an_openai_agents_sdk_agent_through_the_server(tmp_path):
+    """A real agent framework (the OpenAI Agents SDK, its own tool loop over the Responses
+    API) plays the samples of two RL steps; nothing in the agent knows about posttrain."""
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", "configs/quickstart.yaml", f"out_dir={out}", "stages=[rl]",
+        "model.preset=nano", "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2",
+        "rl.eval_every=0", "eval.num_problems=2", "rl.save_episodes=true", "threads=1",
+        "agent.external=examples/external_agent/agents_sdk_agent.py:solve"])
+    assert result.exit_code == 0, result.output
+    episodes = list(read_episodes(out / "episodes.jsonl"))
+    assert len(episodes) == 8 and all(e.meta["calls"] >= 1 for e in episodes)
