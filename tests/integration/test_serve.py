@@ -207,3 +207,28 @@ def test_a_body_that_is_not_json_or_has_no_key_is_refused(serve, tokenizer):
     status, reply = post(f"{url}/chat/completions",
                          json.dumps({"model": "tiny", "messages": USER}).encode(), key=None)
     assert status == 401 and reply["error"]["type"] == "authentication_error"
+
+
+def test_a_client_that_disconnects_mid_stream_loses_nothing(serve, tokenizer):
+    """The turn was sampled before the first byte was sent: it is recorded, and the server
+    goes on serving."""
+    import http.client
+    from urllib.parse import urlparse
+
+    client, sessions, url = serve(Scripted(tokenizer, ["Five, and a long reply after it.",
+                                                       "Six."]))
+    where = urlparse(url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+    connection.request("POST", "/v1/chat/completions", json.dumps({
+        "model": "tiny", "messages": USER, "stream": True}),
+        {"Content-Type": "application/json", "Authorization": "Bearer session-a"})
+    response = connection.getresponse()
+    assert response.status == 200 and response.read(40)  # a first chunk, then hang up
+    connection.close()
+    again = client.chat.completions.create(model="tiny", messages=USER)
+    assert again.choices[0].message.content == "Six."
+    episode = sessions.episode("session-a")
+    assert episode.meta["calls"] == 2
+    assert tokenizer.decode([t for t, m in zip(episode.segments[0].token_ids,
+                                               episode.segments[0].loss_mask) if m]) \
+        .startswith("Five, and a long reply")
