@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import openai
+import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
@@ -57,32 +58,22 @@ def test_serve_records_sessions_that_replay(tmp_path, tiny_dir):
         result.output
 
 
-def test_rl_trains_the_example_external_agent_through_the_server(tmp_path):
-    """``agent.external``: the example agent (plain ``openai`` client, a calculator tool) plays
-    every sample against the server; its sessions are the episodes the RL steps train on."""
+@pytest.mark.parametrize("agent", ["agent.py", "agents_sdk_agent.py"],
+                         ids=["plain-openai-client", "openai-agents-sdk"])
+def test_rl_trains_an_external_agent_through_the_server(tmp_path, agent):
+    """``agent.external``: an example agent (the plain ``openai`` client with a calculator
+    tool, or the same agent on the OpenAI Agents SDK, its own tool loop over the Responses
+    API) plays every sample of two RL steps against the server; nothing in it knows about
+    posttrain, and its sessions are the episodes the steps train on."""
     out = tmp_path / "run"
     result = CliRunner().invoke(app, [
         "train", "configs/quickstart.yaml", f"out_dir={out}", "stages=[rl]",
         "model.preset=nano", "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2",
         "rl.eval_every=0", "eval.num_problems=2", "rl.save_episodes=true", "threads=1",
-        "agent.external=examples/external_agent/agent.py:solve"])
+        f"agent.external=examples/external_agent/{agent}:solve"])
     assert result.exit_code == 0, result.output
     episodes = list(read_episodes(out / "episodes.jsonl"))
     assert len(episodes) == 2 * 2 * 2
     assert all(e.meta["calls"] >= 1 and e.meta["session"].startswith("pt-") for e in episodes)
     assert all(v >= 0 for e in episodes for s in e.segments
                for v, m in zip(s.versions, s.loss_mask) if m)
-
-
-def test_rl_trains_an_openai_agents_sdk_agent_through_the_server(tmp_path):
-    """A real agent framework (the OpenAI Agents SDK, its own tool loop over the Responses
-    API) plays the samples of two RL steps; nothing in the agent knows about posttrain."""
-    out = tmp_path / "run"
-    result = CliRunner().invoke(app, [
-        "train", "configs/quickstart.yaml", f"out_dir={out}", "stages=[rl]",
-        "model.preset=nano", "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2",
-        "rl.eval_every=0", "eval.num_problems=2", "rl.save_episodes=true", "threads=1",
-        "agent.external=examples/external_agent/agents_sdk_agent.py:solve"])
-    assert result.exit_code == 0, result.output
-    episodes = list(read_episodes(out / "episodes.jsonl"))
-    assert len(episodes) == 8 and all(e.meta["calls"] >= 1 for e in episodes)

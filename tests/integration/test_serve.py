@@ -3,38 +3,21 @@ not) answer as the engine samples, every call is recorded token for token and br
 turns, tool calls come back structured (a malformed one as text), and bad requests get 4xx
 errors in OpenAI's format."""
 
+import contextlib
 import json
 import urllib.error
 import urllib.request
 
 import openai
 import pytest
+from serve_helpers import Scripted, served
 
 from posttrain.engines import TorchEngine
-from posttrain.engines.base import GenerationOutput
 from posttrain.harness import episode_problems
 from posttrain.models import encode_prompt
-from posttrain.serve import Completer, Sessions, create_app, running
 from posttrain.types import SamplingParams
 
 USER = [{"role": "user", "content": "What is 2+3?"}]
-
-
-class Scripted:
-    """An engine that samples the given texts, one per generated row in turn (as their
-    canonical tokens, then eos), each token at log-prob -0.5: lets a test know what the
-    model says. The server is what is tested; this stands in for the model."""
-
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.version = tokenizer, list(texts), 7
-
-    def generate(self, prompts, sampling, seeds=None):
-        outs = []
-        for p in prompts:
-            ids = self.tokenizer.encode(self.texts.pop(0), add_special_tokens=False)
-            ids.append(self.tokenizer.eos_token_id)
-            outs.append(GenerationOutput(list(p), ids, [-0.5] * len(ids), "stop", 7))
-        return outs
 
 
 def post(url: str, data: bytes, key: str | None = "session-a") -> tuple[int, dict]:
@@ -53,19 +36,12 @@ def post(url: str, data: bytes, key: str | None = "session-a") -> tuple[int, dic
 @pytest.fixture
 def serve(tokenizer):
     """``serve(engine) -> (client, sessions, base_url)`` inside a running server."""
-    servers = []
-
-    def start(engine):
-        sessions = Sessions()
-        app = create_app(Completer(engine, tokenizer, 512, 16), sessions, "tiny")
-        cm = running(app)
-        url = cm.__enter__()
-        servers.append(cm)
-        return openai.OpenAI(base_url=url, api_key="session-a", max_retries=0), sessions, url
-
-    yield start
-    for cm in servers:
-        cm.__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        def start(engine):
+            url, sessions = stack.enter_context(served(engine, tokenizer))
+            return openai.OpenAI(base_url=url, api_key="session-a", max_retries=0), \
+                sessions, url
+        yield start
 
 
 def test_streamed_and_whole_completions_are_the_engines_sample_and_are_recorded(

@@ -3,10 +3,9 @@ tool-using agent (its own tool loop, through the Responses API and through chat 
 and its session is recorded token for token and replays."""
 
 import pytest
-from test_serve import Scripted  # noqa: F401 (the scripted model)
+from serve_helpers import Scripted, served
 
 from posttrain.harness import episode_problems
-from posttrain.serve import Completer, Sessions, create_app, running
 
 agents = pytest.importorskip("agents")
 CALL = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
@@ -28,9 +27,8 @@ def test_an_agents_sdk_agent_uses_its_tool_through_the_server_and_replays(tokeni
     from openai import AsyncOpenAI
 
     agents.set_tracing_disabled(True)  # the SDK would upload traces to OpenAI otherwise
-    sessions = Sessions()
     engine = Scripted(tokenizer, [CALL, "It is 5."])
-    with running(create_app(Completer(engine, tokenizer, 512, 32), sessions, "tiny")) as url:
+    with served(engine, tokenizer, max_tokens=32) as (url, sessions):
         client = AsyncOpenAI(base_url=url, api_key="sdk-session", max_retries=0)
         model = (agents.OpenAIResponsesModel if api == "responses"
                  else agents.OpenAIChatCompletionsModel)(model="tiny", openai_client=client)

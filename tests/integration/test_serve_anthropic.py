@@ -2,12 +2,13 @@
 results, system prompts, stop sequences and the event stream, recorded and bridged like chat
 completions; errors in Anthropic's format."""
 
+import contextlib
+
 import anthropic
 import pytest
-from test_serve import Scripted  # noqa: F401 (the scripted model)
+from serve_helpers import Scripted, served
 
 from posttrain.harness import episode_problems
-from posttrain.serve import Completer, Sessions, create_app, running
 
 TOOLS = [{"name": "add", "description": "a + b", "input_schema": {
     "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}]
@@ -16,20 +17,12 @@ USER = [{"role": "user", "content": "What is 2+3?"}]
 
 @pytest.fixture
 def serve(tokenizer):
-    servers = []
-
-    def start(texts):
-        sessions = Sessions()
-        cm = running(create_app(Completer(Scripted(tokenizer, texts), tokenizer, 512, 16),
-                                sessions, "tiny"))
-        url = cm.__enter__()
-        servers.append(cm)
-        return anthropic.Anthropic(base_url=url[: -len("/v1")], api_key="session-b",
-                                   max_retries=0), sessions
-
-    yield start
-    for cm in servers:
-        cm.__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        def start(texts):
+            url, sessions = stack.enter_context(served(Scripted(tokenizer, texts), tokenizer))
+            return anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="session-b",
+                                       max_retries=0), sessions
+        yield start
 
 
 def test_a_tool_using_conversation_round_trips_and_is_one_segment(serve, tokenizer):

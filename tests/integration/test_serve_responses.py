@@ -2,14 +2,14 @@
 their outputs, ``previous_response_id`` and the event stream, recorded and bridged like chat
 completions."""
 
+import contextlib
 import json
 
 import openai
 import pytest
-from test_serve import Scripted  # noqa: F401 (the scripted model)
+from serve_helpers import Scripted, served
 
 from posttrain.harness import episode_problems
-from posttrain.serve import Completer, Sessions, create_app, running
 
 TOOLS = [{"type": "function", "name": "add", "description": "a + b", "parameters": {
     "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}]
@@ -18,19 +18,11 @@ CALL = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
 
 @pytest.fixture
 def serve(tokenizer):
-    servers = []
-
-    def start(texts):
-        sessions = Sessions()
-        cm = running(create_app(Completer(Scripted(tokenizer, texts), tokenizer, 512, 16),
-                                sessions, "tiny"))
-        url = cm.__enter__()
-        servers.append(cm)
-        return openai.OpenAI(base_url=url, api_key="session-c", max_retries=0), sessions
-
-    yield start
-    for cm in servers:
-        cm.__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        def start(texts):
+            url, sessions = stack.enter_context(served(Scripted(tokenizer, texts), tokenizer))
+            return openai.OpenAI(base_url=url, api_key="session-c", max_retries=0), sessions
+        yield start
 
 
 def test_function_calls_and_outputs_round_trip_into_one_segment(serve, tokenizer):

@@ -5,9 +5,8 @@ import json
 
 import openai
 import pytest
-from test_serve import Scripted  # noqa: F401 (the scripted model)
+from serve_helpers import Scripted, served
 
-from posttrain.serve import Completer, Sessions, create_app, running
 from posttrain.serve.tool_formats import FORMATS, detect
 
 USER = [{"role": "user", "content": "What is 2+3?"}]
@@ -20,10 +19,9 @@ LLAMA3 = '{"name": "add", "parameters": {"a": 2, "b": 3}}'
 
 @pytest.mark.parametrize("fmt,text", [("qwen3_coder", QWEN3), ("llama3_json", LLAMA3)])
 def test_a_familys_calls_round_trip_and_bridge(tokenizer, fmt, text):
-    sessions = Sessions()
     engine = Scripted(tokenizer, [text, "It is 5."])
-    completer = Completer(engine, tokenizer, 512, 32, tool_format=FORMATS[fmt])
-    with running(create_app(completer, sessions, "t")) as url:
+    with served(engine, tokenizer, "t", max_tokens=32, tool_format=FORMATS[fmt]) as (
+            url, sessions):
         client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
         choice = client.chat.completions.create(model="t", messages=USER,
                                                 tools=TOOLS).choices[0]

@@ -6,12 +6,11 @@ import shutil
 
 import openai
 import pytest
-from test_serve import Scripted  # noqa: F401 (the scripted model)
+from serve_helpers import Scripted, served
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 from posttrain.models import load_tokenizer
-from posttrain.serve import Completer, Sessions, create_app, running
 
 STRIP = "{{ message['content'].split('</think>')[-1] }}"
 
@@ -47,9 +46,8 @@ def test_a_template_that_strips_reasoning_breaks_it_and_serve_splits_there(strip
     code, rows = verdicts(stripping_dir)
     assert code == 1 and rows["reasoning block"] == "no" and rows["plain turns"] == "yes"
     tokenizer = load_tokenizer(stripping_dir)
-    sessions = Sessions()
     engine = Scripted(tokenizer, ["<think>2 plus 3.</think>It is 5.", "6."])
-    with running(create_app(Completer(engine, tokenizer, 512, 16), sessions, "t")) as url:
+    with served(engine, tokenizer, "t") as (url, sessions):
         client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
         messages = [{"role": "user", "content": "What is 2+3?"}]
         reply = client.chat.completions.create(model="t", messages=messages)

@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.completion import Request, RequestError, Sampled
+from posttrain.serve.completion import Request, RequestError, Sampled, validated
 from posttrain.serve.openai_format import check_tool
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -72,12 +72,7 @@ def _messages(body: MessagesBody) -> list[dict]:
 
 
 def parse_messages(body: dict) -> tuple[MessagesBody, Request]:
-    try:
-        msg = MessagesBody.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise RequestError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}",
-                           ".".join(map(str, first["loc"]))) from None
+    msg = validated(MessagesBody, body)
     tools = [check_tool({"type": "function", "function": {
         "name": t.get("name"), "description": t.get("description", ""),
         "parameters": t.get("input_schema", {"type": "object"})}}, i)

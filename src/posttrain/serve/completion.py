@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from posttrain.engines import Engine
 from posttrain.engines.chat import as_template_messages
@@ -29,6 +32,19 @@ class RequestError(ValueError):
                  code: str = "invalid_request") -> None:
         super().__init__(message)
         self.param, self.code = param, code
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], body: dict) -> M:
+    """``body`` as ``model``; the first problem as a ``RequestError`` naming its field."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise RequestError(f"{where}: {first['msg']}", where) from None
 
 
 @dataclass

@@ -9,9 +9,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.completion import Request, RequestError, Sampled
+from posttrain.serve.completion import Request, RequestError, Sampled, validated
 
 
 class ChatBody(BaseModel):
@@ -36,12 +36,7 @@ class ChatBody(BaseModel):
 
 
 def parse_chat(body: dict) -> tuple[ChatBody, Request]:
-    try:
-        chat = ChatBody.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise RequestError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}",
-                           ".".join(map(str, first["loc"]))) from None
+    chat = validated(ChatBody, body)
     for i, m in enumerate(chat.messages):
         if m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
             raise RequestError(f"messages[{i}].role must be system, developer, user, "

@@ -17,9 +17,9 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.completion import Request, RequestError, Sampled
+from posttrain.serve.completion import Request, RequestError, Sampled, validated
 from posttrain.serve.openai_format import check_tool, text_of
 
 
@@ -87,12 +87,7 @@ def _items(items: str | list[dict]) -> list[dict]:
 
 
 def parse_responses(body: dict, stored: Conversations) -> tuple[ResponsesBody, Request]:
-    try:
-        rb = ResponsesBody.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise RequestError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}",
-                           ".".join(map(str, first["loc"]))) from None
+    rb = validated(ResponsesBody, body)
     messages = stored.get(rb.previous_response_id) if rb.previous_response_id else []
     if rb.instructions and not messages:
         messages = [{"role": "system", "content": rb.instructions}]
