@@ -88,9 +88,10 @@ def main() -> None:
         "requests": len(latencies), "errors": len(errors), "sessions_lost_or_mixed": len(lost),
         "latency_s": {"p50": q[49], "p95": q[94], "max": max(latencies)},
         "requests_per_s": len(latencies) / seconds, "sampled_tokens_per_s": sampled / seconds,
-        "engine_calls": len(completer.batcher.calls),
-        "rows_per_engine_call": {"mean": statistics.mean(completer.batcher.calls),
-                                 "max": max(completer.batcher.calls)},
+        "engine_calls": completer.batcher.engine_calls,
+        "rows_per_engine_call": {
+            "mean": completer.batcher.rows / completer.batcher.engine_calls,
+            "max": completer.batcher.most_rows},
         "seconds": seconds, "torch_threads": torch.get_num_threads()}, indent=2))
 
 

@@ -136,3 +136,24 @@ def test_a_program_is_an_agent_too(model, tokenizer, tasks, tmp_path):
     finally:
         play.close()
     assert episode.rewards == {"agent": 0.75} and episode.meta["calls"] == 1
+
+
+def test_an_agents_fixed_seed_and_huge_max_tokens_do_not_bind_training(model, tokenizer, tasks):
+    """Agents often send ``seed=42`` and a large ``max_tokens``: while training, each call gets
+    a fresh seed (a group's samples differ) and the run's budget (no context error)."""
+    def stubborn(base_url, api_key, task):
+        openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0).chat.completions \
+            .create(model="gpt-anything", messages=task.messages(), seed=42,
+                    max_tokens=100_000)
+        return 0.0
+
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    play = ExternalAgentRollout(stubborn, timeout_s=60)
+    try:
+        episodes = play(engine, tokenizer, tasks[:1], REWARD, SAMPLING, group_size=4)
+    finally:
+        play.close()
+    assert all(e.finish_reason == "stop" and e.meta["calls"] == 1 for e in episodes)
+    samples = {tuple(e.segments[0].token_ids) for e in episodes}
+    assert len(samples) > 1
+    assert all(sum(e.segments[0].loss_mask) <= SAMPLING.max_new_tokens for e in episodes)

@@ -1,9 +1,13 @@
 """RL on agents posttrain did not write: each sample is a session on ``posttrain serve``.
 
 ``ExternalAgentRollout`` serves the rollout engine (in this process, on a free port; the
-server lives as long as the rollout object and follows the engine it is given), issues one
-session key per sample, and runs the user's agent, ``agent(base_url, api_key, task)``, for all
-the step's samples at once (the server batches their requests). Each session's recorded
+server lives as long as the rollout object and follows the engine it is given; it answers
+whatever model name the agent asks for), issues one session key per sample, and runs the
+user's agent, ``agent(base_url, api_key, task)``, for all the step's samples at once, each in
+its own thread (the server batches their requests). When the step's agents are done or out of
+time, their sessions are closed and the engine is drained (no request of a late agent is left
+running) before the episodes go to the trainer, whose weight sync then changes the engine
+under nobody. Each session's recorded
 segments become the episode. Its reward is the number the agent returns, else what it posted
 to ``/v1/sessions/{key}/reward``, else the run's reward function on the agent's last reply.
 An agent that raises or outlives ``timeout_s`` ends its episode with finish reason ``error``
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -55,7 +60,7 @@ def command_agent(command: str, timeout_s: float = 600.0) -> AgentFn:
         try:
             return float(last)
         except ValueError:
-            return None
+            return None  # (a non-finite number is treated the same, by the rollout)
     return agent
 
 
@@ -68,8 +73,8 @@ def last_reply(segment: Segment) -> list[int]:
 
 
 class ExternalAgentRollout:
-    def __init__(self, agent: AgentFn, timeout_s: float = 600.0, workers: int = 64) -> None:
-        self.agent, self.timeout_s, self.workers = agent, timeout_s, workers
+    def __init__(self, agent: AgentFn, timeout_s: float = 600.0) -> None:
+        self.agent, self.timeout_s = agent, timeout_s
         self._served: tuple[Engine, Sessions, Completer, str, Any] | None = None
 
     def _serve(self, engine: Engine, tokenizer) -> tuple[Sessions, Completer, str]:
@@ -79,7 +84,7 @@ class ExternalAgentRollout:
             context = getattr(getattr(getattr(engine, "model", None), "config", None),
                               "max_position_embeddings", None) or 4096
             completer = Completer(engine, tokenizer, context)
-            server = running(create_app(completer, sessions, "policy"))
+            server = running(create_app(completer, sessions, "policy", any_model=True))
             url = server.__enter__()
             self._served = (engine, sessions, completer, url, server)
         _, sessions, completer, url, _ = self._served
@@ -89,6 +94,7 @@ class ExternalAgentRollout:
         """Stop the server (a later call starts a new one)."""
         if self._served is not None:
             self._served[4].__exit__(None, None, None)
+            self._served[2].batcher.close()
             self._served = None
 
     def __call__(self, engine: Engine, tokenizer, tasks: Sequence[Task],
@@ -96,16 +102,17 @@ class ExternalAgentRollout:
                  group_prefix: str = "") -> list[Episode]:
         sessions, completer, url = self._serve(engine, tokenizer)
         completer.forced = sampling
+        completer.batcher.resume()
         plays = [(task, f"{group_prefix}{i}", sessions.issue())
                  for i, task in enumerate(tasks) for _ in range(group_size)]
-        pool = concurrent.futures.ThreadPoolExecutor(min(self.workers, len(plays)))
+        pool = concurrent.futures.ThreadPoolExecutor(len(plays))  # every agent starts now
         futures = [pool.submit(self.agent, url, key, task) for task, _, key in plays]
         concurrent.futures.wait(futures, timeout=self.timeout_s)
         pool.shutdown(wait=False, cancel_futures=True)
-        episodes = []
-        for (task, group, key), future in zip(plays, futures):
-            episodes.append(self._episode(sessions, key, task, group, future, reward_fn,
-                                          tokenizer))
+        completer.batcher.pause()  # late agents' requests: refused from now, drained
+        episodes = [self._episode(sessions, key, task, group, future, reward_fn, tokenizer)
+                    for (task, group, key), future in zip(plays, futures)]
+        for _, _, key in plays:
             sessions.close(key)  # a late agent's next call is refused
         return episodes
 
@@ -114,7 +121,7 @@ class ExternalAgentRollout:
                  future: concurrent.futures.Future, reward_fn: RewardFunction,
                  tokenizer) -> Episode:
         returned, finish, error = None, "stop", None
-        if not future.done():
+        if not future.done() or future.cancelled():
             finish, error = "timeout", "the agent did not finish in time"
         elif future.exception() is not None:
             finish, error = "error", repr(future.exception())
@@ -131,7 +138,8 @@ class ExternalAgentRollout:
         episode = trace.episode(session=key)
         meta = {**episode.meta, "reference": task.reference,
                 **({"agent_error": error} if error else {})}
-        reported = returned if isinstance(returned, int | float) else trace.reward
+        finite = isinstance(returned, int | float) and math.isfinite(returned)
+        reported = returned if finite else trace.reward
         if reported is not None:
             rewards, total = {"agent": float(reported)}, float(reported)
         else:

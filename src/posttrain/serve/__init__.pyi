@@ -2,7 +2,8 @@
 
 from .app import create_app
 from .bridge import Choice, SessionTrace
-from .completion import Completer, Request, RequestError
+from .completion import Completer
+from .requests import Request, RequestError
 from .server import running
 from .sessions import Sessions, UnknownSession
 

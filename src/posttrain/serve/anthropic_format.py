@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.completion import Request, RequestError, Sampled, validated
 from posttrain.serve.openai_format import check_tool
+from posttrain.serve.requests import Request, RequestError, Sampled, validated
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -85,7 +85,7 @@ def parse_messages(body: dict) -> tuple[MessagesBody, Request]:
 
 def _blocks(s: Sampled) -> list[dict]:
     text = [{"type": "text", "text": s.text}] if s.text or not s.tool_calls else []
-    return text + [{"type": "tool_use", "id": f"toolu_{c.call_id}", "name": c.name,
+    return text + [{"type": "tool_use", "id": c.call_id, "name": c.name,
                     "input": c.arguments} for c in s.tool_calls]
 
 
@@ -127,7 +127,7 @@ def message_events(msg: MessagesBody, s: Sampled, prompt_tokens: int) -> Iterato
 
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-               500: "api_error"}
+               500: "api_error", 503: "overloaded_error"}
 
 
 def error_body(status: int, message: str) -> dict:

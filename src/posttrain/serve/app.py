@@ -13,22 +13,25 @@ the context window, a missing or unknown key (401).
 from __future__ import annotations
 
 import json
+import math
 import uuid
 
+import anyio
 from fastapi import FastAPI
 from fastapi import Request as HttpRequest
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from posttrain.serve import anthropic_format
 from posttrain.serve.anthropic_format import message_events, message_response, parse_messages
-from posttrain.serve.completion import Completer, RequestError
+from posttrain.serve.batching import EngineBusy
+from posttrain.serve.completion import Completer
 from posttrain.serve.openai_format import (
     completion_chunks,
     completion_response,
     error_body,
     parse_chat,
 )
+from posttrain.serve.requests import RequestError
 from posttrain.serve.responses_format import (
     Conversations,
     conversation_after,
@@ -59,9 +62,19 @@ async def _json(request: HttpRequest) -> dict:
     return body
 
 
-def create_app(completer: Completer, sessions: Sessions, model_name: str) -> FastAPI:
+def create_app(completer: Completer, sessions: Sessions, model_name: str,
+               any_model: bool = False) -> FastAPI:
+    """``any_model``: answer whatever model a request names (a training server, where the
+    agent's own configuration names some other model)."""
     app = FastAPI(title="posttrain serve")
     stored = Conversations()
+    # each waiting request holds a thread until its batch is done: enough for the batcher's
+    # largest batch (anyio's default, 40, would cap every batch there)
+    threads = anyio.CapacityLimiter(completer.batcher.max_rows)
+
+    async def complete(req, trace):
+        return await anyio.to_thread.run_sync(completer.complete, req, trace,
+                                              limiter=threads)
 
     def refusal(request: HttpRequest, status: int, message: str, kind: str,
                 param: str | None = None, code: str | None = None) -> JSONResponse:
@@ -85,8 +98,12 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str) -> Fas
     async def failed(request: HttpRequest, exc: Exception) -> JSONResponse:
         return refusal(request, 500, f"the server failed: {exc!r}", "server_error")
 
+    @app.exception_handler(EngineBusy)
+    async def busy(request: HttpRequest, exc: EngineBusy) -> JSONResponse:
+        return refusal(request, 503, str(exc), "server_error", code="engine_busy")
+
     def check_model(name: str) -> None:
-        if name != model_name:
+        if name != model_name and not any_model:
             raise RequestError(f"model {name!r} is not served here; this server serves "
                                f"{model_name!r}", "model", "model_not_found")
 
@@ -100,7 +117,7 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str) -> Fas
         trace = sessions.trace(session_key(request))
         chat, req = parse_chat(await _json(request))
         check_model(chat.model)
-        prompt_tokens, sampled = await run_in_threadpool(completer.complete, req, trace)
+        prompt_tokens, sampled = await complete(req, trace)
         if chat.stream:
             return StreamingResponse(
                 completion_chunks(chat, sampled, prompt_tokens, completer.tokenizer),
@@ -112,7 +129,7 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str) -> Fas
         trace = sessions.trace(session_key(request))
         msg, req = parse_messages(await _json(request))
         check_model(msg.model)
-        prompt_tokens, (sampled,) = await run_in_threadpool(completer.complete, req, trace)
+        prompt_tokens, (sampled,) = await complete(req, trace)
         if msg.stream:
             return StreamingResponse(message_events(msg, sampled, prompt_tokens),
                                      media_type="text/event-stream")
@@ -120,12 +137,13 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str) -> Fas
 
     @app.post("/v1/responses")
     async def responses(request: HttpRequest):
-        trace = sessions.trace(session_key(request))
-        rb, req = parse_responses(await _json(request), stored)
+        key = session_key(request)
+        trace = sessions.trace(key)
+        rb, req = parse_responses(await _json(request), stored, key)
         check_model(rb.model)
-        prompt_tokens, (sampled,) = await run_in_threadpool(completer.complete, req, trace)
+        prompt_tokens, (sampled,) = await complete(req, trace)
         response_id = f"resp_{uuid.uuid4().hex}"
-        stored.put(response_id, conversation_after(req.messages, sampled))
+        stored.put(key, response_id, conversation_after(req.messages, sampled))
         whole = response_body(rb, sampled, prompt_tokens, response_id)
         if rb.stream:
             return StreamingResponse(response_events(whole), media_type="text/event-stream")
@@ -134,8 +152,9 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str) -> Fas
     @app.post("/v1/sessions/{key}/reward")
     async def reward(key: str, request: HttpRequest) -> dict:
         value = (await _json(request)).get("reward")
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise RequestError("the body must be {\"reward\": <number>}", "reward")
+        if not isinstance(value, int | float) or isinstance(value, bool) \
+                or not math.isfinite(value):
+            raise RequestError("the body must be {\"reward\": <a finite number>}", "reward")
         sessions.set_reward(key, value)
         return {"session": key, "reward": float(value)}
 

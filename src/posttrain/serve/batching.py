@@ -5,7 +5,12 @@ requests (waiting up to ``window_s`` after the first for others, up to ``max_row
 groups those that sample alike (everything but the seed), and runs one ``engine.generate`` per
 group with each row's own seed. The engine's samples depend on a row's seed, not on its batch
 (``TorchEngine``'s counter-based sampler), so a request gets the same completions however it
-was batched. The engine is only ever called from the worker, one call at a time.
+was batched. The engine is only ever called from the worker, one call at a time; an engine
+that restarted (``EngineRestarted``) is asked once more.
+
+``pause`` refuses new requests (``EngineBusy``) and waits until none is queued or running, so
+the engine's weights can change under nobody; ``resume`` lets requests in again; ``close``
+ends the worker.
 """
 
 from __future__ import annotations
@@ -18,9 +23,13 @@ from collections import defaultdict
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from posttrain.engines import Engine, GenerationOutput
+from posttrain.engines import Engine, EngineRestarted, GenerationOutput
 from posttrain.engines.sampling import resolve_seeds
 from posttrain.types import SamplingParams
+
+
+class EngineBusy(RuntimeError):
+    """The engine is paused (its weights are being changed): the request was not run."""
 
 
 @dataclass
@@ -34,44 +43,83 @@ class _Job:
 class Batcher:
     def __init__(self, engine: Engine, window_s: float = 0.005, max_rows: int = 256) -> None:
         self.engine, self.window_s, self.max_rows = engine, window_s, max_rows
-        self.calls: list[int] = []  # rows of each engine call (for the load figures)
-        self._queue: queue.Queue[_Job] = queue.Queue()
+        self.engine_calls = self.rows = self.most_rows = 0  # the load figures
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._state = threading.Condition()
+        self._pending, self._paused = 0, False
         threading.Thread(target=self._work, daemon=True, name="batcher").start()
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams
                  ) -> list[GenerationOutput]:
         """``engine.generate(prompts, sampling)``'s answer, computed in a shared batch."""
         job = _Job(prompts, sampling, resolve_seeds(len(prompts), sampling, None), Future())
+        with self._state:
+            if self._paused:
+                raise EngineBusy("the engine is paused while its weights change; retry")
+            self._pending += 1
         self._queue.put(job)
-        return job.result.result()
+        try:
+            return job.result.result()
+        finally:
+            with self._state:
+                self._pending -= 1
+                self._state.notify_all()
 
-    def _gather(self) -> list[_Job]:
-        jobs = [self._queue.get()]
-        rows, deadline = len(jobs[0].prompts), time.monotonic() + self.window_s
+    def pause(self, timeout_s: float | None = None) -> None:
+        """Refuse new requests and wait until the queued and running ones are done."""
+        with self._state:
+            self._paused = True
+            if not self._state.wait_for(lambda: self._pending == 0, timeout_s):
+                raise TimeoutError(f"{self._pending} requests still running after "
+                                   f"{timeout_s} s")
+
+    def resume(self) -> None:
+        with self._state:
+            self._paused = False
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _gather(self) -> list[_Job] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        jobs, rows = [first], len(first.prompts)
+        deadline = time.monotonic() + self.window_s
         while rows < self.max_rows:
             try:
                 job = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
+            if job is None:
+                self._queue.put(None)  # close after this round
+                break
             jobs.append(job)
             rows += len(job.prompts)
         return jobs
 
+    def _run(self, prompts, sampling, seeds) -> list[GenerationOutput]:
+        try:
+            return self.engine.generate(prompts, sampling, seeds)
+        except EngineRestarted:  # its lost work, once more
+            return self.engine.generate(prompts, sampling, seeds)
+
     def _work(self) -> None:
-        while True:
+        while (gathered := self._gather()) is not None:
             groups: dict[SamplingParams, list[_Job]] = defaultdict(list)
-            for job in self._gather():
+            for job in gathered:
                 groups[dataclasses.replace(job.sampling, seed=None)].append(job)
             for sampling, jobs in groups.items():
                 prompts = [p for j in jobs for p in j.prompts]
                 try:
-                    outs = self.engine.generate(prompts, sampling,
-                                                [s for j in jobs for s in j.seeds])
+                    outs = self._run(prompts, sampling, [s for j in jobs for s in j.seeds])
                 except Exception as exc:  # every waiting request learns of it
                     for j in jobs:
                         j.result.set_exception(exc)
                     continue
-                self.calls.append(len(prompts))
+                self.engine_calls += 1
+                self.rows += len(prompts)
+                self.most_rows = max(self.most_rows, len(prompts))
                 at = 0
                 for j in jobs:
                     j.result.set_result(outs[at:at + len(j.prompts)])

@@ -1,13 +1,15 @@
 """Token-exact recording of one session's calls, bridged across turns.
 
 Each call brings the exact prompt ids the engine saw and, per choice, the sampled ids, their
-log-probs and weight version. A call whose prompt extends an open branch (a previous call's
-prompt + one of its completions) token for token continues that branch's segment: the new
-prompt tokens join with mask 0 and the sampled ones with mask 1. A prompt that extends no
-open branch (the chat template rewrote history, the client edited a message) closes every open
-branch and starts a new segment; the split is counted with the first position where the
-tokens part, so nothing the policy sampled is ever re-tokenised. Branches a call did not
-continue (the other choices of ``n > 1``) are closed as segments of their own.
+log-probs and weight version. A call whose prompt extends a branch (an earlier call's prompt +
+one of its completions) token for token continues that branch's segment, the longest such
+branch if several (a session may hold interleaved conversations): the new prompt tokens join
+with mask 0 and the sampled ones with mask 1. A prompt that extends no branch (the chat
+template rewrote history, the client edited a message) starts a new segment; the split is
+counted with the first position where the tokens part from the closest branch, so nothing
+the policy sampled is ever re-tokenised. Each choice of ``n > 1`` is a branch of its own.
+Known limit: a client that retries a call leaves the first answer as a branch of its own,
+trained with the session's reward although the agent never saw it.
 """
 
 from __future__ import annotations
@@ -58,30 +60,33 @@ class SessionTrace:
     """Everything one session's calls sampled, as segments; thread-safe."""
 
     tools: list[dict] | None = None
-    closed: list[Branch] = field(default_factory=list)
-    open: list[Branch] = field(default_factory=list)
+    branches: list[Branch] = field(default_factory=list)
     splits: list[dict] = field(default_factory=list)
     calls: int = 0
     reward: float | None = None  # reported by the agent, if it does
+    sampled_calls: dict[str, str] = field(default_factory=dict)  # tool-call id -> sampled text
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, prompt: list[int], messages: list[dict], choices: list[Choice],
                tools: list[dict] | None = None) -> bool:
         """Add one call: ``prompt`` rendered from ``messages`` (template form); returns whether
-        it continued an open branch."""
+        it continued a branch."""
         with self._lock:
             self.calls += 1
             if self.tools is None:
                 self.tools = tools
-            base = next((b for b in self.open if b.extended_by(prompt)), None)
-            if base is None and self.open:
-                longest = max(self.open, key=lambda b: first_difference(b.token_ids, prompt))
+            extended = [b for b in self.branches if b.extended_by(prompt)]
+            base = max(extended, key=lambda b: len(b.token_ids), default=None)
+            if base is None and self.branches:
+                closest = max(self.branches,
+                              key=lambda b: first_difference(b.token_ids, prompt))
                 self.splits.append({"call": self.calls, "position": first_difference(
-                    longest.token_ids, prompt), "length": len(longest.token_ids)})
-            self.closed += [b for b in self.open if b is not base]
+                    closest.token_ids, prompt), "length": len(closest.token_ids)})
+            if base is not None:
+                self.branches.remove(base)
             start = base or Branch([], [], [], [], [])
             suffix = prompt[len(start.token_ids):]
-            self.open = [Branch(
+            self.branches += [Branch(
                 start.token_ids + suffix + c.token_ids,
                 start.loss_mask + [0] * len(suffix) + [1] * len(c.token_ids),
                 start.logprobs + [0.0] * len(suffix) + [float(x) for x in c.logprobs],
@@ -89,10 +94,12 @@ class SessionTrace:
                 [*messages, c.message]) for c in choices]
             return base is not None
 
-    def episode(self, reward: float = 0.0, **meta) -> Episode:
-        """The session so far as an episode: closed segments, then the open ones."""
+    def episode(self, reward: float | None = None, **meta) -> Episode:
+        """The session so far as an episode, its branches in the order they were last
+        extended; ``reward`` (default: the one the agent reported, else 0)."""
         with self._lock:
-            branches = [b for b in self.closed + self.open if b.token_ids]
+            branches = [b for b in self.branches if b.token_ids]
+            reward = reward if reward is not None else self.reward or 0.0
             if not branches:
                 raise ValueError("the session recorded no call")
             return Episode([b.segment() for b in branches], reward=reward, meta={

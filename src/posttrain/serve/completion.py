@@ -1,78 +1,32 @@
 """From a chat request to sampled, parsed and recorded choices, whatever the API.
 
-``Completer.complete`` renders the conversation with the model's chat template (tool calls in
-the template's text form), checks it fits the context window, samples ``n`` choices with the
-engine (batched with other sessions' requests: ``Batcher``), cuts each at its first stop string,
-parses its tool calls in the model's format (``tool_formats``), and records the call in the
-session's trace. A malformed tool call stays in the text, with its parse error on the choice.
+``Completer.complete`` checks and renders the conversation with the model's chat template
+(tool calls the server returned replayed as sampled, others in the model's tool-call format;
+a final assistant message is continued, not closed), checks it fits the context window,
+samples ``n`` choices with the engine (batched with other sessions' requests: ``Batcher``),
+cuts each at its first stop string, parses its tool calls in the model's format
+(``tool_formats``; each gets a unique id), and records the call in the session's trace. A
+malformed tool call stays in the text, with its parse error on the choice.
+
+While training (``forced``), the run's sampling replaces the request's: its temperature,
+top-p and top-k (the trainer recomputes log-probs under them), its ``max_new_tokens`` as the
+ceiling and default of ``max_tokens``, and a fresh seed per call (a group's samples differ
+even when an agent always sends the same ``seed``).
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
-from typing import TypeVar
-
-from pydantic import BaseModel, ValidationError
+import itertools
+import uuid
 
 from posttrain.engines import Engine
-from posttrain.engines.chat import as_template_messages
-from posttrain.harness.tool_calls import ToolCall
 from posttrain.models import encode_prompt
 from posttrain.serve.batching import Batcher
 from posttrain.serve.bridge import Choice, SessionTrace
+from posttrain.serve.messages import normalised, rendered
+from posttrain.serve.requests import Request, RequestError, Sampled
 from posttrain.serve.tool_formats import ToolFormat, detect
 from posttrain.types import SamplingParams
-
-
-class RequestError(ValueError):
-    """A request the server refuses (HTTP 400), with the parameter it concerns."""
-
-    def __init__(self, message: str, param: str | None = None,
-                 code: str = "invalid_request") -> None:
-        super().__init__(message)
-        self.param, self.code = param, code
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def validated(model: type[M], body: dict) -> M:
-    """``body`` as ``model``; the first problem as a ``RequestError`` naming its field."""
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        raise RequestError(f"{where}: {first['msg']}", where) from None
-
-
-@dataclass
-class Sampled:
-    """One choice as the APIs return it."""
-
-    text: str  # the visible text: the completion without its tool-call blocks
-    tool_calls: list[ToolCall]
-    parse_errors: list[str]
-    finish_reason: str  # stop | length | tool_calls
-    token_ids: list[int]
-    logprobs: list[float]
-    version: int
-    stop_sequence: str | None = None  # the stop string that ended it
-
-
-@dataclass
-class Request:
-    """What every API asks of a completion, in OpenAI's message form."""
-
-    messages: list[dict]
-    tools: list[dict] | None = None
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int | None = None
-    stop: list[str] = field(default_factory=list)
-    seed: int | None = None
 
 
 class Completer:
@@ -87,38 +41,16 @@ class Completer:
         self.tool_format = tool_format or detect(tokenizer)
         self.default_max_tokens = default_max_tokens
         self.batcher = Batcher(engine, batch_window_s)
-        # training: the run's temperature / top-p / top-k replace the request's (the trainer
-        # recomputes log-probs under them) and its max_new_tokens caps max_tokens
         self.forced: SamplingParams | None = None
-        self._lock = threading.Lock()
-        self._calls = 0  # a request without a seed gets the next one
+        self._seeds = itertools.count(1)  # a request without a seed gets the next one
 
     def complete(self, request: Request, trace: SessionTrace | None
                  ) -> tuple[int, list[Sampled]]:
         """``(prompt tokens, choices)``; the call is recorded in ``trace`` (if any)."""
-        messages = as_template_messages(request.messages, self.tool_format.render)
-        try:
-            prompt = encode_prompt(self.tokenizer, messages, tools=request.tools)
-        except Exception as exc:  # the template's own error: the request's fault
-            raise RequestError(f"the chat template cannot render these messages: {exc}",
-                               "messages") from exc
-        room = self.context - len(prompt)
-        budget = request.max_tokens or min(self.default_max_tokens, room)
-        if room < 1 or budget > room:
-            asked = f" and max_tokens is {request.max_tokens}" if request.max_tokens else ""
-            raise RequestError(
-                f"the prompt has {len(prompt)} tokens{asked}: more than the model's context "
-                f"window of {self.context} tokens allows", "messages", "context_length_exceeded")
-        with self._lock:
-            self._calls += 1
-            seed = request.seed if request.seed is not None else self._calls
-        sampling = SamplingParams(
-            max_new_tokens=budget, temperature=request.temperature, top_p=request.top_p,
-            stop_token_ids=(self.tokenizer.eos_token_id,), seed=seed)
-        if self.forced is not None:
-            f = self.forced
-            sampling = SamplingParams(min(budget, f.max_new_tokens), f.temperature, f.top_p,
-                                      f.top_k, (self.tokenizer.eos_token_id,), seed)
+        messages = rendered(normalised(request.messages), self.tool_format,
+                            trace.sampled_calls if trace is not None else {})
+        prompt = self._prompt(messages, request.tools)
+        sampling = self._sampling(request, self.context - len(prompt), len(prompt))
         outs = self.batcher.generate([prompt] * request.n, sampling)
         sampled = [self._choice(o.token_ids, o.logprobs, o.version, o.finish_reason,
                                 request.stop) for o in outs]
@@ -126,7 +58,35 @@ class Completer:
             trace.record(prompt, messages, [Choice(s.token_ids, s.logprobs, s.version,
                                                    self._message(s)) for s in sampled],
                          request.tools)
+            for s in sampled:
+                trace.sampled_calls |= {c.call_id: self._message(s)["content"]
+                                        for c in s.tool_calls}
         return len(prompt), sampled
+
+    def _prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
+        last = messages[-1]
+        prefill = last["role"] == "assistant"  # continue it (Anthropic's prefill)
+        try:
+            return encode_prompt(self.tokenizer, messages, tools=tools, continue_final=prefill)
+        except Exception as exc:  # the template's own error: the request's fault
+            raise RequestError(f"the chat template cannot render these messages: {exc}",
+                               "messages") from exc
+
+    def _sampling(self, request: Request, room: int, prompt_tokens: int) -> SamplingParams:
+        f = self.forced
+        cap = f.max_new_tokens if f is not None else None
+        budget = min(request.max_tokens or cap, cap) if f is not None else \
+            request.max_tokens or min(self.default_max_tokens, room)
+        if room < 1 or budget > room:
+            asked = f" and max_tokens is {budget}" if request.max_tokens or f else ""
+            raise RequestError(
+                f"the prompt has {prompt_tokens} tokens{asked}: more than the model's context "
+                f"window of {self.context} tokens allows", "messages", "context_length_exceeded")
+        seed = next(self._seeds) if f is not None or request.seed is None else request.seed
+        stop = (self.tokenizer.eos_token_id,)
+        if f is not None:
+            return SamplingParams(budget, f.temperature, f.top_p, f.top_k, stop, seed)
+        return SamplingParams(budget, request.temperature, request.top_p, 0, stop, seed)
 
     def _choice(self, ids: list[int], logprobs: list[float], version: int, reason: str,
                 stop: list[str]) -> Sampled:
@@ -139,16 +99,20 @@ class Completer:
             hit = min((s for s in stop if s in text), key=text.find)
             text = text[:text.find(hit)]
         calls = self.tool_format.parse(text)
-        visible = self.tool_format.strip(text) if calls else text
+        for call in calls:
+            call.call_id = f"call_{uuid.uuid4().hex[:24]}"
         good = [c for c in calls if c.error is None]
         errors = [c.error for c in calls if c.error is not None]
+        visible = self.tool_format.strip(text) if good and not errors else text
         if errors:  # a malformed call: the whole text comes back, the error is recorded
-            visible, good = text, []
+            good = []
         return Sampled(visible, good, errors, "tool_calls" if good else reason, list(ids),
                        list(logprobs), version, hit)
 
     def _stop_at(self, ids: list[int], stop: list[str]) -> int | None:
         """The length of the shortest prefix of ``ids`` whose text holds a stop string."""
+        if not any(s in self.tokenizer.decode(ids, skip_special_tokens=True) for s in stop):
+            return None
         for k in range(1, len(ids) + 1):
             text = self.tokenizer.decode(ids[:k], skip_special_tokens=True)
             if any(s in text for s in stop):

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.completion import Request, RequestError, Sampled, validated
+from posttrain.serve.requests import Request, RequestError, Sampled, validated
 
 
 class ChatBody(BaseModel):

@@ -11,6 +11,7 @@ Input items map to messages: a message item (``role``, text or ``input_text`` /
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -19,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.completion import Request, RequestError, Sampled, validated
 from posttrain.serve.openai_format import check_tool, text_of
+from posttrain.serve.requests import Request, RequestError, Sampled, validated
 
 
 class ResponsesBody(BaseModel):
@@ -38,21 +39,26 @@ class ResponsesBody(BaseModel):
 
 
 class Conversations:
-    """The conversation each response ended, by response id (the newest ``capacity``)."""
+    """The conversation each response ended, by session and response id (the newest
+    ``capacity``): a session continues only its own responses."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[str, list[dict]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], list[dict]] = OrderedDict()
+        self._lock = threading.Lock()
 
-    def put(self, response_id: str, messages: list[dict]) -> None:
-        self._items[response_id] = messages
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+    def put(self, session: str, response_id: str, messages: list[dict]) -> None:
+        with self._lock:
+            self._items[session, response_id] = messages
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
 
-    def get(self, response_id: str) -> list[dict]:
-        if response_id not in self._items:
-            raise RequestError(f"no stored response {response_id!r}", "previous_response_id")
-        return list(self._items[response_id])
+    def get(self, session: str, response_id: str) -> list[dict]:
+        with self._lock:
+            if (session, response_id) not in self._items:
+                raise RequestError(f"no stored response {response_id!r} in this session",
+                                   "previous_response_id")
+            return list(self._items[session, response_id])
 
 
 def _items(items: str | list[dict]) -> list[dict]:
@@ -86,11 +92,15 @@ def _items(items: str | list[dict]) -> list[dict]:
     return out
 
 
-def parse_responses(body: dict, stored: Conversations) -> tuple[ResponsesBody, Request]:
+def parse_responses(body: dict, stored: Conversations, session: str
+                    ) -> tuple[ResponsesBody, Request]:
+    """The request; with ``previous_response_id``, after that response's conversation, whose
+    instructions this request's replace (they do not carry over)."""
     rb = validated(ResponsesBody, body)
-    messages = stored.get(rb.previous_response_id) if rb.previous_response_id else []
-    if rb.instructions and not messages:
-        messages = [{"role": "system", "content": rb.instructions}]
+    messages = stored.get(session, rb.previous_response_id) if rb.previous_response_id else []
+    messages = [m for m in messages if m["role"] != "system"]
+    if rb.instructions:
+        messages = [{"role": "system", "content": rb.instructions}, *messages]
     messages += _items(rb.input)
     tools = [check_tool({"type": "function", "function": {
         k: v for k, v in t.items() if k in ("name", "description", "parameters")}}, i)

@@ -7,6 +7,7 @@ unknown key is refused.
 
 from __future__ import annotations
 
+import math
 import secrets
 import threading
 
@@ -40,7 +41,10 @@ class Sessions:
             return self._traces[key]
 
     def set_reward(self, key: str, reward: float) -> None:
-        """The reward an agent reports for its session (``POST /v1/sessions/{key}/reward``)."""
+        """The reward an agent reports for its session (``POST /v1/sessions/{key}/reward``):
+        a finite number (``ValueError`` otherwise)."""
+        if not math.isfinite(reward):
+            raise ValueError(f"a session's reward must be a finite number, got {reward}")
         self.trace(key).reward = float(reward)
 
     def close(self, key: str) -> None:
@@ -52,6 +56,6 @@ class Sessions:
         with self._lock:
             return list(self._traces)
 
-    def episode(self, key: str, reward: float = 0.0) -> Episode:
+    def episode(self, key: str, reward: float | None = None) -> Episode:
         """Session ``key``'s calls as one episode (``SessionTrace.episode``)."""
         return self.trace(key).episode(reward, session=key)
