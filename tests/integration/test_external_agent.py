@@ -157,3 +157,20 @@ def test_an_agents_fixed_seed_and_huge_max_tokens_do_not_bind_training(model, to
     samples = {tuple(e.segments[0].token_ids) for e in episodes}
     assert len(samples) > 1
     assert all(sum(e.segments[0].loss_mask) <= SAMPLING.max_new_tokens for e in episodes)
+
+
+def test_a_steps_samples_depend_on_its_seed_not_on_timing(model, tokenizer, tasks):
+    """Each session's calls draw seeds from the step's seed, the session's place and the
+    call's number: the same step played twice by concurrent agents samples the same."""
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    seeded = SamplingParams(max_new_tokens=8, temperature=1.0, seed=11)
+    runs = []
+    for _ in range(2):
+        play = ExternalAgentRollout(two_turns, timeout_s=60)
+        try:
+            runs.append([[s.token_ids for s in e.segments] for e in play(
+                engine, tokenizer, tasks, REWARD, seeded, group_size=3)])
+        finally:
+            play.close()
+    assert runs[0] == runs[1]
+    assert len({tuple(e[0]) for e in runs[0][:3]}) > 1  # a group's samples still differ

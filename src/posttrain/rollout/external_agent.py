@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from posttrain.engines import Engine
+from posttrain.engines.sampling import row_seeds
 from posttrain.envs import Task
 from posttrain.models import encode_prompt
 from posttrain.rewards import RewardFunction
@@ -103,8 +104,10 @@ class ExternalAgentRollout:
         sessions, completer, url = self._serve(engine, tokenizer)
         completer.forced = sampling
         completer.batcher.resume()
-        plays = [(task, f"{group_prefix}{i}", sessions.issue())
-                 for i, task in enumerate(tasks) for _ in range(group_size)]
+        seeds = row_seeds(sampling.seed if sampling.seed is not None else 0,
+                          len(tasks) * group_size)  # each session's, fixed by the step
+        plays = [(task, f"{group_prefix}{j // group_size}", sessions.issue(seeds[j]))
+                 for j, task in enumerate(t for t in tasks for _ in range(group_size))]
         pool = concurrent.futures.ThreadPoolExecutor(len(plays))  # every agent starts now
         futures = [pool.submit(self.agent, url, key, task) for task, _, key in plays]
         concurrent.futures.wait(futures, timeout=self.timeout_s)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from posttrain.engines.sampling import row_seeds
 from posttrain.types import Episode, Segment
 
 
@@ -65,7 +66,15 @@ class SessionTrace:
     calls: int = 0
     reward: float | None = None  # reported by the agent, if it does
     sampled_calls: dict[str, str] = field(default_factory=dict)  # tool-call id -> sampled text
+    seed: int | None = None  # a training session's: its calls' seeds derive from it
+    _seeded: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def next_seed(self) -> int | None:
+        """The next call's seed, from the session's and the call's number (None without)."""
+        with self._lock:
+            self._seeded += 1
+            return None if self.seed is None else row_seeds(self.seed, self._seeded)[-1]
 
     def record(self, prompt: list[int], messages: list[dict], choices: list[Choice],
                tools: list[dict] | None = None) -> bool:

@@ -11,7 +11,8 @@ malformed tool call stays in the text, with its parse error on the choice.
 While training (``forced``), the run's sampling replaces the request's: its temperature,
 top-p and top-k (the trainer recomputes log-probs under them), its ``max_new_tokens`` as the
 ceiling and default of ``max_tokens``, and a fresh seed per call (a group's samples differ
-even when an agent always sends the same ``seed``).
+even when an agent always sends the same ``seed``): derived from the session's seed and the
+call's number when the session has one, so the samples do not depend on timing.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Completer:
         messages = rendered(normalised(request.messages), self.tool_format,
                             trace.sampled_calls if trace is not None else {})
         prompt = self._prompt(messages, request.tools)
-        sampling = self._sampling(request, self.context - len(prompt), len(prompt))
+        sampling = self._sampling(request, self.context - len(prompt), len(prompt), trace)
         outs = self.batcher.generate([prompt] * request.n, sampling)
         sampled = [self._choice(o.token_ids, o.logprobs, o.version, o.finish_reason,
                                 request.stop) for o in outs]
@@ -72,7 +73,8 @@ class Completer:
             raise RequestError(f"the chat template cannot render these messages: {exc}",
                                "messages") from exc
 
-    def _sampling(self, request: Request, room: int, prompt_tokens: int) -> SamplingParams:
+    def _sampling(self, request: Request, room: int, prompt_tokens: int,
+                  trace: SessionTrace | None) -> SamplingParams:
         f = self.forced
         cap = f.max_new_tokens if f is not None else None
         budget = min(request.max_tokens or cap, cap) if f is not None else \
@@ -82,7 +84,13 @@ class Completer:
             raise RequestError(
                 f"the prompt has {prompt_tokens} tokens{asked}: more than the model's context "
                 f"window of {self.context} tokens allows", "messages", "context_length_exceeded")
-        seed = next(self._seeds) if f is not None or request.seed is None else request.seed
+        session_seed = trace.next_seed() if f is not None and trace is not None else None
+        if session_seed is not None:
+            seed = session_seed
+        elif f is not None or request.seed is None:
+            seed = next(self._seeds)
+        else:
+            seed = request.seed
         stop = (self.tokenizer.eos_token_id,)
         if f is not None:
             return SamplingParams(budget, f.temperature, f.top_p, f.top_k, stop, seed)

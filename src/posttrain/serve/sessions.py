@@ -25,11 +25,12 @@ class Sessions:
         self._traces: dict[str, SessionTrace] = {}
         self._lock = threading.Lock()
 
-    def issue(self) -> str:
-        """A new session's key."""
+    def issue(self, seed: int | None = None) -> str:
+        """A new session's key; ``seed``: its calls sample with seeds derived from it (their
+        samples then depend on the session and the call, not on timing)."""
         key = f"pt-{secrets.token_hex(16)}"
         with self._lock:
-            self._traces[key] = SessionTrace()
+            self._traces[key] = SessionTrace(seed=seed)
         return key
 
     def trace(self, key: str) -> SessionTrace:
