@@ -41,8 +41,22 @@ def test_a_familys_calls_round_trip_and_bridge(tokenizer, fmt, text):
     ("llama3_json", '{"name": "add", "parameters": {"a": 2'),
 ])
 def test_an_unreadable_call_is_an_error_on_the_call(fmt, text):
-    (call,) = FORMATS[fmt].parse(text)
+    (call,) = FORMATS[fmt].parse(text, None)
     assert call.error and call.name is None
+
+
+def test_qwen3_coder_values_follow_the_tools_schema():
+    text = ("<tool_call>\n<function=lookup>\n<parameter=code>\n007\n</parameter>\n"
+            "<parameter=count>\n3\n</parameter>\n<parameter=exact>\ntrue\n</parameter>\n"
+            "</function>\n</tool_call>")
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"code": {"type": "string"},
+                                         "count": {"type": "integer"},
+                                         "exact": {"type": "boolean"}}}}}]
+    (typed,) = FORMATS["qwen3_coder"].parse(text, tools)
+    assert typed.arguments == {"code": "007", "count": 3, "exact": True}
+    (untyped,) = FORMATS["qwen3_coder"].parse(text, None)  # no schema: JSON where it parses
+    assert untyped.arguments["count"] == 3 and untyped.arguments["exact"] is True
 
 
 def test_the_format_is_read_off_the_template(tokenizer):

@@ -54,7 +54,7 @@ class Completer:
         sampling = self._sampling(request, self.context - len(prompt), len(prompt), trace)
         outs = self.batcher.generate([prompt] * request.n, sampling)
         sampled = [self._choice(o.token_ids, o.logprobs, o.version, o.finish_reason,
-                                request.stop) for o in outs]
+                                request.stop, request.tools) for o in outs]
         if trace is not None:
             trace.record(prompt, messages, [Choice(s.token_ids, s.logprobs, s.version,
                                                    self._message(s)) for s in sampled],
@@ -97,7 +97,7 @@ class Completer:
         return SamplingParams(budget, request.temperature, request.top_p, 0, stop, seed)
 
     def _choice(self, ids: list[int], logprobs: list[float], version: int, reason: str,
-                stop: list[str]) -> Sampled:
+                stop: list[str], tools: list[dict] | None) -> Sampled:
         cut = self._stop_at(ids, stop) if stop else None
         if cut is not None:
             ids, logprobs, reason = ids[:cut], logprobs[:cut], "stop"
@@ -106,7 +106,7 @@ class Completer:
         if cut is not None:
             hit = min((s for s in stop if s in text), key=text.find)
             text = text[:text.find(hit)]
-        calls = self.tool_format.parse(text)
+        calls = self.tool_format.parse(text, tools)
         for call in calls:
             call.call_id = f"call_{uuid.uuid4().hex[:24]}"
         good = [c for c in calls if c.error is None]

@@ -4,8 +4,9 @@ reads calls out of a completion and writes a client's calls back into the templa
 - ``hermes`` (Qwen2.5, Hermes, most templates): ``<tool_call>{"name": ..., "arguments":
   {...}}</tool_call>``, any number of them.
 - ``qwen3_coder`` (Qwen3-Coder): ``<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n
-  </parameter>...</function>\\n</tool_call>``; a value is JSON when it parses as JSON (a
-  number, a boolean, an object...), else the text itself.
+  </parameter>...</function>\\n</tool_call>``; a value is the text itself where the tool's
+  schema types the parameter as a string, else JSON when it parses as JSON (a number, a
+  boolean, an object...).
 - ``llama3_json`` (Llama 3.x): the whole reply is one JSON object ``{"name": ...,
   "parameters": {...}}``, optionally after ``<|python_tag|>``.
 
@@ -31,22 +32,36 @@ QWEN3_PARAMETER = r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>"
 @dataclass(frozen=True)
 class ToolFormat:
     name: str
-    parse: Callable[[str], list[ToolCall]]
+    parse: Callable[[str, list[dict] | None], list[ToolCall]]  # (text, the request's tools)
     strip: Callable[[str], str]  # the text without its calls
     render: Callable[[str, str], str]  # (name, arguments as JSON text) -> the call's text
 
 
-def _value(text: str) -> Any:
+def _value(text: str, schema: dict) -> Any:
+    if schema.get("type") == "string":
+        return text
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
 
 
-def _qwen3_parse(text: str) -> list[ToolCall]:
-    calls = [ToolCall(m.group(1), {k: _value(v) for k, v in re.findall(
-        QWEN3_PARAMETER, m.group(2), re.DOTALL)}, f"call_{i}", m.group(0))
-        for i, m in enumerate(re.finditer(QWEN3_CALL, text, re.DOTALL))]
+def _properties(tools: list[dict] | None, name: str) -> dict:
+    """The parameter schemas of tool ``name`` among ``tools`` (empty when unknown)."""
+    for tool in tools or []:
+        fn = tool.get("function", tool)
+        if fn.get("name") == name:
+            return (fn.get("parameters") or {}).get("properties") or {}
+    return {}
+
+
+def _qwen3_parse(text: str, tools: list[dict] | None = None) -> list[ToolCall]:
+    calls = []
+    for i, m in enumerate(re.finditer(QWEN3_CALL, text, re.DOTALL)):
+        schemas = _properties(tools, m.group(1))
+        calls.append(ToolCall(m.group(1), {k: _value(v, schemas.get(k, {})) for k, v in
+                                           re.findall(QWEN3_PARAMETER, m.group(2), re.DOTALL)},
+                              f"call_{i}", m.group(0)))
     if not calls and "<tool_call>" in text:
         calls = [ToolCall(None, {}, "call_0", text, "a <tool_call> without a readable "
                                                      "<function=...>...</function>")]
@@ -63,7 +78,7 @@ def _llama_payload(text: str) -> str:
     return text.strip().removeprefix("<|python_tag|>").strip()
 
 
-def _llama_parse(text: str) -> list[ToolCall]:
+def _llama_parse(text: str, tools: list[dict] | None = None) -> list[ToolCall]:
     payload = _llama_payload(text)
     if not payload.startswith("{"):
         return []
@@ -84,7 +99,7 @@ def _llama_render(name: str, arguments: str) -> str:
 
 
 FORMATS = {
-    "hermes": ToolFormat("hermes", parse_tool_calls,
+    "hermes": ToolFormat("hermes", lambda text, tools=None: parse_tool_calls(text),
                          lambda t: re.sub(HERMES_PATTERN, "", t, flags=re.DOTALL),
                          hermes_call),
     "qwen3_coder": ToolFormat("qwen3_coder", _qwen3_parse,
