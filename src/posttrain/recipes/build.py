@@ -48,6 +48,7 @@ from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig
 from posttrain.settings.extension import load_extension, load_tools
 from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state, save_checkpoint
+from posttrain.train.parallel import by_writer
 from posttrain.types import Episode
 
 
@@ -200,10 +201,7 @@ class RunParts:
 
     def on_rank0(self, write: Callable[[], object]) -> None:
         """``write`` on rank 0 only; in a process group, every rank waits for it."""
-        if self.rank == 0:
-            write()
-        if torch.distributed.is_initialized():
-            torch.distributed.barrier()
+        by_writer(self.rank == 0, write)
 
     def resume(self, ckpt: Path | None, trainer: PolicyTrainer,
                critic: Trainer | None = None) -> int:

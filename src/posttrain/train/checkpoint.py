@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from posttrain.models import save_model
+from posttrain.train.parallel import by_writer
 from posttrain.train.shards import is_sharded, load_shards, save_shards
 from posttrain.train.trainer import Trainer
 
@@ -70,7 +71,7 @@ def save_checkpoint(
     if critic is not None:
         state["critic"] = critic.state_dict(optimizer=not sharded)
     if sharded:
-        _on_writer(write, lambda: _fresh(tmp))
+        by_writer(write, lambda: _fresh(tmp))
         save_shards(tmp, trainer, critic)
         if write:
             trainer.model.config.save_pretrained(tmp)
@@ -104,14 +105,6 @@ def save_checkpoint(
 def _fresh(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-
-
-def _on_writer(write: bool, action) -> None:
-    """``action`` in the writing process; in a process group, the others wait for it."""
-    if write:
-        action()
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.barrier()
 
 
 def _pointer(root: Path) -> dict[str, Any]:

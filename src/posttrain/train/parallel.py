@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import torch
@@ -108,6 +108,15 @@ class DataParallel:
             for k, v in part.items():
                 out[k] = out.get(k, 0.0) + v
         return out
+
+
+def by_writer(write: bool, action: Callable[[], object]) -> None:
+    """``action`` in the writing process only; in a process group, every process waits for
+    it (a barrier), so none reads what it writes before it is there."""
+    if write:
+        action()
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
 
 
 def gathered_copy(model: torch.nn.Module) -> torch.nn.Module:
