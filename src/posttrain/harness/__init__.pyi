@@ -15,7 +15,13 @@ from .limits import LoopLimits, truncate_output
 from .loop import AgentLoop, EpisodeItem
 from .replay import episode_problems
 from .sandbox import Sandbox, SandboxError, SandboxLimits, SandboxResult, namespaces_available
-from .tool_calls import HERMES_PATTERN, ToolCall, format_tool_call, parse_tool_calls
+from .tool_calls import (
+    HERMES_PATTERN,
+    ToolCall,
+    format_tool_call,
+    parse_tool_calls,
+    strip_tool_calls,
+)
 from .tools import MALFORMED, Tool, ToolRegistry, ToolResult
 from .tree import run_tree
 
@@ -45,6 +51,7 @@ __all__ = [
     "microcompact",
     "namespaces_available",
     "parse_tool_calls",
+    "strip_tool_calls",
     "retain_reasoning",
     "run_tree",
     "select_recent_user_messages",

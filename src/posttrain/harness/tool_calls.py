@@ -31,6 +31,11 @@ def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     return "<tool_call>%s</tool_call>" % json.dumps({"name": name, "arguments": arguments})
 
 
+def strip_tool_calls(text: str, pattern: str = HERMES_PATTERN) -> str:
+    """``text`` without its calls (``pattern``'s whole matches)."""
+    return re.sub(pattern, "", text, flags=re.DOTALL)
+
+
 def parse_tool_calls(text: str, pattern: str = HERMES_PATTERN) -> list[ToolCall]:
     """Every call in ``text``; ``pattern``'s first group holds the JSON payload."""
     calls = []

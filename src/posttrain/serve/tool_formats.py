@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posttrain.engines.chat import hermes_call
-from posttrain.harness.tool_calls import HERMES_PATTERN, ToolCall, parse_tool_calls
+from posttrain.harness.tool_calls import ToolCall, parse_tool_calls, strip_tool_calls
 
 QWEN3_CALL = r"<tool_call>\s*<function=([^>\s]+)>(.*?)</function>\s*</tool_call>"
 QWEN3_PARAMETER = r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>"
@@ -100,11 +100,9 @@ def _llama_render(name: str, arguments: str) -> str:
 
 FORMATS = {
     "hermes": ToolFormat("hermes", lambda text, tools=None: parse_tool_calls(text),
-                         lambda t: re.sub(HERMES_PATTERN, "", t, flags=re.DOTALL),
-                         hermes_call),
+                         strip_tool_calls, hermes_call),
     "qwen3_coder": ToolFormat("qwen3_coder", _qwen3_parse,
-                              lambda t: re.sub(QWEN3_CALL, "", t, flags=re.DOTALL),
-                              _qwen3_render),
+                              lambda t: strip_tool_calls(t, QWEN3_CALL), _qwen3_render),
     "llama3_json": ToolFormat("llama3_json", _llama_parse,
                               lambda t: "" if _llama_parse(t) else t, _llama_render),
 }

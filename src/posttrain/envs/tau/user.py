@@ -5,11 +5,10 @@ to the LLM its own messages are ``assistant`` turns, the agent's texts ``user`` 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from posttrain.harness import HERMES_PATTERN, parse_tool_calls
+from posttrain.harness import parse_tool_calls, strip_tool_calls
 
 # messages (OpenAI format, role-flipped) and the tools offered -> {"content", "tool_calls"};
 # the shape of ``engines.chat.ToolChat`` (environments do not import engines)
@@ -84,7 +83,7 @@ class LLMUser:
         if calls is None and self.tools and (parsed := parse_tool_calls(content or "")):
             calls = [{"name": c.name, "arguments": c.arguments, "malformed": c.error}
                      for c in parsed]
-            content = re.sub(HERMES_PATTERN, "", content, flags=re.DOTALL).strip() or None
+            content = strip_tool_calls(content).strip() or None
         self.turn += 1
         return user_message(content, calls, f"u{self.turn}")
 
