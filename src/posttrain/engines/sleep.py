@@ -24,10 +24,7 @@ class FreedStorage:
     """The storages of ``params`` released; ``restore`` gives each its size back."""
 
     def __init__(self, params: Iterable[torch.Tensor]) -> None:
-        storages = {}
-        for p in params:
-            storage = p.untyped_storage()
-            storages.setdefault(storage.data_ptr(), storage)
+        storages = _storages(params)
         if not all(s.resizable() for s in storages.values()):  # numpy viewed it, or mmap
             raise RuntimeError("engine.sleep cannot release weights whose memory another "
                                "object shares (a numpy view, a memory-mapped file)")
@@ -45,7 +42,11 @@ class FreedStorage:
             storage.resize_(size)
 
 
+def _storages(params: Iterable[torch.Tensor]) -> dict[int, torch.UntypedStorage]:
+    """The distinct storages behind ``params`` (views and tied weights share one)."""
+    return {p.untyped_storage().data_ptr(): p.untyped_storage() for p in params}
+
+
 def held_bytes(params: Iterable[torch.Tensor]) -> int:
     """Bytes of the distinct storages behind ``params`` (0 for released ones)."""
-    storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in params}
-    return sum(storages.values())
+    return sum(s.nbytes() for s in _storages(params).values())

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.openai_format import check_tool
+from posttrain.serve.openai_format import check_tool, text_of
 from posttrain.serve.requests import Request, RequestError, Sampled, validated
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -36,17 +36,8 @@ class MessagesBody(BaseModel):
     stream: bool = False
 
 
-def _text(blocks: Any, where: str) -> str:
-    if isinstance(blocks, str):
-        return blocks
-    if not isinstance(blocks, list):
-        raise RequestError(f"{where} must be a string or a list of content blocks", where)
-    return "".join(b.get("text", "") for b in blocks
-                   if isinstance(b, dict) and b.get("type") == "text")
-
-
 def _messages(body: MessagesBody) -> list[dict]:
-    out = [{"role": "system", "content": _text(body.system, "system")}] if body.system else []
+    out = [{"role": "system", "content": text_of(body.system, "system")}] if body.system else []
     for i, m in enumerate(body.messages):
         role, content = m.get("role"), m.get("content")
         if role not in ("user", "assistant"):
@@ -64,7 +55,7 @@ def _messages(body: MessagesBody) -> list[dict]:
             out.append({"role": "assistant", "content": text, "tool_calls": calls or None})
             continue
         out += [{"role": "tool", "tool_call_id": b.get("tool_use_id"),
-                 "content": _text(b.get("content", ""), f"messages.{i}.content")}
+                 "content": text_of(b.get("content"), f"messages.{i}.content")}
                 for b in blocks if b.get("type") == "tool_result"]
         if text or not any(b.get("type") == "tool_result" for b in blocks):
             out.append({"role": "user", "content": text})

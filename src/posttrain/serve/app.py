@@ -13,7 +13,6 @@ the context window, a missing or unknown key (401).
 from __future__ import annotations
 
 import json
-import math
 import uuid
 
 import anyio
@@ -152,10 +151,12 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
     @app.post("/v1/sessions/{key}/reward")
     async def reward(key: str, request: HttpRequest) -> dict:
         value = (await _json(request)).get("reward")
-        if not isinstance(value, int | float) or isinstance(value, bool) \
-                or not math.isfinite(value):
+        if not isinstance(value, int | float) or isinstance(value, bool):
             raise RequestError("the body must be {\"reward\": <a finite number>}", "reward")
-        sessions.set_reward(key, value)
+        try:
+            sessions.set_reward(key, value)
+        except ValueError as exc:  # not finite
+            raise RequestError(str(exc), "reward") from None
         return {"session": key, "reward": float(value)}
 
     @app.get("/v1/sessions/{key}/episode")

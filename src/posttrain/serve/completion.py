@@ -56,12 +56,12 @@ class Completer:
         sampled = [self._choice(o.token_ids, o.logprobs, o.version, o.finish_reason,
                                 request.stop, request.tools) for o in outs]
         if trace is not None:
-            trace.record(prompt, messages, [Choice(s.token_ids, s.logprobs, s.version,
-                                                   self._message(s)) for s in sampled],
+            replies = [self._message(s) for s in sampled]
+            trace.record(prompt, messages, [Choice(s.token_ids, s.logprobs, s.version, reply)
+                                            for s, reply in zip(sampled, replies)],
                          request.tools)
-            for s in sampled:
-                trace.sampled_calls |= {c.call_id: self._message(s)["content"]
-                                        for c in s.tool_calls}
+            for s, reply in zip(sampled, replies):
+                trace.sampled_calls |= {c.call_id: reply["content"] for c in s.tool_calls}
         return len(prompt), sampled
 
     def _prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:

@@ -51,14 +51,16 @@ def parse_chat(body: dict) -> tuple[ChatBody, Request]:
                          chat.max_completion_tokens or chat.max_tokens, stop, chat.seed)
 
 
-def text_of(content: Any) -> str:
-    """A message's content as text (a list of content parts: their text parts joined)."""
+def text_of(content: Any, where: str = "messages") -> str:
+    """Content as text, whatever the API: a string, or a list of parts (OpenAI's content
+    parts, the Responses API's ``input_text`` / ``output_text``, Anthropic's blocks) whose
+    ``text`` is joined; none is empty. Anything else is a ``RequestError`` naming ``where``."""
     if content is None or isinstance(content, str):
         return content or ""
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    raise RequestError("message content must be a string or a list of content parts",
-                       "messages")
+        return "".join(p["text"] for p in content
+                       if isinstance(p, dict) and isinstance(p.get("text"), str))
+    raise RequestError(f"{where} must be a string or a list of content parts", where)
 
 
 def check_tool(tool: dict, i: int) -> dict:
