@@ -58,22 +58,31 @@ def test_serve_records_sessions_that_replay(tmp_path, tiny_dir):
         result.output
 
 
-@pytest.mark.parametrize("agent", ["agent.py", "agents_sdk_agent.py"],
-                         ids=["plain-openai-client", "openai-agents-sdk"])
-def test_rl_trains_an_external_agent_through_the_server(tmp_path, agent):
+ASYNC = ["rl.mode=async", "rl.async.max_staleness=1", "rl.async.partial_rollout=true"]
+
+
+@pytest.mark.parametrize("agent,mode", [("agent.py", []), ("agents_sdk_agent.py", []),
+                                        ("agent.py", ASYNC)],
+                         ids=["plain-openai-client", "openai-agents-sdk", "async"])
+def test_rl_trains_an_external_agent_through_the_server(tmp_path, agent, mode):
     """``agent.external``: an example agent (the plain ``openai`` client with a calculator
     tool, or the same agent on the OpenAI Agents SDK, its own tool loop over the Responses
-    API) plays every sample of two RL steps against the server; nothing in it knows about
-    posttrain, and its sessions are the episodes the steps train on."""
+    API) plays every sample of two RL steps against the server, synchronous or asynchronous;
+    nothing in it knows about posttrain, and its sessions are the episodes the steps train
+    on, each of which ``posttrain replay`` re-renders token for token."""
     out = tmp_path / "run"
     result = CliRunner().invoke(app, [
         "train", "configs/quickstart.yaml", f"out_dir={out}", "stages=[rl]",
         "model.preset=nano", "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2",
         "rl.eval_every=0", "eval.num_problems=2", "rl.save_episodes=true", "threads=1",
-        f"agent.external=examples/external_agent/{agent}:solve"])
+        f"agent.external=examples/external_agent/{agent}:solve", *mode])
     assert result.exit_code == 0, result.output
     episodes = list(read_episodes(out / "episodes.jsonl"))
     assert len(episodes) == 2 * 2 * 2
     assert all(e.meta["calls"] >= 1 and e.meta["session"].startswith("pt-") for e in episodes)
     assert all(v >= 0 for e in episodes for s in e.segments
                for v, m in zip(s.versions, s.loss_mask) if m)
+    replayed = CliRunner().invoke(app, ["replay", str(out / "episodes.jsonl"), "--model",
+                                        str(out / "rl_model")])
+    assert replayed.exit_code == 0 and "8 of 8 episodes consistent" in replayed.output, \
+        replayed.output

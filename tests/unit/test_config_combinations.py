@@ -101,6 +101,7 @@ def test_an_option_that_cannot_take_effect_is_refused(overrides, message):
     ["stages=[sft, opd, rl]", TEACHER, "actor.loss_agg_mode=seq_mean_token_sum"],
     [*RAY_TEACHERS, "dist.max_restarts=1"],
     [*ASYNC, "rl.async.stale=drop", "algo.dynamic_sampling.max_rounds=5"],
+    ["agent.external_command=python a.py", *ASYNC, "rl.async.partial_rollout=true"],
     ["algo.dynamic_sampling.enabled=true", "algo.dynamic_sampling.max_rounds=5"],
     ["algo.kl.coef=0.1", "algo.kl.estimator=k1", "algo.kl.controller=adaptive",
      "algo.kl.target=0.1"],

@@ -309,9 +309,17 @@ def agent_rules(cfg) -> None:
         what = cfg.task.env or cfg.task.name
         raise ValueError(f"agent.tree: tree rollouts cannot branch {what} "
                          "episodes (their environment state cannot be copied)")
-    if cfg.rl.mode == "async" and not cfg.single_turn:
-        raise ValueError(f"rl.mode=async generates single-turn samples; task.name="
-                         f"{cfg.task.name} is an agent task (use rl.mode=sync)")
+    if cfg.rl.mode == "async" and not (cfg.single_turn or agent.plays_externally):
+        raise ValueError(f"rl.mode=async generates single-turn samples or an external agent's "
+                         f"sessions; task.name={cfg.task.name} is played by posttrain's agent "
+                         "loop (use rl.mode=sync)")
+    async_ = cfg.rl.async_
+    if agent.plays_externally and async_.chunk_tokens is not None:
+        raise ValueError("rl.async.chunk_tokens: an external agent's calls are not cut into "
+                         "chunks (a partial rollout goes on at a session's next call)")
+    if async_.partial_rollout and async_.chunk_tokens is None and not agent.plays_externally:
+        raise ValueError("rl.async.partial_rollout interrupts generation between chunks: "
+                         "it needs rl.async.chunk_tokens")
     if cfg.reward.judges and not cfg.single_turn:
         raise ValueError(f"reward.judges score single-turn answers; task.name="
                          f"{cfg.task.name} is an agent task")

@@ -34,6 +34,7 @@ from posttrain.recipes.run_dir import PROMPT_BUDGETS
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.rollout import (
     AsyncEpisodes,
+    ExternalAgentRollout,
     GreedyBaseline,
     SyncEpisodes,
     rollout,
@@ -157,15 +158,16 @@ def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
 
 
 def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine],
-                 groups: GroupSource | None = None) -> list[dict[str, float]]:
+                 groups: GroupSource | None = None,
+                 agent: ExternalAgentRollout | None = None) -> list[dict[str, float]]:
     """``run``'s steps with one rollout thread per engine generating continuously
-    (``cfg.async_``); single-turn tasks: ``run.tasks`` in the synchronous run's order, or any
-    ``groups`` source (``TaskMixer.groups`` mixes task families by ratio). Returns the
-    evaluations made."""
+    (``cfg.async_``): single-turn samples, or sessions of the external ``agent``, of
+    ``run.tasks`` in the synchronous run's order, or of any ``groups`` source
+    (``TaskMixer.groups`` mixes task families by ratio). Returns the evaluations made."""
     engines = [engine] if isinstance(engine, Engine) else list(engine)
     return rl_loop(run, AsyncEpisodes(engines, run.tokenizer, run.tasks, run.reward_fn,
                                       run.cfg, run.algo.dynamic_sampling, run.shaping, run.seed,
-                                      run.start_step, groups, run.prompt_budgets))
+                                      run.start_step, groups, run.prompt_budgets, agent))
 
 
 def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
@@ -191,8 +193,13 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
                 sync_weights(trainer, e, start, cfg=sync)
-            if cfg.rl.mode == "async":
-                run_async_rl(run, engines)
-            else:
-                run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn)
+            external = parts.rollout_fn if cfg.agent.plays_externally else None
+            try:
+                if cfg.rl.mode == "async":
+                    run_async_rl(run, engines, agent=external)
+                else:
+                    run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn)
+            finally:
+                if external is not None:
+                    external.close()  # its server (a later stage's use starts a new one)
         return trainer.export_model()

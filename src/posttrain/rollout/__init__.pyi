@@ -3,7 +3,7 @@
 from .agent import AgentRollout
 from .async_source import AsyncEpisodes
 from .evaluation import evaluate, rollout_metrics
-from .external_agent import ExternalAgentRollout, command_agent
+from .external import ExternalAgentRollout, command_agent
 from .greedy_baseline import GreedyBaseline
 from .judged import JudgedRollout
 from .reward_shaping import informative, shape_rewards

@@ -1,9 +1,10 @@
-"""``AsyncRollout``: one rollout thread per ``RolloutWorker`` keeps its engine busy while the
-trainer trains, all feeding one ``RolloutBuffer`` under one ``Dispatcher``'s pacing.
+"""``AsyncRollout``: one rollout thread per ``Worker`` keeps its engine busy while the trainer
+trains, all feeding one ``RolloutBuffer`` under one ``Dispatcher``'s pacing.
 
-An engine is touched by its own rollout thread only. The trainer asks for work on the engines
-(a weight sync, an evaluation) with ``call``; each thread runs it at its next chunk boundary —
-with ``drain=True`` only once its samples in flight have finished (no partial rollout). A call
+An engine is used by its own worker only. The trainer asks for work on the engines (a weight
+sync, an evaluation) with ``call``; each thread runs it, through its worker's ``exclusive``, at
+its next step boundary — with ``drain=True`` only once its samples in flight have finished (no
+partial rollout). A call
 that does not start within its timeout raises ``WeightSyncError``: a hang is an error, never a
 silent stall. An engine that was restarted (``EngineRestarted``) loses its samples in flight;
 they go back to the dispatcher and are generated again, and the buffer's ledger keeps any
@@ -17,20 +18,40 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from posttrain.engines import Engine, EngineRestarted
 from posttrain.rollout.buffer import RolloutBuffer
-from posttrain.rollout.dispatch import Dispatcher
-from posttrain.rollout.worker import RolloutWorker
+from posttrain.rollout.dispatch import Dispatcher, SampleRequest
 from posttrain.types import Episode
 from posttrain.types.errors import WeightSyncError
 
+T = TypeVar("T")
 Job = tuple[Callable[[Engine], Any], bool, Future]
 
 
+class Worker(Protocol):
+    """What a rollout thread drives: ``RolloutWorker`` (single-turn samples, a chunk at a time)
+    or ``ExternalAgentWorker`` (sessions of an external agent). ``step`` advances the samples
+    in flight and returns those that finished; ``exclusive`` runs ``fn`` on the engine with
+    nothing generating. A worker whose ``step`` may raise ``EngineRestarted`` also has
+    ``abandon``, which drops its samples in flight and returns their requests."""
+
+    engine: Engine
+    inflight: list
+    tokens_generated: int
+
+    def admit(self, request: SampleRequest) -> None: ...
+
+    def step(self) -> list[tuple[SampleRequest, Episode]]: ...
+
+    def exclusive(self, fn: Callable[[Engine], T]) -> T: ...
+
+    def close(self) -> None: ...
+
+
 class AsyncRollout:
-    def __init__(self, workers: Sequence[RolloutWorker], dispatcher: Dispatcher,
+    def __init__(self, workers: Sequence[Worker], dispatcher: Dispatcher,
                  buffer: RolloutBuffer, capacity: int) -> None:
         self.workers, self.dispatcher, self.buffer = list(workers), dispatcher, buffer
         self.capacity = capacity  # samples in flight per worker
@@ -137,7 +158,7 @@ class AsyncRollout:
         if job is not None:
             fn, _, future = job
             try:
-                future.set_result(fn(worker.engine))
+                future.set_result(worker.exclusive(fn))
             except BaseException as exc:  # the trainer re-raises it
                 future.set_exception(exc)
             with self.cond:
@@ -161,7 +182,7 @@ class AsyncRollout:
             self.cond.notify_all()
         return True
 
-    def _admit(self, worker: RolloutWorker) -> None:
+    def _admit(self, worker: Worker) -> None:
         while len(worker.inflight) < self.capacity:
             request = self.dispatcher.next()
             if request is None:

@@ -1,7 +1,8 @@
 """``AsyncEpisodes``: where an asynchronous RL step's episodes come from, for the one RL loop
 (``recipes.rl.rl_loop``; the synchronous twin is ``single_turn.SyncEpisodes``). Rollout
-threads generate continuously under a staleness bound (single-turn, sample-level dispatch,
-partial rollout; docs/async.md); a step takes complete groups from them."""
+threads generate continuously under a staleness bound (single-turn samples or an external
+agent's sessions, sample-level dispatch, partial rollout; docs/async.md); a step takes complete
+groups from them."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import TypeVar
 from posttrain.engines import Engine, row_seeds
 from posttrain.envs import Task, seek_step
 from posttrain.rewards import RewardFunction
-from posttrain.rollout.async_loop import AsyncRollout
+from posttrain.rollout.async_loop import AsyncRollout, Worker
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, GroupSource
+from posttrain.rollout.external import ExternalAgentRollout
 from posttrain.rollout.missing import fill_missing
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.reward_shaping import informative, shape_rewards
@@ -58,7 +60,9 @@ class AsyncEpisodes:
     prompt ``n % B`` of the synchronous run's step ``n // B`` with its per-sample seeds (or any
     ``groups`` source), so at ``max_staleness: 0`` the tokens are the synchronous run's. A group
     is shaped, then dropped and replaced if stale (``stale: drop``) or, with dynamic sampling,
-    without signal, until ``B`` are kept or ``max_rounds * B`` were dropped."""
+    without signal, until ``B`` are kept or ``max_rounds * B`` were dropped. With ``agent``
+    each sample is a session of that external agent (``ExternalAgentWorker``), and evaluation
+    plays sessions too."""
 
     title = "RL (async)"
     on_policy = False  # the update's mismatch includes the policy's lag behind the samples
@@ -66,22 +70,24 @@ class AsyncEpisodes:
     def __init__(self, engines: Sequence[Engine], tokenizer, tasks, reward_fn: RewardFunction,
                  cfg: RLConfig, dynamic: DynamicSamplingConfig, shaping: Sequence[ShapingRule],
                  seed: int, start_step: int, groups: GroupSource | None = None,
-                 prompt_budgets: PromptBudgets | None = None) -> None:
+                 prompt_budgets: PromptBudgets | None = None,
+                 agent: ExternalAgentRollout | None = None) -> None:
         acfg, b, g = cfg.async_, cfg.prompts_per_step, cfg.group_size
         self.prompt_budgets = prompt_budgets
         self.cfg, self.dynamic, self.shaping, self.engines = cfg, dynamic, shaping, engines
         self.reward_fn = reward_fn
         chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
         sampling = cfg.params((tokenizer.eos_token_id,))
-        self.workers = [RolloutWorker(e, tokenizer, reward_fn, sampling, chunk)
-                        for e in engines]
+        self.workers: list[Worker] = [
+            RolloutWorker(e, tokenizer, reward_fn, sampling, chunk) if agent is None
+            else agent.worker(e, tokenizer, reward_fn, sampling) for e in engines]
         dispatcher = Dispatcher(groups or step_groups(tasks, seed, b, g), g, b,
                                 acfg.max_staleness, acfg.max_inflight_per_group,
                                 start_group=start_step * b)
         self.buffer = RolloutBuffer(g, acfg.max_overtake)
         capacity = acfg.capacity or -(-b * g // len(self.workers))
         self.loop = AsyncRollout(self.workers, dispatcher, self.buffer, capacity)
-        self.rollout_fn = rollout  # evaluation plays single turns
+        self.rollout_fn = agent or rollout  # what evaluation plays
         self.version = 0
         self._marks = (0.0, 0.0, 0)
 
@@ -91,6 +97,8 @@ class AsyncEpisodes:
 
     def __exit__(self, *exc) -> None:
         self.loop.__exit__(*exc)
+        for worker in self.workers:
+            worker.close()
 
     def _generated(self) -> int:
         return sum(w.tokens_generated for w in self.workers)

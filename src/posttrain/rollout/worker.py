@@ -9,7 +9,9 @@ Because draws are counter-based (``engines.sampling``) chunking alone never chan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from posttrain.engines import Engine
 from posttrain.models import encode_prompt
@@ -17,6 +19,8 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout.dispatch import SampleRequest
 from posttrain.rollout.single_turn import score_sample
 from posttrain.types import Episode, SamplingParams
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -83,6 +87,13 @@ class RolloutWorker:
                                str(f.request.group))
         episode.meta["sample_id"] = f.request.sample_id
         return episode
+
+    def exclusive(self, fn: Callable[[Engine], T]) -> T:
+        """``fn(engine)``: nothing else generates on this worker's engine between steps."""
+        return fn(self.engine)
+
+    def close(self) -> None:
+        """Nothing to release: the engine is its owner's."""
 
     def abandon(self) -> list[SampleRequest]:
         """Drop every in-flight sample (the worker is going away); returns their requests."""

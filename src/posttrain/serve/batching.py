@@ -10,7 +10,8 @@ that restarted (``EngineRestarted``) is asked once more.
 
 ``pause`` refuses new requests (``EngineBusy``) and waits until none is queued or running, so
 the engine's weights can change under nobody; ``resume`` lets requests in again; ``close``
-ends the worker.
+ends the worker. ``exclusive`` gives the engine to its caller without refusing anyone: new
+requests wait until it is done and then run (under the weights it left).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import queue
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from posttrain.engines import Engine, EngineRestarted, GenerationOutput
@@ -46,7 +49,7 @@ class Batcher:
         self.engine_calls = self.rows = self.most_rows = 0  # the load figures
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._state = threading.Condition()
-        self._pending, self._paused = 0, False
+        self._pending, self._paused, self._held = 0, False, False
         threading.Thread(target=self._work, daemon=True, name="batcher").start()
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams
@@ -54,6 +57,7 @@ class Batcher:
         """``engine.generate(prompts, sampling)``'s answer, computed in a shared batch."""
         job = _Job(prompts, sampling, resolve_seeds(len(prompts), sampling, None), Future())
         with self._state:
+            self._state.wait_for(lambda: not self._held)
             if self._paused:
                 raise EngineBusy("the engine is paused while its weights change; retry")
             self._pending += 1
@@ -69,9 +73,28 @@ class Batcher:
         """Refuse new requests and wait until the queued and running ones are done."""
         with self._state:
             self._paused = True
-            if not self._state.wait_for(lambda: self._pending == 0, timeout_s):
-                raise TimeoutError(f"{self._pending} requests still running after "
-                                   f"{timeout_s} s")
+            self._wait_idle(timeout_s)
+
+    @contextmanager
+    def exclusive(self, timeout_s: float | None = None) -> Iterator[Engine]:
+        """The engine, to the caller alone: new requests wait (they are not refused) and the
+        queued and running ones finish first; on exit the waiting ones go on."""
+        with self._state:
+            self._state.wait_for(lambda: not self._held)
+            self._held = True
+        try:
+            with self._state:
+                self._wait_idle(timeout_s)
+            yield self.engine
+        finally:
+            with self._state:
+                self._held = False
+                self._state.notify_all()
+
+    def _wait_idle(self, timeout_s: float | None) -> None:
+        """Until no request is queued or running (the caller holds ``_state``)."""
+        if not self._state.wait_for(lambda: self._pending == 0, timeout_s):
+            raise TimeoutError(f"{self._pending} requests still running after {timeout_s} s")
 
     def resume(self) -> None:
         with self._state:

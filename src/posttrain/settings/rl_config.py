@@ -76,7 +76,8 @@ class AsyncConfig(Section):
     ``chunk_tokens`` at a time (null: whole completions; each chunk re-prefills what a sample
     has so far); at a weight update a ``partial_rollout`` (needs ``chunk_tokens``) resumes its
     in-flight samples under the new weights at the next chunk boundary, otherwise the update
-    waits for them to finish. Length-bias control:
+    waits for them to finish. An external agent's samples are sessions: not chunked, and a
+    partial rollout resumes them at their next call. Length-bias control:
     ``max_inflight_per_group`` samples of a group at once (null: all), and a finished group is
     held back while more than ``max_overtake`` older groups are unfinished (null: never)."""
 
@@ -87,13 +88,6 @@ class AsyncConfig(Section):
     partial_rollout: bool = False
     max_inflight_per_group: int | None = Field(None, ge=1)
     max_overtake: int | None = Field(None, ge=0)
-
-    @model_validator(mode="after")
-    def _partial_needs_chunks(self) -> AsyncConfig:
-        if self.partial_rollout and self.chunk_tokens is None:
-            raise ValueError("rl.async.partial_rollout interrupts generation between chunks: "
-                             "it needs rl.async.chunk_tokens")
-        return self
 
 
 class RLConfig(SampledStageConfig):

@@ -1,0 +1,57 @@
+"""An external agent, ``agent(base_url, api_key, task) -> reward | None``, and how it runs.
+
+``command_agent(cmd)`` is an agent that runs a program: the task as JSON on its stdin,
+``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` set,
+and its reward (if any) as the last line of its output. ``start`` runs an agent in a thread of
+its own that never holds up the process's exit (an agent that hangs is abandoned, not joined).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from posttrain.envs import Task
+
+AgentFn = Callable[[str, str, Task], Any]
+
+
+def command_agent(command: str, timeout_s: float = 600.0) -> AgentFn:
+    """An agent that is a program (see the module's docstring)."""
+    def agent(base_url: str, api_key: str, task: Task) -> float | None:
+        env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key,
+               "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"),
+               "ANTHROPIC_API_KEY": api_key}
+        row = {"messages": task.messages(), "reference": task.reference,
+               "row": getattr(task, "row", {})}
+        done = subprocess.run(shlex.split(command), input=json.dumps(row), env=env,
+                              capture_output=True, text=True, timeout=timeout_s)
+        if done.returncode != 0:
+            raise RuntimeError(f"{command!r} exited with {done.returncode}: "
+                               f"{done.stderr.strip()[-500:]}")
+        last = (done.stdout.strip().splitlines() or [""])[-1]
+        try:
+            return float(last)
+        except ValueError:
+            return None  # (a non-finite number is treated the same, by the rollout)
+    return agent
+
+
+def start(agent: AgentFn, base_url: str, api_key: str, task: Task) -> Future:
+    """``agent(base_url, api_key, task)`` running in a daemon thread; its result or error."""
+    future: Future = Future()
+
+    def play() -> None:
+        try:
+            future.set_result(agent(base_url, api_key, task))
+        except BaseException as exc:  # the rollout records it on the episode
+            future.set_exception(exc)
+
+    threading.Thread(target=play, daemon=True, name="posttrain-agent").start()
+    return future
