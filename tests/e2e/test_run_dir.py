@@ -87,6 +87,10 @@ def test_an_interrupted_run_says_how_to_resume_and_resumes_without_repeating_a_r
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["process_seconds"]) == 2
     assert summary["wall_seconds"] == pytest.approx(sum(summary["process_seconds"]))
+    # counted across the resume: 4 steps of 4 rows (one micro-batch each), the checkpoints
+    # of steps 2 (before the interruption) and 4
+    assert summary["counters"] == {"rl": {"optimizer_steps": 4, "micro_batches": 4,
+                                          "checkpoints": 2}}
 
 
 def test_resume_refuses_a_config_that_trains_something_else(tmp_path):

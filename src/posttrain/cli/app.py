@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from posttrain.cli.config_cmd import config_app
 from posttrain.cli.output import console
 from posttrain.cli.output import fail as _fail
 from posttrain.cli.tau import tau_app
@@ -21,6 +22,7 @@ app = typer.Typer(
 )
 app.add_typer(tau_app, name="tau")
 app.add_typer(template_app, name="template")
+app.add_typer(config_app, name="config")
 
 
 def _version(shown: bool) -> None:

@@ -146,6 +146,7 @@ class RunParts:
     def __init__(self, cfg: RunConfig, reporter: Reporter | None = None, rank: int = 0) -> None:
         self.cfg, self.rank = cfg, rank
         self.started, self.earlier_seconds = time.time(), []
+        self.counters: dict[str, dict[str, int]] = {}  # per stage (``checkpointer``)
         self.out = Path(cfg.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.reporter = reporter or (
@@ -210,15 +211,19 @@ class RunParts:
 
     def checkpointer(self, trainer: PolicyTrainer, tokenizer, stage: str, evals: dict,
                      critic: Trainer | None = None) -> Callable[[int], None]:
-        """``on_step_end``: a checkpoint every ``checkpoint_every`` steps. Its cursor holds the
-        stage, its step, the evaluations so far, the records' lengths and each process's
-        seconds."""
+        """``on_step_end``: the stage's ``counters`` (the trainer's optimiser steps and
+        micro-batches, the checkpoints written), and a checkpoint every ``checkpoint_every``
+        steps. Its cursor holds the stage, its step, the evaluations and counters so far, the
+        records' lengths and each process's seconds."""
         every = self.cfg.checkpoint_every
 
         def on_step_end(step: int) -> None:
+            counts = self.counters.setdefault(stage, {"checkpoints": 0})
+            counts |= trainer.apply(Trainer.counters)
             if every and step % every == 0:
+                counts["checkpoints"] += 1
                 cursor = {"stage": stage, "step": step, "evals": evals,
-                          "records": record_sizes(self.out),
+                          "counters": self.counters, "records": record_sizes(self.out),
                           "process_seconds": self.process_seconds()}
                 save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
                                 critic, write=self.rank == 0, keep_last=self.cfg.keep_last,

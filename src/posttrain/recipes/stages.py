@@ -36,7 +36,7 @@ class Recipe(RunParts):
     def run(self, resume: bool = False) -> dict[str, Any]:
         """Every stage (from the newest checkpoint's, with ``resume``: its records cut back to
         that checkpoint); returns the summary (the evaluations, the wall time in all and per
-        process), also written to ``summary.json``."""
+        process, each stage's ``counters``), also written to ``summary.json``."""
         cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -50,6 +50,7 @@ class Recipe(RunParts):
             cursor = torch.load(ckpt / "trainer_state.pt", weights_only=False)["cursor"]
             self.reporter.message(f"resuming from {ckpt.name}")
             self.earlier_seconds = cursor.get("process_seconds", [])
+            self.counters = cursor.get("counters", {})
         if self.rank == 0:
             if ckpt is None:
                 clear_records(self.out)
@@ -77,7 +78,7 @@ class Recipe(RunParts):
             evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer)
         seconds = self.process_seconds()
         summary = {**evals, "wall_seconds": sum(seconds), "process_seconds": seconds,
-                   "out_dir": str(self.out)}
+                   "counters": self.counters, "out_dir": str(self.out)}
         if self.rank == 0:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
             if self.reporter.path.is_file():

@@ -91,6 +91,7 @@ class Trainer:
         self.scorer = self.parallel.wrap(model) if self.parallel else Scorer(model)
         self.optimizer, self.scheduler = build_optimizer(model, optim, total_steps)
         self.step = 0
+        self.optimizer_steps = self.micro_batches = 0  # attempted, skipped ones too
         self.bad_steps = 0
         self.consecutive_bad = 0
         self.entropy_alpha = 0.0  # adaptive entropy bonus: the controller's alpha
@@ -169,6 +170,8 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         parts = batch.split(micro_size or self.settings.micro_batch_size)
+        self.optimizer_steps += 1
+        self.micro_batches += len(parts)  # over all processes
         mine = [(p, True) for p in parts] if self.parallel is None else self.parallel.shard(parts)
         for mb, live in mine:
             with self.precision.autocast():
@@ -208,6 +211,10 @@ class Trainer:
         return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 0.0,
                 "bad_steps": float(self.bad_steps), **sums}
 
+    def counters(self) -> dict[str, int]:
+        """Optimiser steps and micro-batches run so far (``posttrain config explain``'s)."""
+        return {"optimizer_steps": self.optimizer_steps, "micro_batches": self.micro_batches}
+
     # -- weights and state -------------------------------------------------------------------
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Parameters for an engine's ``update_weights`` (LoRA: merged, under the plain
@@ -237,6 +244,8 @@ class Trainer:
             **({"optimizer": whole} if optimizer else {}),
             "scheduler": self.scheduler.state_dict(),
             "step": self.step,
+            "optimizer_steps": self.optimizer_steps,
+            "micro_batches": self.micro_batches,
             "bad_steps": self.bad_steps,
             "consecutive_bad": self.consecutive_bad,
             "entropy_alpha": self.entropy_alpha,
@@ -253,6 +262,8 @@ class Trainer:
                                       self.sharded)
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = state["step"]
+        self.optimizer_steps = state.get("optimizer_steps", self.step)  # (older checkpoints)
+        self.micro_batches = state.get("micro_batches", 0)
         self.bad_steps = state["bad_steps"]
         self.consecutive_bad = state["consecutive_bad"]
         self.entropy_alpha = state["entropy_alpha"]

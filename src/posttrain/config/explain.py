@@ -1,0 +1,145 @@
+"""``posttrain config explain``: the resolved config, where each value came from, and what each
+stage will do.
+
+Where a value came from: ``override`` when a ``dotted.key=value`` override set it (or a
+section above it), ``file`` when the config file did, else ``default``.
+
+What a stage does (``plan``), as its recipe does it: an optimiser step trains on the step's
+rows — RL: ``prompts_per_step x group_size`` samples (x ``task.efforts`` levels) split into
+``mini_batches`` parts, each pass of ``epochs``; on-policy distillation: ``prompts_per_step x
+group_size`` samples; SFT and offline distillation: ``batch_size`` conversations; preference
+optimisation: ``batch_size`` pairs, two rows each. Each optimiser step runs its rows in
+micro-batches of ``trainer.micro_batch_size`` rows (pairs kept whole: an even size), split
+among ``dist.trainer_processes``. A sampling step samples at most ``rows x max_new_tokens``
+tokens (x ``agent.max_turns`` in posttrain's agent loop). A checkpoint follows every
+``checkpoint_every``-th step. Held-out evaluation runs before the first stage and after each,
+and within RL and on-policy distillation (held-out tasks) and preference optimisation
+(held-out pairs) after every ``eval_every``-th step and the last. The numbers are those of a
+run that keeps every group (dynamic sampling may train on fewer rows) and packs nothing
+(``sft.pack_tokens`` makes fewer, longer rows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from posttrain.config.schema import RunConfig
+
+
+def leaves(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(dotted.key, value)`` for every leaf of a nested mapping (a mapping or list value that
+    is empty is a leaf)."""
+    if isinstance(tree, dict) and tree:
+        for key, value in tree.items():
+            yield from leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, tree
+
+
+def sources(resolved: dict, file_tree: dict, overrides: Sequence[str]) -> dict[str, str]:
+    """Each resolved leaf's source: ``override``, ``file`` or ``default``."""
+    overridden = [o.split("=", 1)[0].strip() for o in overrides]
+    from_file = [key for key, _ in leaves(file_tree)]
+
+    def under(key: str, keys: list[str]) -> bool:
+        return any(key == k or key.startswith(f"{k}.") or k.startswith(f"{key}.")
+                   for k in keys)
+
+    return {key: "override" if under(key, overridden) else "file" if under(key, from_file)
+            else "default" for key, _ in leaves(resolved)}
+
+
+def split_sizes(rows: int, parts: int) -> list[int]:
+    """The sizes ``Batch.split(ceil(rows / parts))`` makes."""
+    size = math.ceil(rows / parts)
+    return [min(size, rows - start) for start in range(0, rows, size)]
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What stage ``stage`` does, step by step and in all."""
+
+    stage: str
+    steps: int
+    rows_per_step: int
+    optimizer_steps_per_step: int
+    micro_batches_per_step: int  # over all processes
+    micro_batches_per_optimizer_step: int  # the most any of the step's optimiser steps runs
+    processes: int
+    sampled_tokens_per_step: int | None  # at most; None: the stage samples nothing
+    checkpoints: int
+    evals: int  # within the stage (the one after it not counted)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.steps * self.optimizer_steps_per_step
+
+    @property
+    def micro_batches(self) -> int:
+        return self.steps * self.micro_batches_per_step
+
+    def as_dict(self) -> dict:
+        """The plan and its totals."""
+        return {**dataclasses.asdict(self), "optimizer_steps": self.optimizer_steps,
+                "micro_batches": self.micro_batches,
+                "micro_batches_per_process": self.micro_batches_per_process}
+
+    @property
+    def micro_batches_per_process(self) -> int:
+        """Per optimiser step and process, at most: the gradient accumulation."""
+        return math.ceil(self.micro_batches_per_optimizer_step / self.processes)
+
+
+def _count(steps: int, every: int, last_too: bool) -> int:
+    if not every:
+        return 0
+    return steps // every + (1 if last_too and steps % every else 0)
+
+
+def plan(cfg: RunConfig) -> list[StagePlan]:
+    """Each of ``cfg.stages``' plan (see the module docstring)."""
+    mbs, procs = cfg.trainer.micro_batch_size, cfg.dist.trainer_processes
+    levels = len(cfg.task.efforts or [None])
+    plans = []
+    for stage in cfg.stages:
+        section = getattr(cfg, stage)
+        notes: list[str] = []
+        sampled, evals, passes, micro = None, 0, 1, mbs
+        if stage == "rl":
+            rows = section.prompts_per_step * section.group_size * levels
+            passes = section.epochs * section.mini_batches
+            parts = split_sizes(rows, section.mini_batches) * section.epochs
+            turns = 1 if cfg.single_turn or cfg.agent.plays_externally else cfg.agent.max_turns
+            sampled = rows * section.max_new_tokens * turns
+            evals = _count(section.steps, section.eval_every, True)
+            if cfg.agent.plays_externally:
+                notes.append("an external agent makes as many calls as it likes: sampled "
+                             "tokens are counted for one call a session")
+            if cfg.algo.dynamic_sampling.enabled:
+                notes.append("dynamic sampling keeps only groups with signal: fewer rows, or "
+                             "more samples drawn to refill them")
+        elif stage == "opd":
+            rows = section.prompts_per_step * section.group_size * levels
+            parts, sampled = [rows], rows * section.max_new_tokens
+            evals = _count(section.steps, section.eval_every, True)
+        elif stage == "pref":
+            rows, micro = 2 * section.batch_size, 2 * max(1, mbs // 2)
+            parts, evals = [rows], _count(section.steps, section.eval_every, True)
+        else:  # sft, distill
+            rows, parts = section.batch_size, [section.batch_size]
+            if stage == "distill" and section.lam > 0:
+                sampled = rows * section.max_new_tokens
+            if stage == "sft" and section.pack_tokens:
+                notes.append(f"sft.pack_tokens={section.pack_tokens} packs the conversations "
+                             "into fewer rows: fewer micro-batches")
+        micro_batches = [math.ceil(p / micro) for p in parts]
+        plans.append(StagePlan(stage, section.steps, rows, passes, sum(micro_batches),
+                               max(micro_batches), procs, sampled,
+                               _count(section.steps, cfg.checkpoint_every, False), evals,
+                               notes))
+    return plans
