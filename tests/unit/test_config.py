@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 
 from posttrain.config import ConfigError, RunConfig, apply_override, build_config, load_config
@@ -182,3 +184,12 @@ def test_a_preset_architecture_is_checked_and_needs_a_preset():
         load_config(None, ["model.architecture=mamba"])
     with pytest.raises(ConfigError, match="shapes a tiny preset"):
         load_config(None, ["model.preset=null", "model.path=/m", "model.architecture=qwen2"])
+
+
+def test_a_tracker_that_is_not_installed_is_a_config_error(monkeypatch):
+    assert load_config(None, ["report_to=[tensorboard, tensorboard]"]).report_to == [
+        "tensorboard"]
+    monkeypatch.setitem(sys.modules, "trackio", None)  # as if it were not installed
+    with pytest.raises(ConfigError, match=r"report_to: trackio not installed: pip install "
+                                          r"'posttrain\[tracking\]'"):
+        load_config(None, ["report_to=[wandb, trackio]"])

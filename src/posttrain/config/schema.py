@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -89,7 +90,9 @@ class RunConfig(Section):
     all), in ``checkpoint_format`` ``whole`` (a ``from_pretrained`` model and the optimiser
     state, gathered from every trainer process) or ``sharded`` (each process writes its own
     shards through ``torch.distributed.checkpoint``; ``posttrain export`` makes a model of
-    one). Either resumes on any number of trainer processes."""
+    one). Either resumes on any number of trainer processes. ``report_to``: experiment trackers
+    that receive every logged metric and each held-out evaluation's samples besides
+    ``metrics.jsonl`` (docs/tracking.md)."""
 
     seed: int = 0
     out_dir: str = "runs/quickstart"
@@ -99,6 +102,8 @@ class RunConfig(Section):
     checkpoint_every: int = Field(50, ge=0)
     keep_last: int = Field(2, ge=0)
     checkpoint_format: Literal["whole", "sharded"] = "whole"
+    report_to: list[Literal["tensorboard", "wandb", "trackio", "mlflow"]] = Field(
+        default_factory=list)
     model: ModelConfig = ModelConfig()
     engine: EngineConfig = EngineConfig()
     task: TaskConfig = TaskConfig()
@@ -116,6 +121,15 @@ class RunConfig(Section):
     eval: EvalConfig = EvalConfig()
     trainer: TrainerConfig = TrainerConfig()
     dist: DistConfig = DistConfig()
+
+    @field_validator("report_to")
+    @classmethod
+    def _trackers_installed(cls, names: list[str]) -> list[str]:
+        missing = [n for n in names if importlib.util.find_spec(n) is None]
+        if missing:
+            raise ValueError(f"{', '.join(missing)} not installed: pip install "
+                             "'posttrain[tracking]'")
+        return list(dict.fromkeys(names))
 
     @property
     def single_turn(self) -> bool:

@@ -175,8 +175,11 @@ class RunParts:
                                   self.cfg.seed)
                 for part, j in judges.items()})
 
-    def evaluate(self, engine: Engine, tokenizer) -> dict[str, float]:
-        return self.evaluation(engine, tokenizer)[1]
+    def evaluate(self, engine: Engine, tokenizer, name: str) -> dict[str, float]:
+        """``evaluation``'s metrics; its samples go to the trackers as ``name``."""
+        episodes, metrics = self.evaluation(engine, tokenizer)
+        self.reporter.samples(name, episodes, tokenizer)
+        return metrics
 
     def evaluation(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
         """The held-out episodes (``eval.samples`` a problem) and their metrics."""

@@ -1,17 +1,21 @@
-"""Where a run's numbers go: ``metrics.jsonl``, progress (a rich bar, or lines without a
-terminal), and ``curves.png``."""
+"""Where a run's numbers go: ``metrics.jsonl`` (and the ``report_to`` trackers), progress (a
+rich bar, or lines without a terminal), and ``curves.png``."""
 
 from __future__ import annotations
 
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from posttrain.recipes.tracking import Tracker, sample_rows
+from posttrain.types import Episode
 
 
 def _jsonable(v: Any) -> Any:
@@ -84,18 +88,36 @@ class StepProgress:
 
 class Reporter(StepProgress):
     """``StepProgress`` that also appends ``{"stage", "step", ...metrics}`` lines to
-    ``<out_dir>/metrics.jsonl``."""
+    ``<out_dir>/metrics.jsonl`` and hands them, and held-out samples, to ``trackers``
+    (``recipes.tracking``; ``close`` ends them)."""
 
     def __init__(self, out_dir: str | Path, console: Console | None = None, quiet: bool = False,
-                 every_s: float = 30.0):
+                 every_s: float = 30.0, trackers: Sequence[Tracker] = ()):
         super().__init__(console, quiet, every_s)
         self.path = Path(out_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.trackers = list(trackers)
 
     def log(self, stage: str, step: int, metrics: dict[str, Any]) -> None:
         row = {"stage": stage, "step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
+        for tracker in self.trackers:
+            tracker.log(stage, step, metrics)
+
+    def samples(self, name: str, episodes: Sequence[Episode], tokenizer) -> None:
+        """Held-out episodes as the trackers' table ``samples/<name>``."""
+        if self.trackers:
+            rows = sample_rows(episodes, tokenizer)
+            for tracker in self.trackers:
+                tracker.table(name, rows)
+
+    def close(self) -> None:
+        """End the trackers' runs."""
+        self.finish()
+        for tracker in self.trackers:
+            tracker.close()
+        self.trackers = []
 
 
 SAMPLED = ("rl", "opd")  # stages that log reward and accuracy of their own samples

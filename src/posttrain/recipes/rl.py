@@ -138,7 +138,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                 metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
             source.release(len(episodes) // cfg.group_size)
             if run.eval_due(step):
-                result = source.first(lambda e: run.held_out(e, source.rollout_fn))
+                result = source.first(lambda e: run.held_out(e, step, source.rollout_fn))
                 metrics |= run.record_eval(step, result, evals)
             run.finish_step(step, metrics | source.stats())
     run.reporter.finish()

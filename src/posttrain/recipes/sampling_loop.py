@@ -14,7 +14,8 @@ from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.recipes.report import Reporter
 from posttrain.rewards import RewardFunction
-from posttrain.rollout import evaluate, rollout
+from posttrain.rollout import rollout
+from posttrain.rollout.evaluation import evaluation_episodes, evaluation_metrics
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.settings import (
     ActorConfig,
@@ -51,11 +52,15 @@ class LoopRun:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
         return self.cfg.due(self.cfg.eval_every, step)
 
-    def held_out(self, engine: Engine, rollout_fn: Callable[..., list] = rollout
+    def held_out(self, engine: Engine, step: int, rollout_fn: Callable[..., list] = rollout
                  ) -> dict[str, float]:
-        """Held-out evaluation of the weights ``engine`` holds."""
-        return evaluate(engine, self.tokenizer, self.eval_tasks, self.reward_fn, self.eval_cfg,
-                        self.accuracy_part, rollout_fn=rollout_fn)
+        """Held-out evaluation of the weights ``engine`` holds after step ``step`` (0-based);
+        its samples go to the trackers as ``<stage>_step_<n>``."""
+        episodes = evaluation_episodes(engine, self.tokenizer, self.eval_tasks, self.reward_fn,
+                                       self.eval_cfg, self.seed, rollout_fn)
+        self.reporter.samples(f"{self.STAGE}_step_{step + 1}", episodes, self.tokenizer)
+        return evaluation_metrics(episodes, self.eval_tasks, self.reward_fn, self.eval_cfg,
+                                  self.accuracy_part)
 
     @staticmethod
     def record_eval(step: int, result: dict[str, float], evals: list[dict]) -> dict[str, float]:

@@ -23,6 +23,7 @@ from posttrain.recipes.report import plot_curves
 from posttrain.recipes.rl import rl_stage
 from posttrain.recipes.run_dir import clear_records, truncate_records
 from posttrain.recipes.sft import sft_stage
+from posttrain.recipes.tracking import open_trackers
 from posttrain.train import is_sharded, latest_checkpoint
 
 # stage name -> stage(parts, model, tokenizer, engine, checkpoint or None, evals) -> model
@@ -35,8 +36,18 @@ class Recipe(RunParts):
 
     def run(self, resume: bool = False) -> dict[str, Any]:
         """Every stage (from the newest checkpoint's, with ``resume``: its records cut back to
-        that checkpoint); returns the summary (the evaluations, the wall time in all and per
-        process, each stage's ``counters``), also written to ``summary.json``."""
+        that checkpoint), reported to ``report_to``'s trackers too; returns the summary (the
+        evaluations, the wall time in all and per process, each stage's ``counters``), also
+        written to ``summary.json``."""
+        if self.rank == 0:
+            self.reporter.trackers = open_trackers(
+                self.cfg.report_to, self.out, self.cfg.model_dump(mode="json", by_alias=True))
+        try:
+            return self._stages(resume)
+        finally:
+            self.reporter.close()
+
+    def _stages(self, resume: bool) -> dict[str, Any]:
         cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -66,7 +77,7 @@ class Recipe(RunParts):
         engine = make_engine(cfg, model, model_dir, tokenizer)
         evals: dict[str, dict] = cursor["evals"]
         if "eval_before" not in evals:
-            evals["eval_before"] = self.evaluate(engine, tokenizer)
+            evals["eval_before"] = self.evaluate(engine, tokenizer, "eval_before")
         stages = cfg.stages
         if cursor["stage"] is not None:
             stages = stages[stages.index(cursor["stage"]):]
@@ -75,7 +86,8 @@ class Recipe(RunParts):
             model = STAGES[stage](self, model, tokenizer, engine, stage_ckpt, evals)
             self.on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
-            evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer)
+            evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer,
+                                                         f"eval_after_{stage}")
         seconds = self.process_seconds()
         summary = {**evals, "wall_seconds": sum(seconds), "process_seconds": seconds,
                    "counters": self.counters, "out_dir": str(self.out)}
