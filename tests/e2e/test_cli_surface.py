@@ -12,7 +12,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from posttrain.cli import app as cli
-from posttrain.recipes.report import StepProgress
+from posttrain.recipes.reporting import StepProgress
 
 runner = CliRunner()
 

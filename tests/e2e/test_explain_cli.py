@@ -32,6 +32,7 @@ def test_the_plan_is_what_the_run_counts(tmp_path):
     counted = json.loads((out / "summary.json").read_text())["counters"]
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert list(plans) == list(counted) == ["sft", "pref", "rl"]
+    assert all((out / f"curves_{stage}.png").stat().st_size > 10_000 for stage in plans)
     for stage, plan in plans.items():
         assert counted[stage] == {
             "optimizer_steps": plan["optimizer_steps"],

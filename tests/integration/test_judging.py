@@ -141,6 +141,7 @@ def reward_model_cli(tmp_path, out, *settings: str) -> str:
         "reward-model", "configs/quickstart.yaml", f"out_dir={tmp_path / 'base'}",
         "model.preset=nano", "rm.batch_size=4", "--out", str(out), *settings])
     assert trained.exit_code == 0, trained.output
+    assert (tmp_path / "base" / "curves_reward_model.png").stat().st_size > 10_000
     return trained.output
 
 

@@ -31,7 +31,7 @@ def check(
     reward 1."""
     from posttrain.envs.tau.gold import gold_check
     from posttrain.envs.tau.tasks import load_tasks
-    from posttrain.recipes.report import StepProgress
+    from posttrain.recipes.reporting import StepProgress
 
     try:
         tasks = load_tasks(domain)
@@ -108,7 +108,7 @@ def eval_(
     from posttrain.harness.context import RETENTION
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.recipes.build import tau_tasks
-    from posttrain.recipes.report import StepProgress
+    from posttrain.recipes.reporting import StepProgress
     from posttrain.recipes.tau_eval import play, summarize
     from posttrain.types import SamplingParams, write_episodes
 

@@ -1,6 +1,6 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
-from .report import Reporter, plot_curves
+from .reporting import Reporter, plot_curves
 from .rl import run_async_rl, run_rl
 from .sampling_loop import RLRun
 from .sft import run_sft

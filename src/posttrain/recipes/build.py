@@ -39,7 +39,7 @@ from posttrain.harness import ToolRegistry
 from posttrain.models import build_tiny
 from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, row_tools
 from posttrain.recipes.judges import build_guard, build_judge, judge_chat, tool_chat
-from posttrain.recipes.report import Reporter
+from posttrain.recipes.reporting import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout

@@ -13,7 +13,7 @@ from posttrain.models import frozen, load_tokenizer, load_value_model, save_mode
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.pair_loop import evaluate_pairs, run_pairs
 from posttrain.recipes.placement import scalar_head_settings
-from posttrain.recipes.report import Reporter
+from posttrain.recipes.reporting import Reporter, plot_stages
 from posttrain.settings import RewardModelConfig
 from posttrain.train import Trainer, reward_model_step
 from posttrain.train.losses import bradley_terry_loss, pairwise_classifier_loss
@@ -62,4 +62,5 @@ def train_reward_model(parts: RunParts, backbone: Path, out: Path) -> list[dict[
     evals = run_reward_model(trainer, tokenizer, pairs, cfg.rm, parts.reporter, held_out,
                              cfg.seed)
     save_model(trainer.export_model(), tokenizer, out)
+    plot_stages(parts.reporter.path, parts.out)
     return evals

@@ -22,6 +22,7 @@ from typing import IO, Any
 import yaml
 
 from posttrain.config import RunConfig
+from posttrain.recipes.reporting.curves import STAGE_PANELS
 from posttrain.train import latest_checkpoint
 
 LOCK = ".lock"
@@ -30,7 +31,8 @@ CHECKPOINTS = "checkpoints"
 PROMPT_BUDGETS = "prompt_budgets.jsonl"  # budget: auto's per-prompt budgets, as fixed
 RECORDS = ("metrics.jsonl", "episodes.jsonl", PROMPT_BUDGETS)
 # what a run writes into its directory: --overwrite removes these and nothing else
-ARTIFACTS = (CONFIG, *RECORDS, "summary.json", "curves.png", CHECKPOINTS, "base_model",
+PLOTS = ("curves.png", *(f"curves_{stage}.png" for stage in STAGE_PANELS))
+ARTIFACTS = (CONFIG, *RECORDS, "summary.json", *PLOTS, CHECKPOINTS, "base_model",
              "ranks", "sft_model", "pref_model", "distill_model", "rl_model", "opd_model")
 # keys that may change when a run is resumed: where and how fast it runs, and for how many
 # steps (a longer stage follows the schedule of its new length), not what it trains
@@ -143,5 +145,5 @@ def truncate_records(out: Path, sizes: dict[str, int]) -> None:
 
 def clear_records(out: Path) -> None:
     """A fresh run's records start empty."""
-    for name in (*RECORDS, "summary.json", "curves.png"):
+    for name in (*RECORDS, "summary.json", *PLOTS):
         (out / name).unlink(missing_ok=True)

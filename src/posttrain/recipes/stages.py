@@ -19,11 +19,10 @@ from posttrain.recipes.distillation.offline import distill_stage
 from posttrain.recipes.distillation.opd import opd_stage
 from posttrain.recipes.dpo import preference_stage
 from posttrain.recipes.placement import make_engine
-from posttrain.recipes.report import plot_curves
+from posttrain.recipes.reporting import open_trackers, plot_curves, plot_stages
 from posttrain.recipes.rl import rl_stage
 from posttrain.recipes.run_dir import clear_records, truncate_records
 from posttrain.recipes.sft import sft_stage
-from posttrain.recipes.tracking import open_trackers
 from posttrain.train import is_sharded, latest_checkpoint
 
 # stage name -> stage(parts, model, tokenizer, engine, checkpoint or None, evals) -> model
@@ -95,6 +94,7 @@ class Recipe(RunParts):
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
             if self.reporter.path.is_file():
                 plot_curves(self.reporter.path, self.out / "curves.png", evals, cfg.stages)
+                plot_stages(self.reporter.path, self.out)
         return summary
 
 

@@ -1,5 +1,5 @@
-"""Where a run's numbers go: ``metrics.jsonl`` (and the ``report_to`` trackers), progress (a
-rich bar, or lines without a terminal), and ``curves.png``."""
+"""Where a run's numbers go as it runs: ``metrics.jsonl`` (and the ``report_to`` trackers), and
+progress (a rich bar, or lines without a terminal)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from posttrain.recipes.tracking import Tracker, sample_rows
+from posttrain.recipes.reporting.tracking import Tracker, sample_rows
 from posttrain.types import Episode
 
 
@@ -89,7 +89,7 @@ class StepProgress:
 class Reporter(StepProgress):
     """``StepProgress`` that also appends ``{"stage", "step", ...metrics}`` lines to
     ``<out_dir>/metrics.jsonl`` and hands them, and held-out samples, to ``trackers``
-    (``recipes.tracking``; ``close`` ends them)."""
+    (``reporting.tracking``; ``close`` ends them)."""
 
     def __init__(self, out_dir: str | Path, console: Console | None = None, quiet: bool = False,
                  every_s: float = 30.0, trackers: Sequence[Tracker] = ()):
@@ -118,68 +118,3 @@ class Reporter(StepProgress):
         for tracker in self.trackers:
             tracker.close()
         self.trackers = []
-
-
-SAMPLED = ("rl", "opd")  # stages that log reward and accuracy of their own samples
-YLABEL = {"sft": "loss (assistant tokens)", "pref": "loss", "distill": "divergence",
-          "rl": "reward / accuracy", "opd": "reward / accuracy"}
-
-
-def curve_panels(rows: list[dict], evals: dict, stages: list[str]) -> list[dict]:
-    """One panel a stage that logged rows (in the run's order): ``title``, ``ylabel`` and
-    ``series`` ``(label, steps, values, style)``. A sampling stage's panel shows the train
-    reward and accuracy and the held-out accuracy: where the stage started (after the previous
-    stage, or before training), its in-loop evaluations and where it ended; the accuracy before
-    any training is a dotted line."""
-    panels = []
-    for k, stage in enumerate(s for s in stages if any(r["stage"] == s for r in rows)):
-        mine = [r for r in rows if r["stage"] == stage]
-        steps = [r["step"] for r in mine]
-        if stage not in SAMPLED:
-            key = "loss" if "loss" in mine[0] else "divergence"
-            series = [(key, steps, [r[key] for r in mine], "-")]
-        else:
-            series = [(f"{m} (train)", steps, [r[m] for r in mine], "-")
-                      for m in ("reward", "accuracy")]
-            i = stages.index(stage)
-            start = evals.get(f"eval_after_{stages[i - 1]}" if i else "eval_before")
-            end = evals.get(f"eval_after_{stage}")
-            held = ([(0, start["accuracy"])] if start else []) + [
-                (r["step"], r["eval/accuracy"]) for r in mine if "eval/accuracy" in r] + (
-                [(steps[-1], end["accuracy"])] if end else [])
-            if held:
-                series.append(("accuracy (held-out)", [h[0] for h in held],
-                               [h[1] for h in held], "o-"))
-            if "eval_before" in evals and (i or k):
-                before = evals["eval_before"]["accuracy"]
-                series.append(("held-out before training", [0, steps[-1]], [before, before],
-                               ":"))
-        panels.append({"title": stage.upper(), "ylabel": YLABEL.get(stage, "value"),
-                       "series": series})
-    return panels
-
-
-def plot_curves(metrics_path: str | Path, out_path: str | Path, evals: dict | None = None,
-                stages: list[str] | None = None) -> Path:
-    """``curve_panels`` of the run's ``metrics.jsonl`` as one PNG, the legends beside the
-    axes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(line) for line in Path(metrics_path).read_text().splitlines() if line]
-    order = stages or list(dict.fromkeys(r["stage"] for r in rows))
-    panels = curve_panels(rows, evals or {}, order)
-    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(6.5 * max(len(panels), 1), 4),
-                             squeeze=False)
-    for ax, panel in zip(axes[0], panels):
-        for label, x, y, style in panel["series"]:
-            ax.plot(x, y, style, label=label)
-        ax.set(title=panel["title"], xlabel="step", ylabel=panel["ylabel"])
-        if len(panel["series"]) > 1:
-            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=100)
-    plt.close(fig)
-    return Path(out_path)
