@@ -46,6 +46,10 @@ CASES = {
         "cannot read dataset"),
     "sft: a config without an sft stage": (["sft", "configs/tau.yaml"], "has no sft stage"),
     "replay: not episodes": (["replay", "{d}/bad.jsonl"], "malformed episode"),
+    "view: not a run directory": (["view", "{d}/empty"],
+                                   "not a run directory (no metrics.jsonl): {d}/empty"),
+    "config explain: a missing config": (["config", "explain", "{d}/none.yaml"],
+                                         "does not exist"),
     "tau check: an unknown domain": (["tau", "check", "--domain", "nope"], "unknown tau domain"),
     "build-tiny: a path under a file": (["build-tiny", "{d}/file.txt/x"], "cannot write"),
     "filter: a directory without a model": (

@@ -62,6 +62,7 @@ SHAPING = "reward.shaping=[{name: dapo_overlong, max_length: 32, cache_length: 8
     ([*ASYNC, "algo.dynamic_sampling.max_rounds=5"], "max_rounds is set .* none are dropped"),
     ([*ASYNC, "rl.mismatch_tolerance=0.1"], "rl.mismatch_tolerance is set"),
     (["rl.sync.probes=0", "rl.sync.tolerance=0.01"], "rl.sync.tolerance is set .*probes is 0"),
+    (["rl.token_stats=8"], "rl.token_stats is set .* rl.save_episodes is false"),
     # modes of a schedule or a policy
     ([*OPD, "opd.optim.schedule=constant", "opd.optim.min_lr_ratio=0.5"],
      "opd.optim.min_lr_ratio is set .* schedule is constant"),

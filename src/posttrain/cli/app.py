@@ -486,6 +486,27 @@ def serve(
 
 
 @app.command()
+def view(
+    runs: Annotated[list[Path], typer.Argument(help="run directories (their out_dir)")],
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8008,
+) -> None:
+    """Open a local web page over runs: curves, episodes token by token, groups.
+
+    Reads the runs while they are written; nothing is fetched from the internet
+    (docs/viewer.md). Stop with Ctrl-C."""
+    import uvicorn
+
+    from posttrain.viewer import create_viewer_app
+
+    missing = [str(r) for r in runs if not (r / "metrics.jsonl").is_file()]
+    if missing:
+        _fail(f"not a run directory (no metrics.jsonl): {', '.join(missing)}")
+    console.print(f"posttrain view of {len(runs)} run(s) at http://{host}:{port}/")
+    uvicorn.run(create_viewer_app(runs), host=host, port=port, log_level="warning")
+
+
+@app.command()
 def replay(
     episodes: Annotated[Path, typer.Argument(help="episodes JSONL")],
     model: Annotated[Path | None, typer.Option(help="tokenizer directory, to re-render")] = None,

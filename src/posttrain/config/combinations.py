@@ -435,6 +435,9 @@ def rl_switches(cfg) -> None:
     if rl.sync.probes == 0:
         unread(rl.sync, "rl.sync", ["tolerance"],
                "it bounds the probes' log-prob difference, and rl.sync.probes is 0")
+    if not rl.save_episodes:
+        unread(rl, "rl", ["token_stats"], "they are recorded on saved episodes, and "
+               "rl.save_episodes is false")
 
 
 def dynamic_sampling_rules(cfg) -> None:

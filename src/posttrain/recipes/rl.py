@@ -122,9 +122,6 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
     with source:
         for step in range(run.start_step, cfg.steps):
             episodes, sampled, counts = source.take(step)
-            if cfg.save_episodes:
-                write_episodes(run.reporter.path.parent / "episodes.jsonl", sampled,
-                               append=True)
             metrics = rollout_metrics(sampled, run.accuracy_part) | counts
             if episodes:
                 if run.sleep_engines:  # the update gets the engines' memory; the sync wakes them
@@ -136,6 +133,11 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                 reports = source.call(lambda e: sync_weights(
                     run.trainer, e, source.version + 1, probes, cfg.sync))
                 metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
+            if cfg.save_episodes:  # after the update: some carry its token stats
+                for episode in sampled:  # the viewer's step filter and group view
+                    episode.meta["step"] = step + 1
+                write_episodes(run.reporter.path.parent / "episodes.jsonl", sampled,
+                               append=True)
             source.release(len(episodes) // cfg.group_size)
             if run.eval_due(step):
                 result = source.first(lambda e: run.held_out(e, step, source.rollout_fn))

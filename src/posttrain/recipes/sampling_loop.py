@@ -98,5 +98,5 @@ class RLRun(LoopRun):
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(
             self.trainer, self.cfg, self.algo, self.actor, self.tokenizer.pad_token_id,
-            self.reward_fn.part_weights,
-            self.critic, self.critic_cfg)
+            self.reward_fn.part_weights, self.critic, self.critic_cfg,
+            self.cfg.token_stats if self.cfg.save_episodes else 0)

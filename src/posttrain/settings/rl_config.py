@@ -94,6 +94,8 @@ class RLConfig(SampledStageConfig):
     """GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the task's
     effort levels, if any), ``sync`` or ``async`` (the ``async`` section, ``AsyncConfig``).
     ``save_episodes`` appends every step's episodes to ``episodes.jsonl`` in the run directory
+    (``token_stats`` of them a step with each token's advantage and trainer log-prob, for
+    ``posttrain view``)
     (``posttrain replay`` checks them); ``sync`` verifies every weight sync
     (``recipes.rl.sync_weights``)."""
 
@@ -105,6 +107,7 @@ class RLConfig(SampledStageConfig):
     mini_batches: Count = 1
     mismatch_tolerance: float = Field(0.05, gt=0)
     save_episodes: bool = False
+    token_stats: int = Field(4, ge=0)
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
     sync: SyncConfig = SyncConfig()
     mode: Literal["sync", "async"] = "sync"

@@ -153,6 +153,33 @@ class PolicyUpdate:
     part_weights: dict[str, float]
     critic: Trainer | None = None
     critic_cfg: CriticConfig | None = None
+    token_stats: int = 0  # episodes a step that get ``meta["token_stats"]`` (``record``)
+
+    def record(self, episodes: Sequence[Episode], batch: Batch, support: dict) -> None:
+        """``token_stats`` episodes of the step, evenly spaced, get ``meta["token_stats"]``:
+        per segment, each token's advantage and its log-prob under the trainer's weights
+        before the update (the weights that sampled it, synchronous RL), 0 where the token
+        is not trained; what ``posttrain view`` colours tokens by."""
+        if not self.token_stats:
+            return
+        starts = [0]
+        for episode in episodes:
+            starts.append(starts[-1] + len(episode.segments))
+        every = max(1, len(episodes) // self.token_stats)
+        chosen = list(range(0, len(episodes), every))[: self.token_stats]
+        rows = [r for i in chosen for r in range(starts[i], starts[i + 1])]
+        picked = batch.select(rows)
+        trainer_lp = picked.old_logprobs if picked.old_logprobs is not None else \
+            self.trainer.compute_logprobs(picked, self.cfg.temperature, **support)
+        at = 0
+        for i in chosen:
+            stats: dict[str, list[list[float]]] = {"advantage": [], "trainer_logprob": []}
+            for seg in episodes[i].segments:
+                n = len(seg.token_ids)
+                stats["advantage"].append(picked.advantages[at, :n].tolist())
+                stats["trainer_logprob"].append(trainer_lp[at, :n].tolist())
+                at += 1
+            episodes[i].meta["token_stats"] = stats
 
     def __call__(self, episodes: Sequence[Episode], version: int | None = None,
                  max_staleness: int | None = None) -> dict[str, float]:
@@ -189,6 +216,7 @@ class PolicyUpdate:
             batch = batch.replace(old_values=critic_values(critic, batch))
         adv = compute_advantages(batch, episodes, step_algo, self.part_weights)
         batch = batch.replace(advantages=adv)
+        self.record(episodes, batch, support)
         if critic is not None:
             batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
         metrics |= trainer.apply(

@@ -1,0 +1,90 @@
+"""What the viewer's API answers, from a ``RunFiles``: a filtered, sorted page of episode
+summaries, one episode token by token, and a group's samples side by side."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from posttrain.viewer.runs import RunFiles
+
+SORTS = {"index": ("index", False), "reward": ("reward", False), "-reward": ("reward", True),
+         "length": ("length", False), "-length": ("length", True), "step": ("step", False),
+         "-step": ("step", True)}
+
+
+@dataclass(frozen=True)
+class EpisodeQuery:
+    """Which summaries a page shows: filters (None: any), ``sort`` (``SORTS``), the page."""
+
+    finish: str | None = None
+    q: str | None = None
+    step_min: int | None = None
+    step_max: int | None = None
+    reward_min: float | None = None
+    reward_max: float | None = None
+    sort: str = "index"
+    offset: int = 0
+    limit: int = 50
+
+    def keeps(self, s: dict) -> bool:
+        step = s["step"] if s["step"] is not None else 0
+        return ((self.finish is None or s["finish_reason"] == self.finish)
+                and (self.q is None or self.q.lower() in s["prompt"].lower())
+                and (self.step_min is None or step >= self.step_min)
+                and (self.step_max is None or step <= self.step_max)
+                and (self.reward_min is None or s["reward"] >= self.reward_min)
+                and (self.reward_max is None or s["reward"] <= self.reward_max))
+
+
+def episode_page(run: RunFiles, query: EpisodeQuery) -> dict:
+    """``{"total": matching, "episodes": the page's summaries}``."""
+    run.refresh()
+    key, descending = SORTS[query.sort]
+    kept = sorted((s for s in run.summaries if query.keeps(s)),
+                  key=lambda s: (s[key] is None, s[key] or 0, s["index"]), reverse=descending)
+    return {"total": len(kept), "episodes": kept[query.offset:query.offset + query.limit]}
+
+
+def episode_detail(run: RunFiles, index: int) -> dict:
+    """Episode ``index`` with every token decoded on its own: its text, whether it was
+    sampled (trained), its behaviour log-prob and weight version, and where the run recorded
+    them (``rl.token_stats``) its advantage, trainer log-prob and ``mismatch`` (behaviour -
+    trainer log-prob); None where not sampled or not recorded."""
+    episode, tokenizer = run.episode(index), run.tokenizer()
+    stats = episode.meta.get("token_stats", {})
+    segments = []
+    for k, seg in enumerate(episode.segments):
+        advantage = stats["advantage"][k] if stats else [None] * len(seg.token_ids)
+        trainer = stats["trainer_logprob"][k] if stats else [None] * len(seg.token_ids)
+        segments.append({"tokens": [
+            {"text": tokenizer.decode([t]), "trained": bool(m),
+             "logprob": lp if m else None, "version": v if m else None,
+             "advantage": a if m else None, "trainer_logprob": q if m else None,
+             "mismatch": lp - q if m and q is not None else None}
+            for t, m, lp, v, a, q in zip(seg.token_ids, seg.loss_mask, seg.logprobs,
+                                         seg.versions, advantage, trainer)]})
+    meta = {k: v for k, v in episode.meta.items()
+            if k not in ("segment_messages", "token_stats")}
+    return {**run.summaries[index], "rewards": episode.rewards, "meta": meta,
+            "segments": segments, "token_stats": bool(stats)}
+
+
+def group_view(run: RunFiles, step: int | None, group: str) -> dict:
+    """The samples of group ``group`` at step ``step``: summary, response text, and the
+    group-normalised reward ``(r - mean) / (std + 1e-6)`` (std with ddof=1, 0 for a single
+    sample: GRPO's advantage) as advantage."""
+    run.refresh()
+    members = [s for s in run.summaries if s["group"] == group and s["step"] == step]
+    rewards = [s["reward"] for s in members]
+    mean = statistics.fmean(rewards) if rewards else 0.0
+    std = statistics.stdev(rewards) if len(rewards) > 1 else 0.0
+    tokenizer, out = run.tokenizer(), []
+    for s in members:
+        episode = run.episode(s["index"])
+        response = " / ".join(
+            tokenizer.decode([t for t, m in zip(seg.token_ids, seg.loss_mask) if m],
+                             skip_special_tokens=True) for seg in episode.segments)
+        out.append({**s, "advantage": (s["reward"] - mean) / (std + 1e-6),
+                    "response": response})
+    return {"episodes": out}

@@ -1,0 +1,109 @@
+"""``posttrain view`` as a person sees it: the distribution's headless Chromium (driven by
+Selenium through its own chromedriver; nothing downloads a browser) loads the page over two
+recorded runs, a curve is drawn for each run, the episode list narrows under a filter, an
+episode opens with its sampled tokens coloured and their values on hover, and its group opens
+side by side. Screenshots are written next to the test's runs (``POSTTRAIN_SCREENSHOTS``: a
+folder to copy them to); docs/viewer.md's come from a quickstart run through
+tools/viewer_screenshots.py, which launches the same browser."""
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from viewer_helpers import recorded_run
+
+from posttrain.serve import running
+from posttrain.viewer import create_viewer_app
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "viewer_screenshots.py"
+spec = importlib.util.spec_from_file_location("viewer_screenshots", TOOL)
+SCREENSHOTS = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(SCREENSHOTS)
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="no headless Chromium with its chromedriver: `bash .ci/browser.sh` installs the "
+           "distribution's chromium and chromium-driver")
+
+
+@pytest.fixture
+def browser():
+    driver = SCREENSHOTS.headless_chromium()
+    yield driver
+    driver.quit()
+
+
+def shoot(driver, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"viewer_{name}.png"
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+    if os.environ.get("POSTTRAIN_SCREENSHOTS"):
+        shutil.copy(path, Path(os.environ["POSTTRAIN_SCREENSHOTS"]) / path.name)
+    return path
+
+
+def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    runs = [recorded_run(tmp_path / "first"), recorded_run(tmp_path / "second", "seed=1")]
+    wait = WebDriverWait(browser, 30)
+    with running(create_viewer_app(runs)) as url:
+        browser.get(url.removesuffix("/v1") + "/")
+        # a curve per run, of the default metric
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#curve path.series")) == 2)
+        metrics = [o.get_attribute("value") for o in
+                   Select(browser.find_element(By.ID, "metric-select")).options]
+        assert "rl/reward" in metrics and "rl/eval/accuracy" in metrics
+        Select(browser.find_element(By.ID, "metric-select")).select_by_value("rl/entropy")
+        wait.until(lambda d: all(p.get_attribute("d") for p in
+                                 d.find_elements(By.CSS_SELECTOR, "#curve path.series")))
+        shoot(browser, tmp_path, "curves")
+
+        # the episode list, narrowed by a filter
+        rows = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "tr.episode-row"))
+        assert len(rows) == 12
+        assert "12" in browser.find_element(By.ID, "episode-count").text
+        step_min = browser.find_element(By.ID, "filter-step-min")
+        step_min.send_keys("2")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.episode-row")) == 6)
+        assert "6" in browser.find_element(By.ID, "episode-count").text
+        shoot(browser, tmp_path, "episodes")
+
+        # one episode: sampled tokens coloured, values on hover
+        browser.find_elements(By.CSS_SELECTOR, "tr.episode-row")[0].click()
+        tokens = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#episode span.token"))
+        sampled = [t for t in tokens if "logprob" in (t.get_attribute("title") or "")]
+        assert sampled and len(sampled) < len(tokens)  # the prompt is not coloured by value
+        colours = {t.value_of_css_property("background-color") for t in sampled}
+        assert colours - {"rgba(0, 0, 0, 0)", "transparent"}
+        assert all("version" in t.get_attribute("title") for t in sampled)
+        browser.execute_script("arguments[0].scrollIntoView()", sampled[0])
+        shoot(browser, tmp_path, "episode")
+        def sampled_colours(d):
+            return {t.value_of_css_property("background-color")
+                    for t in d.find_elements(By.CSS_SELECTOR, "#episode span.token")
+                    if "logprob" in (t.get_attribute("title") or "")}
+
+        Select(browser.find_element(By.ID, "colour-by")).select_by_value("loss_mask")
+        wait.until(lambda d: len(sampled_colours(d)) == 1)  # every sampled token alike
+
+        # a traced episode (rl.token_stats): advantages and trainer log-probs on hover
+        step_min.send_keys(Keys.BACKSPACE)  # as a person clears it (an input event)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.episode-row")) == 12)
+        browser.find_elements(By.CSS_SELECTOR, "tr.episode-row")[0].click()
+        Select(browser.find_element(By.ID, "colour-by")).select_by_value("advantage")
+        wait.until(lambda d: any("advantage" in (t.get_attribute("title") or "") for t in
+                                 d.find_elements(By.CSS_SELECTOR, "#episode span.token")))
+        titles = [t.get_attribute("title") for t in
+                  browser.find_elements(By.CSS_SELECTOR, "#episode span.token")]
+        assert all("mismatch" in t and "trainer logprob" in t for t in titles if "logprob" in t
+                   and "trainer" in t) and any("mismatch" in t for t in titles)
+
+        # its group, side by side
+        browser.find_element(By.ID, "open-group").click()
+        cards = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#group .group-sample"))
+        assert len(cards) == 3
