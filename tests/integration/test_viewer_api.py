@@ -121,3 +121,29 @@ def test_traced_episodes_carry_advantages_and_trainer_logprobs(run, client):
     untraced = client.get(f"/api/runs/0/episodes/{min(set(range(12)) - set(traced))}").json()
     assert untraced["token_stats"] is False
     assert all(t["advantage"] is None for s in untraced["segments"] for t in s["tokens"])
+
+
+def test_traced_stats_are_the_sampling_policys_in_float64(run, client):
+    """Step 1 sampled from the base model: a float64 forward pass of it gives each traced
+    token's log-prob and its distribution's entropy (temperature 1, no truncation)."""
+    import torch
+
+    from posttrain.models import load_model
+
+    model = load_model(run / "base_model").double().eval()
+    episodes = list(read_episodes(run / "episodes.jsonl"))
+    traced = [i for i, e in enumerate(episodes) if "token_stats" in e.meta
+              and e.meta["step"] == 1]
+    for i in traced:
+        (seg,) = episodes[i].segments
+        with torch.no_grad():
+            logits = model(torch.tensor([seg.token_ids])).logits[0, :-1]
+        logp = torch.log_softmax(logits, dim=-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        got = [t for t in client.get(f"/api/runs/0/episodes/{i}").json()["segments"][0]
+               ["tokens"]]
+        for pos in (p for p, m in enumerate(seg.loss_mask) if m):
+            # float32 trainer vs float64 reference on a 2-layer model: ~1e-6 apart
+            assert got[pos]["trainer_logprob"] == pytest.approx(
+                float(logp[pos - 1, seg.token_ids[pos]]), abs=1e-4)
+            assert got[pos]["entropy"] == pytest.approx(float(entropy[pos - 1]), abs=1e-4)

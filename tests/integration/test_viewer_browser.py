@@ -100,8 +100,10 @@ def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
                                  d.find_elements(By.CSS_SELECTOR, "#episode span.token")))
         titles = [t.get_attribute("title") for t in
                   browser.find_elements(By.CSS_SELECTOR, "#episode span.token")]
-        assert all("mismatch" in t and "trainer logprob" in t for t in titles if "logprob" in t
-                   and "trainer" in t) and any("mismatch" in t for t in titles)
+        assert any("mismatch" in t and "trainer logprob" in t and "entropy" in t
+                   for t in titles)
+        Select(browser.find_element(By.ID, "colour-by")).select_by_value("entropy")
+        assert "nats" in browser.find_element(By.ID, "colour-legend").text
 
         # its group, side by side
         browser.find_element(By.ID, "open-group").click()

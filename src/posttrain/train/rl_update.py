@@ -157,9 +157,10 @@ class PolicyUpdate:
 
     def record(self, episodes: Sequence[Episode], batch: Batch, support: dict) -> None:
         """``token_stats`` episodes of the step, evenly spaced, get ``meta["token_stats"]``:
-        per segment, each token's advantage and its log-prob under the trainer's weights
-        before the update (the weights that sampled it, synchronous RL), 0 where the token
-        is not trained; what ``posttrain view`` colours tokens by."""
+        per segment, each token's advantage and its log-prob and entropy (of the sampling
+        distribution, nats) under the trainer's weights before the update (the weights that
+        sampled it, synchronous RL), 0 where the token is not trained; what ``posttrain
+        view`` colours tokens by."""
         if not self.token_stats:
             return
         starts = [0]
@@ -169,15 +170,17 @@ class PolicyUpdate:
         chosen = list(range(0, len(episodes), every))[: self.token_stats]
         rows = [r for i in chosen for r in range(starts[i], starts[i + 1])]
         picked = batch.select(rows)
-        trainer_lp = picked.old_logprobs if picked.old_logprobs is not None else \
-            self.trainer.compute_logprobs(picked, self.cfg.temperature, **support)
+        trainer_lp, entropy = self.trainer.apply(old_token_stats, picked, self.cfg.temperature,
+                                                 **support)
         at = 0
         for i in chosen:
-            stats: dict[str, list[list[float]]] = {"advantage": [], "trainer_logprob": []}
+            stats: dict[str, list[list[float]]] = {"advantage": [], "trainer_logprob": [],
+                                                   "entropy": []}
             for seg in episodes[i].segments:
                 n = len(seg.token_ids)
                 stats["advantage"].append(picked.advantages[at, :n].tolist())
                 stats["trainer_logprob"].append(trainer_lp[at, :n].tolist())
+                stats["entropy"].append(entropy[at, :n].tolist())
                 at += 1
             episodes[i].meta["token_stats"] = stats
 

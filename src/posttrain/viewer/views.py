@@ -49,21 +49,23 @@ def episode_page(run: RunFiles, query: EpisodeQuery) -> dict:
 def episode_detail(run: RunFiles, index: int) -> dict:
     """Episode ``index`` with every token decoded on its own: its text, whether it was
     sampled (trained), its behaviour log-prob and weight version, and where the run recorded
-    them (``rl.token_stats``) its advantage, trainer log-prob and ``mismatch`` (behaviour -
-    trainer log-prob); None where not sampled or not recorded."""
+    them (``rl.token_stats``) its advantage, trainer log-prob, entropy and ``mismatch``
+    (behaviour - trainer log-prob); None where not sampled or not recorded."""
     episode, tokenizer = run.episode(index), run.tokenizer()
     stats = episode.meta.get("token_stats", {})
     segments = []
     for k, seg in enumerate(episode.segments):
-        advantage = stats["advantage"][k] if stats else [None] * len(seg.token_ids)
-        trainer = stats["trainer_logprob"][k] if stats else [None] * len(seg.token_ids)
+        advantage, trainer, entropy = (
+            stats[key][k] if stats else [None] * len(seg.token_ids)
+            for key in ("advantage", "trainer_logprob", "entropy"))
         segments.append({"tokens": [
             {"text": tokenizer.decode([t]), "trained": bool(m),
              "logprob": lp if m else None, "version": v if m else None,
              "advantage": a if m else None, "trainer_logprob": q if m else None,
+             "entropy": h if m else None,
              "mismatch": lp - q if m and q is not None else None}
-            for t, m, lp, v, a, q in zip(seg.token_ids, seg.loss_mask, seg.logprobs,
-                                         seg.versions, advantage, trainer)]})
+            for t, m, lp, v, a, q, h in zip(seg.token_ids, seg.loss_mask, seg.logprobs,
+                                            seg.versions, advantage, trainer, entropy)]})
     meta = {k: v for k, v in episode.meta.items()
             if k not in ("segment_messages", "token_stats")}
     return {**run.summaries[index], "rewards": episode.rewards, "meta": meta,

@@ -331,6 +331,7 @@ function tokenTitle(t) {
   if (typeof t.advantage === 'number') parts.push(`advantage ${t.advantage.toFixed(3)}`);
   if (typeof t.trainer_logprob === 'number') parts.push(`trainer logprob ${t.trainer_logprob.toFixed(3)}`);
   if (typeof t.mismatch === 'number') parts.push(`mismatch ${t.mismatch.toExponential(1)}`);
+  if (typeof t.entropy === 'number') parts.push(`entropy ${t.entropy.toFixed(3)}`);
   parts.push(t.trained ? 'trained' : 'not trained');
   return parts.join(' · ');
 }
@@ -352,7 +353,9 @@ const mismatchColour = (d) => {
   const x = Math.min(1, Math.max(0, (Math.log10(Math.abs(d) + 1e-12) + 6) / 5));
   return `hsl(${Math.round(120 * (1 - x))}, 75%, ${Math.round(84 - 10 * x)}%)`;
 };
-const VALUE_COLOUR = {advantage: advantageColour, mismatch: mismatchColour};
+/** Entropy of the sampling distribution: 0 nats white, 3 or more purple. */
+const entropyColour = (h) => `hsl(275, 70%, ${Math.round(97 - 25 * Math.min(1, h / 3))}%)`;
+const VALUE_COLOUR = {advantage: advantageColour, mismatch: mismatchColour, entropy: entropyColour};
 
 function tokenColour(t, mode) {
   if (!t.trained) return '';
@@ -412,6 +415,8 @@ function colourTokens() {
     items.push(gradientItem('advantage ≤ −2 ', [-2, -1, 0, 1, 2].map(advantageColour), ' ≥ 2'));
   } else if (mode === 'mismatch') {
     items.push(gradientItem('|mismatch| 1e-6 ', [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1].map(mismatchColour), ' ≥ 0.1'));
+  } else if (mode === 'entropy') {
+    items.push(gradientItem('entropy 0 ', [0, 1, 2, 3].map(entropyColour), ' ≥ 3 nats'));
   } else if (mode === 'loss_mask') {
     items.push(legendItem(MASK_COLOUR, 'trained'));
   } else {
