@@ -41,7 +41,9 @@ def test_metrics_follow_a_run_that_is_still_writing(run, tmp_path, client):
         f.write('"rl", "step": 3, "reward": 0.75}\n')
     assert viewer.get("/api/runs/0/metrics?after=2").json()["rows"] == [
         {"stage": "rl", "step": 3, "reward": 0.75}]
-    assert viewer.get("/api/runs").json()["runs"][0]["stages"] == ["rl"]
+    (listed,) = viewer.get("/api/runs").json()["runs"]
+    assert listed["stages"] == ["rl"] and listed["episodes"] is False  # none saved (yet)
+    assert client.get("/api/runs").json()["runs"][0]["episodes"] is True
 
 
 def test_episodes_are_filtered_sorted_and_paged(run, client):

@@ -33,7 +33,8 @@ def create_viewer_app(run_dirs: Sequence[str | Path]) -> FastAPI:
 
     @app.get("/api/runs")
     def run_list() -> dict:
-        return {"runs": [{"id": i, "name": r.name, "path": str(r.path), "stages": r.stages()}
+        return {"runs": [{"id": i, "name": r.name, "path": str(r.path), "stages": r.stages(),
+                          "episodes": (r.path / "episodes.jsonl").is_file()}
                          for i, r in enumerate(runs)]}
 
     @app.get("/api/runs/{run_id}/metrics")

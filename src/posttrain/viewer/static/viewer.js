@@ -280,7 +280,10 @@ async function loadEpisodes() {
   const res = await api(`/api/runs/${enc(state.epRun)}/episodes?${episodeQuery()}`);
   if (!res || seq !== listSeq) return;
   state.total = res.total || 0;
-  $('episode-count').textContent = `${state.total} episode${state.total === 1 ? '' : 's'}`;
+  const saved = (state.runs.find((r) => String(r.id) === state.epRun) || {}).episodes;
+  $('episode-count').textContent = saved === false
+    ? 'this run saved no episodes: train it with rl.save_episodes=true'
+    : `${state.total} episode${state.total === 1 ? '' : 's'}`;
   const rows = (res.episodes || []).map((ep) => {
     const tr = el('tr', {class: 'episode-row', 'data-index': ep.index});
     for (const v of [ep.index, ep.step, ep.group, ep.reward, ep.finish_reason, ep.length]) tr.append(el('td', {}, fmt(v)));
