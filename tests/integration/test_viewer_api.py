@@ -149,3 +149,15 @@ def test_traced_stats_are_the_sampling_policys_in_float64(run, client):
             assert got[pos]["trainer_logprob"] == pytest.approx(
                 float(logp[pos - 1, seg.token_ids[pos]]), abs=1e-4)
             assert got[pos]["entropy"] == pytest.approx(float(entropy[pos - 1]), abs=1e-4)
+
+
+def test_each_rl_step_reports_its_throughput(run):
+    """``perf/sampled_tokens_per_s`` is the step's sampled (trained) tokens over its wall
+    time ``perf/step_s``."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    episodes = list(read_episodes(run / "episodes.jsonl"))
+    for row in rows:
+        tokens = sum(sum(s.loss_mask) for e in episodes if e.meta["step"] == row["step"]
+                     for s in e.segments)
+        assert row["perf/step_s"] > 0
+        assert row["perf/sampled_tokens_per_s"] * row["perf/step_s"] == pytest.approx(tokens)

@@ -121,6 +121,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
     run.reporter.start(source.title, cfg.steps)
     with source:
         for step in range(run.start_step, cfg.steps):
+            started = time.perf_counter()
             episodes, sampled, counts = source.take(step)
             metrics = rollout_metrics(sampled, run.accuracy_part) | counts
             if episodes:
@@ -139,6 +140,9 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                 write_episodes(run.reporter.path.parent / "episodes.jsonl", sampled,
                                append=True)
             source.release(len(episodes) // cfg.group_size)
+            seconds = time.perf_counter() - started  # sampling (or waiting), update, sync
+            tokens = sum(sum(s.loss_mask) for e in sampled for s in e.segments)
+            metrics |= {"perf/step_s": seconds, "perf/sampled_tokens_per_s": tokens / seconds}
             if run.eval_due(step):
                 result = source.first(lambda e: run.held_out(e, step, source.rollout_fn))
                 metrics |= run.record_eval(step, result, evals)

@@ -109,6 +109,7 @@ STAGE_PANELS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
            ("train/inference mismatch", "mean |log-prob difference|",
             ("mismatch", "sync/mismatch")),
            ("staleness", "policy versions behind", ("staleness/mean", "staleness/max")),
+           ("throughput", "sampled tokens per second", ("perf/sampled_tokens_per_s",)),
            ("gradient norm", "‖g‖ before clipping", ("grad_norm",))],
 }
 LABELS = {"loss": "train", "eval/loss": "held-out", "reward_accuracy": "train",
