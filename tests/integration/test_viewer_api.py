@@ -63,6 +63,13 @@ def test_episodes_are_filtered_sorted_and_paged(run, client):
         "/api/runs/0/episodes?sort=length&limit=500").json()["episodes"]]
     assert lengths == sorted(sum(s.loss_mask) for e in episodes for s in e.segments)
     assert client.get("/api/runs/0/episodes?finish=timeout").json()["total"] == 0
+    # the arithmetic task names its family ("domain"): one task, its filter keeps all
+    every = client.get("/api/runs/0/episodes?task=addition").json()
+    assert every["tasks"] == ["addition"] and every["total"] == 12
+    assert client.get("/api/runs/0/episodes?task=tau").json()["total"] == 0
+    short = client.get("/api/runs/0/episodes?length_max=3&limit=500").json()
+    assert short["total"] == sum(sum(s.loss_mask) <= 3 for e in episodes for s in e.segments)
+    assert client.get("/api/runs/0/episodes?length_min=1&length_max=6").json()["total"] == 12
 
 
 def test_one_episode_token_by_token(run, client):

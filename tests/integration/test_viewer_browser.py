@@ -71,6 +71,8 @@ def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
         step_min.send_keys("2")
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.episode-row")) == 6)
         assert "6" in browser.find_element(By.ID, "episode-count").text
+        assert [o.get_attribute("value") for o in
+                Select(browser.find_element(By.ID, "filter-task")).options] == ["", "addition"]
         shoot(browser, tmp_path, "episodes")
 
         # one episode: sampled tokens coloured, values on hover

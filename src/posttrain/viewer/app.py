@@ -45,16 +45,20 @@ def create_viewer_app(run_dirs: Sequence[str | Path]) -> FastAPI:
 
     @app.get("/api/runs/{run_id}/episodes")
     def episodes(run_id: int, offset: int = 0, limit: int = 50, sort: str = "index",
-                 finish: str = "", q: str = "", step_min: str = "", step_max: str = "",
-                 reward_min: str = "", reward_max: str = "") -> dict:
+                 finish: str = "", task: str = "", q: str = "", step_min: str = "",
+                 step_max: str = "", reward_min: str = "", reward_max: str = "",
+                 length_min: str = "", length_max: str = "") -> dict:
         if sort not in SORTS:
             raise HTTPException(422, f"sort must be one of {', '.join(SORTS)}")
+
+        def number(text: str, kind: type):
+            return kind(text) if text else None
+
         try:
             query = EpisodeQuery(
-                finish or None, q or None, int(step_min) if step_min else None,
-                int(step_max) if step_max else None,
-                float(reward_min) if reward_min else None,
-                float(reward_max) if reward_max else None, sort, max(offset, 0),
+                finish or None, task or None, q or None, number(step_min, int),
+                number(step_max, int), number(reward_min, float), number(reward_max, float),
+                number(length_min, int), number(length_max, int), sort, max(offset, 0),
                 min(max(limit, 1), 500))
         except ValueError as exc:
             raise HTTPException(422, f"a filter is not a number: {exc}") from None

@@ -21,6 +21,7 @@ from posttrain.types import Episode
 
 MODEL_DIRS = ("rl_model", "opd_model", "pref_model", "distill_model", "sft_model", "base_model")
 PROMPT_CHARS = 120
+TASK_KEYS = ("task", "domain")  # where an episode's meta names its task family, if anywhere
 
 
 @dataclass
@@ -112,7 +113,9 @@ class RunFiles:
         if prompt not in self._prompts:
             text = self.tokenizer().decode(list(prompt), skip_special_tokens=True)
             self._prompts[prompt] = text.strip()[-PROMPT_CHARS:]
-        return {"index": index, "step": row.get("meta", {}).get("step"),
+        meta = row.get("meta", {})
+        return {"index": index, "step": meta.get("step"),
+                "task": str(next((meta[k] for k in TASK_KEYS if meta.get(k)), "")),
                 "group": str(row.get("group_id", "")), "reward": float(row.get("reward", 0.0)),
                 "finish_reason": row.get("finish_reason", "stop"),
                 "length": sum(sum(s["loss_mask"]) for s in row["segments"]),

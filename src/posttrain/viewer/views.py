@@ -18,32 +18,40 @@ class EpisodeQuery:
     """Which summaries a page shows: filters (None: any), ``sort`` (``SORTS``), the page."""
 
     finish: str | None = None
+    task: str | None = None
     q: str | None = None
     step_min: int | None = None
     step_max: int | None = None
     reward_min: float | None = None
     reward_max: float | None = None
+    length_min: int | None = None
+    length_max: int | None = None
     sort: str = "index"
     offset: int = 0
     limit: int = 50
 
     def keeps(self, s: dict) -> bool:
-        step = s["step"] if s["step"] is not None else 0
+        def within(value, low, high) -> bool:
+            return (low is None or value >= low) and (high is None or value <= high)
+
         return ((self.finish is None or s["finish_reason"] == self.finish)
+                and (self.task is None or s["task"] == self.task)
                 and (self.q is None or self.q.lower() in s["prompt"].lower())
-                and (self.step_min is None or step >= self.step_min)
-                and (self.step_max is None or step <= self.step_max)
-                and (self.reward_min is None or s["reward"] >= self.reward_min)
-                and (self.reward_max is None or s["reward"] <= self.reward_max))
+                and within(s["step"] if s["step"] is not None else 0, self.step_min,
+                           self.step_max)
+                and within(s["reward"], self.reward_min, self.reward_max)
+                and within(s["length"], self.length_min, self.length_max))
 
 
 def episode_page(run: RunFiles, query: EpisodeQuery) -> dict:
-    """``{"total": matching, "episodes": the page's summaries}``."""
+    """``{"total": matching, "episodes": the page's summaries, "tasks": every task the run's
+    episodes name}``."""
     run.refresh()
     key, descending = SORTS[query.sort]
     kept = sorted((s for s in run.summaries if query.keeps(s)),
                   key=lambda s: (s[key] is None, s[key] or 0, s["index"]), reverse=descending)
-    return {"total": len(kept), "episodes": kept[query.offset:query.offset + query.limit]}
+    return {"total": len(kept), "episodes": kept[query.offset:query.offset + query.limit],
+            "tasks": sorted({s["task"] for s in run.summaries} - {""})}
 
 
 def episode_detail(run: RunFiles, index: int) -> dict:

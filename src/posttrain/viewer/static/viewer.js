@@ -267,9 +267,10 @@ function drawCurve() {
 function episodeQuery() {
   const val = (id) => $(id).value.trim();
   return new URLSearchParams({
-    offset: state.offset, limit: PAGE, sort: val('sort'), finish: val('filter-finish'), q: val('filter-q'),
-    step_min: val('filter-step-min'), step_max: val('filter-step-max'),
+    offset: state.offset, limit: PAGE, sort: val('sort'), finish: val('filter-finish'), task: val('filter-task'),
+    q: val('filter-q'), step_min: val('filter-step-min'), step_max: val('filter-step-max'),
     reward_min: val('filter-reward-min'), reward_max: val('filter-reward-max'),
+    length_min: val('filter-length-min'), length_max: val('filter-length-max'),
   }).toString();
 }
 
@@ -280,20 +281,25 @@ async function loadEpisodes() {
   const res = await api(`/api/runs/${enc(state.epRun)}/episodes?${episodeQuery()}`);
   if (!res || seq !== listSeq) return;
   state.total = res.total || 0;
+  // The task filter offers every task the run's episodes name (its choice kept).
+  const taskBox = $('filter-task'), chosen = taskBox.value;
+  taskBox.replaceChildren(el('option', {value: ''}, 'all'),
+    ...(res.tasks || []).map((t) => el('option', {value: t}, t)));
+  taskBox.value = (res.tasks || []).includes(chosen) ? chosen : '';
   const saved = (state.runs.find((r) => String(r.id) === state.epRun) || {}).episodes;
   $('episode-count').textContent = saved === false
     ? 'this run saved no episodes: train it with rl.save_episodes=true'
     : `${state.total} episode${state.total === 1 ? '' : 's'}`;
   const rows = (res.episodes || []).map((ep) => {
     const tr = el('tr', {class: 'episode-row', 'data-index': ep.index});
-    for (const v of [ep.index, ep.step, ep.group, ep.reward, ep.finish_reason, ep.length]) tr.append(el('td', {}, fmt(v)));
+    for (const v of [ep.index, ep.step, ep.group, ep.reward, ep.finish_reason, ep.length, ep.task]) tr.append(el('td', {}, fmt(v)));
     const prompt = String(ep.prompt ?? '').replace(/\s+/g, ' ').trim();
     tr.append(el('td', {class: 'prompt', title: prompt}, prompt.length > 100 ? prompt.slice(0, 100) + '…' : prompt));
     return tr;
   });
   if (!rows.length) {
     const tr = el('tr', {class: 'empty-row'});
-    tr.append(el('td', {colspan: 7, class: 'muted'}, 'no matching episodes'));
+    tr.append(el('td', {colspan: 8, class: 'muted'}, 'no matching episodes'));
     rows.push(tr);
   }
   $('episodes').tBodies[0].replaceChildren(...rows);
@@ -482,10 +488,11 @@ function wire() {
   // Episode filters: selects re-query at once, typed fields after a pause.
   const requery = () => { state.offset = 0; loadEpisodes(); };
   const typed = debounce(requery, 250);
-  for (const id of ['filter-q', 'filter-step-min', 'filter-step-max', 'filter-reward-min', 'filter-reward-max']) {
+  for (const id of ['filter-q', 'filter-step-min', 'filter-step-max', 'filter-reward-min', 'filter-reward-max',
+    'filter-length-min', 'filter-length-max']) {
     $(id).addEventListener('input', typed);
   }
-  for (const id of ['filter-finish', 'sort']) $(id).addEventListener('change', requery);
+  for (const id of ['filter-finish', 'filter-task', 'sort']) $(id).addEventListener('change', requery);
   $('episode-run').addEventListener('change', (e) => { state.epRun = e.target.value; requery(); });
   $('prev-page').addEventListener('click', () => { state.offset = Math.max(0, state.offset - PAGE); loadEpisodes(); });
   $('next-page').addEventListener('click', () => { state.offset += PAGE; loadEpisodes(); });
