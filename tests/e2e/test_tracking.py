@@ -71,10 +71,14 @@ def test_each_tracker_holds_the_runs_metrics(tmp_path):
     out, env = tmp_path / "run", {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio")}
     for key in ("WANDB_MODE", "WANDB_API_KEY", "MLFLOW_TRACKING_URI"):
         env.pop(key, None)  # the defaults: W&B offline, MLflow in the run directory
-    done = subprocess.run([shutil.which("posttrain"), "train", "configs/quickstart.yaml",
-                           *SHORT, f"out_dir={out}"], env=env, capture_output=True,
-                          text=True, timeout=600)
+    config = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+    elsewhere = tmp_path / "cwd"  # the working directory: nothing may land in it
+    elsewhere.mkdir()
+    done = subprocess.run([shutil.which("posttrain"), "train", str(config), *SHORT,
+                           f"out_dir={out}"], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=elsewhere)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert list(elsewhere.iterdir()) == []
     want = expected(out)
     assert ("rl/reward", 3) in want and ("sft/loss", 4) in want and ("rl/eval/accuracy", 2) in want
     tables = {"eval_before", "eval_after_sft", "rl_step_2", "rl_step_3", "eval_after_rl"}

@@ -10,7 +10,7 @@ and the run is named after its directory. Where the data goes: TensorBoard event
 ``<out_dir>/wandb`` (``wandb sync`` uploads it later; ``WANDB_MODE`` decides when set);
 Trackio's own store (``TRACKIO_DIR``, default ``~/.cache/huggingface/trackio``; ``trackio
 show`` opens it); MLflow's ``MLFLOW_TRACKING_URI``, default ``sqlite:///<out_dir>/mlflow.db``
-(``mlflow ui --backend-store-uri`` it).
+with artefacts in ``<out_dir>/mlflow_artifacts`` (``mlflow ui --backend-store-uri`` it).
 """
 
 from __future__ import annotations
@@ -133,8 +133,12 @@ class MLflow:
         import mlflow
 
         self.mlflow = mlflow
-        mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI")
-                                or f"sqlite:///{(out / 'mlflow.db').resolve()}")
+        server = os.environ.get("MLFLOW_TRACKING_URI")
+        mlflow.set_tracking_uri(server or f"sqlite:///{(out / 'mlflow.db').resolve()}")
+        if not server and mlflow.get_experiment_by_name("posttrain") is None:
+            # artefacts beside the database, not in ./mlruns of whatever the working dir is
+            mlflow.create_experiment(
+                "posttrain", artifact_location=(out / "mlflow_artifacts").resolve().as_uri())
         mlflow.set_experiment("posttrain")
         self.run = mlflow.start_run(run_name=out.name)
         mlflow.log_dict(config, "config.json")
