@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("models", "settings"),
     ("engines", "rewards"),
     ("harness",),
-    ("envs", "serve", "viewer"),
+    ("envs", "serve", "skills", "viewer"),
     ("data",),
     ("rollout", "train"),
     ("cluster", "config"),
