@@ -25,7 +25,7 @@ from posttrain.recipes.distillation.teachers import (
     teacher_sequences,
 )
 from posttrain.rewards import RewardFunction
-from posttrain.rollout import evaluate
+from posttrain.rollout import evaluated
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import ActorConfig, EvalConfig, OPDConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer, distill_step
@@ -168,7 +168,8 @@ def test_on_policy_distillation_closes_the_gap(loss, opts, model, tokenizer, tea
 def test_evaluation_reports_accuracy_per_domain(model, tokenizer):
     tasks = TASKS.eval_set(40)
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    result = evaluate(engine, tokenizer, tasks, REWARD, EvalConfig(temperature=1.0), "correct")
+    _, result = evaluated(engine, tokenizer, tasks, REWARD, EvalConfig(temperature=1.0),
+                          "correct")
     n = {d: sum(t.domain == d for t in tasks) for d in ("addition", "subtraction")}
     assert min(n.values()) > 0
     mixed = sum(n[d] * result[f"accuracy/{d}"] for d in n) / len(tasks)

@@ -12,9 +12,10 @@ def test_each_value_names_the_file_an_override_or_the_default(tmp_path):
     overrides = ["rl.group_size=4", "reward.parts={correct: {verifier: numeric}}"]
     cfg = load_config(path, overrides)
     resolved = cfg.model_dump(mode="json", by_alias=True)
-    where = sources(resolved, {"rl": {"steps": 7, "optim": {"lr": 0.01}},
+    found = sources(resolved, {"rl": {"steps": 7, "optim": {"lr": 0.01}},
                                "reward": {"shaping": []}}, overrides)
-    assert set(where) == {k for k, _ in leaves(resolved)}
+    assert {k: v for k, (v, _) in found.items()} == dict(leaves(resolved))
+    where = {k: source for k, (_, source) in found.items()}
     assert (where["rl.steps"], where["rl.optim.lr"], where["reward.shaping"]) == ("file",) * 3
     assert where["rl.group_size"] == "override"
     parts = ("reward.parts.correct.verifier", "reward.parts.correct.weight")

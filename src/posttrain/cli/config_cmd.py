@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from rich.markup import escape
 from rich.table import Table
 
@@ -33,20 +32,20 @@ def explain(
 
     Rows per step, optimiser steps per rollout, micro-batches per optimiser step (gradient
     accumulation) per process, totals, sampled tokens, checkpoints and evaluations."""
-    from posttrain.config import ConfigError, load_config
-    from posttrain.config.explain import leaves, plan, sources
+    from posttrain.config import ConfigError, build_config
+    from posttrain.config.explain import plan, sources
+    from posttrain.config.loading import read_tree
 
     try:
-        cfg = load_config(config, list(overrides or []))
+        tree = read_tree(config)
+        cfg = build_config(tree, list(overrides or []))
     except ConfigError as e:
         fail(str(e))
-    resolved = cfg.model_dump(mode="json", by_alias=True)
-    where = sources(resolved, yaml.safe_load(config.read_text()) or {}, overrides or [])
-    values = dict(leaves(resolved))
+    where = sources(cfg.model_dump(mode="json", by_alias=True), tree, overrides or [])
     plans = plan(cfg)
     if as_json:
         print(json.dumps({
-            "config": {k: {"value": values[k], "source": s} for k, s in where.items()},
+            "config": {k: {"value": v, "source": s} for k, (v, s) in where.items()},
             "stages": [p.as_dict() for p in plans]}, indent=2))
         return
     console.print(stage_table(plans))
@@ -56,10 +55,10 @@ def explain(
     listing = Table(title=f"{config} resolved", show_edge=False)
     for col in ("key", "value", "from"):
         listing.add_column(col, overflow="fold")
-    for key, source in where.items():
+    for key, (value, source) in where.items():
         if source != "default" or not changed:
             style = SOURCE_STYLE[source]
-            listing.add_row(key, escape(json.dumps(values[key])), f"[{style}]{source}")
+            listing.add_row(key, escape(json.dumps(value)), f"[{style}]{source}")
     console.print(listing)
 
 
@@ -83,6 +82,6 @@ def stage_table(plans) -> Table:
         ("evaluations during the stage", lambda p: p.evals),
     ]
     for name, value in rows:
-        table.add_row(name, *(f"{value(p):,}" if isinstance(value(p), int) else value(p)
-                              for p in plans))
+        cells = [value(p) for p in plans]
+        table.add_row(name, *(f"{c:,}" if isinstance(c, int) else c for c in cells))
     return table

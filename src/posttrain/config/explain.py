@@ -40,8 +40,9 @@ def leaves(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix, tree
 
 
-def sources(resolved: dict, file_tree: dict, overrides: Sequence[str]) -> dict[str, str]:
-    """Each resolved leaf's source: ``override``, ``file`` or ``default``."""
+def sources(resolved: dict, file_tree: dict, overrides: Sequence[str]
+            ) -> dict[str, tuple[Any, str]]:
+    """Each resolved leaf's value and source: ``override``, ``file`` or ``default``."""
     overridden = [o.split("=", 1)[0].strip() for o in overrides]
     from_file = [key for key, _ in leaves(file_tree)]
 
@@ -49,8 +50,9 @@ def sources(resolved: dict, file_tree: dict, overrides: Sequence[str]) -> dict[s
         return any(key == k or key.startswith(f"{k}.") or k.startswith(f"{key}.")
                    for k in keys)
 
-    return {key: "override" if under(key, overridden) else "file" if under(key, from_file)
-            else "default" for key, _ in leaves(resolved)}
+    return {key: (value, "override" if under(key, overridden)
+                  else "file" if under(key, from_file) else "default")
+            for key, value in leaves(resolved)}
 
 
 def split_sizes(rows: int, parts: int) -> list[int]:

@@ -60,17 +60,22 @@ def build_config(tree: dict[str, Any], overrides: Sequence[str] = ()) -> RunConf
         raise ConfigError(_format(e)) from None
 
 
+def read_tree(path: str | Path | None) -> dict[str, Any]:
+    """The YAML mapping at ``path`` (``None``: an empty one), or a ``ConfigError``."""
+    if path is None:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        tree = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from e
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of sections")
+    return tree
+
+
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
     """The config at ``path`` (``None``: the quickstart defaults) with ``overrides`` applied."""
-    tree: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
-        try:
-            tree = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from e
-        if not isinstance(tree, dict):
-            raise ConfigError(f"{p}: the top level must be a mapping of sections")
-    return build_config(tree, overrides)
+    return build_config(read_tree(path), overrides)

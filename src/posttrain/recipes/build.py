@@ -43,7 +43,7 @@ from posttrain.recipes.reporting import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
-from posttrain.rollout.evaluation import evaluation_episodes, evaluation_metrics
+from posttrain.rollout.evaluation import evaluated
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig
 from posttrain.settings.extension import load_extension, load_tools
@@ -175,18 +175,18 @@ class RunParts:
                                   self.cfg.seed)
                 for part, j in judges.items()})
 
-    def evaluate(self, engine: Engine, tokenizer, name: str) -> dict[str, float]:
-        """``evaluation``'s metrics; its samples go to the trackers as ``name``."""
+    def evaluate(self, engine: Engine, tokenizer, name: str | None = None
+                 ) -> dict[str, float]:
+        """``evaluation``'s metrics; with a ``name``, its samples go to the trackers as it."""
         episodes, metrics = self.evaluation(engine, tokenizer)
-        self.reporter.samples(name, episodes, tokenizer)
+        if name is not None:
+            self.reporter.samples(name, episodes, tokenizer)
         return metrics
 
     def evaluation(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
         """The held-out episodes (``eval.samples`` a problem) and their metrics."""
-        episodes = evaluation_episodes(engine, tokenizer, self.eval_tasks, self.reward_fn,
-                                       self.cfg.eval, self.cfg.seed, self.rollout_fn)
-        return episodes, evaluation_metrics(episodes, self.eval_tasks, self.reward_fn,
-                                            self.cfg.eval, self.cfg.reward.accuracy_part)
+        return evaluated(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
+                         self.cfg.reward.accuracy_part, self.cfg.seed, self.rollout_fn)
 
     # -- the run directory -----------------------------------------------------------------
     def base_model_dir(self) -> Path:

@@ -141,7 +141,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                                append=True)
             source.release(len(episodes) // cfg.group_size)
             seconds = time.perf_counter() - started  # sampling (or waiting), update, sync
-            tokens = sum(sum(s.loss_mask) for e in sampled for s in e.segments)
+            tokens = sum(s.num_trainable for e in sampled for s in e.segments)
             metrics |= {"perf/step_s": seconds, "perf/sampled_tokens_per_s": tokens / seconds}
             if run.eval_due(step):
                 result = source.first(lambda e: run.held_out(e, step, source.rollout_fn))

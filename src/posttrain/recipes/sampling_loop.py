@@ -15,7 +15,7 @@ from posttrain.envs import Task
 from posttrain.recipes.reporting import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import rollout
-from posttrain.rollout.evaluation import evaluation_episodes, evaluation_metrics
+from posttrain.rollout.evaluation import evaluated
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.settings import (
     ActorConfig,
@@ -56,11 +56,10 @@ class LoopRun:
                  ) -> dict[str, float]:
         """Held-out evaluation of the weights ``engine`` holds after step ``step`` (0-based);
         its samples go to the trackers as ``<stage>_step_<n>``."""
-        episodes = evaluation_episodes(engine, self.tokenizer, self.eval_tasks, self.reward_fn,
-                                       self.eval_cfg, self.seed, rollout_fn)
+        episodes, metrics = evaluated(engine, self.tokenizer, self.eval_tasks, self.reward_fn,
+                                      self.eval_cfg, self.accuracy_part, self.seed, rollout_fn)
         self.reporter.samples(f"{self.STAGE}_step_{step + 1}", episodes, self.tokenizer)
-        return evaluation_metrics(episodes, self.eval_tasks, self.reward_fn, self.eval_cfg,
-                                  self.accuracy_part)
+        return metrics
 
     @staticmethod
     def record_eval(step: int, result: dict[str, float], evals: list[dict]) -> dict[str, float]:

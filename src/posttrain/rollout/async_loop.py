@@ -4,12 +4,11 @@ trains, all feeding one ``RolloutBuffer`` under one ``Dispatcher``'s pacing.
 An engine is used by its own worker only. The trainer asks for work on the engines (a weight
 sync, an evaluation) with ``call``; each thread runs it, through its worker's ``exclusive``, at
 its next step boundary — with ``drain=True`` only once its samples in flight have finished (no
-partial rollout). A call
-that does not start within its timeout raises ``WeightSyncError``: a hang is an error, never a
-silent stall. An engine that was restarted (``EngineRestarted``) loses its samples in flight;
-they go back to the dispatcher and are generated again, and the buffer's ledger keeps any
-sample from counting twice. Any other exception on a rollout thread is re-raised in the
-trainer's thread.
+partial rollout). A call that does not start within its timeout raises ``WeightSyncError``: a
+hang is an error, never a silent stall. An engine that was restarted (``EngineRestarted``)
+loses its samples in flight; they go back to the dispatcher and are generated again, and the
+buffer's ledger keeps any sample from counting twice. Any other exception on a rollout thread
+is re-raised in the trainer's thread.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from posttrain.settings import EvalConfig
 from posttrain.types import Episode
 
 
-def evaluate(
+def evaluated(
     engine: Engine,
     tokenizer,
     tasks: Sequence[Task],
@@ -25,10 +25,10 @@ def evaluate(
     accuracy_part: str,
     seed: int = 0,
     rollout_fn: Callable[..., list[Episode]] = rollout,
-) -> dict[str, float]:
-    """``evaluation_metrics`` of ``evaluation_episodes``."""
+) -> tuple[list[Episode], dict[str, float]]:
+    """``evaluation_episodes`` and their ``evaluation_metrics``."""
     episodes = evaluation_episodes(engine, tokenizer, tasks, reward_fn, cfg, seed, rollout_fn)
-    return evaluation_metrics(episodes, tasks, reward_fn, cfg, accuracy_part)
+    return episodes, evaluation_metrics(episodes, tasks, reward_fn, cfg, accuracy_part)
 
 
 def evaluation_episodes(engine: Engine, tokenizer, tasks: Sequence[Task],

@@ -18,8 +18,7 @@ from posttrain.types import Episode
 def prompt_key(episode: Episode) -> str:
     """The prompt's identity across steps: a hash of the tokens before the first sampled one."""
     seg = episode.segments[0]
-    end = next((t for t, m in enumerate(seg.loss_mask) if m), len(seg.token_ids))
-    return hashlib.sha1(str(seg.token_ids[:end]).encode()).hexdigest()[:16]
+    return hashlib.sha1(str(seg.token_ids[:seg.first_sampled]).encode()).hexdigest()[:16]
 
 
 class PromptBudgets:

@@ -94,9 +94,9 @@ class RLConfig(SampledStageConfig):
     """GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the task's
     effort levels, if any), ``sync`` or ``async`` (the ``async`` section, ``AsyncConfig``).
     ``save_episodes`` appends every step's episodes to ``episodes.jsonl`` in the run directory
-    (``token_stats`` of them a step with each token's advantage and trainer log-prob, for
-    ``posttrain view``)
-    (``posttrain replay`` checks them); ``sync`` verifies every weight sync
+    (``posttrain replay`` checks them; ``posttrain view`` shows them), ``token_stats`` of them a
+    step with each token's advantage, trainer log-prob and entropy; ``sync`` verifies every
+    weight sync
     (``recipes.rl.sync_weights``)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,

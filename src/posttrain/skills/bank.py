@@ -69,19 +69,20 @@ class SkillBank:
         leaks = audit(skill, None, task_files, expected)
         if leaks:
             raise SkillError("the skill leaks task data: " + "; ".join(map(str, leaks)))
-        write_skill(skill, self.directory)
-        self._skills[skill.name] = load_skill(self.directory / skill.name)
-        return self._skills[skill.name]
+        return self._store(skill)
 
     def merge(self, name: str, update: Skill) -> Skill:
         old = self[name]
-        merged = replace(old, description=update.description or old.description,
-                         body=update.body or old.body,
-                         triggers=tuple(dict.fromkeys(old.triggers + update.triggers)),
-                         version=bump(old.version))
-        write_skill(merged, self.directory)
-        self._skills[name] = load_skill(self.directory / name)
-        return self._skills[name]
+        return self._store(replace(
+            old, description=update.description or old.description,
+            body=update.body or old.body,
+            triggers=tuple(dict.fromkeys(old.triggers + update.triggers)),
+            version=bump(old.version)))
+
+    def _store(self, skill: Skill) -> Skill:
+        """Write ``skill`` and keep it as read back (its files included)."""
+        self._skills[skill.name] = load_skill(write_skill(skill, self.directory))
+        return self._skills[skill.name]
 
     def discard(self, name: str) -> Path:
         skill = self[name]

@@ -95,6 +95,12 @@ class Segment:
     def num_trainable(self) -> int:
         return sum(self.loss_mask)
 
+    @property
+    def first_sampled(self) -> int:
+        """Where the first trained token is (the length when none is): what comes before is
+        the prompt."""
+        return next((t for t, m in enumerate(self.loss_mask) if m), len(self.token_ids))
+
     def to_dict(self) -> dict:
         return {
             "token_ids": self.token_ids,

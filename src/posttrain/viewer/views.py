@@ -3,9 +3,11 @@ summaries, one episode token by token, and a group's samples side by side."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
+import torch
+
+from posttrain.algos.advantages import grpo
 from posttrain.viewer.runs import RunFiles
 
 SORTS = {"index": ("index", False), "reward": ("reward", False), "-reward": ("reward", True),
@@ -81,20 +83,20 @@ def episode_detail(run: RunFiles, index: int) -> dict:
 
 
 def group_view(run: RunFiles, step: int | None, group: str) -> dict:
-    """The samples of group ``group`` at step ``step``: summary, response text, and the
-    group-normalised reward ``(r - mean) / (std + 1e-6)`` (std with ddof=1, 0 for a single
-    sample: GRPO's advantage) as advantage."""
+    """The samples of group ``group`` at step ``step``: summary, response text, and as
+    advantage GRPO's group-normalised reward (``algos.advantages.grpo``)."""
     run.refresh()
     members = [s for s in run.summaries if s["group"] == group and s["step"] == step]
-    rewards = [s["reward"] for s in members]
-    mean = statistics.fmean(rewards) if rewards else 0.0
-    std = statistics.stdev(rewards) if len(rewards) > 1 else 0.0
+    if not members:
+        return {"episodes": []}
+    advantages = grpo(rewards=torch.tensor([s["reward"] for s in members], dtype=torch.float64),
+                      group_ids=torch.zeros(len(members), dtype=torch.long),
+                      mask=torch.ones(len(members), 1, dtype=torch.float64))[:, 0].tolist()
     tokenizer, out = run.tokenizer(), []
-    for s in members:
+    for s, advantage in zip(members, advantages):
         episode = run.episode(s["index"])
         response = " / ".join(
             tokenizer.decode([t for t, m in zip(seg.token_ids, seg.loss_mask) if m],
                              skip_special_tokens=True) for seg in episode.segments)
-        out.append({**s, "advantage": (s["reward"] - mean) / (std + 1e-6),
-                    "response": response})
+        out.append({**s, "advantage": advantage, "response": response})
     return {"episodes": out}

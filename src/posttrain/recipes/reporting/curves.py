@@ -20,6 +20,21 @@ def _pyplot():
 
     return plt
 
+
+def _draw(ax, panel: dict, **plot) -> None:
+    """``panel``'s series on ``ax`` (``plot``: options of each line), titled, labelled."""
+    for label, x, y, style in panel["series"]:
+        ax.plot(x, y, style, label=label, **plot)
+    ax.set(title=panel["title"], xlabel="step", ylabel=panel["ylabel"])
+
+
+def _save(plt, fig, path: str | Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
 SAMPLED = ("rl", "opd")  # stages that log reward and accuracy of their own samples
 YLABEL = {"sft": "loss (assistant tokens)", "pref": "loss", "distill": "divergence",
           "rl": "reward / accuracy", "opd": "reward / accuracy"}
@@ -69,15 +84,10 @@ def plot_curves(metrics_path: str | Path, out_path: str | Path, evals: dict | No
     fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(6.5 * max(len(panels), 1), 4),
                              squeeze=False)
     for ax, panel in zip(axes[0], panels):
-        for label, x, y, style in panel["series"]:
-            ax.plot(x, y, style, label=label)
-        ax.set(title=panel["title"], xlabel="step", ylabel=panel["ylabel"])
+        _draw(ax, panel)
         if len(panel["series"]) > 1:
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=100)
-    plt.close(fig)
-    return Path(out_path)
+    return _save(plt, fig, out_path)
 
 
 # stage -> its panels: (title, y-axis label, the metrics drawn, as ``metrics.jsonl`` names)
@@ -152,22 +162,18 @@ def plot_stages(metrics_path: str | Path, out_dir: str | Path) -> list[Path]:
     written = []
     for stage in dict.fromkeys(r["stage"] for r in rows):
         panels = stage_panels(rows, stage)
+        if not panels:  # (it logged no number)
+            continue
         cols = min(3, len(panels))
         lines = -(-len(panels) // cols)
         fig, axes = plt.subplots(lines, cols, figsize=(5.5 * cols, 3.8 * lines),
                                  squeeze=False)
         for ax, panel in zip(axes.flat, panels):
-            for label, x, y, style in panel["series"]:
-                ax.plot(x, y, style, label=label, markersize=4)
-            ax.set(title=panel["title"], xlabel="step", ylabel=panel["ylabel"])
+            _draw(ax, panel, markersize=4)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
             if len(panel["series"]) > 1:
                 ax.legend(fontsize="small")
         for ax in list(axes.flat)[len(panels):]:
             ax.set_visible(False)
-        fig.tight_layout()
-        path = Path(out_dir) / f"curves_{stage}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(plt, fig, Path(out_dir) / f"curves_{stage}.png"))
     return written

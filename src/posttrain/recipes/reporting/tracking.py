@@ -30,16 +30,12 @@ def sample_rows(episodes: Sequence[Episode], tokenizer) -> list[list[Any]]:
     """The first ``MAX_SAMPLES`` episodes as ``SAMPLE_COLUMNS`` rows: the text before the first
     sampled token, the text from there on (each later segment's from its first sampled
     token), the reward and the finish reason."""
-    rows = []
-    for episode in episodes[:MAX_SAMPLES]:
-        texts = []
-        for seg in episode.segments:
-            start = next((i for i, m in enumerate(seg.loss_mask) if m), len(seg.token_ids))
-            texts.append((seg.token_ids[:start], seg.token_ids[start:]))
-        decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-        rows.append([decode(texts[0][0]), " / ".join(decode(r) for _, r in texts),
-                     episode.reward, episode.finish_reason])
-    return rows
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=True)
+
+    return [[decode(e.segments[0].token_ids[:e.segments[0].first_sampled]),
+             " / ".join(decode(s.token_ids[s.first_sampled:]) for s in e.segments),
+             e.reward, e.finish_reason] for e in episodes[:MAX_SAMPLES]]
 
 
 class Tracker(Protocol):

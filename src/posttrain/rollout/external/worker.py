@@ -66,7 +66,7 @@ class ExternalAgentWorker:
                                   session.played, self.reward_fn, self.tokenizer)
         sessions.close(session.key)  # a late agent's next call is refused
         episode.meta["sample_id"] = request.sample_id
-        self.tokens_generated += sum(sum(s.loss_mask) for s in episode.segments)
+        self.tokens_generated += sum(s.num_trainable for s in episode.segments)
         return episode
 
     def exclusive(self, fn: Callable[[Engine], T]) -> T:
