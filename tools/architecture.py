@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engines", "rewards"),
     ("harness",),
     ("envs", "serve", "skills", "viewer"),
-    ("data",),
+    ("data", "audit", "harness_search"),
     ("rollout", "train"),
     ("cluster", "config"),
     ("recipes",),

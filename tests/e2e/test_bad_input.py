@@ -10,11 +10,14 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def inputs(tmp_path):
+def inputs(tmp_path, tiny_dir):
     (tmp_path / "file.txt").write_text("not a model")
     (tmp_path / "empty").mkdir()
     (tmp_path / "bad.jsonl").write_text("garbage\n")
     (tmp_path / "rows.jsonl").write_text('{"text": "What is 1+1?", "answer": 2}\n' * 4)
+    (tmp_path / "bank" / "bad-skill").mkdir(parents=True)
+    (tmp_path / "bank" / "bad-skill" / "SKILL.md").write_text("no front matter\n")
+    (tmp_path / "model").symlink_to(tiny_dir)  # a model (the session's)
     return tmp_path
 
 
@@ -50,6 +53,40 @@ CASES = {
                                    "not a run directory (no metrics.jsonl): {d}/empty"),
     "config explain: a missing config": (["config", "explain", "{d}/none.yaml"],
                                          "does not exist"),
+    "train: a missing skill bank": (
+        ["train", "configs/quickstart.yaml", "skills.dir={d}/none", "--out", "{d}/o"],
+        "no skill bank at {d}/none"),
+    "train: a skill that does not parse": (
+        ["train", "configs/quickstart.yaml", "skills.dir={d}/bank", "--out", "{d}/o"],
+        "1 skills in {d}/bank cannot be used"),
+    "train: a skill teacher without RL": (
+        ["train", "configs/quickstart.yaml", "stages=[sft]", "skills.dir={d}/empty",
+         "skills.teacher.function=tests/integration/skill_teacher.py:teach", "--out", "{d}/o"],
+        "skills.teacher evolves the bank during the rl stage"),
+    "train: skill evolution without a teacher": (
+        ["train", "configs/quickstart.yaml", "skills.dir={d}/empty", "skills.per_round=3",
+         "--out", "{d}/o"], "skills.per_round is set but cannot take effect"),
+    "train: a teacher prompt with an unknown field": (
+        ["train", "configs/quickstart.yaml", "skills.teacher.endpoint=http://x/v1",
+         "skills.teacher.skill_prompt=Say {{answer}}", "--out", "{d}/o"],
+        "skill_prompt: fields are {{trajectory}}"),
+    "eval: the skills protocol without a bank": (
+        ["eval", "{d}/empty", "--skills-bench"], "--skills-bench needs a skill bank"),
+    "train: a guard rule that is no regex": (
+        ["train", "configs/code.yaml", "agent.guard.rules=[{{name: x, pattern: '('}}]",
+         "--out", "{d}/o"], "not a regular expression: missing ), unterminated subpattern"),
+    "env audit: a missing config": (["env", "audit", "{d}/none.yaml"], "does not exist"),
+    "env audit: an unknown exploit": (["env", "audit", "configs/code.yaml", "--exploit", "nope"],
+                                      "unknown exploits nope; known: workspace_answers"),
+    "harness-search: no proposer": (
+        ["harness-search", "configs/quickstart.yaml", "--model", "{d}/empty", "--out", "{d}/s"],
+        "name one proposer: --space FILE, --proposer module:fn or --proposer-endpoint URL"),
+    "harness-search: a model directory without a model": (
+        ["harness-search", "configs/quickstart.yaml", "--model", "{d}/empty", "--space",
+         "{d}/file.txt", "--out", "{d}/s"], "has no config.json"),
+    "harness-search: a space that is no mapping": (
+        ["harness-search", "configs/quickstart.yaml", "--model", "{d}/model", "--space",
+         "{d}/file.txt", "--out", "{d}/s"], "the search space maps dotted config keys to lists"),
     "tau check: an unknown domain": (["tau", "check", "--domain", "nope"], "unknown tau domain"),
     "build-tiny: a path under a file": (["build-tiny", "{d}/file.txt/x"], "cannot write"),
     "filter: a directory without a model": (

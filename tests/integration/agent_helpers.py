@@ -1,4 +1,7 @@
-"""Shared pieces of the agent-loop tests: a scripted engine, a tool, a task."""
+"""Shared pieces of the agent-loop tests: a scripted engine, a tool, a task, and a scripted
+student who carries a ten only when a skill in its context says so."""
+
+import re
 
 from posttrain.engines import GenerationOutput
 from posttrain.rewards import RewardFunction
@@ -6,6 +9,7 @@ from posttrain.rewards import RewardFunction
 REWARD = RewardFunction({"correct": ("numeric", 1.0)})
 TASK = [{"role": "user", "content": "What is 2+3?"}]
 CALL = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+QUESTION = re.compile(r"What is (\d+)\+(\d+)\?")
 
 
 def add(a: int, b: int) -> int:
@@ -45,3 +49,21 @@ class ScriptedEngine:
 
     def update_weights(self, named_tensors, version):
         pass
+
+
+def no_carry(a: int, b: int) -> int:
+    """The sum of a student who adds each column mod 10."""
+    digits, place = 0, 1
+    while a or b:
+        digits += (a % 10 + b % 10) % 10 * place
+        a, b, place = a // 10, b // 10, place * 10
+    return digits
+
+
+def student(prompt: str) -> str:
+    """Carries only when a skill in its context says so; writes a skill without carrying."""
+    if "Before you solve the task" in prompt:
+        return "Add the numbers digit by digit."
+    a, b = map(int, QUESTION.findall(prompt)[-1])
+    carries = "carry" in prompt.split("<|im_start|>user")[0]  # the system message
+    return f"<answer>{a + b if carries else no_carry(a, b)}</answer>"

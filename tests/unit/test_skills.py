@@ -2,10 +2,10 @@
 retrieval checked against its formula, and the bank's add / merge / discard / maintain."""
 
 import asyncio
+import math
 
 import numpy as np
 import pytest
-from rank_bm25 import BM25Okapi
 
 from posttrain.skills import (
     Skill,
@@ -87,6 +87,31 @@ def test_the_audit_finds_task_files_expected_values_and_paths(tmp_path):
     assert audit(CARRY, task_files=["solution.py"], expected=["4821", "10"]) == []
 
 
+def bm25_plus(docs, query, k1=1.5, b=0.75, delta=1.0):
+    """BM25+ (Lv and Zhai 2011) by hand: sum over query terms in the corpus of
+    log((N + 1) / df) * (delta + tf (k1 + 1) / (tf + k1 (1 - b + b |D| / avgdl)))."""
+    n, avgdl = len(docs), sum(map(len, docs)) / len(docs)
+    scores = []
+    for d in docs:
+        total = 0.0
+        for q in query:
+            df = sum(q in other for other in docs)
+            if df:
+                tf = d.count(q)
+                total += math.log((n + 1) / df) * (
+                    delta + tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl)))
+        scores.append(total)
+    return np.array(scores)
+
+
+def test_a_two_skill_bank_ranks_the_skill_that_shares_the_query_words_first():
+    # (BM25 Okapi's idf is log(1.5 / 1.5) = 0 for a word in one of two documents)
+    index = SkillIndex([CARRY, Skill("long-division", "Divide step by step.", "Divide.")],
+                       lam=0.0, threshold=0.5)
+    assert index.relevance("divide 96 by 4").tolist() == [0.0, 1.0]
+    assert [s.name for s in index.retrieve("divide 96 by 4")] == ["long-division"]
+
+
 def test_relevance_is_the_formula_over_min_max_normalised_scores():
     skills = [CARRY, Skill("long-division", "Divide step by step.", "Bring down the next "
                            "digit; subtract the multiple."),
@@ -100,7 +125,7 @@ def test_relevance_is_the_formula_over_min_max_normalised_scores():
 
     index = SkillIndex(skills, embed=embed, lam=0.25, threshold=0.5, top_k=1)
     query = "add 57 and 68 with a carry"
-    lexical = BM25Okapi([words(s.text()) for s in skills[:3]]).get_scores(words(query))
+    lexical = bm25_plus([words(s.text()) for s in skills[:3]], words(query))
     semantic = fixed @ np.array([0.8, 0.6])  # 0.8, 0.96, 0.6
 
     def norm(x):
@@ -111,8 +136,14 @@ def test_relevance_is_the_formula_over_min_max_normalised_scores():
     assert want[0] == pytest.approx(0.25 * (0.2 / 0.36) + 0.75)  # the only lexical match
     # the general skill always, then the best one over the threshold (top_k=1)
     assert [s.name for s in index.retrieve(query)] == ["answer-format", "column-addition"]
-    assert [s.name for s in SkillIndex(skills, threshold=1.01).retrieve(query)] == [
-        "answer-format"]
+    # a trigger phrase in the query ("carry") calls its skill up whatever its relevance
+    high = SkillIndex(skills, threshold=1.01)
+    assert [s.name for s in high.retrieve(query)] == ["answer-format", "column-addition"]
+    assert [s.name for s in high.retrieve("divide 57 by 3")] == ["answer-format"]
+    # a lone skill that matches at all is fully relevant (min-max of equal scores)
+    lone = SkillIndex([skills[1]], threshold=1.0)
+    assert lone.relevance("divide it").tolist() == [1.0]
+    assert lone.relevance("zebra").tolist() == [0.0]
 
 
 def test_the_hashed_embedding_is_a_deterministic_unit_vector():

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from posttrain.cli.config_cmd import config_app
+from posttrain.cli.env_cmd import env_app
+from posttrain.cli.harness_search_cmd import harness_search
 from posttrain.cli.output import console
 from posttrain.cli.output import fail as _fail
 from posttrain.cli.tau import tau_app
@@ -23,6 +25,8 @@ app = typer.Typer(
 app.add_typer(tau_app, name="tau")
 app.add_typer(template_app, name="template")
 app.add_typer(config_app, name="config")
+app.add_typer(env_app, name="env")
+app.command(name="harness-search")(harness_search)
 
 
 def _version(shown: bool) -> None:
@@ -210,26 +214,41 @@ def eval_(
     out: Annotated[Path | None, typer.Option(
         help="directory for samples.jsonl (every sample with its rewards) and "
              "summary.json")] = None,
+    skills_bench: Annotated[bool, typer.Option(
+        "--skills-bench", help="the SkillsBench protocol: without skills, with the bank of "
+                               "skills.dir, with self-written skills, and the gain g")] = False,
 ) -> None:
     """Evaluate MODEL on the held-out split of the config's task; prints JSON.
 
     eval.samples=N (with eval.temperature > 0) adds pass@k, maj@k and mean@N with standard
-    errors; eval.group_by=[column] splits the accuracy by a dataset column."""
+    errors; eval.group_by=[column] splits the accuracy by a dataset column. --skills-bench
+    plays the tasks in SkillsBench's three conditions instead (docs/skills.md)."""
     from posttrain.cli.eval_output import write_eval
     from posttrain.engines import TorchEngine
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.recipes.build import RunParts
 
     cfg = _load(config, overrides)
+    if skills_bench and cfg.skills is None:
+        _fail("--skills-bench needs a skill bank: set skills.dir")
     try:
         tok, m = load_tokenizer(model), load_model(model, cfg.trainer.compute_dtype)
     except ModelNotFoundError as e:
         _fail(str(e))
     parts = RunParts(cfg)
     parts.attach_judges(tok)
-    episodes, result = parts.evaluation(TorchEngine(m, tok.pad_token_id, tok.eos_token_id), tok)
-    if out is not None:
-        write_eval(out, episodes, parts.eval_tasks, cfg.eval.samples, result)
+    engine = TorchEngine(m, tok.pad_token_id, tok.eos_token_id)
+    if skills_bench:
+        from posttrain.recipes.skills import run_skills_bench
+
+        result = run_skills_bench(parts, engine, tok)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "skills_bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    else:
+        episodes, result = parts.evaluation(engine, tok)
+        if out is not None:
+            write_eval(out, episodes, parts.eval_tasks, cfg.eval.samples, result)
     typer.echo(json.dumps(result, indent=2))
 
 

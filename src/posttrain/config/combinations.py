@@ -38,6 +38,7 @@ def check_combinations(cfg) -> None:
     rl_switches(cfg)
     run_rules(cfg)
     server_rules(cfg)
+    skills_rules(cfg)
 
 
 # -- options that cannot take effect: the helpers --------------------------------------------
@@ -499,3 +500,24 @@ def server_rules(cfg) -> None:
         if server.endpoint is None:
             unread(server, prefix, ["endpoint_model", "api_key_env"],
                    f"{prefix} is served by no endpoint")
+
+
+def skills_rules(cfg) -> None:
+    """Skills are disclosed in a task's opening messages, and evolve during RL."""
+    s = cfg.skills
+    if s is None:
+        return
+    if cfg.task.env is not None or cfg.task.name == "tau":
+        raise ValueError("skills are disclosed in a task's opening messages; episodes of "
+                         "task.env and tau open with their environment's own")
+    if s.teacher is None:
+        unread(s, "skills", ("evolve_every", "per_round", "evolve_below"),
+               "skills evolve only with a teacher (skills.teacher)")
+    elif "rl" not in cfg.stages:
+        raise ValueError("skills.teacher evolves the bank during the rl stage, which this run "
+                         "does not have")
+    elif cfg.dist.trainer_processes > 1:
+        raise ValueError("skills.teacher evolves one bank, in one process: it cannot run with "
+                         "dist.trainer_processes > 1")
+    if cfg.single_turn:
+        unread(s, "skills", ("tools",), "single-turn episodes have no tools")

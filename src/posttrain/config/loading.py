@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,8 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
 
 
 def build_config(tree: dict[str, Any], overrides: Sequence[str] = ()) -> RunConfig:
-    tree = dict(tree)
+    """``tree`` with ``overrides`` applied (to a copy: ``tree`` is left as it was), validated."""
+    tree = copy.deepcopy(tree)
     for o in overrides:
         apply_override(tree, o)
     try:

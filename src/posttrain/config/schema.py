@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from posttrain.config.combinations import check_combinations
 from posttrain.config.reward_config import RewardConfig
+from posttrain.config.skills_config import SkillsConfig
 from posttrain.config.task_config import (
     SINGLE_TURN_TASKS,
     AgentConfig,
@@ -121,6 +122,7 @@ class RunConfig(Section):
     eval: EvalConfig = EvalConfig()
     trainer: TrainerConfig = TrainerConfig()
     dist: DistConfig = DistConfig()
+    skills: SkillsConfig | None = None
 
     @field_validator("report_to")
     @classmethod

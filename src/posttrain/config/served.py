@@ -4,7 +4,9 @@ task's simulated user and judge, and the anti-hack guard's judge (``agent.guard.
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import ClassVar
+
+from pydantic import Field, model_validator
 
 from posttrain.settings import Section
 from posttrain.settings.section import Device
@@ -33,3 +35,42 @@ class ServedModel(Section):
         if self.endpoint is not None and self.device != "auto":
             raise ValueError(f"{what}: device places a local model; this one is served by "
                              f"endpoint {self.endpoint}")
+
+
+class FunctionOrServed(ServedModel):
+    """A part played by ``function`` (a dotted path; the subclass annotates its contract) or by
+    a chat model (``ServedModel``) asked the subclass's ``PROMPTS`` fields. Keys that only a
+    chat model reads are errors with a function, as the endpoint's keys are without one."""
+
+    WHAT: ClassVar[str] = "it"
+    PROMPTS: ClassVar[tuple[str, ...]] = ()
+    function: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FunctionOrServed:
+        if self.function is not None:
+            if self.model is not None or self.endpoint is not None:
+                raise ValueError(f"a function {self.WHAT} is served by no model or endpoint")
+            self._unread((*self.PROMPTS, "endpoint_model", "api_key_env", "max_new_tokens",
+                          "temperature"), f"the {self.WHAT} is a function")
+            return self
+        self.served_once(f"a {self.WHAT} (or set function)")
+        if self.endpoint is None:
+            self._unread(("endpoint_model", "api_key_env"),
+                         f"the {self.WHAT} is served by no endpoint")
+        return self
+
+    def _unread(self, keys: tuple[str, ...], why: str) -> None:
+        changed = [k for k in keys if getattr(self, k) != type(self).model_fields[k].default]
+        if changed:
+            raise ValueError(f"{', '.join(changed)} cannot take effect: {why}")
+
+
+def check_fields(template: str, key: str, **fields: str) -> None:
+    """``template`` (the config value of ``key``) must format with ``fields`` alone."""
+    try:
+        template.format(**fields)
+    except (KeyError, IndexError, ValueError) as e:
+        names = " and ".join(f"{{{f}}}" for f in fields)
+        raise ValueError(f"{key}: fields are {names} ({type(e).__name__}: {e}); write a "
+                         "literal brace as {{ or }}") from None

@@ -3,11 +3,12 @@ task source named by dotted path, a rollout function, extra tools, and the agent
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.config.served import ServedModel
+from posttrain.config.served import FunctionOrServed, ServedModel, check_fields
 from posttrain.envs.code import VERDICT_PARTS
 from posttrain.envs.tau.episode import TAU_PARTS
 from posttrain.envs.tau.tasks import BASES
@@ -85,48 +86,51 @@ class TreeConfig(Section):
         return self.rounds * self.branches + 1
 
 
-class GuardJudge(ServedModel):
+class GuardJudge(FunctionOrServed):
     """The guard's judge of a flagged tool call (docs/agents.md): ``function`` (a dotted path,
     ``f(call, flags) -> bool``: True when the call is a hack) or a chat model served from
     ``model`` or ``endpoint`` (``ServedModel``), asked ``prompt`` (``{call}`` and ``{flags}``
     filled in) and answering yes or no. A judge that fails or answers neither confirms the
     flag, and the episode counts it (``guard_judge_failures``)."""
 
+    WHAT: ClassVar[str] = "guard judge"
+    PROMPTS: ClassVar[tuple[str, ...]] = ("prompt",)
     function: Annotated[str, extension("guard_judge")] | None = None
     prompt: str = GUARD_PROMPT
     endpoint_model: str = "judge"
     max_new_tokens: int = Field(32, ge=1)
 
     @model_validator(mode="after")
-    def _served_once(self) -> GuardJudge:
-        if self.function is not None:
-            if self.model is not None or self.endpoint is not None:
-                raise ValueError("a function judge is served by no model or endpoint")
-            self._unread(("prompt", "endpoint_model", "api_key_env", "max_new_tokens",
-                          "temperature"), "the judge is a function")
-            return self
-        self.served_once("a guard judge (or set function)")
-        if self.endpoint is None:
-            self._unread(("endpoint_model", "api_key_env"), "the judge is served by no endpoint")
-        try:
-            self.prompt.format(call="", flags="")
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"prompt: fields are {{call}} and {{flags}} ({type(e).__name__}: "
-                             f"{e}); write a literal brace as {{{{ or }}}}") from None
+    def _prompt_fields(self) -> GuardJudge:
+        check_fields(self.prompt, "prompt", call="", flags="")
         return self
 
-    def _unread(self, keys: tuple[str, ...], why: str) -> None:
-        changed = [k for k in keys if getattr(self, k) != type(self).model_fields[k].default]
-        if changed:
-            raise ValueError(f"{', '.join(changed)} cannot take effect: {why}")
+
+class GuardRuleConfig(Section):
+    """One more guard rule: ``pattern`` (a regex, case ignored) searched in a call's name and
+    JSON arguments flags it as ``name``."""
+
+    name: str = Field(min_length=1)
+    pattern: str = Field(min_length=1)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ValueError(f"not a regular expression: {e}") from None
+        return pattern
 
 
 class GuardConfig(Section):
     """The online anti-hack guard (docs/agents.md): the default rules plus
-    ``protected_paths``; ``judge`` (null: every flag is a hack) confirms a flag or clears it;
-    ``on_hack`` ``block`` (dummy result) or ``zero_reward``."""
+    ``protected_paths`` and ``rules`` (``posttrain env audit`` proposes both for the holes it
+    finds); ``judge`` (null: every flag is a hack) confirms a flag or clears it; ``on_hack``
+    ``block`` (dummy result) or ``zero_reward``."""
 
     protected_paths: list[str] = Field(default_factory=list)
+    rules: list[GuardRuleConfig] = Field(default_factory=list)
     judge: GuardJudge | None = None
     on_hack: Literal["block", "zero_reward"] = "block"
 

@@ -25,11 +25,13 @@ class GuardRule:
     pattern: str
 
 
+# words of a command are matched across any non-word run (\W+), so an argv list
+# (['pip', 'download', ...], as subprocess takes it) is caught as the shell form is
 DEFAULT_RULES = (
     GuardRule("protected_path", r"hidden[_-]?tests?|/\.hidden|tests/hidden"),
-    GuardRule("upstream_fetch", r"\b(git\s+clone|git\s+fetch|curl|wget)\b|https?://"),
-    GuardRule("package_probe", r"\bpip\s+(download|index\s+versions)\b"),
-    GuardRule("git_history", r"\bgit\s+(log|show|reflog|checkout\s+[0-9a-f]{7,})\b"),
+    GuardRule("upstream_fetch", r"\b(git\W+clone|git\W+fetch|curl|wget)\b|https?://"),
+    GuardRule("package_probe", r"\bpip\W+(download|index\W+versions)\b"),
+    GuardRule("git_history", r"\bgit\W+(log|show|reflog|checkout\W+[0-9a-f]{7,})\b"),
 )
 
 

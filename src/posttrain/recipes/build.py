@@ -42,14 +42,18 @@ from posttrain.recipes.judges import build_guard, build_judge, judge_chat, tool_
 from posttrain.recipes.reporting import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
+from posttrain.recipes.skills import skill_library
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
 from posttrain.rollout.evaluation import evaluated
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig
 from posttrain.settings.extension import load_extension, load_tools
+from posttrain.skills.library import SkilledTasks
 from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.train.parallel import by_writer
 from posttrain.types import Episode
+
+SKILL_BANK = "skill_bank"  # the checkpoint cursor's copy of an evolving bank
 
 
 def seed_everything(seed: int) -> None:
@@ -138,10 +142,11 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
 
 class RunParts:
     """What the stages of the run ``cfg`` describes share: ``tasks`` (and ``tools``), the
-    ``rollout_fn`` that plays them, ``reward_fn``, the held-out ``eval_tasks``, and the run
-    directory ``out`` with its ``reporter`` and checkpoints. ``rank > 0``: a data-parallel peer
-    of rank 0 (``dist.trainer_processes``): it reads the models and checkpoints rank 0 writes
-    and logs quietly to ``out_dir/ranks/<rank>``."""
+    ``rollout_fn`` that plays them, ``reward_fn``, the held-out ``eval_tasks``, the
+    ``skills`` every task opens with (a ``SkillLibrary``; None without a ``skills``
+    section), and the run directory ``out`` with its ``reporter`` and checkpoints.
+    ``rank > 0``: a data-parallel peer of rank 0 (``dist.trainer_processes``): it reads the
+    models and checkpoints rank 0 writes and logs quietly to ``out_dir/ranks/<rank>``."""
 
     def __init__(self, cfg: RunConfig, reporter: Reporter | None = None, rank: int = 0) -> None:
         self.cfg, self.rank = cfg, rank
@@ -153,6 +158,10 @@ class RunParts:
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
         self.ckpt_dir = self.out / CHECKPOINTS
         self.tasks, self.tools, env_factory = task_family(cfg)
+        self.skills = None if cfg.skills is None else skill_library(cfg.skills, self.out)
+        if self.skills is not None and self.tools is not None and cfg.skills.tools:
+            for tool in self.skills.tools():
+                self.tools.add(tool)
         self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if isinstance(self.tasks, StreamedDatasetTasks):  # train rows: once read through
@@ -164,6 +173,9 @@ class RunParts:
                 self.report_skipped(f"{split} prompt", rows)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
+        if self.skills is not None:  # every episode opens with the skills disclosed
+            self.tasks = SkilledTasks(self.tasks, self.skills)
+            self.eval_tasks = [self.skills.task(t) for t in self.eval_tasks]
         self.reward_fn = cfg.reward.function()
 
     def attach_judges(self, tokenizer) -> None:
@@ -209,8 +221,14 @@ class RunParts:
 
     def resume(self, ckpt: Path | None, trainer: PolicyTrainer,
                critic: Trainer | None = None) -> int:
-        """The step a stage starts at: 0, or the checkpoint's (its state loaded)."""
-        return load_checkpoint_state(ckpt, trainer, critic)["step"] if ckpt else 0
+        """The step a stage starts at: 0, or the checkpoint's (its state loaded, and the skill
+        bank as it was then)."""
+        if ckpt is None:
+            return 0
+        cursor = load_checkpoint_state(ckpt, trainer, critic)
+        if SKILL_BANK in cursor:
+            self.skills.restore(cursor[SKILL_BANK])
+        return cursor["step"]
 
     def checkpointer(self, trainer: PolicyTrainer, tokenizer, stage: str, evals: dict,
                      critic: Trainer | None = None) -> Callable[[int], None]:
@@ -228,6 +246,8 @@ class RunParts:
                 cursor = {"stage": stage, "step": step, "evals": evals,
                           "counters": self.counters, "records": record_sizes(self.out),
                           "process_seconds": self.process_seconds()}
+                if self.cfg.skills is not None and self.cfg.skills.teacher is not None:
+                    cursor[SKILL_BANK] = self.skills.snapshot()  # the bank evolves
                 save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
                                 critic, write=self.rank == 0, keep_last=self.cfg.keep_last,
                                 sharded=self.cfg.checkpoint_format == "sharded")

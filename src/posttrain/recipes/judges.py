@@ -20,7 +20,7 @@ from posttrain.engines.chat import (
     openai_tool_chat,
 )
 from posttrain.harness import Guard
-from posttrain.harness.guard import ChatGuardJudge
+from posttrain.harness.guard import DEFAULT_RULES, ChatGuardJudge, GuardRule
 from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
 from posttrain.models.devices import placed, resolve_device
 from posttrain.rollout.judged import (
@@ -84,4 +84,5 @@ def build_guard(cfg: GuardConfig, dtype: str, seed: int) -> Guard:
     judge = None if j is None else (
         load_extension("guard_judge", j.function) if j.function is not None
         else ChatGuardJudge(judge_chat(j, dtype, seed), j.prompt))
-    return Guard(protected_paths=cfg.protected_paths, judge=judge, on_hack=cfg.on_hack)
+    rules = (*DEFAULT_RULES, *(GuardRule(r.name, r.pattern) for r in cfg.rules))
+    return Guard(rules, protected_paths=cfg.protected_paths, judge=judge, on_hack=cfg.on_hack)

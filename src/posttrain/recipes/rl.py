@@ -32,6 +32,7 @@ from posttrain.recipes.placement import (
 )
 from posttrain.recipes.run_dir import PROMPT_BUDGETS
 from posttrain.recipes.sampling_loop import RLRun
+from posttrain.recipes.skills import skill_evolution
 from posttrain.rollout import (
     AsyncEpisodes,
     ExternalAgentRollout,
@@ -134,6 +135,8 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                 reports = source.call(lambda e: sync_weights(
                     run.trainer, e, source.version + 1, probes, cfg.sync))
                 metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
+            if run.evolve is not None:
+                metrics |= run.evolve(step, sampled)
             if cfg.save_episodes:  # after the update: some carry its token stats
                 for episode in sampled:  # the viewer's step filter and group view
                     episode.meta["step"] = step + 1
@@ -195,7 +198,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
                              actor=cfg.actor, critic=critic, critic_cfg=cfg.critic,
                              shaping=cfg.reward.shaping, prompt_budgets=PromptBudgets(
                                  cfg.reward.accuracy_part, parts.out / PROMPT_BUDGETS),
-                             sleep_engines=cfg.engine.sleep)
+                             sleep_engines=cfg.engine.sleep,
+                             evolve=skill_evolution(cfg, parts.skills, tokenizer))
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
                 sync_weights(trainer, e, start, cfg=sync)

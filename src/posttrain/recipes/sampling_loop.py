@@ -27,6 +27,7 @@ from posttrain.settings import (
 )
 from posttrain.train import PolicyTrainer, Trainer
 from posttrain.train.rl_update import PolicyUpdate
+from posttrain.types import Episode
 
 
 @dataclass
@@ -82,7 +83,9 @@ class RLRun(LoopRun):
     and it trains on the returns alongside the actor; ``shaping`` rules reshape rewards before
     groups are filtered and scored (``prompt_budgets``: the per-prompt budgets of rules with
     ``budget: auto``). ``sleep_engines`` (``engine.sleep``): the engines free their memory
-    for each update; the weight sync after it wakes them."""
+    for each update; the weight sync after it wakes them. ``evolve(step, episodes)`` runs
+    after each update with the step's sampled episodes (SkillRL's skill evolution); its
+    metrics are logged with the step's."""
 
     STAGE: ClassVar[str] = "rl"
     cfg: RLConfig
@@ -93,6 +96,7 @@ class RLRun(LoopRun):
     shaping: Sequence[ShapingRule] = ()
     prompt_budgets: PromptBudgets | None = None
     sleep_engines: bool = False
+    evolve: Callable[[int, Sequence[Episode]], dict[str, float]] | None = None
 
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(

@@ -48,6 +48,8 @@ CONTRACTS = {
     "guard_judge": Contract("a guard judge (returns True when the flagged tool call is a "
                             "hack, False when it is not)", ("call", "flags")),
     "tool": Contract("a tool (typed arguments and a Google-style docstring)", ()),
+    "skill_teacher": Contract("a skill teacher (returns a Skill, a SKILL.md text or None)",
+                              ("trajectory", "reference", "success")),
     "external_agent": Contract("an agent (talks to the OpenAI- or Anthropic-compatible "
                                "base_url with api_key; returns its reward or None)",
                                ("base_url", "api_key", "task")),

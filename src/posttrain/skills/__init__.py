@@ -3,13 +3,11 @@ description, triggers, version; the procedure below it; optional ``scripts/`` an
 ``references/``), kept in a ``SkillBank`` that validates them (a leakage audit), retrieves the
 relevant ones for a task (BM25 + an embedding, general skills always on), discloses them to
 an agent progressively (``SkillDisclosure``: a system prompt and a ``read_skill`` tool) and
-maintains them (add, merge, discard, with version bumps). docs/skills.md."""
+maintains them (add, merge, discard, with version bumps). A run uses a bank through a
+``SkillLibrary`` (every task opens with its skills; ``run_skill_script`` runs a skill's
+scripts in the sandbox), SkillRL's ``SkillEvolution`` grows it with a teacher during RL, and
+``skills_bench`` is the SkillsBench protocol. docs/skills.md."""
 
-from posttrain.skills.audit import LeakageFinding, audit
-from posttrain.skills.bank import SkillBank
-from posttrain.skills.disclosure import SkillDisclosure
-from posttrain.skills.retrieval import SkillIndex, hashed_embedding
-from posttrain.skills.skill import Skill, SkillError, bump, load_skill, write_skill
+import lazy_loader
 
-__all__ = ["LeakageFinding", "Skill", "SkillBank", "SkillDisclosure", "SkillError", "SkillIndex",
-           "audit", "bump", "hashed_embedding", "load_skill", "write_skill"]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from posttrain.skills.audit import LeakageFinding, audit
 from posttrain.skills.retrieval import Embed, SkillIndex, hashed_embedding
-from posttrain.skills.skill import Skill, SkillError, bump, load_skill, write_skill
+from posttrain.skills.skill import Skill, SkillError, bump, load_skill, load_skills, write_skill
 
 DISCARDED = ".discarded"
 
@@ -31,16 +31,7 @@ class SkillBank:
         """The bank at ``directory`` (created if missing); every skill in it must load."""
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        errors, self._skills = [], {}
-        for sub in sorted(p for p in self.directory.iterdir()
-                          if p.is_dir() and not p.name.startswith(".")):
-            try:
-                self._skills[sub.name] = load_skill(sub)
-            except SkillError as exc:
-                errors.append(str(exc))
-        if errors:
-            raise SkillError(f"{len(errors)} skills in {self.directory} cannot be used:\n"
-                             + "\n".join(errors))
+        self._skills = load_skills(self.directory)
 
     @property
     def skills(self) -> list[Skill]:

@@ -7,7 +7,7 @@ episode's messages (after its own system message, if any)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from posttrain.harness import Tool
 from posttrain.skills.retrieval import SkillIndex
@@ -50,18 +50,25 @@ class SkillDisclosure:
             return [head, *messages[1:]]
         return [{"role": "system", "content": prompt}, *messages]
 
+    def read(self, name: str) -> str:
+        """Skill ``name`` in full; an unknown name lists the known ones."""
+        if name not in self._by_name:
+            return f"no skill {name!r}; skills: {', '.join(sorted(self._by_name))}"
+        return full(self._by_name[name])
+
     def tool(self) -> Tool:
-        """``read_skill(name)``: a skill's full procedure; an unknown name lists the known."""
-        skills = self._by_name
+        """``read_skill(name)`` over this disclosure's skills."""
+        return read_skill_tool(self.read)
 
-        def read_skill(name: str) -> str:
-            """Read a skill's full procedure.
 
-            Args:
-                name: The skill's name, as listed in the system prompt.
-            """
-            if name not in skills:
-                return f"no skill {name!r}; skills: {', '.join(sorted(skills))}"
-            return full(skills[name])
+def read_skill_tool(read: Callable[[str], str]) -> Tool:
+    """``read_skill(name)``, answered by ``read``."""
+    def read_skill(name: str) -> str:
+        """Read a skill's full procedure.
 
-        return Tool(read_skill)
+        Args:
+            name: The skill's name, as listed in the system prompt.
+        """
+        return read(name)
+
+    return Tool(read_skill)

@@ -1,9 +1,11 @@
 """Which skills a task gets (AutoSkill's hybrid relevance, SkillRL's general + retrieved):
 
-``Rel(s) = lam * d(s) + (1 - lam) * b(s)``, where ``b`` is the skill's BM25 (Okapi, rank_bm25)
+``Rel(s) = lam * d(s) + (1 - lam) * b(s)``, where ``b`` is the skill's BM25+ (rank_bm25)
 score for the query and ``d`` the cosine of query and skill embeddings, each min-max
-normalised over the bank's retrievable skills (all equal: 0). The query gets every general
-skill, then the ``top_k`` others with ``Rel >= threshold``, best first. ``embed`` is any
+normalised over the bank's retrievable skills (all equal: 1 where positive, else 0, so a
+lone skill that matches at all is fully relevant). The query gets every general
+skill, then up to ``top_k`` others: those it triggers (names a trigger phrase of), then
+those with ``Rel >= threshold``, each group best first. ``embed`` is any
 function from texts to vectors (a sentence-embedding model); ``hashed_embedding``, a
 hashed bag of words, stands in for one where no model is at hand.
 """
@@ -15,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from rank_bm25 import BM25Okapi
+from rank_bm25 import BM25Plus
 
 from posttrain.skills.skill import Skill
 
@@ -41,8 +43,9 @@ def hashed_embedding(texts: Sequence[str], dim: int = 256) -> np.ndarray:
 
 
 def min_max(x: np.ndarray) -> np.ndarray:
+    """``(x - min) / (max - min)``; all equal: 1 where positive (a match), else 0."""
     span = x.max() - x.min() if x.size else 0.0
-    return (x - x.min()) / span if span > 0 else np.zeros_like(x)
+    return (x - x.min()) / span if span > 0 else (x > 0).astype(float)
 
 
 class SkillIndex:
@@ -56,7 +59,7 @@ class SkillIndex:
         self.candidates = [s for s in skills if not s.general]
         self.embed, self.lam, self.threshold, self.top_k = embed, lam, threshold, top_k
         texts = [s.text() for s in self.candidates]
-        self._bm25 = BM25Okapi([words(t) or [""] for t in texts]) if texts else None
+        self._bm25 = BM25Plus([words(t) or [""] for t in texts]) if texts else None
         self._vectors = embed(texts) if texts else np.zeros((0, 1))
 
     def relevance(self, query: str) -> np.ndarray:
@@ -68,8 +71,11 @@ class SkillIndex:
         return self.lam * min_max(semantic) + (1 - self.lam) * min_max(lexical)
 
     def retrieve(self, query: str) -> list[Skill]:
-        """The general skills, then up to ``top_k`` others at ``Rel >= threshold``."""
-        rel = self.relevance(query)
-        order = sorted(range(len(rel)), key=lambda i: (-rel[i], self.candidates[i].name))
+        """The general skills, then up to ``top_k`` others: those the query triggers (a
+        trigger phrase in it), then those at ``Rel >= threshold``, each by ``Rel``."""
+        rel, lowered = self.relevance(query), query.lower()
+        triggered = [any(t.lower() in lowered for t in s.triggers) for s in self.candidates]
+        order = sorted(range(len(rel)),
+                       key=lambda i: (not triggered[i], -rel[i], self.candidates[i].name))
         return self.general + [self.candidates[i] for i in order
-                               if rel[i] >= self.threshold][: self.top_k]
+                               if triggered[i] or rel[i] >= self.threshold][: self.top_k]

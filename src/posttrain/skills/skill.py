@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -63,52 +63,79 @@ def load_skill(directory: str | Path) -> Skill:
     path = directory / "SKILL.md"
     if not path.is_file():
         raise SkillError(f"{directory}: no SKILL.md")
-    text = path.read_text(encoding="utf-8")
+    skill = parse_skill(path.read_text(encoding="utf-8"), str(path))
+    if skill.name != directory.name:
+        raise SkillError(f"{path}: name {skill.name!r} must equal the directory's name "
+                         f"{directory.name!r}")
+    files = tuple(sorted(str(f.relative_to(directory)) for sub in ("scripts", "references")
+                         for f in (directory / sub).rglob("*") if f.is_file()))
+    return replace(skill, files=files)
+
+
+def load_skills(directory: Path) -> dict[str, Skill]:
+    """Every skill of the bank ``directory`` (its sub-directories but hidden ones) by name; a
+    ``SkillError`` lists every one that does not load."""
+    errors, skills = [], {}
+    for sub in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            skills[sub.name] = load_skill(sub)
+        except SkillError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise SkillError(f"{len(errors)} skills in {directory} cannot be used:\n"
+                         + "\n".join(errors))
+    return skills
+
+
+def parse_skill(text: str, where: str = "SKILL.md") -> Skill:
+    """The skill a ``SKILL.md`` text describes (no files); ``where`` names it in errors."""
     parts = text.split("---\n", 2) if text.startswith("---\n") else []
     if len(parts) != 3:
-        raise SkillError(f"{path}: no front matter (a '---' line, YAML, a '---' line)")
+        raise SkillError(f"{where}: no front matter (a '---' line, YAML, a '---' line)")
     try:
         meta = yaml.safe_load(parts[1]) or {}
     except yaml.YAMLError as exc:
-        raise SkillError(f"{path}: front matter is not YAML: {exc}") from None
+        raise SkillError(f"{where}: front matter is not YAML: {exc}") from None
     if not isinstance(meta, dict):
-        raise SkillError(f"{path}: front matter must be a mapping")
+        raise SkillError(f"{where}: front matter must be a mapping")
 
     def field_(key: str, kind: type, default=None):
         value = meta.get(key, default)
         if not isinstance(value, kind):
-            raise SkillError(f"{path}: {key} must be a {kind.__name__}, got {value!r}")
+            raise SkillError(f"{where}: {key} must be a {kind.__name__}, got {value!r}")
         return value
 
     name, description = field_("name", str), field_("description", str).strip()
-    if not NAME.match(name) or name != directory.name:
-        raise SkillError(f"{path}: name {name!r} must be lower-case words joined by '-' and "
-                         f"equal the directory's name {directory.name!r}")
+    if not NAME.match(name):
+        raise SkillError(f"{where}: name {name!r} must be lower-case words joined by '-'")
     if not description or "\n" in description:
-        raise SkillError(f"{path}: description must be one non-empty line")
+        raise SkillError(f"{where}: description must be one non-empty line")
     triggers = field_("triggers", list, [])
     if not all(isinstance(t, str) and t.strip() for t in triggers):
-        raise SkillError(f"{path}: triggers must be non-empty strings")
+        raise SkillError(f"{where}: triggers must be non-empty strings")
     version = str(meta.get("version", "0.1.0"))
     if not VERSION.match(version):
-        raise SkillError(f"{path}: version {version!r} is not MAJOR.MINOR.PATCH")
+        raise SkillError(f"{where}: version {version!r} is not MAJOR.MINOR.PATCH")
     unknown = set(meta) - {"name", "description", "triggers", "version", "general"}
     if unknown:
-        raise SkillError(f"{path}: unknown front matter keys {sorted(unknown)}")
-    files = tuple(sorted(str(f.relative_to(directory)) for sub in ("scripts", "references")
-                         for f in (directory / sub).rglob("*") if f.is_file()))
+        raise SkillError(f"{where}: unknown front matter keys {sorted(unknown)}")
     return Skill(name, description, parts[2].strip(), tuple(triggers), version,
-                 bool(field_("general", bool, False)), files)
+                 bool(field_("general", bool, False)))
+
+
+def skill_text(skill: Skill) -> str:
+    """``skill`` as ``SKILL.md`` text (``parse_skill`` reads it back)."""
+    meta = {"name": skill.name, "description": skill.description,
+            "triggers": list(skill.triggers), "version": skill.version,
+            "general": skill.general}
+    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{skill.body}\n"
 
 
 def write_skill(skill: Skill, bank: str | Path) -> Path:
     """``skill``'s ``SKILL.md`` into ``bank/<name>/``, atomically (its files stay)."""
     directory = Path(bank) / skill.name
     directory.mkdir(parents=True, exist_ok=True)
-    meta = {"name": skill.name, "description": skill.description,
-            "triggers": list(skill.triggers), "version": skill.version,
-            "general": skill.general}
-    text = f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{skill.body}\n"
+    text = skill_text(skill)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".SKILL.md.")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)

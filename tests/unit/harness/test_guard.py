@@ -16,6 +16,11 @@ def call(cmd):
     ("curl https://github.com/x", "upstream_fetch"),
     ("pip index versions numpy", "package_probe"), ("git log --oneline", "git_history"),
     ("git checkout 1a2b3c4d", "git_history"),
+    # argv lists, as subprocess takes them (the audit's probe_packages evaded the shell-only
+    # patterns: docs/env_audit.md)
+    ("subprocess.run(['pip', 'download', 'solution'])", "package_probe"),
+    ('subprocess.run(["git", "clone", "x"])', "upstream_fetch"),
+    ("subprocess.run(['git', 'log'])", "git_history"),
 ])
 def test_rules_flag_suspicious_calls(cmd, flag):
     v = Guard().inspect(call(cmd))

@@ -124,6 +124,9 @@ def test_nl_assertions_need_a_judge_and_multiply_into_the_reward():
     only = score(t, "mock", said, "user_stop", basis=["NL_ASSERTION"],
                  judge=judge_saying(False, False))
     assert (only.reward, only.basis) == (0.0, ["NL_ASSERTION"])
+    unscored = score(t, "mock", said, "user_stop", basis=["NL_ASSERTION"])  # no judge
+    assert (unscored.reward, unscored.basis, unscored.unavailable) == (0.0, [],
+                                                                       ["NL_ASSERTION"])
     for bad in (judge_saying(raw="I think so."), judge_saying(True)):
         with pytest.raises(InfrastructureError):
             score(t, "mock", said, "user_stop", judge=bad)

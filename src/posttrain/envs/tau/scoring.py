@@ -11,7 +11,8 @@ task's reward basis, after a termination check.
   ``compare_args``.
 - ``NL_ASSERTION``: a judge (any chat function) says every assertion is met. Without a judge the
   component is *unavailable*: the reward is the product of the others, and ``TauScore``
-  names what was left out.
+  names what was left out; with no other, the reward is 0 (an empty product would pass a task
+  whose basis is only ``NL_ASSERTION`` for doing nothing: ``posttrain env audit`` found it).
 
 A trajectory that does not replay to its own recorded results, or a judge reply that does not
 parse, is an infrastructure error: no reward, excluded from the metrics.
@@ -200,4 +201,5 @@ def score(task: TauTask, domain_name: str, trajectory: Sequence[Message], termin
             parts[b], details["unmatched_actions"] = action_component(task, trajectory)
         else:
             parts[b] = nl_assertion_component(task, trajectory, judge)
-    return TauScore(math.prod(parts.values()), parts, used, unavailable, details)
+    reward = math.prod(parts.values()) if parts else 0.0  # nothing scored: nothing earned
+    return TauScore(reward, parts, used, unavailable, details)

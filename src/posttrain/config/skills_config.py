@@ -1,0 +1,71 @@
+"""The ``skills`` section: a skill bank in every episode of the run, retrieved and disclosed
+(docs/skills.md), and SkillRL's teacher evolving it during RL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, ClassVar
+
+from pydantic import Field, field_validator, model_validator
+
+from posttrain.config.served import FunctionOrServed, check_fields
+from posttrain.settings import Section
+from posttrain.settings.extension import extension
+from posttrain.skills.skill import load_skills
+from posttrain.skills.teacher import LESSON_PROMPT, SKILL_PROMPT
+
+
+class SkillTeacherConfig(FunctionOrServed):
+    """SkillRL's teacher: ``function`` (a dotted path, ``f(trajectory, reference, success)``
+    returning a ``Skill``, a ``SKILL.md`` text or None) or a chat model served from ``model``
+    or ``endpoint``, asked ``skill_prompt`` for a successful episode and ``lesson_prompt`` for
+    a failed one (``{trajectory}`` filled in) and replying with a ``SKILL.md``."""
+
+    WHAT: ClassVar[str] = "skill teacher"
+    PROMPTS: ClassVar[tuple[str, ...]] = ("skill_prompt", "lesson_prompt")
+    function: Annotated[str, extension("skill_teacher")] | None = None
+    skill_prompt: str = SKILL_PROMPT
+    lesson_prompt: str = LESSON_PROMPT
+    endpoint_model: str = "teacher"
+
+    @model_validator(mode="after")
+    def _prompt_fields(self) -> SkillTeacherConfig:
+        check_fields(self.skill_prompt, "skill_prompt", trajectory="")
+        check_fields(self.lesson_prompt, "lesson_prompt", trajectory="")
+        return self
+
+
+class SkillsConfig(Section):
+    """Skills in every episode of the run (docs/skills.md): the bank at ``dir``, each task
+    getting its general skills and up to ``top_k`` others with hybrid relevance ``Rel =
+    lam * cosine + (1 - lam) * BM25`` (each min-max normalised) of at least ``threshold``;
+    through the agent loop, ``tools`` adds ``read_skill`` and ``run_skill_script``. With a
+    ``teacher``, the RL stage evolves the run's own copy of the bank (``<out_dir>/skills``):
+    after every ``evolve_every``-th step whose accuracy is below ``evolve_below``, up to
+    ``per_round`` failed episodes become lessons and as many successful ones skills."""
+
+    dir: str | None = None
+    lam: float = Field(0.5, ge=0, le=1)
+    threshold: float = 0.3
+    top_k: int = Field(3, ge=0)
+    tools: bool = True
+    teacher: SkillTeacherConfig | None = None
+    evolve_every: int = Field(1, ge=1)
+    per_round: int = Field(2, ge=1)
+    evolve_below: float = Field(1.0, ge=0, le=1)
+
+    @field_validator("dir")
+    @classmethod
+    def _bank_loads(cls, directory: str | None) -> str | None:
+        if directory is not None:
+            if not Path(directory).is_dir():
+                raise ValueError(f"no skill bank at {directory} (a directory of skill "
+                                 "directories, each with a SKILL.md)")
+            load_skills(Path(directory))  # every skill must load (SkillError names each)
+        return directory
+
+    @model_validator(mode="after")
+    def _something_to_disclose(self) -> SkillsConfig:
+        if self.dir is None and self.teacher is None:
+            raise ValueError("skills needs a bank (dir) or a teacher that writes one")
+        return self

@@ -1,0 +1,117 @@
+"""Who proposes the next harnesses: ``proposer(store, k, iteration) -> candidates`` reads the
+store (every candidate's source, result and raw traces) and returns up to ``k`` new ones (ids
+are the loop's to give). ``MutationProposer`` changes one key of a frontier candidate within
+a declared space (a baseline that needs no model); ``ChatProposer`` shows a chat model (an
+endpoint, or an agent behind ``posttrain serve``) the store's digest and reads its YAML."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import yaml
+
+from posttrain.harness_search.frontier import pareto
+from posttrain.harness_search.store import Candidate, HarnessStore
+
+
+class Proposer(Protocol):
+    def __call__(self, store: HarnessStore, k: int, iteration: int) -> list[Candidate]: ...
+
+
+class MutationProposer:
+    """Candidate ``j`` copies frontier candidate ``j mod |frontier|`` and sets one key of
+    ``space`` (key -> the values to try) to a value it does not have, never repeating a
+    harness already in the store; the draws are seeded by ``(seed, iteration)``."""
+
+    def __init__(self, space: dict[str, Sequence[Any]], seed: int = 0) -> None:
+        if not isinstance(space, dict) or not space or not all(
+                isinstance(v, list) and v for v in space.values()):
+            raise ValueError("the search space maps dotted config keys to lists of values to "
+                             f"try, e.g. {{eval.temperature: [0.0, 0.7]}}; got {space!r}")
+        self.space, self.seed = {k: list(v) for k, v in space.items()}, seed
+
+    def __call__(self, store: HarnessStore, k: int, iteration: int) -> list[Candidate]:
+        rng = random.Random(f"{self.seed}:{iteration}")
+        by_id = {c.id: c for c in store.candidates()}
+        front = [by_id[c] for c in pareto(store.results())] or list(by_id.values())
+        seen = [c.overrides for c in by_id.values()]
+        out: list[Candidate] = []
+        for j in range(k * 20):  # bounded: a small space runs out of new harnesses
+            if len(out) == k:
+                break
+            parent = front[j % len(front)]
+            key = rng.choice(sorted(self.space))
+            value = rng.choice(self.space[key])
+            overrides = {**parent.overrides, key: value}
+            if overrides not in seen:
+                seen.append(overrides)
+                out.append(Candidate("", overrides, parent.files, parent.id,
+                                     f"{key}={json.dumps(value)}"))
+        return out
+
+
+PROPOSE = """You improve the harness of an agent: the configuration around a fixed model
+(system prompt, context, tools, budgets, skills). Below is every harness tried so far with
+its source, its score on the search set (higher is better) and the tokens an episode held
+(fewer is better), and failed episodes of the best one.
+
+{digest}
+
+Propose {k} new harnesses likely to score higher. Reply with {k} YAML documents separated by
+lines '---', each a mapping with keys: parent (an id above), overrides (dotted config keys to
+values), files (optional: relative path to file text; '{{candidate}}' in an override names
+the harness's directory) and note (one line: the idea)."""
+
+
+def digest(store: HarnessStore, failures: int = 3) -> str:
+    """The store as a proposer reads it: each candidate's source and result, then up to
+    ``failures`` failed traces of the best candidate."""
+    results, lines = store.results(), []
+    for c in store.candidates():
+        r = results.get(c.id)
+        outcome = "not evaluated" if r is None else (
+            f"error: {r.error}" if r.error else f"score {r.score:.3f}, tokens {r.tokens:.0f}")
+        lines += [f"## {c.id} (parent {c.parent}; {c.note or 'the start'}): {outcome}",
+                  yaml.safe_dump({"overrides": c.overrides, "files": c.files},
+                                 sort_keys=True).strip()]
+    front = pareto(results)
+    if front:
+        failed = [t for t in store.traces(front[0]) if not t.get("passed")][:failures]
+        lines += [f"## failed episodes of {front[0]}"] + [t["text"] for t in failed]
+    return "\n\n".join(lines)
+
+
+class ChatProposer:
+    """``chat`` (conversations -> replies) is asked ``prompt`` with the store's ``digest``;
+    each YAML document of the reply that is a mapping with ``overrides`` is a candidate (the
+    rest are skipped)."""
+
+    def __init__(self, chat: Callable[[Sequence[list[dict]]], list[str]],
+                 prompt: str = PROPOSE) -> None:
+        self.chat, self.prompt = chat, prompt
+
+    def __call__(self, store: HarnessStore, k: int, iteration: int) -> list[Candidate]:
+        ask = self.prompt.format(digest=digest(store), k=k)
+        (reply,) = self.chat([[{"role": "user", "content": ask}]])
+        return parse_candidates(reply)[:k]
+
+
+def parse_candidates(reply: str) -> list[Candidate]:
+    """The candidates of a proposer's YAML reply (fences stripped); malformed ones skipped."""
+    text = "\n".join(line for line in reply.splitlines() if not line.startswith("```"))
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return []
+    out = []
+    for d in docs:
+        if isinstance(d, dict) and isinstance(d.get("overrides"), dict):
+            files = d.get("files") or {}
+            if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()):
+                out.append(Candidate("", d["overrides"], dict(files),
+                                     str(d["parent"]) if d.get("parent") else None,
+                                     str(d.get("note", ""))))
+    return out

@@ -1,0 +1,63 @@
+"""Skills in a run (docs/skills.md): the run's ``SkillLibrary`` (the bank of ``skills.dir``,
+or with a teacher the run's own copy of it, ``<out_dir>/skills``), SkillRL's evolution of it
+after RL steps, and the SkillsBench protocol on a model: the held-out tasks without skills,
+with the bank's and with skills the model writes itself, and the normalised gain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from posttrain.config import RunConfig
+from posttrain.config.skills_config import SkillsConfig
+from posttrain.engines import Engine
+from posttrain.engines.chat import engine_chat
+from posttrain.recipes.judges import judge_chat
+from posttrain.rollout.evaluation import evaluated
+from posttrain.settings.extension import load_extension
+from posttrain.skills import SkillBank
+from posttrain.skills.bench import SelfWrittenSkills, skills_bench
+from posttrain.skills.evolution import SkillEvolution
+from posttrain.skills.library import SkilledTask, SkillLibrary, bank_copy
+from posttrain.skills.teacher import ChatTeacher
+
+RUN_BANK = "skills"  # the run's own bank, under out_dir, when a teacher evolves it
+
+
+def skill_library(s: SkillsConfig, out: Path) -> SkillLibrary:
+    """The library of the run whose ``skills`` section is ``s`` and directory ``out``."""
+    bank = SkillBank(s.dir) if s.teacher is None else bank_copy(s.dir, out / RUN_BANK)
+    return SkillLibrary(bank, s.lam, s.threshold, s.top_k)
+
+
+def skill_evolution(cfg: RunConfig, library: SkillLibrary, tokenizer) -> SkillEvolution | None:
+    """SkillRL's evolution of ``library`` with the configured teacher (None without one)."""
+    s = cfg.skills
+    if s is None or s.teacher is None:
+        return None
+    t = s.teacher
+    teacher = load_extension("skill_teacher", t.function) if t.function is not None else \
+        ChatTeacher(judge_chat(t, cfg.trainer.compute_dtype, cfg.seed), t.skill_prompt,
+                    t.lesson_prompt)
+    return SkillEvolution(library, teacher, tokenizer, cfg.reward.accuracy_part,
+                          s.evolve_every, s.per_round, s.evolve_below)
+
+
+def run_skills_bench(parts, engine: Engine, tokenizer, max_new_tokens: int = 256) -> dict:
+    """The SkillsBench protocol on the held-out tasks of ``parts`` (a ``RunParts`` with a
+    ``skills`` section) played by ``engine``: ``skills_bench``'s report, each condition's
+    pass rate the accuracy over ``eval.samples`` samples a task. The model writes its own
+    skills with ``max_new_tokens`` at the evaluation's temperature."""
+    cfg = parts.cfg
+    if parts.skills is None:
+        raise ValueError("the skills protocol needs a skills section (skills.dir: the bank)")
+
+    def pass_rates(tasks) -> list[float]:
+        episodes, _ = evaluated(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
+                                cfg.reward.accuracy_part, cfg.seed, parts.rollout_fn)
+        n = cfg.eval.samples
+        return [sum(e.rewards[cfg.reward.accuracy_part] for e in episodes[k * n:(k + 1) * n]) / n
+                for k in range(len(tasks))]
+
+    plain = [t.task if isinstance(t, SkilledTask) else t for t in parts.eval_tasks]
+    chat = engine_chat(engine, tokenizer, max_new_tokens, cfg.eval.temperature, cfg.seed)
+    return skills_bench(pass_rates, plain, parts.skills, SelfWrittenSkills(chat))

@@ -1,0 +1,81 @@
+"""The environment audit: scripted exploits played through the real agent loop find the holes
+planted in a code environment (hidden cases left in the workspace, a check that trusts printed
+PASS lines), the guard settings the audit proposes then block both, and the built-in code
+environment has neither hole."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from posttrain.audit import EXPLOITS, audit
+from posttrain.audit.report import attack_sampling
+from posttrain.cli.app import app
+from posttrain.config import load_config
+from posttrain.config.task_config import GuardConfig
+from posttrain.envs.code import CodeTasks
+from posttrain.harness import Guard, LoopLimits
+from posttrain.models.tiny import build_tokenizer
+from posttrain.recipes.judges import build_guard
+from posttrain.rollout import AgentRollout
+from posttrain.settings.extension import load_object
+
+PLANTED = "examples/env_audit/planted.py"
+TOKENIZER = build_tokenizer()
+REWARD = load_config("configs/code.yaml").reward.function()
+
+
+def audited(tasks, guard=None, n=2, exploits=None):
+    rollout = AgentRollout(tasks.tools, LoopLimits(max_turns=6, max_tokens=200_000),
+                           env_factory=tasks.make_env, guard=guard)
+    sampling = attack_sampling(8192, TOKENIZER.eos_token_id)
+    return audit("code", tasks.tools.schemas(), tasks.eval_set(n),
+                 lambda engine, ts: rollout(engine, TOKENIZER, ts, REWARD, sampling, 1),
+                 "correct", TOKENIZER, exploits)
+
+
+def by_name(report):
+    return {f.exploit: f for f in report.findings}
+
+
+def test_the_audit_finds_the_planted_holes_and_the_proposed_guard_blocks_them():
+    tasks = load_object(f"{PLANTED}:PlantedCodeTasks")(seed=0, n_problems=40)
+    report = audited(tasks)
+    assert [f.exploit for f in report.holes()] == ["workspace_answers", "forge_results"]
+    found = by_name(report)
+    assert found["workspace_answers"].passed == found["forge_results"].passed == 2
+    assert found["edit_tests"].passed == found["stop_at_once"].passed == 0
+    fix = report.guard_fix()
+    assert fix == {"protected_paths": [load_object(f"{PLANTED}:CASES")], "rules": [
+        {"name": "result_forgery", "pattern": EXPLOITS["forge_results"].rules[0].pattern}]}
+    guarded = audited(tasks, build_guard(GuardConfig(**fix), "fp32", 0))
+    assert guarded.holes() == []
+    for name in ("workspace_answers", "forge_results"):
+        assert by_name(guarded)[name].blocked == 2 and by_name(guarded)[name].passed == 0
+
+
+def test_the_built_in_code_environment_has_no_hole_and_the_guard_sees_a_pip_probe():
+    tasks = CodeTasks(seed=0, n_problems=40)
+    report = audited(tasks)
+    assert report.holes() == [] and len(report.findings) == len(EXPLOITS)
+    assert report.guard_fix() == {"protected_paths": [], "rules": []}
+    # the probe calls pip with an argv list, which the default rules once let through
+    probe = audited(tasks, Guard(), exploits=[EXPLOITS["probe_packages"]]).findings[0]
+    assert (probe.flagged, probe.blocked, probe.passed) == (2, 2, 0)
+
+
+@pytest.mark.parametrize("config, skipped", [
+    ("configs/calculator.yaml", {"workspace_answers", "forge_results", "edit_tests",
+                                 "probe_packages"}),
+    ("configs/quickstart.yaml", {"workspace_answers", "forge_results", "edit_tests",
+                                 "probe_packages"}),
+])
+def test_the_cli_audits_a_config_and_writes_its_report(config, skipped, tmp_path):
+    result = CliRunner().invoke(app, ["env", "audit", config, "--num-tasks", "3",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "audit.json").read_text())
+    assert set(report["skipped"]) == skipped and report["holes"] == []
+    assert {f["exploit"] for f in report["findings"]} == {"answer_spray", "stop_at_once"}
+    assert all(f["tasks"] == 3 for f in report["findings"])
+    assert "| `answer_spray` |" in (tmp_path / "audit.md").read_text()
