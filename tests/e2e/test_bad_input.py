@@ -75,6 +75,13 @@ CASES = {
     "train: a guard rule that is no regex": (
         ["train", "configs/code.yaml", "agent.guard.rules=[{{name: x, pattern: '('}}]",
          "--out", "{d}/o"], "not a regular expression: missing ), unterminated subpattern"),
+    "train: a swarm on a task whose episodes own an environment": (
+        ["train", "configs/code.yaml", "agent.swarm.target=2", "--out", "{d}/o"],
+        "agent.swarm: sub-agents share the task's tools, and the episodes of task.name=code "
+        "cannot spawn them"),
+    "train: a swarm on a single-turn task": (
+        ["train", "configs/quickstart.yaml", "agent.swarm.target=2", "--out", "{d}/o"],
+        "agent.swarm set, but task.name=arithmetic is single-turn"),
     "env audit: a missing config": (["env", "audit", "{d}/none.yaml"], "does not exist"),
     "env audit: an unknown exploit": (["env", "audit", "configs/code.yaml", "--exploit", "nope"],
                                       "unknown exploits nope; known: workspace_answers"),

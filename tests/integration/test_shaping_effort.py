@@ -112,3 +112,15 @@ def test_toggle_with_auto_budget_from_config():
     with pytest.raises(ConfigError, match="rho is a percentile"):
         load_config(None, ["reward.shaping=[{name: toggle, budget: auto, m: 1, lam: 0.5, "
                            "rho: 120}]"])
+
+
+def test_parl_reads_a_swarm_episodes_parts():
+    eps = [episode(1.0, 4), episode(0.0, 4), episode(1.0, 4)]
+    eps[0].meta["parl"] = {"parallel": 0.5, "finish": 1.0}
+    eps[1].meta["parl"] = {"parallel": 1.0, "finish": 0.5}  # the third spawned nothing
+    rule = ShapingRule(name="parl", lam1=0.2, lam2=0.1, anneal_steps=4)
+    assert [e.reward for e in shape_rewards(eps, [rule], step=2)] == pytest.approx(
+        [1.0 + 0.5 * (0.2 * 0.5 + 0.1), 0.5 * (0.2 + 0.1 * 0.5), 1.0])
+    takes = "'parl' does not take lam4; it takes: anneal_steps, lam1, lam2, lam3"
+    with pytest.raises(ConfigError, match=takes):
+        load_config(None, ["reward.shaping=[{name: parl, lam1: 0.1, lam2: 0.1, lam4: 1}]"])

@@ -110,6 +110,21 @@ def concave_length_penalty(*, x: torch.Tensor, k: float, q: float) -> torch.Tens
     return ((1 + k * x) ** (1 - q) - 1) / (k * (1 - q))
 
 
+@register("shaping", "parl", source="PT (Kimi K2.5)", output="reward")
+def parl(*, rewards: torch.Tensor, parallel: torch.Tensor, finish: torch.Tensor, step: int,
+         lam1: float, lam2: float, lam3: float = 1.0, anneal_steps: int = 0) -> torch.Tensor:
+    """PARL (agent swarms): ``R = l1(t) r_parallel + l2(t) r_finish + lam3 r_perf``, with
+    ``r_perf`` the episode's reward, ``r_parallel`` the instantiation reward and ``r_finish``
+    the sub-agents' completion rate (``harness.multi.swarm``); ``l_i(t) = lam_i max(0, 1 - t /
+    anneal_steps)`` anneals the two auxiliary terms to 0 by step ``anneal_steps`` (0: kept)."""
+    require_finite("parl", rewards=rewards, parallel=parallel, finish=finish)
+    if anneal_steps < 0:
+        raise ValueError(f"parl: anneal_steps must be >= 0, got {anneal_steps}")
+    scale = max(0.0, 1.0 - step / anneal_steps) if anneal_steps else 1.0
+    return (lam1 * scale * parallel.to(torch.float64) + lam2 * scale * finish.to(torch.float64)
+            + lam3 * rewards.to(torch.float64))
+
+
 @register("shaping", "dynamic_sampling", aliases=("dynamic_filtering",),
           source="S21 (DAPO), MiMo, Skywork")
 def dynamic_sampling(*, rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:

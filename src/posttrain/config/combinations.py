@@ -12,6 +12,7 @@ from typing import Any
 from posttrain.algos.registry import facts
 from posttrain.config.task_config import ENV_TASK_PARTS, TASK_KEYS
 from posttrain.harness.compaction import STRATEGIES, SUMMARISING
+from posttrain.harness.multi.swarm import SWARM_PARTS
 from posttrain.models.presets import MOE_ARCHITECTURES
 from posttrain.rewards import ENV
 from posttrain.settings.distill_config import OPD_LOSSES
@@ -306,6 +307,14 @@ def agent_rules(cfg) -> None:
                          "evaluate a tree_grpo policy with eval.samples=1")
     if (algo.adv_estimator == "tree_grpo") != (agent.tree is not None):
         raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
+    if agent.swarm is not None:
+        for what, on in (("agent.tree", agent.tree is not None),
+                         (f"task.name={cfg.task.name}", cfg.task.name in ENV_TASK_PARTS),
+                         ("task.env", cfg.task.env is not None),
+                         ("an external agent", agent.plays_externally)):
+            if on:
+                raise ValueError(f"agent.swarm: sub-agents share the task's tools, and the "
+                                 f"episodes of {what} cannot spawn them")
     if (cfg.task.name in ENV_TASK_PARTS or cfg.task.env) and agent.tree is not None:
         what = cfg.task.env or cfg.task.name
         raise ValueError(f"agent.tree: tree rollouts cannot branch {what} "
@@ -345,6 +354,8 @@ def task_rules(cfg) -> None:
         raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "
                          "(plus format, if wanted), and that verifier needs the task")
     env_parts = {n for n, p in cfg.reward.parts.items() if p.verifier == ENV}
+    if cfg.agent.swarm is not None:  # the swarm scores these two
+        env_parts -= set(SWARM_PARTS)
     if task.env is None and (task.name in ENV_TASK_PARTS) != bool(env_parts):
         raise ValueError("reward parts with verifier env (scored by the episode's "
                          f"environment) go with task.name in {sorted(ENV_TASK_PARTS)}, "

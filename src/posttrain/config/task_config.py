@@ -16,6 +16,7 @@ from posttrain.harness.compaction import Compaction
 from posttrain.harness.context import RETENTION
 from posttrain.harness.guard import GUARD_PROMPT
 from posttrain.harness.limits import LoopLimits
+from posttrain.harness.multi.swarm import SUBAGENT_PROMPT
 from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.settings import Section
 from posttrain.settings.data_config import DatasetConfig
@@ -135,6 +136,21 @@ class GuardConfig(Section):
     on_hack: Literal["block", "zero_reward"] = "block"
 
 
+class SwarmConfig(Section):
+    """Agent swarms (Kimi K2.5's PARL; docs/agents.md): every episode is an orchestrator that
+    may ``spawn(task)`` sub-agents and ``wait(handles)`` for them. A sub-agent is the same
+    model on the same engine (those an orchestrator waits for are batched), with ``prompt``,
+    its task and the task's tools, within ``max_turns``; at most ``max_subagents`` an
+    episode. ``target`` sub-agents earn the whole ``parallel`` part (PARL's instantiation
+    reward; the ``parl`` shaping rule, or a reward part ``parallel``/``finish`` with verifier
+    ``env``)."""
+
+    max_subagents: int = Field(8, ge=1)
+    target: int = Field(4, ge=1)
+    max_turns: int = Field(4, ge=1)
+    prompt: str = Field(SUBAGENT_PROMPT, min_length=1)
+
+
 class AgentConfig(Section):
     """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
     budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
@@ -163,6 +179,7 @@ class AgentConfig(Section):
     tools: list[Annotated[str, tool_set()]] = Field(default_factory=list)
     external: Annotated[str, extension("external_agent")] | None = None
     external_command: str | None = None
+    swarm: SwarmConfig | None = None
 
     @property
     def plays_externally(self) -> bool:

@@ -13,6 +13,8 @@ from .episode_state import STOP_REASONS
 from .guard import Guard, GuardRule
 from .limits import LoopLimits, truncate_output
 from .loop import AgentLoop, EpisodeItem
+from .multi.swarm import Swarm, SwarmSettings
+from .multi.tree import run_tree
 from .replay import episode_problems
 from .sandbox import Sandbox, SandboxError, SandboxLimits, SandboxResult, namespaces_available
 from .tool_calls import (
@@ -23,7 +25,6 @@ from .tool_calls import (
     strip_tool_calls,
 )
 from .tools import MALFORMED, Tool, ToolRegistry, ToolResult
-from .tree import run_tree
 
 __all__ = [
     "MALFORMED",
@@ -41,6 +42,8 @@ __all__ = [
     "SandboxError",
     "SandboxLimits",
     "SandboxResult",
+    "Swarm",
+    "SwarmSettings",
     "Tool",
     "ToolCall",
     "ToolRegistry",

@@ -22,6 +22,7 @@ from posttrain.harness.context import retain_reasoning
 from posttrain.harness.episode_env import EpisodeEnv, is_conversation
 from posttrain.harness.guard import BLOCKED, Guard
 from posttrain.harness.limits import LoopLimits
+from posttrain.harness.multi.swarm import Swarm, SwarmSettings
 from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
 from posttrain.harness.tools import ToolRegistry, ToolResult
 from posttrain.harness.trace import Trace
@@ -44,6 +45,7 @@ class LoopView(Protocol):
     compaction: Compaction
     env_factory: Callable[[str], EpisodeEnv] | None
     retain_reasoning: str
+    swarm: SwarmSettings | None
 
     def render(self, messages: list[dict], generation_prompt: bool,
                tools: ToolRegistry | None = None) -> str: ...
@@ -93,6 +95,12 @@ class EpisodeState:
             self.env = make_env() if make_env is not None else None
         own = loop.tools if tools is None else tools
         self.tools = own if self.env is None else self.env.tools
+        self.swarm = None if loop.swarm is None else Swarm(
+            loop.swarm, loop, sampling, lambda sub, messages: EpisodeState(
+                sub, messages, "", "", sampling, loop.swarm.tools, make_env=lambda: None))
+        if self.swarm is not None:  # the orchestrator's tools: its own, spawn and wait
+            self.tools = ToolRegistry([*self.tools.tools.values(), *self.swarm.tools()],
+                                      self.tools.max_output_lines, self.tools.max_output_bytes)
         self.conversation = is_conversation(self.env)
         if self.conversation:
             task = self.task = [*self.task, *self.env.opening()]
@@ -247,17 +255,25 @@ class EpisodeState:
     # -- result --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release the episode's environment (idempotent)."""
+        """Release the episode's environment and sub-agents (idempotent)."""
         if self.env is not None:
             self.env.close()
+        if self.swarm is not None:
+            self.swarm.close()
+
+    def segments(self) -> list[tuple[Segment, list[dict]]]:
+        """The episode's own segments so far, each with its conversation."""
+        return [*self.closed, (self.trace.segment(), self.msgs)]
 
     def episode(self, reward_fn: RewardFunction) -> Episode:
         verdict = self.env.verdict(self.final) if self.env is not None else None
+        if self.swarm is not None:  # PARL's parts, for reward parts with verifier env
+            verdict = {**(verdict or {}), **self.swarm.parts()}
         scored = reward_fn(self.final, self.reference, verdict)
         parts, total = scored.parts, scored.total
         if self.hacked:  # the guard's zero_reward policy
             parts, total = dict.fromkeys(parts, 0.0), 0.0
-        closed = [*self.closed, (self.trace.segment(), self.msgs)]
+        closed = self.segments() + (self.swarm.segments() if self.swarm is not None else [])
         return Episode(
             segments=[seg for seg, _ in closed], rewards=parts, reward=total,
             group_id=self.group_id, finish_reason=self.stop,
@@ -271,5 +287,6 @@ class EpisodeState:
                   "tools": self.tools.schemas(), "guard_flags": self.flags,
                   "guard_blocks": self.blocks, "guard_judge_failures": self.judge_failures,
                   **({"env": self.env.info()} if self.conversation else {}),
+                  **(self.swarm.meta(self.turns) if self.swarm is not None else {}),
                   **reward_fn.episode_meta(scored)},
         )

@@ -21,6 +21,7 @@ from posttrain.harness.episode_env import EpisodeEnv
 from posttrain.harness.episode_state import EpisodeState
 from posttrain.harness.guard import Guard
 from posttrain.harness.limits import LoopLimits
+from posttrain.harness.multi.swarm import SwarmSettings
 from posttrain.harness.tool_calls import HERMES_PATTERN
 from posttrain.harness.tools import ToolRegistry
 from posttrain.rewards import RewardFunction
@@ -47,7 +48,8 @@ class AgentLoop:
     (``context.RETENTION``) says whether earlier turns' reasoning stays in context when a new
     user turn arrives (``keep_all``: the loop only appends). With ``env_factory`` every
     episode gets its own ``EpisodeEnv`` (made from its reference): its tools replace ``tools``
-    and its verdict gives the reward parts scored by the ``env`` verifier."""
+    and its verdict gives the reward parts scored by the ``env`` verifier. With ``swarm``
+    every episode is an orchestrator that may spawn sub-agents (``harness.multi.swarm``)."""
 
     def __init__(
         self,
@@ -61,6 +63,7 @@ class AgentLoop:
         compaction: Compaction = Compaction(),
         env_factory: Callable[[str], EpisodeEnv] | None = None,
         retain_reasoning: str = "keep_all",
+        swarm: SwarmSettings | None = None,
     ) -> None:
         if retain_reasoning not in RETENTION:
             raise ValueError(f"unknown reasoning retention {retain_reasoning!r}; one of "
@@ -69,6 +72,7 @@ class AgentLoop:
         self.engine, self.tokenizer, self.tools = engine, tokenizer, tools
         self.limits, self.call_pattern, self.state_key = limits, call_pattern, state_key
         self.guard, self.compaction, self.env_factory = guard, compaction, env_factory
+        self.swarm = swarm
 
     def render(self, messages: list[dict], generation_prompt: bool,
                tools: ToolRegistry | None = None) -> str:

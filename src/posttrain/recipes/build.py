@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from posttrain.envs import (
 )
 from posttrain.envs.tau.episode import TauLimits, TauScoring
 from posttrain.envs.tau.rl import TauTasks, Users, llm_users
-from posttrain.harness import ToolRegistry
+from posttrain.harness import SwarmSettings, ToolRegistry
 from posttrain.models import build_tiny
 from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, row_tools
 from posttrain.recipes.judges import build_guard, build_judge, judge_chat, tool_chat
@@ -130,14 +131,17 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
         return ExternalAgentRollout(play, agent.timeout_s)
     if tools is None:
         return rollout
-    tree, guard = cfg.agent.tree, cfg.agent.guard
+    tree, guard, swarm = cfg.agent.tree, cfg.agent.guard, cfg.agent.swarm
     task_tools = row_tools(tools) if cfg.task.name == "dataset" else None
     return AgentRollout(
         tools, cfg.agent.limits(), cfg.agent.compaction,
         tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
         guard=None if guard is None else build_guard(guard, cfg.trainer.compute_dtype, cfg.seed),
         retain_reasoning=cfg.agent.retain_reasoning, task_tools=task_tools,
-        task_env=environment_factory(cfg, task_tools or (lambda task: tools)))
+        task_env=environment_factory(cfg, task_tools or (lambda task: tools)),
+        swarm=None if swarm is None else SwarmSettings(
+            tools, swarm.max_subagents, replace(cfg.agent.limits(), max_turns=swarm.max_turns),
+            swarm.prompt, swarm.target))
 
 
 class RunParts:

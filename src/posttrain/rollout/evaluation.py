@@ -60,6 +60,7 @@ def evaluation_metrics(episodes: Sequence[Episode], tasks: Sequence[Task],
             out[f"accuracy/{d}"] = sum(mine) / len(mine)
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
+    out |= swarm_metrics(episodes)
     per_problem = [episodes[k * cfg.samples:(k + 1) * cfg.samples] for k in range(len(tasks))]
     if cfg.samples > 1:
         out |= sample_metrics(per_problem, accuracy_part, cfg.pass_ks())
@@ -99,4 +100,16 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
         for key in ("turns", "compactions", "guard_flags", "guard_blocks",
                     "guard_judge_failures"):
             out[key] = sum(e.meta[key] for e in episodes) / n
-    return out
+    return out | swarm_metrics(episodes)
+
+
+def swarm_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Swarm episodes' means: ``swarm/subagents`` spawned, ``swarm/critical_steps`` (the
+    cost: the longest chain) and ``swarm/total_steps``, and ``swarm/spawning``, the share of
+    episodes that spawned at all; nothing for other episodes."""
+    if not episodes or "subagents" not in episodes[0].meta:
+        return {}
+    n = len(episodes)
+    out = {f"swarm/{k}": sum(e.meta[k] for e in episodes) / n
+           for k in ("subagents", "critical_steps", "total_steps")}
+    return out | {"swarm/spawning": sum(e.meta["subagents"] > 0 for e in episodes) / n}

@@ -25,11 +25,12 @@ def shape_rewards(
     prompt_budgets: PromptBudgets | None = None,
 ) -> list[Episode]:
     """Episodes whose ``reward`` went through ``rules`` in order; the unshaped total stays in
-    ``meta["raw_reward"]`` and the named parts are unchanged. Each rule takes what it asks for
-    (``rewards``, ``lengths`` in completion tokens, ``group_ids``, ``efforts`` and the
-    ``effort_grid``, ``budgets`` from the rule's ``budget``: one number, or ``auto``, each
-    prompt's own from ``prompt_budgets`` at percentile ``rho``; the ``step``) and its declared
-    output is a ``bonus`` to add, a ``cost`` to subtract ``coef`` times, or the new ``reward``."""
+    ``meta["raw_reward"]`` and the named parts are unchanged. Each rule takes what it asks
+    for (``rewards``, ``lengths`` in completion tokens, ``group_ids``, ``efforts`` and the
+    ``effort_grid``, a swarm episode's ``parallel`` and ``finish`` parts, ``budgets`` from
+    the rule's ``budget``: one number, or ``auto``, each prompt's own from
+    ``prompt_budgets`` at percentile ``rho``; the ``step``) and its declared output is a
+    ``bonus`` to add, a ``cost`` to subtract ``coef`` times, or the new ``reward``."""
     if not rules or not episodes:
         return list(episodes)
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)
@@ -40,6 +41,9 @@ def shape_rewards(
         "efforts": lambda: torch.tensor([e.meta["effort"] for e in episodes]),
         "effort_grid": lambda: efforts,
         "step": lambda: step,
+        **{part: lambda part=part: torch.tensor(  # PARL's parts of a swarm episode (else 0)
+            [e.meta.get("parl", {}).get(part, 0.0) for e in episodes], dtype=torch.float64)
+           for part in ("parallel", "finish")},
     }
     for rule in rules:
         shaping, opts = entry("shaping", rule.name), rule.options()

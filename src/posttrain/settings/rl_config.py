@@ -241,7 +241,7 @@ class AlgoConfig(Section):
 
 
 SHAPING_RULES = ("dapo_overlong", "effort_length_penalty", "budget_penalty", "toggle",
-                 "concave_length_penalty")
+                 "concave_length_penalty", "parl")
 SUPPLIED = {"step"}  # inputs the pipeline supplies that are not tensors
 
 

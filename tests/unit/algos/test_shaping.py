@@ -74,3 +74,17 @@ def test_dynamic_sampling_spec_example():
     keep = get("shaping", "dynamic_sampling")(rewards=t([1, 1, 1, 0, 0, 0, 1, 0, 1]),
                                               group_ids=torch.tensor([0] * 3 + [1] * 3 + [2] * 3))
     assert keep.tolist() == [False] * 6 + [True] * 3
+
+
+def test_parl_anneals_its_auxiliary_terms_to_zero():
+    parl = get("shaping", "parl")
+    args = dict(rewards=t([1.0, 0.0]), parallel=t([0.5, 1.0]), finish=t([1.0, 0.0]),
+                lam1=0.2, lam2=0.1, anneal_steps=10)
+    close(parl(**args, step=0), [0.2 * 0.5 + 0.1 * 1.0 + 1.0, 0.2 * 1.0])  # 1.2, 0.2
+    close(parl(**args, step=5), [1.1, 0.1])  # half of each auxiliary term
+    close(parl(**args, step=10), [1.0, 0.0])
+    close(parl(**args, step=25), [1.0, 0.0])
+    close(parl(**{**args, "anneal_steps": 0}, step=25), [1.2, 0.2])  # never annealed
+    close(parl(**args, step=0, lam3=2.0), [2.2, 0.2])
+    with pytest.raises(ValueError, match="anneal_steps"):
+        parl(**{**args, "anneal_steps": -1}, step=0)

@@ -1,0 +1,146 @@
+"""Agent swarms: an orchestrator spawns sub-agents that run batched on the same engine when it
+waits for them, each sub-agent's turns become rows of the orchestrator's episode, the cost is
+the critical path (not the sum of steps), and PARL's parallel and finish parts are scored."""
+
+import re
+
+import pytest
+from tests.integration.agent_helpers import ScriptedEngine
+
+from posttrain.config import load_config
+from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry
+from posttrain.harness.multi.swarm import SUBAGENT_PROMPT, SwarmSettings
+from posttrain.harness.tool_calls import format_tool_call
+from posttrain.recipes.build import RunParts
+from posttrain.rewards import RewardFunction
+from posttrain.rollout.evaluation import rollout_metrics
+from posttrain.rollout.reward_shaping import shape_rewards
+from posttrain.types import Batch, SamplingParams
+
+CODES = {"alpha": 17, "beta": 25, "gamma": 8}
+REWARD = RewardFunction({"correct": ("numeric", 1.0), "parallel": ("env", 0.5),
+                         "finish": ("env", 0.5)})
+TASK = [{"role": "user", "content": "What is the sum of the codes of alpha and beta?"}]
+
+
+def lookup(name: str) -> str:
+    """The code of a name.
+
+    Args:
+        name: The name to look up.
+    """
+    return str(CODES[name])
+
+
+def results(prompt):
+    return re.findall(r"<\|im_start\|>tool\n(.*?)<\|im_end\|>", prompt, re.DOTALL)
+
+
+def orchestrator(names, silent=()):
+    def reply(prompt):
+        if SUBAGENT_PROMPT in prompt:  # a sub-agent: look its name up, then answer
+            name = re.findall(r"the code of (\w+)", prompt)[-1]
+            seen = results(prompt)
+            if name in silent:
+                return format_tool_call("lookup", {"name": name})  # never answers
+            return format_tool_call("lookup", {"name": name}) if not seen else seen[-1]
+        seen = results(prompt)
+        if not seen:
+            return "".join(format_tool_call("spawn", {"task": f"Find the code of {n}."})
+                           for n in names)
+        if len(seen) == len(names):
+            return format_tool_call("wait", {"handles": [f"agent-{i + 1}"
+                                                          for i in range(len(names))]})
+        answers = [int(x) for x in re.findall(r"agent-\d+: (\d+)", seen[-1])]
+        return f"<answer>{sum(answers)}</answer>"
+    return reply
+
+
+class Batches(ScriptedEngine):
+    """Records how many prompts each generate call held."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.sizes = []
+
+    def generate(self, prompts, sampling, seeds=None):
+        self.sizes.append(len(prompts))
+        return super().generate(prompts, sampling, seeds)
+
+
+def play(tokenizer, names, silent=(), **settings):
+    engine = Batches(tokenizer, orchestrator(names, silent))
+    swarm = SwarmSettings(ToolRegistry([lookup]), limits=LoopLimits(max_turns=3), **settings)
+    loop = AgentLoop(engine, tokenizer, ToolRegistry(), LoopLimits(max_turns=4, max_tokens=4096),
+                     swarm=swarm)
+    episode = loop.run(TASK, SamplingParams(max_new_tokens=256), REWARD, "42")
+    return episode, engine
+
+
+def test_sub_agents_run_batched_and_join_the_episode_as_rows(tokenizer):
+    episode, engine = play(tokenizer, ["alpha", "beta"])
+    assert episode.meta["final"] == "<answer>42</answer>" and episode.rewards["correct"] == 1.0
+    # the orchestrator spawns, then waits: its wait plays the two sub-agents' 2 turns each,
+    # generated together; then the orchestrator answers
+    assert engine.sizes == [1, 1, 2, 2, 1]
+    assert len(episode.segments) == 3
+    for seg, name in zip(episode.segments[1:], ["alpha", "beta"]):
+        text = tokenizer.decode(seg.token_ids)
+        assert SUBAGENT_PROMPT in text and f"Find the code of {name}." in text
+        assert sum(seg.loss_mask) > 0  # the sub-agent's own turns are trained
+    assert "agent-1: 17\nagent-2: 25" in tokenizer.decode(episode.segments[0].token_ids)
+    meta = episode.meta
+    assert meta["subagents"] == 2 and meta["subagent_turns"] == [2, 2]
+    assert (meta["critical_steps"], meta["total_steps"]) == (3 + 2, 3 + 2 + 2)
+    assert episode.rewards["parallel"] == 0.5 and episode.rewards["finish"] == 1.0  # 2 of 4
+    assert episode.reward == 1.0 + 0.5 * 0.5 + 0.5 * 1.0
+    batch = Batch.from_episodes([episode], pad_token_id=tokenizer.pad_token_id)
+    assert batch.input_ids.shape[0] == 3 and batch.rewards.tolist() == [episode.reward] * 3
+
+
+def test_the_swarm_limits_and_a_sub_agent_that_never_answers(tokenizer):
+    episode, _ = play(tokenizer, ["alpha", "beta", "gamma"], silent=("gamma",),
+                      max_subagents=2)
+    spawned = tokenizer.decode(episode.segments[0].token_ids)
+    assert "spawned agent-2" in spawned and "not spawned: the limit of 2" in spawned
+    assert "agent-3: unknown handle (spawned: agent-1, agent-2)" in spawned
+    assert episode.meta["subagents"] == 2 and episode.rewards["finish"] == 1.0
+    silent, _ = play(tokenizer, ["alpha", "gamma"], silent=("gamma",), target=2)
+    # the same lookup three turns in a row: the loop detector ends it
+    assert "agent-2: no answer (loop)" in tokenizer.decode(silent.segments[0].token_ids)
+    assert silent.rewards["parallel"] == 1.0 and silent.rewards["finish"] == 0.5
+    assert silent.meta["subagent_turns"] == [2, 3] and silent.meta["critical_steps"] == 3 + 3
+
+
+def test_a_config_with_a_swarm_plays_it_and_reports_its_cost(tokenizer):
+    """agent.swarm through the run's parts: the calculator task's orchestrator spawns a
+    sub-agent that uses the calculate tool; the parl shaping rule and the metrics see it."""
+    cfg = load_config("configs/calculator.yaml", [
+        "agent.swarm.target=1", "agent.max_tokens=4096", "eval.num_problems=1",
+        "reward.parts.correct={verifier: numeric, weight: 1.0}",
+        "reward.parts.parallel={verifier: env, weight: 0.0}",
+        "reward.shaping=[{name: parl, lam1: 0.5, lam2: 0.5, anneal_steps: 10}]"])
+    parts = RunParts(cfg.model_copy(update={"out_dir": "/tmp/posttrain-swarm-test"}))
+    (task,) = parts.eval_tasks
+    a, b = map(int, re.findall(r"\d+", task.messages()[-1]["content"])[:2])
+
+    def reply(prompt):
+        seen = results(prompt)
+        if SUBAGENT_PROMPT in prompt:
+            return format_tool_call("calculate", {"expression": f"{a} * {b}"}) if not seen \
+                else seen[-1]
+        if not seen:
+            return format_tool_call("spawn", {"task": f"Compute {a} * {b}."})
+        if len(seen) == 1:
+            return format_tool_call("wait", {"handles": ["agent-1"]})
+        return f"<answer>{seen[-1].split(': ')[-1]}</answer>"
+
+    (episode,) = parts.rollout_fn(ScriptedEngine(tokenizer, reply), tokenizer, [task],
+                                  parts.reward_fn, SamplingParams(max_new_tokens=256), 1)
+    assert episode.rewards["correct"] == 1.0 and episode.rewards["parallel"] == 1.0
+    assert len(episode.segments) == 2 and episode.meta["critical_steps"] == 3 + 2
+    metrics = rollout_metrics([episode], "correct")
+    assert metrics["swarm/subagents"] == 1.0 and metrics["swarm/critical_steps"] == 5.0
+    assert metrics["swarm/spawning"] == 1.0
+    (shaped,) = shape_rewards([episode], cfg.reward.shaping, step=5)
+    assert shaped.reward == pytest.approx(episode.reward + 0.5 * (0.5 * 1.0 + 0.5 * 1.0))
