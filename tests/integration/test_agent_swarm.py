@@ -2,11 +2,14 @@
 waits for them, each sub-agent's turns become rows of the orchestrator's episode, the cost is
 the critical path (not the sum of steps), and PARL's parallel and finish parts are scored."""
 
+import json
 import re
 
 import pytest
 from tests.integration.agent_helpers import ScriptedEngine
+from typer.testing import CliRunner
 
+from posttrain.cli.app import app
 from posttrain.config import load_config
 from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry
 from posttrain.harness.multi.swarm import SUBAGENT_PROMPT, SwarmSettings
@@ -144,3 +147,17 @@ def test_a_config_with_a_swarm_plays_it_and_reports_its_cost(tokenizer):
     assert metrics["swarm/spawning"] == 1.0
     (shaped,) = shape_rewards([episode], cfg.reward.shaping, step=5)
     assert shaped.reward == pytest.approx(episode.reward + 0.5 * (0.5 * 1.0 + 0.5 * 1.0))
+
+
+def test_the_swarm_config_trains_through_the_cli(tmp_path):
+    result = CliRunner().invoke(app, [
+        "train", "configs/swarm.yaml", "model.preset=nano", "sft.steps=2", "sft.batch_size=2",
+        "rl.steps=2",
+        "rl.prompts_per_step=2", "rl.group_size=2", "rl.max_new_tokens=16",
+        "eval.num_problems=2", "eval.max_new_tokens=16", "rl.eval_every=0",
+        "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    rl = [r for r in rows if r["stage"] == "rl"]
+    assert len(rl) == 2 and all("swarm/critical_steps" in r for r in rl)
+    assert all(r["swarm/critical_steps"] >= r["turns"] for r in rl)

@@ -307,6 +307,8 @@ def agent_rules(cfg) -> None:
                          "evaluate a tree_grpo policy with eval.samples=1")
     if (algo.adv_estimator == "tree_grpo") != (agent.tree is not None):
         raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
+    if cfg.task.name == "lookup" and agent.swarm is None:
+        raise ValueError("task.name=lookup is the agent-swarm task family: set agent.swarm")
     if agent.swarm is not None:
         for what, on in (("agent.tree", agent.tree is not None),
                          (f"task.name={cfg.task.name}", cfg.task.name in ENV_TASK_PARTS),

@@ -29,7 +29,7 @@ from posttrain.settings.extension import (
 )
 
 BUILT_IN_TASKS = ("arithmetic", "calculator", "search", "code", "reasoning_gym", "tau",
-                  "dataset")
+                  "dataset", "lookup")
 SINGLE_TURN_TASKS = ("arithmetic", "reasoning_gym", "dataset")
 
 
@@ -219,7 +219,8 @@ class TaskConfig(Section):
     tool tasks). ``env`` (a dotted path) names an environment class of your own
     (``reset(task)``, ``step(action)``; docs/extending.md): every episode of the task's problems
     plays through the agent loop against a fresh instance, ``cls(task)`` or ``cls(task,
-    row)``."""
+    row)``. ``lookup`` (sums of codes a ``lookup`` tool reads from long records; with
+    ``agent.swarm``, the swarm task family) takes no ``ops`` or ``digits``."""
 
     @field_validator("name")
     @classmethod

@@ -44,7 +44,9 @@ def generate_arithmetic_sft(
     efforts: Sequence[int] | None = None,
 ) -> ChatData:
     """``n`` train-split conversations, a share ``error_rate`` answered by the flawed solver;
-    with ``efforts``, each prompt at a random level (a ``Reasoning Effort`` system line)."""
+    with ``efforts``, each prompt at a random level (a ``Reasoning Effort`` system line). A
+    task source with ``conversation_tools(conversation)`` gives each its own tool schemas
+    (else the run's tools are shown)."""
     rng = random.Random(f"sft:{seed}")
     conversations = []
     for p in tasks.sample(n, rng):
@@ -53,7 +55,9 @@ def generate_arithmetic_sft(
             opening = len(p.messages())  # the task's messages, then the solution's turns
             conv = EffortTask(p, rng.choice(list(efforts))).messages() + conv[opening:]
         conversations.append(conv)
-    return ChatData(conversations)
+    tools_of = getattr(tasks, "conversation_tools", None)  # tasks whose agents differ
+    return ChatData(conversations, tools=[tools_of(c) for c in conversations] if tools_of
+                    else [])
 
 
 @lru_cache(maxsize=4)

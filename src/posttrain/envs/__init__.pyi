@@ -5,6 +5,7 @@ from .base import Environment, SplitTasks, StepResult, Task, seek_step
 from .calculator import CalculatorTasks, calculate
 from .code import CodeEnv, CodeProblem, CodeTasks
 from .effort import EffortTask, prepend_system
+from .lookup import LookupProblem, LookupTasks
 from .reasoning_gym import GymProblem, ReasoningGymTasks
 from .search import SearchIndex, SearchProblem, SearchTasks, make_search_tool
 
@@ -18,6 +19,8 @@ __all__ = [
     "EffortTask",
     "Environment",
     "GymProblem",
+    "LookupProblem",
+    "LookupTasks",
     "Problem",
     "ReasoningGymTasks",
     "SearchIndex",

@@ -30,6 +30,7 @@ from posttrain.envs import (
     CalculatorTasks,
     CodeTasks,
     EffortTask,
+    LookupTasks,
     ReasoningGymTasks,
     SearchTasks,
     calculate,
@@ -114,6 +115,9 @@ def _built_in_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable
     if t.name == "calculator":
         tasks = CalculatorTasks(tuple(t.ops), t.digits, cfg.seed, t.eval_fraction)
         return tasks, ToolRegistry([calculate]), None
+    if t.name == "lookup":
+        tasks = LookupTasks(cfg.seed, t.eval_fraction)
+        return tasks, tasks.tools, None
     return ArithmeticTasks(tuple(t.ops), t.digits, cfg.seed, t.eval_fraction), None, None
 
 

@@ -46,6 +46,29 @@ class SwarmSettings:
                              f"{self.max_subagents}, {self.target}")
 
 
+def swarm_tools(spawn: Callable[[str], str], wait: Callable[[list[str]], str],
+                timeout: float = 10.0) -> list[Tool]:
+    """The orchestrator's ``spawn`` and ``wait`` tools, answered by ``spawn`` and ``wait``."""
+    def spawn_(task: str) -> str:
+        """Start a sub-agent on a task of its own; it runs when you wait for it.
+
+        Args:
+            task: Everything the sub-agent needs to know: it sees nothing else.
+        """
+        return spawn(task)
+
+    def wait_(handles: list[str]) -> str:
+        """Run the named sub-agents to their ends (in parallel) and read their answers.
+
+        Args:
+            handles: The handles spawn returned.
+        """
+        return wait(handles)
+
+    spawn_.__name__, wait_.__name__ = "spawn", "wait"
+    return [Tool(spawn_), Tool(wait_, timeout=timeout)]
+
+
 class Swarm:
     """The sub-agents of one orchestrator episode, played by ``loop`` (an ``AgentLoop``);
     ``start(loop, messages)`` makes a sub-agent's episode state (an ``EpisodeState`` of the
@@ -62,24 +85,7 @@ class Swarm:
         self._lock = threading.Lock()  # a turn's calls run concurrently (ToolRegistry)
 
     def tools(self) -> list[Tool]:
-        def spawn(task: str) -> str:
-            """Start a sub-agent on a task of its own; it runs when you wait for it.
-
-            Args:
-                task: Everything the sub-agent needs to know: it sees nothing else.
-            """
-            return self.spawn(task)
-
-        def wait(handles: list[str]) -> str:
-            """Run the named sub-agents to their ends (in parallel) and read their answers.
-
-            Args:
-                handles: The handles spawn returned.
-            """
-            return self.wait(handles)
-
-        timeout = self.settings.limits.timeout_s * 2
-        return [Tool(spawn), Tool(wait, timeout=timeout)]
+        return swarm_tools(self.spawn, self.wait, self.settings.limits.timeout_s * 2)
 
     def spawn(self, task: str) -> str:
         messages = [{"role": "system", "content": self.settings.prompt},

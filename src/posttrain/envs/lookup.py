@@ -1,0 +1,128 @@
+"""Look-ups that pay to parallelise (the agent-swarm task family): "What are the codes of kelo,
+varu and mita, in that order?" (answered ``<answer>17 25 8</answer>``). Each name's code is
+in a record only the ``lookup`` tool returns, and a record is long (``record_lines`` lines),
+so an agent that reads every record in its own context fills it; an orchestrator
+(``agent.swarm``) can give each name to a sub-agent and keep its own context to the answers,
+and its critical path is one sub-agent's.
+
+SFT conversations come in three kinds, a third each: the orchestrator looking every name up
+itself (its calls in one turn), the orchestrator spawning a sub-agent a name and waiting for
+them, and one sub-agent's look-up. Each is shown the tools it has in a swarm episode (the
+orchestrator: ``lookup``, ``spawn``, ``wait``; a sub-agent: ``lookup``)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from posttrain.envs.base import SplitTasks
+from posttrain.harness import Tool, ToolRegistry, format_tool_call
+from posttrain.harness.multi.swarm import SUBAGENT_PROMPT, swarm_tools
+
+SYLLABLES = ("ka", "lo", "vi", "ru", "me", "ta", "so", "ne", "bi", "do", "fa", "gu")
+FILLER = ("filed under {n}", "seen at the north gate", "owes nothing", "keeps two goats",
+          "speaks slowly", "moved here last spring", "visits on market days")
+
+
+@dataclass(frozen=True)
+class LookupProblem:
+    names: tuple[str, ...]
+    codes: tuple[int, ...]
+
+    @property
+    def reference(self) -> str:
+        return " ".join(map(str, self.codes))
+
+    @property
+    def domain(self) -> str:
+        return "lookup"
+
+    def messages(self) -> list[dict]:
+        listed = ", ".join(self.names[:-1]) + f" and {self.names[-1]}"
+        return [{"role": "user", "content": f"What are the codes of {listed}, in that order?"}]
+
+
+def subagent_task(name: str) -> str:
+    return f"Find the code of {name}."
+
+
+class LookupTasks(SplitTasks):
+    """``n_problems`` questions of ``names`` names each (drawn in that range) of a register of
+    ``register`` names with codes 1-99; the last ``eval_fraction`` held out."""
+
+    def __init__(self, seed: int = 0, eval_fraction: float = 0.1, names: tuple[int, int] = (2, 4),
+                 register: int = 16, n_problems: int = 2000, record_lines: int = 6) -> None:
+        rng = random.Random(f"lookup:{seed}")
+        people: set[str] = set()
+        while len(people) < register:
+            people.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))))
+        self.codes = {n: rng.randint(1, 99) for n in sorted(people)}
+        self.record_lines = record_lines
+        pool = sorted(self.codes)
+        problems = []
+        for _ in range(n_problems):
+            chosen = tuple(rng.sample(pool, rng.randint(*names)))
+            problems.append(LookupProblem(chosen, tuple(self.codes[n] for n in chosen)))
+        n_eval = self.held_out(n_problems, eval_fraction)
+        self.splits = {"train": problems[:-n_eval], "eval": problems[-n_eval:]}
+        self.tool = Tool(self.lookup_tool())
+
+    def record(self, name: str) -> str:
+        """``name``'s record: ``record_lines`` lines, its code on the last."""
+        if name not in self.codes:
+            return f"no record for {name!r}"
+        rng = random.Random(name)
+        lines = [rng.choice(FILLER).format(n=name) for _ in range(self.record_lines - 1)]
+        return "\n".join([f"record of {name}:", *lines, f"code: {self.codes[name]}"])
+
+    def lookup_tool(self):
+        def lookup(name: str) -> str:
+            """Read the record of a name.
+
+            Args:
+                name: The name, as the question writes it.
+            """
+            return self.record(name)
+
+        return lookup
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return ToolRegistry([self.tool])
+
+    def conversation_tools(self, conversation: list[dict]) -> list[dict]:
+        """The tools a conversation's agent has in a swarm episode."""
+        sub = conversation[0]["role"] == "system" and conversation[0]["content"] == SUBAGENT_PROMPT
+        swarm = [] if sub else swarm_tools(lambda task: "", lambda handles: "")
+        return [self.tool.schema, *(t.schema for t in swarm)]
+
+    def sft_conversation(self, p: LookupProblem, error_rate: float,
+                         rng: random.Random) -> list[dict]:
+        """One of the three kinds (module docstring), a third each; with probability
+        ``error_rate`` the orchestrator's first code is off by one."""
+        kind = rng.randrange(3)
+        if kind == 2:  # one sub-agent's look-up
+            name = rng.choice(p.names)
+            return [{"role": "system", "content": SUBAGENT_PROMPT},
+                    {"role": "user", "content": subagent_task(name)},
+                    {"role": "assistant", "content": format_tool_call("lookup", {"name": name})},
+                    {"role": "tool", "content": self.record(name)},
+                    {"role": "assistant", "content": str(self.codes[name])}]
+        codes = list(p.codes)
+        codes[0] += 1 if rng.random() < error_rate else 0
+        answer = " ".join(map(str, codes))
+        if kind == 0:  # the orchestrator looks every name up itself
+            turns = [{"role": "assistant", "content": "".join(
+                format_tool_call("lookup", {"name": n}) for n in p.names)}]
+            turns += [{"role": "tool", "content": self.record(n)} for n in p.names]
+        else:  # a sub-agent a name
+            handles = [f"agent-{i + 1}" for i in range(len(p.names))]
+            turns = [{"role": "assistant", "content": "".join(
+                format_tool_call("spawn", {"task": subagent_task(n)}) for n in p.names)}]
+            turns += [{"role": "tool", "content": f"spawned {h}"} for h in handles]
+            turns += [{"role": "assistant", "content": format_tool_call(
+                "wait", {"handles": handles})},
+                {"role": "tool", "content": "\n".join(
+                    f"{h}: {c}" for h, c in zip(handles, p.codes))}]
+        return p.messages() + turns + [{"role": "assistant",
+                                        "content": f"<answer>{answer}</answer>"}]
