@@ -79,6 +79,10 @@ CASES = {
         ["train", "configs/code.yaml", "agent.swarm.target=2", "--out", "{d}/o"],
         "agent.swarm: sub-agents share the task's tools, and the episodes of task.name=code "
         "cannot spawn them"),
+    "train: a swarm with step-level credit": (
+        ["train", "configs/swarm.yaml", "algo.adv_estimator=gigpo", "--out", "{d}/o"],
+        "agent.swarm with algo.adv_estimator=gigpo: its step-level credit reads the "
+        "orchestrator's steps"),
     "train: a swarm on a single-turn task": (
         ["train", "configs/quickstart.yaml", "agent.swarm.target=2", "--out", "{d}/o"],
         "agent.swarm set, but task.name=arithmetic is single-turn"),

@@ -317,6 +317,13 @@ def agent_rules(cfg) -> None:
             if on:
                 raise ValueError(f"agent.swarm: sub-agents share the task's tools, and the "
                                  f"episodes of {what} cannot spawn them")
+        for what, on in ((f"algo.adv_estimator={algo.adv_estimator}",
+                          algo.adv_estimator in EPISODE_ESTIMATORS),
+                         ("algo.behaviour_reg", algo.behaviour_reg is not None)):
+            if on:
+                raise ValueError(f"agent.swarm with {what}: its step-level credit reads the "
+                                 "orchestrator's steps, and a swarm episode's rows hold its "
+                                 "sub-agents' steps too")
     if (cfg.task.name in ENV_TASK_PARTS or cfg.task.env) and agent.tree is not None:
         what = cfg.task.env or cfg.task.name
         raise ValueError(f"agent.tree: tree rollouts cannot branch {what} "
