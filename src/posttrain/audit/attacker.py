@@ -44,13 +44,9 @@ class AttackerEngine:
         self.attempts.append((prompt + reply, attempt))
         return GenerationOutput(prompt, reply, [0.0] * len(reply), "stop", self.version)
 
-    def found(self) -> dict[str, set[str]]:
-        """What the exploit found across its episodes (``Attempt.found``, united)."""
-        out: dict[str, set[str]] = {"paths": set(), "rules": set()}
-        for _, attempt in self.attempts:
-            for key, values in attempt.found.items():
-                out[key] |= values
-        return out
+    def paths(self) -> set[str]:
+        """The unnamed files the exploit used across its episodes."""
+        return {p for _, attempt in self.attempts for p in attempt.paths}
 
     def update_weights(self, named_tensors, version: int) -> None:
         pass

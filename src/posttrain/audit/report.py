@@ -92,15 +92,13 @@ def audit(env: str, tools: Sequence[dict], tasks: Sequence[Any], play: Play,
         engine = AttackerEngine(tokenizer, exploit, docs)
         episodes = play(engine, tasks)
         passed = [e for e in episodes if e.rewards.get(accuracy_part, 0.0) >= 1.0]
-        found = engine.found()
-        rules = [{"name": r.name, "pattern": r.pattern} for r in exploit.rules
-                 if r.name in found["rules"]]
         findings.append(Finding(
             exploit.name, exploit.what, len(episodes), len(passed),
             sum(bool(e.meta.get("guard_flags")) for e in episodes),
             sum(bool(e.meta.get("guard_blocks")) for e in episodes),
             sorted({str(e.meta.get("reference", "")) for e in passed}),
-            sorted(found["paths"]), rules))
+            sorted(engine.paths()),
+            [{"name": r.name, "pattern": r.pattern} for r in exploit.rules]))
     return AuditReport(env, names, findings, skipped)
 
 

@@ -66,6 +66,8 @@ class LookupTasks(SplitTasks):
         n_eval = self.held_out(n_problems, eval_fraction)
         self.splits = {"train": problems[:-n_eval], "eval": problems[-n_eval:]}
         self.tool = Tool(self.lookup_tool())
+        self.orchestrator_tools = [self.tool.schema, *(  # what conversation_tools shows
+            t.schema for t in swarm_tools(lambda task: "", lambda handles: ""))]
 
     def record(self, name: str) -> str:
         """``name``'s record: ``record_lines`` lines, its code on the last."""
@@ -93,8 +95,7 @@ class LookupTasks(SplitTasks):
     def conversation_tools(self, conversation: list[dict]) -> list[dict]:
         """The tools a conversation's agent has in a swarm episode."""
         sub = conversation[0]["role"] == "system" and conversation[0]["content"] == SUBAGENT_PROMPT
-        swarm = [] if sub else swarm_tools(lambda task: "", lambda handles: "")
-        return [self.tool.schema, *(t.schema for t in swarm)]
+        return [self.tool.schema] if sub else self.orchestrator_tools
 
     def sft_conversation(self, p: LookupProblem, error_rate: float,
                          rng: random.Random) -> list[dict]:

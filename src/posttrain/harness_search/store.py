@@ -98,8 +98,9 @@ class HarnessStore:
         return [json.loads(line) for line in f.read_text().splitlines()] if f.is_file() else []
 
     def results(self) -> dict[str, Result]:
-        """Every evaluated candidate's result."""
-        return {c.id: r for c in self.candidates() if (r := self.result(c.id)) is not None}
+        """Every evaluated candidate's result, by id (its directory's name)."""
+        return {f.parent.name: Result(**json.loads(f.read_text()))
+                for f in sorted(self.dir.glob("*/result.json"))}
 
     def propose(self, iteration: int, candidates: list[Candidate]) -> None:
         """Keep an iteration's proposals (``proposals/iNN.json``) before any is evaluated."""

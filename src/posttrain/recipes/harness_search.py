@@ -13,7 +13,7 @@ from posttrain.engines import Engine
 from posttrain.harness_search import Candidate, HarnessStore, Result
 from posttrain.harness_search.loop import Evaluate
 from posttrain.recipes.build import RunParts
-from posttrain.rollout.evaluation import evaluated
+from posttrain.rollout.evaluation import evaluation_episodes, pass_rates
 from posttrain.types import Episode
 
 
@@ -30,11 +30,10 @@ def harness_evaluator(config: Path, overrides: list[str], store: HarnessStore, e
         parts = RunParts(cfg)
         parts.attach_judges(tokenizer)
         tasks = parts.eval_tasks[:search] if split == "search" else parts.eval_tasks[search:]
-        episodes, _ = evaluated(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
-                                cfg.reward.accuracy_part, cfg.seed, parts.rollout_fn)
+        episodes = evaluation_episodes(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
+                                       cfg.seed, parts.rollout_fn)
         n, part = cfg.eval.samples, cfg.reward.accuracy_part
-        outcomes = [sum(e.rewards[part] for e in episodes[k * n:(k + 1) * n]) / n
-                    for k in range(len(tasks))]
+        outcomes = pass_rates(episodes, n, part)
         tokens = sum(held(e) for e in episodes) / len(episodes)
         traces = [{"task": i // n, "reference": e.meta.get("reference"), "rewards": e.rewards,
                    "passed": e.rewards[part] >= 1.0, "tokens": held(e),

@@ -12,7 +12,7 @@ from posttrain.config.skills_config import SkillsConfig
 from posttrain.engines import Engine
 from posttrain.engines.chat import engine_chat
 from posttrain.recipes.judges import judge_chat
-from posttrain.rollout.evaluation import evaluated
+from posttrain.rollout.evaluation import evaluation_episodes, pass_rates
 from posttrain.settings.extension import load_extension
 from posttrain.skills import SkillBank
 from posttrain.skills.bench import SelfWrittenSkills, skills_bench
@@ -51,13 +51,11 @@ def run_skills_bench(parts, engine: Engine, tokenizer, max_new_tokens: int = 256
     if parts.skills is None:
         raise ValueError("the skills protocol needs a skills section (skills.dir: the bank)")
 
-    def pass_rates(tasks) -> list[float]:
-        episodes, _ = evaluated(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
-                                cfg.reward.accuracy_part, cfg.seed, parts.rollout_fn)
-        n = cfg.eval.samples
-        return [sum(e.rewards[cfg.reward.accuracy_part] for e in episodes[k * n:(k + 1) * n]) / n
-                for k in range(len(tasks))]
+    def played(tasks) -> list[float]:
+        episodes = evaluation_episodes(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
+                                       cfg.seed, parts.rollout_fn)
+        return pass_rates(episodes, cfg.eval.samples, cfg.reward.accuracy_part)
 
     plain = [t.task if isinstance(t, SkilledTask) else t for t in parts.eval_tasks]
     chat = engine_chat(engine, tokenizer, max_new_tokens, cfg.eval.temperature, cfg.seed)
-    return skills_bench(pass_rates, plain, parts.skills, SelfWrittenSkills(chat))
+    return skills_bench(played, plain, parts.skills, SelfWrittenSkills(chat))

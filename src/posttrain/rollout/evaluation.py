@@ -61,7 +61,7 @@ def evaluation_metrics(episodes: Sequence[Episode], tasks: Sequence[Task],
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
     out |= swarm_metrics(episodes)
-    per_problem = [episodes[k * cfg.samples:(k + 1) * cfg.samples] for k in range(len(tasks))]
+    per_problem = per_task(episodes, cfg.samples)
     if cfg.samples > 1:
         out |= sample_metrics(per_problem, accuracy_part, cfg.pass_ks())
     for column in cfg.group_by:
@@ -84,6 +84,17 @@ def column_of(task: Task, column: str):
     None."""
     row = getattr(task, "row", {})
     return row[column] if column in row else getattr(task, column, None)
+
+
+def per_task(episodes: Sequence[Episode], samples: int) -> list[Sequence[Episode]]:
+    """Each task's episodes: ``samples`` in a row a task (``evaluation_episodes``' order)."""
+    return [episodes[k:k + samples] for k in range(0, len(episodes), samples)]
+
+
+def pass_rates(episodes: Sequence[Episode], samples: int, accuracy_part: str) -> list[float]:
+    """Each task's mean ``accuracy_part`` over its ``samples`` episodes."""
+    return [sum(e.rewards[accuracy_part] for e in mine) / len(mine)
+            for mine in per_task(episodes, samples)]
 
 
 def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:

@@ -64,6 +64,7 @@ def skills_bench(pass_rates: Callable[[Sequence[Any]], Sequence[float]],
                  "self_generated": list(pass_rates(self_written.tasks(tasks)))}
     rates["skills"] = list(pass_rates([library.task(t) for t in tasks]))
     base = rates["vanilla"]
+    p0 = sum(base) / len(base)
     report: dict[str, Any] = {"tasks": len(tasks), "conditions": {}}
     for c in CONDITIONS:
         mine = rates[c]
@@ -71,7 +72,6 @@ def skills_bench(pass_rates: Callable[[Sequence[Any]], Sequence[float]],
         row = {"pass": p, "stderr": math.sqrt(sum((r - p) ** 2 for r in mine)
                                               / max(len(mine) - 1, 1) / len(mine))}
         if c != "vanilla":
-            p0 = sum(base) / len(base)
             row |= {"delta": p - p0, "gain": normalised_gain(p, p0),
                     "tasks_better": sum(r > b for r, b in zip(mine, base)),
                     "tasks_worse": sum(r < b for r, b in zip(mine, base))}
