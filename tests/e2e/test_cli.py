@@ -5,6 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from posttrain import OPENMP_WAIT
 from posttrain.cli.app import app
 
 runner = CliRunner()
@@ -72,6 +73,7 @@ def test_preference_stage_runs_after_sft_and_reports(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert {"eval_after_sft", "eval_after_pref"} <= set(summary)
+    assert summary["openmp"] == OPENMP_WAIT  # the wait policy chosen at import is logged
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
     pref = [r for r in rows if r["stage"] == "pref"]
     assert pref[-1]["step"] == 3 and "eval/reward_accuracy" in pref[-1]

@@ -38,11 +38,24 @@ def test_rl_and_eval_on_a_parquet_dataset(tmp_path):
     summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
     assert printed == summary
     assert {"pass@1", "pass@3", "maj@3", "mean@3", "pass@3_se"} <= set(summary)
-    assert {k for k in summary if k.startswith("accuracy/source=")} <= \
-        {"accuracy/source=doubles", "accuracy/source=x"}
     samples = [json.loads(line) for line in open(tmp_path / "eval" / "samples.jsonl")]
     assert len(samples) == 4 * 3 and samples[5]["problem"] == 1 and samples[5]["sample"] == 2
-    assert samples[0]["row"]["source"] in {"doubles", "x"}
+    by_question = {r["q"]: r for r in rows}
+    problems = {}  # each held-out problem's row, found in the data by its question
+    for s in samples:
+        row = by_question[s["prompt"][-1]["content"]]
+        assert s["row"] == row
+        problems.setdefault(s["problem"], []).append((row["source"], s["rewards"]["correct"]))
+    sources = {src for ps in problems.values() for src, _ in ps}
+    assert sources == {"doubles", "x"}  # the seeded split holds both: two groups to split
+    assert {k for k in summary if "/source=" in k} == \
+        {f"{m}/source={v}" for v in sources for m in ("accuracy", "pass@3")}
+    for v in sources:  # exact by construction: sums of 0/1 rewards, one division
+        mine = [ps for ps in problems.values() if ps[0][0] == v]
+        assert summary[f"accuracy/source={v}"] == \
+            sum(c for ps in mine for _, c in ps) / sum(map(len, mine))
+        assert summary[f"pass@3/source={v}"] == \
+            sum(max(c for _, c in ps) > 0 for ps in mine) / len(mine)
 
 
 def test_a_user_reward_reads_columns_and_its_failures_are_counted_not_fatal(tmp_path):

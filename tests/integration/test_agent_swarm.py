@@ -115,7 +115,7 @@ def test_the_swarm_limits_and_a_sub_agent_that_never_answers(tokenizer):
     assert silent.meta["subagent_turns"] == [2, 3] and silent.meta["critical_steps"] == 3 + 3
 
 
-def test_a_config_with_a_swarm_plays_it_and_reports_its_cost(tokenizer):
+def test_a_config_with_a_swarm_plays_it_and_reports_its_cost(tokenizer, tmp_path):
     """agent.swarm through the run's parts: the calculator task's orchestrator spawns a
     sub-agent that uses the calculate tool; the parl shaping rule and the metrics see it."""
     cfg = load_config("configs/calculator.yaml", [
@@ -123,7 +123,8 @@ def test_a_config_with_a_swarm_plays_it_and_reports_its_cost(tokenizer):
         "reward.parts.correct={verifier: numeric, weight: 1.0}",
         "reward.parts.parallel={verifier: env, weight: 0.0}",
         "reward.shaping=[{name: parl, lam1: 0.5, lam2: 0.5, anneal_steps: 10}]"])
-    parts = RunParts(cfg.model_copy(update={"out_dir": "/tmp/posttrain-swarm-test"}))
+    parts = RunParts(cfg.model_copy(update={"out_dir": str(tmp_path / "run")}))
+    assert parts.out == tmp_path / "run" and parts.out.is_dir()  # the run writes here only
     (task,) = parts.eval_tasks
     a, b = map(int, re.findall(r"\d+", task.messages()[-1]["content"])[:2])
 

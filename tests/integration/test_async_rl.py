@@ -7,7 +7,16 @@ import threading
 
 import pytest
 import torch
-from async_helpers import TASKS, length_reward, rl_config, train  # noqa: F401 (fixture)
+from async_helpers import (  # noqa: F401 (fixture)
+    TASKS,
+    Plan,
+    PlannedEngine,
+    RecordingTrainer,
+    length_reward,
+    loss_tokens,
+    rl_config,
+    train,
+)
 
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
@@ -50,14 +59,37 @@ def test_async_at_zero_staleness_ends_at_the_sync_parameters(model, tokenizer, t
 
 @pytest.mark.parametrize("partial", [True, False])
 def test_tokens_beyond_the_staleness_bound_leave_the_loss(model, tokenizer, tmp_path, partial):
-    _, log = train(run_async_rl, model, tokenizer, tmp_path,
-                   rl_config(max_staleness=1, chunk_tokens=2, partial_rollout=partial,
-                             capacity=6))
-    # how stale the data gets depends on timing; that stale tokens are masked does not
-    assert all((r["staleness/max"] > 1) == (r["staleness/masked"] > 0) for r in log)
+    plan = Plan(partial)  # group 0's first three samples are trained two versions late
+    cfg = rl_config(max_staleness=1, chunk_tokens=2, partial_rollout=partial, capacity=24)
+    cfg = cfg.model_copy(update={"save_episodes": True})
+    trainer = RecordingTrainer(model, cfg.optim, cfg.steps)
+    _, log = train(run_async_rl, model, tokenizer, tmp_path, cfg, trainer=trainer,
+                   engine=PlannedEngine(model, tokenizer, plan, hold=True))
+    episodes = read_episodes(tmp_path / "episodes.jsonl")
+    # the plan held: each step took its groups, each token has its planned version (a
+    # partial rollout's first chunk of 2 tokens at the first, the rest at the second)
+    steps: list[set[int]] = [set(), set(), set()]
+    for e in episodes:
+        group, index = map(int, e.meta["sample_id"].split(":"))
+        steps[e.meta["step"] - 1].add(group)
+        first, rest = plan.versions(group, index)
+        (seg,) = e.segments
+        assert [v for v, m in zip(seg.versions, seg.loss_mask) if m] == \
+            [first] * 2 + [rest] * 6, e.meta["sample_id"]
+    assert steps == Plan.STEPS
+    # 12 samples of 8 tokens a step; at step 2 group 0's first three samples are two versions
+    # old: their first chunks (2 tokens each) with a partial rollout, else all 8 tokens each
+    stale = [0, 0, 3 * (2 if partial else 8)]
+    for step, (row, seen) in enumerate(zip(log, trainer.seen, strict=True)):
+        tokens = loss_tokens(seen, step, max_staleness=1)
+        assert tokens == {"sampled": 96, "stale": stale[step], "stale_in_loss": 0,
+                          "fresh_in_loss": 96 - stale[step]}, step
+        assert row["staleness/max"] == step  # each step holds tokens of version 0, step old
+        # exact: k / 96 for the k masked tokens is a multiple of 2**-4 (1/16 or 1/4 here)
+        assert row["staleness/masked"] == stale[step] / 96
+        # a partial rollout's samples that crossed an update: 6 of 12 at step 1, 9 at step 2
+        assert row["staleness/mixed_versions"] == ([0, 0.5, 0.75][step] if partial else 0)
     assert all(r["kept_groups"] == 3 for r in log)
-    if not partial:  # an update waits for the samples in flight: no sample mixes versions
-        assert all(r["staleness/mixed_versions"] == 0 for r in log)
 
 
 def test_a_partial_rollout_records_the_switch_and_each_tokens_behaviour_logprob(model,

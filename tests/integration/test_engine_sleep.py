@@ -30,7 +30,11 @@ def test_a_sleeping_engine_holds_no_weights_and_wakes_with_the_sync(model, token
         engine.score(PROMPTS)
     report = sync_weights(Trainer(model, OptimConfig(), 1), engine, 1, PROMPTS)
     assert held_bytes(params) == full and engine.version == 1
-    assert report.mismatch < 1e-5  # the probes score through the restored weights
+    # the probes score through the restored weights: two float32 forwards in different orders
+    # (docs/testing.md), within 16 eps32 of the largest |log-prob| (the mean of the per-token
+    # differences is at most their largest)
+    largest = max(abs(x) for row in engine.score(PROMPTS) for x in row)
+    assert report.mismatch <= 16 * torch.finfo(torch.float32).eps * largest
     assert engine.generate(PROMPTS, SAMPLING) == [
         o.__class__(**{**o.__dict__, "version": 1}) for o in before]
 

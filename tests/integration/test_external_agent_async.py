@@ -3,17 +3,30 @@ update holds their calls (they then sample under the new weights, each token rec
 version), a session out of time keeps its finished turns, and at zero staleness the async run
 trains on the synchronous run's tokens."""
 
+import collections
 import copy
 import functools
+import math
 import random
 import threading
+import time
+from concurrent.futures import Future
 
 import openai
 import pytest
 import torch
-from async_helpers import TASKS, length_reward, rl_config, train  # noqa: F401 (fixture)
+from async_helpers import (  # noqa: F401 (fixture)
+    TASKS,
+    Plan,
+    PlannedEngine,
+    RecordingTrainer,
+    length_reward,
+    loss_tokens,
+    rl_config,
+    train,
+)
 
-from posttrain.engines import TorchEngine
+from posttrain.engines import EngineRestarted, TorchEngine
 from posttrain.engines.base import GenerationOutput
 from posttrain.recipes import run_rl
 from posttrain.recipes.rl import run_async_rl
@@ -21,6 +34,7 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout import ExternalAgentRollout
 from posttrain.rollout.dispatch import SampleRequest
 from posttrain.rollout.external import ExternalAgentWorker
+from posttrain.rollout.external.worker import Session
 from posttrain.serve.batching import Batcher
 from posttrain.types import SamplingParams, read_episodes
 
@@ -59,23 +73,29 @@ def test_a_held_engine_makes_new_requests_wait_not_fail():
                     for p in prompts]
 
     batcher = Batcher(Recorder())
-    asking, outs = threading.Event(), []
+    outs, errors = [], []
 
     def ask():
-        asking.set()
-        outs.extend(batcher.generate([[5, 6]], SAMPLING))
+        try:
+            outs.extend(batcher.generate([[5, 6]], SAMPLING))
+        except RuntimeError as exc:  # a refusal (EngineBusy), say
+            errors.append(exc)
 
     with batcher.exclusive() as engine:
-        thread = threading.Thread(target=ask)
+        thread = threading.Thread(target=ask, daemon=True)
         thread.start()
-        asking.wait(10)
-        thread.join(0.3)  # it waits for the holder
+        deadline = time.monotonic() + 60  # only not to hang
+        while thread.is_alive() and time.monotonic() < deadline and not \
+                batcher.await_waiting(1, timeout_s=0.05):
+            pass  # until it waits for the holder (or ended, refused or not held)
+        waits = batcher.await_waiting(1, timeout_s=0)
         engine.version = 1
         order.append(("update", 1))
-    thread.join(10)
+    thread.join(60)
     batcher.close()
+    assert waits and not errors  # it waited for the holder
     assert order == [("update", 1), ("generate", 1)]
-    assert outs[0].version == 1
+    assert outs[0].version == 1 and batcher.waiting == 0
 
 
 def test_a_session_goes_on_across_a_weight_update_each_token_with_its_version(model,
@@ -175,14 +195,127 @@ def test_async_at_zero_staleness_trains_on_the_sync_runs_sessions(model, tokeniz
         torch.testing.assert_close(q, p, atol=0, rtol=0, msg=name)
 
 
+class AgentPlan(Plan):
+    """``Plan`` for sessions of two calls (each call of a sample's is its "chunk"); the agent
+    knows its sample by its session key. A call is held until its version; a step's groups'
+    last calls also wait until every other call due at that version is done, so the update
+    that follows cannot come first."""
+
+    def __init__(self, partial: bool):
+        super().__init__(partial)
+        self.samples: dict[str, tuple[int, int]] = {}
+        self.due, self.done = collections.Counter(), collections.Counter()
+        for group in range(9):
+            for index in range(self.GROUP_SIZE):
+                self.due.update(v for v in self.versions(group, index)
+                                if self.step_of[group] != v)
+
+    def started(self, key: str, request: SampleRequest) -> None:
+        with self.cond:
+            self.samples[key] = (request.group, request.index)
+            self.cond.notify_all()
+
+    def called(self, group: int, version: int) -> None:
+        with self.cond:
+            self.done[version] += self.step_of.get(group) != version
+            self.cond.notify_all()
+
+
+def planned_two_turns(plan: AgentPlan, engine):
+    """``two_turns`` with each call at its planned version."""
+    def agent(base_url, api_key, task):
+        plan.wait(lambda: api_key in plan.samples, "a session's sample recorded")
+        group, index = plan.samples[api_key]
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+        messages = list(task.messages())
+        for call, version in enumerate(plan.versions(group, index)):
+            closes = call == 1 and plan.step_of.get(group) == version  # its step's group
+            plan.wait(lambda v=version, closes=closes: engine.version >= v and (
+                not closes or plan.done[v] == plan.due[v]), f"version {version}")
+            reply = client.chat.completions.create(model="policy", messages=messages)
+            plan.called(group, version)
+            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
+                         {"role": "user", "content": "Are you sure?"}]
+    return agent
+
+
+class PlannedWorker(ExternalAgentWorker):
+    """Records each session's sample for the agent. Where an update waits for the sessions in
+    flight (no partial rollout) a sample due at a later version starts no session: it is held,
+    and a step with held samples only drops them as if the engine restarted, so the loop hands
+    them out again after the update."""
+
+    def __init__(self, plan: AgentPlan, *args):
+        super().__init__(*args)
+        self.plan = plan
+
+    def admit(self, request: SampleRequest) -> None:
+        first, _ = self.plan.versions(request.group, request.index)
+        if not self.plan.partial and first > self.engine.version:
+            self.inflight.append(Session(request, "", Future(), math.inf))
+            return
+        super().admit(request)
+        self.plan.started(self.inflight[-1].key, request)
+
+    def step(self):
+        if self.inflight and not any(s.key for s in self.inflight):
+            threading.Event().wait(0.005)  # not to spin; nothing waits on it
+            raise EngineRestarted("these samples may not start before a later version")
+        return super().step()
+
+    def abandon(self) -> list[SampleRequest]:
+        lost = [s.request for s in self.inflight]
+        self.inflight = []
+        return lost
+
+
+class PlannedAgents(ExternalAgentRollout):
+    def __init__(self, plan: AgentPlan, engine):
+        super().__init__(planned_two_turns(plan, engine), timeout_s=120)
+        self.plan = plan
+
+    def worker(self, engine, tokenizer, reward_fn, sampling):
+        return PlannedWorker(self.plan, self.agent, engine, tokenizer, reward_fn, sampling,
+                             self.timeout_s)
+
+
 @pytest.mark.parametrize("partial", [True, False])
 def test_sessions_beyond_the_staleness_bound_leave_the_loss(model, tokenizer, tmp_path,
                                                             partial):
-    play = ExternalAgentRollout(two_turns, timeout_s=120)
-    _, log = train(functools.partial(run_async_rl, agent=play), model, tokenizer, tmp_path,
-                   rl_config(max_staleness=1, partial_rollout=partial, capacity=6))
-    # how stale the data gets depends on timing; that stale tokens are masked does not
-    assert all((r["staleness/max"] > 1) == (r["staleness/masked"] > 0) for r in log)
+    plan = AgentPlan(partial)  # group 0's first three sessions are trained two versions late
+    engine = PlannedEngine(model, tokenizer, plan, hold=False)
+    cfg = rl_config(max_staleness=1, partial_rollout=partial, capacity=24)
+    cfg = cfg.model_copy(update={"save_episodes": True})
+    trainer = RecordingTrainer(model, cfg.optim, cfg.steps)
+    _, log = train(functools.partial(run_async_rl, agent=PlannedAgents(plan, engine)),
+                   model, tokenizer, tmp_path, cfg, engine=engine, trainer=trainer)
+    episodes = read_episodes(tmp_path / "episodes.jsonl")
+    # the plan held: each step took its groups, each call's 8 tokens have its planned version
+    steps: list[set[int]] = [set(), set(), set()]
+    rows, mixed = [0, 0, 0], [0, 0, 0]  # segments, and those sampled under two versions
+    for e in episodes:
+        group, index = map(int, e.meta["sample_id"].split(":"))
+        steps[e.meta["step"] - 1].add(group)
+        rows[e.meta["step"] - 1] += len(e.segments)
+        mixed[e.meta["step"] - 1] += sum(len({v for v in s.versions if v >= 0}) > 1
+                                         for s in e.segments)
+        first, rest = plan.versions(group, index)
+        assert e.meta["calls"] == 2 and [v for s in e.segments for v, m in zip(
+            s.versions, s.loss_mask) if m] == [first] * 8 + [rest] * 8, e.meta["sample_id"]
+    assert steps == Plan.STEPS
+    # 12 sessions of 16 tokens a step; at step 2 group 0's first three sessions are two
+    # versions old: their first calls (8 tokens each) with a partial rollout, else all 16
+    stale = [0, 0, 3 * (8 if partial else 16)]
+    for step, (row, seen) in enumerate(zip(log, trainer.seen, strict=True)):
+        tokens = loss_tokens(seen, step, max_staleness=1)
+        assert tokens == {"sampled": 192, "stale": stale[step], "stale_in_loss": 0,
+                          "fresh_in_loss": 192 - stale[step]}, step
+        assert row["staleness/max"] == step  # each step holds tokens of version 0, step old
+        # exact: k / 192 for the k masked tokens is a multiple of 2**-3 (1/8 or 1/4 here)
+        assert row["staleness/masked"] == stale[step] / 192
+        # the share of segments that crossed an update (a partial rollout's, where a session's
+        # second call extends its first's segment), a float32 mean: within eps32 relative
+        assert row["staleness/mixed_versions"] == pytest.approx(
+            mixed[step] / rows[step], rel=torch.finfo(torch.float32).eps, abs=0)
+        assert partial or mixed[step] == 0
     assert all(r["kept_groups"] == 3 for r in log)
-    if not partial:  # an update waits for the sessions in flight: none mixes versions
-        assert all(r["staleness/mixed_versions"] == 0 for r in log)

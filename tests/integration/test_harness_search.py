@@ -5,6 +5,7 @@ recorded error, a resumed search continues without redoing a candidate, and the 
 with the mutation proposer."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -71,16 +72,44 @@ def test_a_resumed_search_asks_only_for_the_next_iteration(search):
 
 
 def test_the_cli_searches_with_the_mutation_proposer_and_resumes(tiny_dir, tmp_path):
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"eval.max_new_tokens": [2, 6]}))
+    # four budgets: the start (none) and i01's two leave two new harnesses for i02
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"eval.max_new_tokens": [2, 4, 6, 8]}))
     args = ["harness-search", "configs/quickstart.yaml", f"out_dir={tmp_path / 'x'}",
             "--model", str(tiny_dir), "--space", str(tmp_path / "space.yaml"), "--k", "2",
             "--search-tasks", "3", "--test-tasks", "2", "--out", str(tmp_path / "s")]
+    store = HarnessStore(tmp_path / "s")
+
+    def evaluated(output):  # the ids the CLI printed as it evaluated them, in order
+        return re.findall(r"^(i\d\d-\d) \(", output, flags=re.MULTILINE)
+
+    def files():  # a rewritten file (write_atomic: a new inode) is a re-evaluation
+        return {str(f.relative_to(store.root)): (f.stat().st_ino, f.stat().st_mtime_ns)
+                for f in sorted(store.root.rglob("*")) if f.is_file()
+                and (f.name in ("result.json", "traces.jsonl") or f.parent.name == "proposals")}
+
     first = CliRunner().invoke(app, [*args, "--iterations", "1"])
     assert first.exit_code == 0, first.output
     report = json.loads((tmp_path / "s" / "search.json").read_text())
     assert report["candidates"] == 3 and len(report["frontier"]) >= 1
+    assert evaluated(first.output) == ["i00-0", "i01-0", "i01-1"]
+    before, kept = store.results(), files()
+    assert sorted(before) == ["i00-0", "i01-0", "i01-1"]
     again = CliRunner().invoke(app, [*args, "--iterations", "1"])
     assert again.exit_code == 2 and "--resume" in again.output
+    assert files() == kept  # the refused run touched nothing
     resumed = CliRunner().invoke(app, [*args, "--iterations", "2", "--resume"])
     assert resumed.exit_code == 0, resumed.output
-    assert json.loads((tmp_path / "s" / "search.json").read_text())["candidates"] >= 3
+    # the resume evaluated i02's two new harnesses, and only them
+    assert evaluated(resumed.output) == ["i02-0", "i02-1"]
+    after = store.results()
+    assert sorted(after) == ["i00-0", "i01-0", "i01-1", "i02-0", "i02-1"]
+    assert json.loads((tmp_path / "s" / "search.json").read_text())["candidates"] == 5
+    assert {k: v for k, v in files().items() if not k.startswith(("candidates/i02-",
+                                                                   "proposals/i02"))} == kept
+    assert all(after[c] == before[c] for c in before)
+    overrides = {c.id: c.overrides for c in store.candidates()}
+    new = [overrides["i02-0"], overrides["i02-1"]]
+    assert new[0] != new[1] and not any(o in new for c, o in overrides.items()
+                                        if not c.startswith("i02-"))
+    assert sorted(o["eval.max_new_tokens"] for c, o in overrides.items() if c != "i00-0") == \
+        [2, 4, 6, 8]

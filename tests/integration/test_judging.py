@@ -14,7 +14,7 @@ from posttrain.cli.app import app
 from posttrain.engines import TorchEngine
 from posttrain.engines.chat import engine_chat, openai_chat
 from posttrain.envs import ArithmeticTasks
-from posttrain.models import load_value_model
+from posttrain.models import load_tokenizer, load_value_model
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import rollout_metrics
 from posttrain.rollout.judged import (
@@ -26,7 +26,7 @@ from posttrain.rollout.judged import (
 )
 from posttrain.rollout.missing import missing_metrics
 from posttrain.rollout.single_turn import rollout
-from posttrain.types import Episode, SamplingParams, Segment
+from posttrain.types import Episode, SamplingParams, Segment, read_episodes
 
 TASKS = ArithmeticTasks(("+",), 2).eval_set(4)
 REWARD = RewardFunction({"correct": ("numeric", 1.0), "quality": ("judge", 0.5)})
@@ -176,8 +176,20 @@ def test_a_reward_model_trained_by_the_cli_scores_an_rl_run(tmp_path):
     assert "reward_accuracy" in output and (out / "config.json").is_file()
     rows = judged_rl_run(tmp_path / "run", "rm", f"{{kind: reward_model, model: {out}}}",
                          "rl.steps=1", "rl.group_size=2",
-                         "reward.parts.rm={verifier: judge, weight: 1.0}")
-    assert rows[0]["reward/rm/missing"] == 0.0 and rows[0]["reward/rm"] != 0.0
+                         "reward.parts.rm={verifier: judge, weight: 1.0}",
+                         "rl.save_episodes=true")
+    eps = list(read_episodes(tmp_path / "run" / "episodes.jsonl"))
+    rm = load_value_model(out).eval()
+    eps32 = torch.finfo(torch.float32).eps
+    for e in eps:  # the trained model's scalar head on each episode's last token, alone
+        with torch.no_grad():
+            want = float(rm(input_ids=torch.tensor([e.segments[0].token_ids])).logits[0, -1, 0])
+        # batched (padded) in the run and alone here: two float32 forwards, 16 eps32 of the
+        # size of the head's terms (docs/testing.md; as in the test of RewardModelJudge above)
+        assert e.rewards["rm"] == pytest.approx(want, abs=16 * eps32 * max(1.0, abs(want)))
+    assert rows[0]["reward/rm/missing"] == 0.0
+    # the logged part is the episodes' mean: the same float64 sum in the same order (exact)
+    assert rows[0]["reward/rm"] == sum(e.rewards["rm"] for e in eps) / len(eps)
 
 
 def test_a_pairwise_classifier_trained_by_the_cli_judges_an_rl_run(tmp_path):
@@ -186,5 +198,49 @@ def test_a_pairwise_classifier_trained_by_the_cli_judges_an_rl_run(tmp_path):
                      "rm.num_pairs=8", "rm.eval_pairs=4", "rm.eval_every=0")
     rows = judged_rl_run(tmp_path / "run", "pref", f"{{kind: pairwise_model, model: {out}}}",
                          "rl.steps=1", "rl.group_size=3",
-                         "reward.parts.pref={verifier: judge, weight: 1.0}")
-    assert rows[0]["reward/pref/missing"] == 0.0 and 0 <= rows[0]["reward/pref"] <= 1
+                         "reward.parts.pref={verifier: judge, weight: 1.0}",
+                         "rl.save_episodes=true")
+    eps = list(read_episodes(tmp_path / "run" / "episodes.jsonl"))
+    got, want, bound = round_robin_of(load_value_model(out).eval(), load_tokenizer(out), eps)
+    assert got == pytest.approx(want, abs=bound)
+    assert rows[0]["reward/pref/missing"] == 0.0
+    # a round robin hands out G (G - 1) / 2 points to G answers: the group's mean is 1/2 for
+    # any classifier (float64 sums of a few terms: a few eps64)
+    assert rows[0]["reward/pref"] == pytest.approx(0.5, abs=8 * torch.finfo(torch.float64).eps)
+
+
+def round_robin_of(model, tokenizer, eps):
+    """Each episode's judged ``pref`` and the pairwise classifier's rule recomputed on the
+    episodes (``ClassifierCompare`` + ``group_binary_comparison``, no budget): ``r_i`` = the
+    mean over the rest of its group of ``P(i beats j) = (sigmoid s(x, i, j) + 1 - sigmoid
+    s(x, j, i)) / 2``, each comparison prompt scored alone; and the bound on their difference."""
+    from posttrain.models import encode_prompt
+    from posttrain.rewards.judge import DEFAULT_RUBRIC, comparison_messages
+
+    def score(question, a, b):
+        ids = encode_prompt(tokenizer, comparison_messages(question, a, b, DEFAULT_RUBRIC))
+        with torch.no_grad():
+            return float(model(input_ids=torch.tensor([ids])).logits[0, -1, 0])
+
+    by_group: dict[str, list[int]] = {}
+    for k, e in enumerate(eps):
+        by_group.setdefault(e.group_id, []).append(k)
+    want, largest = [0.0] * len(eps), 0.0
+    for rows in by_group.values():
+        seg = eps[rows[0]].segments[0]
+        prompt = tokenizer.decode(seg.token_ids[:seg.first_sampled])
+        question = re.findall(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", prompt, re.DOTALL)[-1]
+        answers = [eps[r].meta["completion"] for r in rows]
+        for i in range(len(rows)):
+            for j in range(i + 1, len(rows)):
+                s_ab, s_ba = score(question, answers[i], answers[j]), \
+                    score(question, answers[j], answers[i])
+                largest = max(largest, abs(s_ab), abs(s_ba))
+                p = (torch.sigmoid(torch.tensor(s_ab)) + 1 - torch.sigmoid(torch.tensor(s_ba))) / 2
+                want[rows[i]] += float(p) / (len(rows) - 1)
+                want[rows[j]] += (1 - float(p)) / (len(rows) - 1)
+    eps32 = torch.finfo(torch.float32).eps
+    # two float32 forwards (the run's padded micro-batch, each prompt alone here): 16 eps32 of
+    # max|s| (docs/testing.md), times sigmoid's slope <= 1/4, halved and averaged; plus the
+    # float32 sigmoid's and (p_ab + 1 - p_ba) / 2's roundings, about 2 eps32
+    return [e.rewards["pref"] for e in eps], want, 4 * eps32 * largest + 2 * eps32

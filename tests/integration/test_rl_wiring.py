@@ -20,7 +20,7 @@ from posttrain.rollout import informative
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, KLConfig, OptimConfig, RLConfig
 from posttrain.train import Trainer
 from posttrain.train.episode_advantages import compute_advantages
-from posttrain.types import Batch, Episode, Segment
+from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 TASKS = ArithmeticTasks(("+",), 1)
 
@@ -303,16 +303,39 @@ def test_remax_baseline_is_the_reward_of_each_prompts_greedy_decode(model, token
 
 def test_remax_runs_through_the_rl_loop(model, tokenizer, tmp_path, monkeypatch):
     """The loop adds the greedy rollout for an estimator that asks for ``baseline_rewards``
-    (without it the estimator has no input and the step fails)."""
-    monkeypatch.setitem(VERIFIERS, "length_mod2", lambda text, ref: len(text) % 2)
-    cfg = RLConfig(steps=1, prompts_per_step=3, group_size=1, max_new_tokens=5, eval_every=0)
+    (without it the estimator has no input and the step fails), and the update trains on
+    ReMax's ``A = R - R(y_greedy)``: recomputed here from the saved episodes' rewards and each
+    prompt's greedy decode by the starting weights, against the advantages the update
+    recorded (``rl.token_stats``)."""
+    from posttrain.types import read_episodes
+
+    # the reference's parity too: the prompts' greedy baselines differ (not all 0 or all 1)
+    monkeypatch.setitem(VERIFIERS, "parity", lambda text, ref: (len(text) + int(ref)) % 2)
+    start = copy.deepcopy(model)  # the weights that sampled step 0 (the update moves model's)
+    cfg = RLConfig(steps=1, prompts_per_step=4, group_size=1, max_new_tokens=5, eval_every=0,
+                   save_episodes=True, token_stats=4)
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     run_rl(RLRun(Trainer(model, cfg.optim, 1), tokenizer, TASKS, [],
-                 RewardFunction({"len": ("length_mod2", 1.0)}), EvalConfig(), "len",
+                 RewardFunction({"len": ("parity", 1.0)}), EvalConfig(), "len",
                  Reporter(tmp_path, quiet=True), cfg=cfg, algo=AlgoConfig(adv_estimator="remax"),
                  actor=ActorConfig()), engine)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and math.isfinite(rows[0]["loss"])
+    eps = list(read_episodes(tmp_path / "episodes.jsonl"))
+    assert len(eps) == 4
+    prompts = [e.segments[0].token_ids[:e.segments[0].first_sampled] for e in eps]
+    greedy = TorchEngine(start, tokenizer.pad_token_id, tokenizer.eos_token_id).generate(
+        prompts, SamplingParams(max_new_tokens=5, temperature=0.0,
+                                stop_token_ids=(tokenizer.eos_token_id,)))
+    # the verifier's rule on each greedy completion's text
+    baselines = [(len(tokenizer.decode(g.token_ids, skip_special_tokens=True))
+                  + int(e.meta["reference"])) % 2 for g, e in zip(greedy, eps)]
+    assert [e.meta["baseline_reward"] for e in eps] == baselines
+    for e, b in zip(eps, baselines):
+        seg = e.segments[0]
+        want = [(e.reward - b) * m for m in seg.loss_mask]
+        # R and R(y_greedy) are 0 or 1: their difference is exact in float32
+        assert e.meta["token_stats"]["advantage"] == [want]
 
 
 def test_gar_from_config_takes_grader_quality_from_its_reward_part():
@@ -354,21 +377,55 @@ def test_behaviour_reg_reward_rule_from_config_penalises_long_successes():
                            "algo.behaviour_reg.k_err=2", "algo.behaviour_reg.c_long=0.5"])
 
 
-def test_auto_budgets_are_fixed_and_recorded_in_the_rl_loop(model, tokenizer, tmp_path):
+def test_auto_budgets_are_fixed_and_recorded_in_the_rl_loop(model, tokenizer, tmp_path,
+                                                            monkeypatch):
     """A toggle rule with budget auto gets each prompt's budget from the run's PromptBudgets:
-    one record a prompt, made the step the prompt was first drawn."""
-    from posttrain.rollout.prompt_budgets import PromptBudgets
-    from posttrain.settings import ShapingRule
+    one record a prompt, made the step the prompt was first drawn and kept when it is drawn
+    again, its value ``B(x)`` the ``rho``-th percentile (linear) of the trainable lengths of
+    that step's correct samples of ``x`` (None: infinite, none correct) — recomputed here from
+    the saved episodes."""
+    import numpy as np
 
-    cfg = RLConfig(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=4, eval_every=0)
+    from posttrain.rollout.prompt_budgets import PromptBudgets, prompt_key
+    from posttrain.settings import ShapingRule
+    from posttrain.types import read_episodes
+
+    class TwoPrompts:
+        """Two prompts drawn with replacement: a later step sees one an earlier step fixed."""
+
+        problems = TASKS.sample(2, random.Random(0))
+
+        def sample(self, n, rng, split="train"):
+            return [rng.choice(self.problems) for _ in range(n)]
+
+    # an accuracy part about half the samples pass, so budgets are numbers, not all infinite
+    monkeypatch.setitem(VERIFIERS, "length_mod2", lambda text, ref: len(text) % 2)
+    cfg = RLConfig(steps=3, prompts_per_step=2, group_size=4, max_new_tokens=8, eval_every=0,
+                   save_episodes=True)
     budgets = PromptBudgets("c", tmp_path / "prompt_budgets.jsonl")
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    run_rl(RLRun(Trainer(model, cfg.optim, 2), tokenizer, TASKS, [],
-                 RewardFunction({"c": ("numeric", 1.0)}), EvalConfig(), "c",
+    run_rl(RLRun(Trainer(model, cfg.optim, 3), tokenizer, TwoPrompts(), [],
+                 RewardFunction({"c": ("length_mod2", 1.0)}), EvalConfig(), "c",
                  Reporter(tmp_path, quiet=True), cfg=cfg, algo=AlgoConfig(),
                  actor=ActorConfig(), prompt_budgets=budgets,
-                 shaping=[ShapingRule(name="toggle", budget="auto", m=1, lam=0.5)]), engine)
+                 shaping=[ShapingRule(name="toggle", budget="auto", m=1, lam=0.5, rho=25)]),
+           engine)
     rows = [json.loads(line) for line in (tmp_path / "prompt_budgets.jsonl").read_text()
             .splitlines()]
-    assert 2 <= len(rows) <= 4 and len({r["key"] for r in rows}) == len(rows)
-    assert {r["step"] for r in rows} <= {0, 1} and rows[0]["step"] == 0
+    first: dict[tuple, tuple[int, list[int]]] = {}  # prompt -> (step, its correct lengths)
+    drawn: dict[tuple, set[int]] = {}  # prompt -> the steps that drew it
+    for e in read_episodes(tmp_path / "episodes.jsonl"):
+        seg = e.segments[0]
+        drawn.setdefault(tuple(seg.token_ids[:seg.first_sampled]), set()).add(e.meta["step"])
+        step, lengths = first.setdefault(tuple(seg.token_ids[:seg.first_sampled]),
+                                         (e.meta["step"] - 1, []))
+        if step == e.meta["step"] - 1 and e.rewards["c"] == 1.0:  # unshaped part
+            lengths.append(sum(seg.loss_mask))
+    keys = {tuple(e.segments[0].token_ids[:e.segments[0].first_sampled]):
+            f"25:{prompt_key(e)}" for e in read_episodes(tmp_path / "episodes.jsonl")}
+    # exact: a linear percentile of a few small integers in float64 is a multiple of 1/4
+    want = [{"key": keys[p], "step": step,
+             "budget": float(np.percentile(lengths, 25)) if lengths else None}
+            for p, (step, lengths) in first.items()]
+    assert sorted(rows, key=lambda r: r["key"]) == sorted(want, key=lambda r: r["key"])
+    assert max(map(len, drawn.values())) > 1  # a prompt came back (its budget stayed fixed)

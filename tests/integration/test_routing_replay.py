@@ -95,30 +95,53 @@ def test_replay_needs_an_moe_model_and_matching_layers(model, tokenizer):
 
 
 def test_the_load_balancing_loss_enters_the_update(moe):
-    """``actor.router_aux_coef``: the Switch Transformer loss of the step's tokens (the value
-    transformers' own function gives on the routers' logits of a full forward) is reported,
-    and the routers end the step elsewhere than without it."""
-    from posttrain.models.routing import load_balancing_loss, router_logits
+    """``actor.router_aux_coef``: the reported loss is the model's own auxiliary loss
+    (Qwen3-MoE's ``aux_loss`` with ``output_router_logits=True``: transformers'
+    ``load_balancing_loss_func`` over the real tokens) of the step's batch, rows of unequal
+    length padded, and the step's gradient is the plain step's plus ``coef`` times that loss's
+    gradient."""
     from posttrain.settings import ActorConfig
     from posttrain.train.rl_update import rl_step
 
     tok, model = moe
     engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id)
-    _, batch = rollout_batch(engine, tok, n=4)
+    _, batch = rollout_batch(engine, tok, n=12)  # "What is 9+12?" is longer: padded rows
+    assert bool((batch.attention_mask == 0).any())
     batch = batch.replace(advantages=torch.ones(batch.loss_mask.shape) * batch.loss_mask)
-    with torch.no_grad(), router_logits(model) as gates:
-        model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-    expected = float(load_balancing_loss(model, gates, batch.attention_mask))
+    own = copy.deepcopy(model).train()  # as the trainer runs it
+    out = own(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+              output_router_logits=True)
+    out.aux_loss.backward()
+    aux_grad = {n: p.grad for n, p in own.named_parameters() if p.grad is not None}
+    # no near tie that a rounding difference between the two forwards could tip: softmax keeps
+    # the logits' order, each logit is good to 16 eps32 max|logit| (two float32 forwards in
+    # different orders), so the k-th and (k+1)-th logits must be more than twice that apart
+    k, real = model.config.num_experts_per_tok, batch.attention_mask.reshape(-1) > 0
+    eps = torch.finfo(torch.float32).eps
+    for logits in out.router_logits:
+        top = logits.detach()[real].topk(k + 1, -1).values
+        assert float((top[:, k - 1] - top[:, k]).min()) > 2 * 16 * eps * float(top.abs().max())
 
     def step(coef):
-        trainer = Trainer(copy.deepcopy(model), OptimConfig(lr=1e-2, warmup_steps=0), 1,
-                          TrainerConfig(micro_batch_size=8))
+        trainer = Trainer(copy.deepcopy(model),
+                          OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=None), 1,
+                          TrainerConfig(micro_batch_size=16, share_prefix=False))
         metrics = rl_step(trainer, batch, ActorConfig(router_aux_coef=coef))
-        return metrics, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+        return metrics, {n: p.grad for n, p in trainer.model.named_parameters()}
 
-    with_aux, moved = step(1.0)
-    without, plain = step(0.0)
-    assert with_aux["router_aux_loss"] == pytest.approx(expected, rel=1e-5)
+    coef = 0.5
+    (with_aux, grad), (without, plain) = step(coef), step(0.0)
+    # two float32 forwards in different orders (the trainer's decoder pass, the model's own)
+    value = float(out.aux_loss.detach())
+    assert with_aux["router_aux_loss"] == pytest.approx(value, abs=16 * eps * abs(value), rel=0)
     assert "router_aux_loss" not in without
-    routers_moved = [n for n in moved if "gate" in n and not torch.equal(moved[n], plain[n])]
-    assert routers_moved  # the balancing term reached the routers
+    gates = [n for n in grad if n.endswith("mlp.gate.weight")]
+    assert len(gates) == model.config.num_hidden_layers
+    for n, g in grad.items():
+        balancing = coef * aux_grad.get(n, torch.zeros_like(g))
+        # gradients: 32 eps32 max|grad| for each of the three summed
+        bound = 32 * eps * (float(g.abs().max()) + float(plain[n].abs().max())
+                            + float(balancing.abs().max()))
+        assert float((g - plain[n] - balancing).abs().max()) <= bound, n
+        if n in gates:  # the balancing term reaches every router, far above the bound
+            assert float(balancing.abs().max()) > 100 * bound, n

@@ -60,6 +60,7 @@ def test_an_episode_plays_against_the_users_environment(tokenizer):
     assert ep.meta["env"]["info"] == {"last": int(task.reference)}
     assert guess_class().made == [[task.reference, {}, True]]  # one instance, no row, closed
     assert episode_problems(ep, tokenizer) == []
+    assert replayed(ep.to_dict()) == (2, {"guesses": 2.0, "solved": 1.0})  # the replay's rule
 
 
 def test_an_episode_the_environment_never_ends_scores_zero_on_its_parts(tokenizer):
@@ -112,12 +113,38 @@ def test_the_tiny_model_trains_and_evaluates_against_the_environment(tmp_path):
         "rl.steps=1", "rl.prompts_per_step=2", "rl.group_size=2", "eval.num_problems=2",
         "rl.save_episodes=true"])
     assert result.exit_code == 0, result.output
-    episodes = [json.loads(line) for line in open(out / "episodes.jsonl")]
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert len(episodes) == 4
     for e in episodes:
         assert e["meta"]["env"]["env"] == f"{ENVS}:Guess"
         assert any(m["content"] == "Guess; I say higher or lower."
                    for m in e["meta"]["messages"])
-        assert e["rewards"]["solved"] in (0.0, 1.0)
+        steps, parts = replayed(e)
+        assert e["meta"]["env"]["steps"] == steps and e["meta"]["env"]["reward_parts"] == parts
+        assert e["rewards"]["solved"] == parts.get("solved", 0.0)  # unfinished: 0
     summary = json.loads((out / "summary.json").read_text())
     assert "solved" in summary["eval_after_rl"]
+
+
+def replayed(episode):
+    """The episode's actions replayed on a fresh ``Guess``: every assistant turn without tool
+    calls (no tool result follows it) that the environment answered (a message follows: the
+    observation ``step`` returns) or that ended the episode (``answer``); a last turn cut off
+    (``max_tokens``, ``max_turns``) never reached it. Returns the steps and the summed reward
+    parts."""
+    from types import SimpleNamespace
+
+    messages = episode["meta"]["messages"]
+    env = guess_class()(SimpleNamespace(reference=episode["meta"]["reference"]), {})
+    steps, parts = 0, {}
+    for i, m in enumerate(messages):
+        last = i + 1 == len(messages)
+        if m["role"] != "assistant" or (last and episode["finish_reason"] != "answer") or (
+                not last and messages[i + 1]["role"] == "tool"):
+            continue
+        result = env.step(m["content"])
+        steps += 1
+        for k, v in result.reward_parts.items():
+            parts[k] = parts.get(k, 0.0) + v
+        assert result.done == last and (last or messages[i + 1] == result.observation[0])
+    return steps, parts

@@ -1,7 +1,7 @@
 """Verified weight sync: checksums, timeouts and probe scoring catch hangs, silent corruption
 and an engine that scores differently from the trainer."""
 
-import time
+import threading
 
 import pytest
 import torch
@@ -56,8 +56,15 @@ class Corrupting(TorchEngine):
 
 
 class Hanging(TorchEngine):
+    """Hangs in its update until the test releases it (``hang_guard`` seconds at most, so a
+    sync that waits for it cannot hang the suite), recording when it entered and finished."""
+
+    hang_guard = 30.0
+
     def update_weights(self, named_tensors, version):
-        time.sleep(3)
+        self.entered.set()
+        self.released_in_time = self.release.wait(self.hang_guard)
+        self.finished.set()
 
 
 class Drifting(TorchEngine):
@@ -79,11 +86,23 @@ def test_silent_corruption_is_caught_by_the_checksum(trainer_and_engine):
 
 
 def test_a_hanging_sync_becomes_an_error(trainer_and_engine):
+    """The sync gives up at its timeout while the engine's update is still hanging: it
+    neither waits for the update nor counts the engine as synced."""
     trainer, engine = trainer_and_engine
-    start = time.perf_counter()
-    with pytest.raises(WeightSyncError, match="version 5 did not finish within 0.2 s"):
-        sync_weights(trainer, swap(engine, Hanging), 5, PROBES, SyncConfig(timeout_s=0.2))
-    assert time.perf_counter() - start < 2
+    engine = swap(engine, Hanging)
+    engine.entered, engine.release, engine.finished = (threading.Event() for _ in range(3))
+    before = engine.version
+    try:
+        with pytest.raises(WeightSyncError, match=f"version 5 did not finish within 0.2 s "
+                                                  fr"\(engine still at version {before}\)"):
+            sync_weights(trainer, engine, 5, PROBES, SyncConfig(timeout_s=0.2))
+        assert not engine.finished.is_set()  # the error came while the update hung
+        assert engine.version == before != 5
+        # the update was sent (on a loaded machine its thread may start after the timeout)
+        assert engine.entered.wait(Hanging.hang_guard)
+    finally:
+        engine.release.set()
+    assert engine.finished.wait(Hanging.hang_guard) and engine.released_in_time
 
 
 def test_an_engine_scoring_differently_stops_the_run(trainer_and_engine):

@@ -1,5 +1,7 @@
 """A small recorded run the viewer tests share: two RL steps, episodes saved."""
 
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
@@ -15,3 +17,12 @@ def recorded_run(path, *overrides: str):
     result = CliRunner().invoke(app, [*RUN, f"out_dir={path}", *overrides])
     assert result.exit_code == 0, result.output
     return path
+
+
+def odd_length(completion: str) -> float:
+    """A reward function the tiny model earns about half the time (``ODD_LENGTH``: its
+    ``reward.parts.correct.verifier``): a run's groups then have reward spread."""
+    return float(len(completion) % 2)
+
+
+ODD_LENGTH = f"reward.parts.correct.verifier={Path(__file__).resolve()}:odd_length"

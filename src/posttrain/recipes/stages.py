@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from posttrain import OPENMP_WAIT
 from posttrain.config import RunConfig
 from posttrain.models import load_model, load_tokenizer, save_model
 from posttrain.recipes.build import RunParts, seed_everything
@@ -36,8 +37,8 @@ class Recipe(RunParts):
     def run(self, resume: bool = False) -> dict[str, Any]:
         """Every stage (from the newest checkpoint's, with ``resume``: its records cut back to
         that checkpoint), reported to ``report_to``'s trackers too; returns the summary (the
-        evaluations, the wall time in all and per process, each stage's ``counters``), also
-        written to ``summary.json``."""
+        evaluations, the wall time in all and per process, each stage's ``counters``, the
+        OpenMP wait policy chosen at import), also written to ``summary.json``."""
         if self.rank == 0:
             self.reporter.trackers = open_trackers(
                 self.cfg.report_to, self.out, self.cfg.model_dump(mode="json", by_alias=True))
@@ -89,7 +90,7 @@ class Recipe(RunParts):
                                                          f"eval_after_{stage}")
         seconds = self.process_seconds()
         summary = {**evals, "wall_seconds": sum(seconds), "process_seconds": seconds,
-                   "counters": self.counters, "out_dir": str(self.out)}
+                   "counters": self.counters, "openmp": OPENMP_WAIT, "out_dir": str(self.out)}
         if self.rank == 0:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
             if self.reporter.path.is_file():

@@ -11,7 +11,8 @@ that restarted (``EngineRestarted``) is asked once more.
 ``pause`` refuses new requests (``EngineBusy``) and waits until none is queued or running, so
 the engine's weights can change under nobody; ``resume`` lets requests in again; ``close``
 ends the worker. ``exclusive`` gives the engine to its caller without refusing anyone: new
-requests wait until it is done and then run (under the weights it left).
+requests wait until it is done and then run (under the weights it left); ``waiting`` counts
+them (``await_waiting`` blocks until it reaches a number).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class Batcher:
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._state = threading.Condition()
         self._pending, self._paused, self._held = 0, False, False
+        self.waiting = 0  # requests waiting for the holder of ``exclusive``
         threading.Thread(target=self._work, daemon=True, name="batcher").start()
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams
@@ -57,7 +59,11 @@ class Batcher:
         """``engine.generate(prompts, sampling)``'s answer, computed in a shared batch."""
         job = _Job(prompts, sampling, resolve_seeds(len(prompts), sampling, None), Future())
         with self._state:
-            self._state.wait_for(lambda: not self._held)
+            if self._held:
+                self.waiting += 1
+                self._state.notify_all()
+                self._state.wait_for(lambda: not self._held)
+                self.waiting -= 1
             if self._paused:
                 raise EngineBusy("the engine is paused while its weights change; retry")
             self._pending += 1
@@ -90,6 +96,12 @@ class Batcher:
             with self._state:
                 self._held = False
                 self._state.notify_all()
+
+    def await_waiting(self, n: int, timeout_s: float | None = None) -> bool:
+        """Until ``n`` requests wait for the holder of ``exclusive``; False if ``timeout_s``
+        passed first."""
+        with self._state:
+            return self._state.wait_for(lambda: self.waiting >= n, timeout_s)
 
     def _wait_idle(self, timeout_s: float | None) -> None:
         """Until no request is queued or running (the caller holds ``_state``)."""

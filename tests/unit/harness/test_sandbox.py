@@ -4,25 +4,25 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
+from ci_policy import kernel_allows_namespaces
 
 from posttrain.harness import Sandbox, SandboxError, SandboxLimits, namespaces_available
 from posttrain.harness import sandbox as sandbox_module
 
-KERNEL_ALLOWS = subprocess.run(["unshare", "-Urnmp", "--fork", "true"],
-                               capture_output=True).returncode == 0
-needs_namespaces = pytest.mark.skipif(not KERNEL_ALLOWS,
-                                      reason="the kernel refuses user namespaces here")
+KERNEL_ALLOWS = kernel_allows_namespaces()
+needs_namespaces = pytest.mark.namespaces  # deselected, and said so, where the kernel refuses
 
 
 def test_the_jail_works_wherever_the_kernel_allows_namespaces():
-    """The namespace tests skip only where the kernel refuses; a jail that fails anyway is a
-    bug (a virtualenv under /tmp once hid the interpreter from it)."""
+    """The namespace tests run wherever the kernel allows; a jail that fails anyway is a bug (a
+    virtualenv under /tmp once hid the interpreter from it)."""
     assert namespaces_available() == KERNEL_ALLOWS
+
+
 MODES = [pytest.param("namespaces", marks=needs_namespaces), "fallback"]
 FAST = SandboxLimits(cpu_s=1, wall_s=3.0)
 BLOCKED = """\

@@ -1,6 +1,8 @@
 """Tool schemas from signatures, validation, and every failure as an observation."""
 
 import asyncio
+import multiprocessing
+import os
 import time
 
 import pytest
@@ -88,12 +90,36 @@ def test_failures_are_error_observations(registry, bad, fragment, outcome):
     assert result.malformed == (outcome != "failed")  # the model's fault, not the tool's
 
 
-def test_hanging_isolated_tool_is_killed_at_its_timeout(registry):
-    start = time.perf_counter()
-    (result,) = registry.execute_sync([call("hang", seconds=30)])
-    assert result.error and "timed out after 0.3 s" in result.output
+def hang_and_report(seconds: float, record: str) -> str:
+    """Write this process's id to ``record``, sleep, then append "woke".
+
+    Args:
+        seconds: How long.
+        record: A file to write to.
+    """
+    with open(record, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(seconds)
+    with open(record, "a") as f:
+        f.write(" woke")
+    return "woke"
+
+
+def test_hanging_isolated_tool_is_killed_at_its_timeout(registry, tmp_path):
+    """The call returns at the tool's timeout with the tool's process killed, its sleep never
+    over (30 s: only a hang guard, were the process left to run)."""
+    # 1 s: time enough for the forked process to write its id first, even on a loaded machine
+    reg = ToolRegistry([Tool(hang_and_report, timeout=1.0, isolated=True)])
+    record, children = tmp_path / "record", set(multiprocessing.active_children())
+    (result,) = reg.execute_sync([call("hang_and_report", seconds=30, record=str(record))])
+    assert result.error and "timed out after 1 s" in result.output
     assert result.outcome == "timeout" and not result.malformed
-    assert time.perf_counter() - start < 5
+    pid = int(record.read_text().split()[0])  # the tool ran, in a process of its own
+    assert pid != os.getpid()
+    with pytest.raises(ProcessLookupError):  # killed and reaped when the call returned
+        os.kill(pid, 0)
+    assert not set(multiprocessing.active_children()) - children
+    assert "woke" not in record.read_text()  # killed, not waited for
     (ok,) = registry.execute_sync([call("hang", seconds=0.01)])
     assert ok.output == "woke" and not ok.error
 
