@@ -1,7 +1,7 @@
 import importlib.util
 
 # isort: off
-import posttrain  # before torch, as the CLI: its OpenMP wait policy applies
+import posttrain  # noqa: F401  (before torch, as the CLI: its OpenMP wait policy applies)
 import pytest
 import torch
 
@@ -16,6 +16,20 @@ collect_ignore = [f"engines/test_{name}_engine.py" for name in ("vllm", "sglang"
 
 torch.set_num_threads(2)
 torch.set_flush_denormal(True)
+
+
+@pytest.fixture(autouse=True)
+def no_plots_unless_read(request, monkeypatch):
+    """A run draws its curves*.png only in tests marked ``plots``, the ones that read them
+    (drawing takes 2-3 s a run, over some 80 runs in the suite); a module-scoped run draws
+    them (it starts before this fixture)."""
+    if request.node.get_closest_marker("plots") is None:
+        from posttrain.recipes import reward_model, stages
+
+        for module in (stages, reward_model):
+            for name in ("plot_curves", "plot_stages"):
+                if hasattr(module, name):
+                    monkeypatch.setattr(module, name, lambda *args, **kwargs: None)
 
 
 @pytest.fixture(scope="session")

@@ -91,6 +91,7 @@ def test_a_missing_teacher_is_a_clear_error(tmp_path):
     assert result.exit_code == 2 and "does not exist" in " ".join(result.output.split())
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_teachers_as_ray_actors_train_like_in_process_teachers(tmp_path):
     pytest.importorskip("ray")

@@ -1,10 +1,13 @@
 """``posttrain doctor``: a healthy environment passes, and a CUDA torchvision that breaks vLLM
 (simulated by a package raising vLLM's startup error) is flagged with the fix."""
 
+import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 from posttrain.cli.doctor import UNINSTALL, checks
+
+pytestmark = pytest.mark.slow
 
 
 def test_this_environment_is_healthy():

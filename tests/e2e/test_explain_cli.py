@@ -4,6 +4,7 @@ optimiser steps, micro-batches, checkpoints and evaluations as the plan printed 
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
@@ -19,6 +20,7 @@ OVERRIDES = [
 ]
 
 
+@pytest.mark.plots
 def test_the_plan_is_what_the_run_counts(tmp_path):
     runner = CliRunner()
     explained = runner.invoke(app, ["config", "explain", "configs/quickstart.yaml",

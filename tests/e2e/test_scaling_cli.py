@@ -8,6 +8,8 @@ from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 SMALL = ["model.preset=nano", "sft.steps=6", "sft.batch_size=16", "sft.num_examples=200",
@@ -39,10 +41,15 @@ def assert_same_weights(a, b, exact=False):
             torch.testing.assert_close(b[key], a[key], atol=1e-5, rtol=1e-4, msg=key)
 
 
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    """The one-process run both two-process layouts are held against, trained once."""
+    return run(tmp_path_factory.mktemp("one"), "one")
+
+
 @pytest.mark.parametrize("layout", [[], ["trainer.shard=true"]], ids=["replicated", "fsdp2"])
-def test_two_trainer_processes_end_at_the_one_process_weights(tmp_path, layout):
-    alone = run(tmp_path, "one")
-    assert_same_weights(alone, run(tmp_path, "two", "dist.trainer_processes=2", *layout))
+def test_two_trainer_processes_end_at_the_one_process_weights(tmp_path, one_process, layout):
+    assert_same_weights(one_process, run(tmp_path, "two", "dist.trainer_processes=2", *layout))
     assert not (tmp_path / "two" / "ranks" / "1" / "rl_model").exists()  # rank 0 writes
 
 

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from posttrain.cli.app import app
 from posttrain.types import read_episodes
 
+pytestmark = pytest.mark.slow
+
 
 def free_port() -> int:
     with socket.socket() as s:

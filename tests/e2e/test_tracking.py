@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 SHORT = ["stages=[sft, rl]", "model.preset=nano", "threads=1", "sft.steps=4", "sft.log_every=2",
          "sft.num_examples=40", "sft.batch_size=4", "rl.steps=3", "rl.prompts_per_step=2",
          "rl.group_size=2", "rl.max_new_tokens=4", "rl.eval_every=2", "eval.num_problems=3",

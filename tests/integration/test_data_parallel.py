@@ -13,6 +13,8 @@ from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer, rl_step
 from posttrain.types import Batch, Episode, Segment
 
+pytestmark = pytest.mark.slow
+
 
 def batch() -> Batch:
     g = torch.Generator().manual_seed(0)
@@ -38,17 +40,34 @@ def train_steps(model_dir, shard=False, offload=False) -> dict[str, torch.Tensor
     return {"metrics": metrics, **{k: v.clone() for k, v in trainer.named_weights()}}
 
 
-@pytest.mark.parametrize("processes,shard,offload", [
-    (2, False, False), (2, True, False), (2, True, True), (4, True, False)],
-    ids=["replicated", "fsdp2", "fsdp2-offload", "fsdp2-4"])
-def test_gloo_processes_end_at_the_single_process_parameters(tiny_dir, processes, shard,
-                                                             offload):
+LAYOUTS = {"replicated": (False, False), "fsdp2": (True, False), "fsdp2-offload": (True, True)}
+
+
+def train_layouts(model_dir) -> dict[str, dict]:
+    """``train_steps`` in every two-process layout, one after another in one launch."""
+    return {name: train_steps(model_dir, *layout) for name, layout in LAYOUTS.items()}
+
+
+@pytest.fixture(scope="module")
+def alone(tiny_dir):
+    return train_steps(tiny_dir)
+
+
+@pytest.fixture(scope="module")
+def two_processes(tiny_dir):
+    return run_processes(train_layouts, 2, tiny_dir, threads=1)
+
+
+@pytest.mark.parametrize("layout", [*LAYOUTS, "fsdp2-4"])
+def test_gloo_processes_end_at_the_single_process_parameters(tiny_dir, alone, two_processes,
+                                                             layout):
     """(``offload`` keeps FSDP2's shards and optimiser state in CPU memory and steps there: on
     a CPU machine the same arithmetic, so it must end where ``fsdp2`` does. Four processes
     share 5 micro-batches 2, 1, 1, 1: three run one at zero weight to stay in step, and
-    nothing has to divide evenly: FSDP2 pads uneven shards.)"""
-    alone = train_steps(tiny_dir)
-    parallel = run_processes(train_steps, processes, tiny_dir, shard, offload, threads=1)
+    nothing has to divide evenly: FSDP2 pads uneven shards. The two-process layouts share one
+    launch.)"""
+    parallel = two_processes[layout] if layout in LAYOUTS else run_processes(
+        train_steps, 4, tiny_dir, True, False, threads=1)
     # Weights: each gradient entry sums 5 micro-batch terms (each < 1; the largest is 0.14), so
     # reordering the float64 sum moves it by at most 4 * 2.2e-16 * 5 = 4.4e-15; Adam turns that
     # into at most lr * 4.4e-15 / eps_adam = 1e-2 * 4.4e-15 / 1e-8 = 4.4e-9 per step, 8.8e-9

@@ -38,6 +38,7 @@ def by_name(report):
     return {f.exploit: f for f in report.findings}
 
 
+@pytest.mark.slow
 def test_the_audit_finds_the_planted_holes_and_the_proposed_guard_blocks_them():
     tasks = load_object(f"{PLANTED}:PlantedCodeTasks")(seed=0, n_problems=40)
     report = audited(tasks)

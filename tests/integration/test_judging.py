@@ -169,6 +169,7 @@ def test_bad_judge_settings_are_refused(overrides, message):
         load_config("configs/quickstart.yaml", overrides)
 
 
+@pytest.mark.plots
 def test_a_reward_model_trained_by_the_cli_scores_an_rl_run(tmp_path):
     out = tmp_path / "rm"
     output = reward_model_cli(tmp_path, out, "rm.steps=4", "rm.num_pairs=16",
@@ -192,6 +193,7 @@ def test_a_reward_model_trained_by_the_cli_scores_an_rl_run(tmp_path):
     assert rows[0]["reward/rm"] == sum(e.rewards["rm"] for e in eps) / len(eps)
 
 
+@pytest.mark.plots
 def test_a_pairwise_classifier_trained_by_the_cli_judges_an_rl_run(tmp_path):
     out = tmp_path / "pairwise"
     reward_model_cli(tmp_path, out, "rm.loss=pairwise_classifier", "rm.steps=2",

@@ -16,7 +16,7 @@ from posttrain.train import Trainer
 from posttrain.types import SamplingParams, read_episodes
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 # An engine in another process (other threads, other batching) and an in-process one are two
 # float32 computations of the same log-probs: within 16 eps32 of the largest (~8 chained
 # float32 reductions through the 2-layer model, head and logsumexp, ~2 eps32 each).

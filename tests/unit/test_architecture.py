@@ -17,6 +17,11 @@ def test_every_import_goes_to_a_lower_layer():
     assert architecture.upward_imports() == []
 
 
+def test_the_root_package_imports_nothing_of_posttrain():
+    """It lies below every layer (any module may import it), so it must stay a leaf."""
+    assert architecture.module_imports().get("posttrain", set()) == set()
+
+
 def test_no_module_imports_itself_through_others():
     assert architecture.cycles() == []
 
