@@ -72,6 +72,7 @@ def test_the_pairwise_classifier_step_is_its_formula_on_both_orders(tiny_dir, to
     assert got["loss"] == pytest.approx(want, abs=loss_tolerance(s))
 
 
+@pytest.mark.slow
 def test_a_pairwise_classifier_learns_and_compares_symmetrically(tiny_dir, tokenizer, tmp_path):
     torch.manual_seed(0)
     cfg = RewardModelConfig(loss="pairwise_classifier", steps=40, batch_size=16,

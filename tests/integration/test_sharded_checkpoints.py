@@ -27,6 +27,8 @@ from posttrain.train import (
 sys.path.insert(0, str(Path(__file__).parent))
 from test_data_parallel import batch  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 def trainer(model_dir, shard: bool) -> Trainer:
     # float64, as in test_data_parallel: 1 and 2 processes sum gradients in other orders

@@ -44,6 +44,7 @@ def test_tau_check_passes_on_every_task(domain, tasks, errors):
         assert nl_only["final_db_hash"] == MOCK_PRISTINE and nl_only["actions"] == []
 
 
+@pytest.mark.slow
 def test_tau_check_retail_reproduces_the_designed_gold_failures():
     result, rows = check("--domain", "retail", *[f"--task={t}" for t in RETAIL_FAILING])
     assert result.exit_code == 0, result.output
@@ -179,6 +180,7 @@ def judge(verdict):
     return chat
 
 
+@pytest.mark.slow
 def test_nl_assertions_through_a_judge_and_infrastructure_errors_left_out(tokenizer):
     ids = ["16", "19", "21"]  # retail tasks with NL assertions (basis DB x NL_ASSERTION)
 

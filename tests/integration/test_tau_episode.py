@@ -35,6 +35,7 @@ def play(tokenizer, domain, engine, users, ids=None, limits=LOOSE,
     return rollout(engine, tokenizer, prompts, TAU_REWARD, sampling)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("domain", ["mock", "telecom", "retail"])
 def test_gold_replay_through_the_live_loop_earns_reward_one(tokenizer, domain):
     engine = ScriptedEngine(tokenizer, gold_agent(domain))

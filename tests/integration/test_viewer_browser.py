@@ -22,10 +22,10 @@ spec = importlib.util.spec_from_file_location("viewer_screenshots", TOOL)
 SCREENSHOTS = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(SCREENSHOTS)
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (CHROMIUM and DRIVER),
     reason="no headless Chromium with its chromedriver: `bash .ci/browser.sh` installs the "
-           "distribution's chromium and chromium-driver")
+           "distribution's chromium and chromium-driver")]
 
 
 @pytest.fixture

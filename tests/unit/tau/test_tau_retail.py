@@ -18,6 +18,7 @@ def base():
     return pristine()
 
 
+@pytest.mark.slow
 def test_gold_write_actions_of_every_task(base):
     tasks = json.loads((data_dir("retail") / "tasks.json").read_text())
     failed, writes = [], 0
