@@ -1,4 +1,4 @@
-"""The suite's rules about tests that do not run (docs/testing.md, "Tiers and skips").
+"""The suite's rules about tests that do not run (docs/testing.md, "Two tiers" and "Skips").
 
 - ``gpu``-marked tests are deselected unless ``--gpu`` is given (a CUDA machine), so that
   ``-m "not slow"`` (the fast tier) needs no ``and not gpu``.
@@ -77,8 +77,9 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if on_ci() and report.skipped and not hasattr(report, "wasxfail") and not allowed(item):
         report.outcome = "failed"
-        report.longrepr = (f"skipped under CI=true, where only {', '.join(ALLOWED_SKIPS)}-marked "
-                           f"tests may skip: {skip_reason(report)}")
+        allowlist = "; ".join(f"{mark}-marked: {why}" for mark, why in ALLOWED_SKIPS.items())
+        report.longrepr = (f"skipped under CI=true, where only these tests may skip "
+                           f"({allowlist}): {skip_reason(report)}")
     return report
 
 

@@ -26,10 +26,9 @@ def no_plots_unless_read(request, monkeypatch):
     if request.node.get_closest_marker("plots") is None:
         from posttrain.recipes import reward_model, stages
 
-        for module in (stages, reward_model):
-            for name in ("plot_curves", "plot_stages"):
-                if hasattr(module, name):
-                    monkeypatch.setattr(module, name, lambda *args, **kwargs: None)
+        for module, name in ((stages, "plot_curves"), (stages, "plot_stages"),
+                             (reward_model, "plot_stages")):
+            monkeypatch.setattr(module, name, lambda *args, **kwargs: None)
 
 
 @pytest.fixture(scope="session")

@@ -153,3 +153,24 @@ def loss_tokens(seen: tuple[torch.Tensor, torch.Tensor], version: int, max_stale
     return {"sampled": int(sampled.sum()), "stale": int(stale.sum()),
             "stale_in_loss": int(mask[stale].sum()),
             "fresh_in_loss": int(mask[sampled & ~stale].sum())}
+
+
+def planned_steps(episodes) -> list[set[int]]:
+    """The groups each of the plan's three steps trained on (``Plan.STEPS`` when it held)."""
+    steps: list[set[int]] = [set(), set(), set()]
+    for e in episodes:
+        steps[e.meta["step"] - 1].add(int(e.meta["sample_id"].split(":")[0]))
+    return steps
+
+
+def assert_stale_tokens_left_the_loss(log, trainer: RecordingTrainer, sampled: int,
+                                      stale: list[int]) -> None:
+    """Step ``s`` (trained at version ``s``, bound 1) sampled ``sampled`` tokens, ``stale[s]``
+    of them beyond the bound: its loss got none of those and every fresh one, and its metrics
+    say so exactly (``stale[s] / sampled`` is a power of two in these runs, exact in float32)."""
+    for step, (row, seen) in enumerate(zip(log, trainer.seen, strict=True)):
+        assert loss_tokens(seen, step, max_staleness=1) == {
+            "sampled": sampled, "stale": stale[step], "stale_in_loss": 0,
+            "fresh_in_loss": sampled - stale[step]}, step
+        assert row["staleness/max"] == step  # each step holds tokens of version 0, step old
+        assert row["staleness/masked"] == stale[step] / sampled

@@ -12,8 +12,9 @@ from async_helpers import (  # noqa: F401 (fixture)
     Plan,
     PlannedEngine,
     RecordingTrainer,
+    assert_stale_tokens_left_the_loss,
     length_reward,
-    loss_tokens,
+    planned_steps,
     rl_config,
     train,
 )
@@ -65,28 +66,20 @@ def test_tokens_beyond_the_staleness_bound_leave_the_loss(model, tokenizer, tmp_
     trainer = RecordingTrainer(model, cfg.optim, cfg.steps)
     _, log = train(run_async_rl, model, tokenizer, tmp_path, cfg, trainer=trainer,
                    engine=PlannedEngine(model, tokenizer, plan, hold=True))
-    episodes = read_episodes(tmp_path / "episodes.jsonl")
+    episodes = list(read_episodes(tmp_path / "episodes.jsonl"))
     # the plan held: each step took its groups, each token has its planned version (a
     # partial rollout's first chunk of 2 tokens at the first, the rest at the second)
-    steps: list[set[int]] = [set(), set(), set()]
+    assert planned_steps(episodes) == Plan.STEPS
     for e in episodes:
-        group, index = map(int, e.meta["sample_id"].split(":"))
-        steps[e.meta["step"] - 1].add(group)
-        first, rest = plan.versions(group, index)
+        first, rest = plan.versions(*map(int, e.meta["sample_id"].split(":")))
         (seg,) = e.segments
         assert [v for v, m in zip(seg.versions, seg.loss_mask) if m] == \
             [first] * 2 + [rest] * 6, e.meta["sample_id"]
-    assert steps == Plan.STEPS
     # 12 samples of 8 tokens a step; at step 2 group 0's first three samples are two versions
     # old: their first chunks (2 tokens each) with a partial rollout, else all 8 tokens each
-    stale = [0, 0, 3 * (2 if partial else 8)]
-    for step, (row, seen) in enumerate(zip(log, trainer.seen, strict=True)):
-        tokens = loss_tokens(seen, step, max_staleness=1)
-        assert tokens == {"sampled": 96, "stale": stale[step], "stale_in_loss": 0,
-                          "fresh_in_loss": 96 - stale[step]}, step
-        assert row["staleness/max"] == step  # each step holds tokens of version 0, step old
-        # exact: k / 96 for the k masked tokens is a multiple of 2**-4 (1/16 or 1/4 here)
-        assert row["staleness/masked"] == stale[step] / 96
+    # (6 / 96 = 1/16, 24 / 96 = 1/4)
+    assert_stale_tokens_left_the_loss(log, trainer, 96, [0, 0, 3 * (2 if partial else 8)])
+    for step, row in enumerate(log):
         # a partial rollout's samples that crossed an update: 6 of 12 at step 1, 9 at step 2
         assert row["staleness/mixed_versions"] == ([0, 0.5, 0.75][step] if partial else 0)
     assert all(r["kept_groups"] == 3 for r in log)

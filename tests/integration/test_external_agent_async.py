@@ -20,8 +20,9 @@ from async_helpers import (  # noqa: F401 (fixture)
     Plan,
     PlannedEngine,
     RecordingTrainer,
+    assert_stale_tokens_left_the_loss,
     length_reward,
-    loss_tokens,
+    planned_steps,
     rl_config,
     train,
 )
@@ -289,30 +290,23 @@ def test_sessions_beyond_the_staleness_bound_leave_the_loss(model, tokenizer, tm
     trainer = RecordingTrainer(model, cfg.optim, cfg.steps)
     _, log = train(functools.partial(run_async_rl, agent=PlannedAgents(plan, engine)),
                    model, tokenizer, tmp_path, cfg, engine=engine, trainer=trainer)
-    episodes = read_episodes(tmp_path / "episodes.jsonl")
+    episodes = list(read_episodes(tmp_path / "episodes.jsonl"))
     # the plan held: each step took its groups, each call's 8 tokens have its planned version
-    steps: list[set[int]] = [set(), set(), set()]
+    assert planned_steps(episodes) == Plan.STEPS
     rows, mixed = [0, 0, 0], [0, 0, 0]  # segments, and those sampled under two versions
     for e in episodes:
         group, index = map(int, e.meta["sample_id"].split(":"))
-        steps[e.meta["step"] - 1].add(group)
         rows[e.meta["step"] - 1] += len(e.segments)
         mixed[e.meta["step"] - 1] += sum(len({v for v in s.versions if v >= 0}) > 1
                                          for s in e.segments)
         first, rest = plan.versions(group, index)
         assert e.meta["calls"] == 2 and [v for s in e.segments for v, m in zip(
             s.versions, s.loss_mask) if m] == [first] * 8 + [rest] * 8, e.meta["sample_id"]
-    assert steps == Plan.STEPS
     # 12 sessions of 16 tokens a step; at step 2 group 0's first three sessions are two
     # versions old: their first calls (8 tokens each) with a partial rollout, else all 16
-    stale = [0, 0, 3 * (8 if partial else 16)]
-    for step, (row, seen) in enumerate(zip(log, trainer.seen, strict=True)):
-        tokens = loss_tokens(seen, step, max_staleness=1)
-        assert tokens == {"sampled": 192, "stale": stale[step], "stale_in_loss": 0,
-                          "fresh_in_loss": 192 - stale[step]}, step
-        assert row["staleness/max"] == step  # each step holds tokens of version 0, step old
-        # exact: k / 192 for the k masked tokens is a multiple of 2**-3 (1/8 or 1/4 here)
-        assert row["staleness/masked"] == stale[step] / 192
+    # (24 / 192 = 1/8, 48 / 192 = 1/4)
+    assert_stale_tokens_left_the_loss(log, trainer, 192, [0, 0, 3 * (8 if partial else 16)])
+    for step, row in enumerate(log):
         # the share of segments that crossed an update (a partial rollout's, where a session's
         # second call extends its first's segment), a float32 mean: within eps32 relative
         assert row["staleness/mixed_versions"] == pytest.approx(
