@@ -8,6 +8,9 @@
 - Tests marked ``namespaces`` need the kernel's user namespaces (the sandbox's jail). Where the
   kernel refuses them they are deselected, and the summary says that the sandbox suite ran its
   fallback isolation only; they never count as skipped.
+
+Under pytest-xdist the workers collect and run: the controller receives their skipped
+collectors' reports and their deselected namespace tests, and it reports and fails the run.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ ALLOWED_SKIPS = {"gpu": "needs a CUDA GPU, which CI machines do not have"}
 NAMESPACE_PROBE = ["unshare", "-Urnmp", "--fork", "true"]
 _REFUSED = pytest.StashKey[list]()  # node ids of namespace tests deselected
 _MODULE_SKIPS = pytest.StashKey[list]()  # "node id: reason" of modules skipped under CI
+_REFUSED_OUTPUT = "namespace_tests_deselected"  # a pytest-xdist worker's _REFUSED, sent back
 
 
 def on_ci() -> bool:
@@ -53,6 +57,7 @@ def pytest_configure(config):
         "markers", "namespaces: needs user namespaces (deselected where the kernel refuses them)")
     config.stash[_REFUSED] = []
     config.stash[_MODULE_SKIPS] = []
+    config.pluginmanager.register(ModuleSkipRecorder(config.stash[_MODULE_SKIPS]))
 
 
 def deselect(config, items, marker: str) -> list:
@@ -83,12 +88,18 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector):
-    report = yield
-    if on_ci() and report.skipped and not allowed(collector):
-        collector.config.stash[_MODULE_SKIPS].append(f"{report.nodeid}: {skip_reason(report)}")
-    return report
+class ModuleSkipRecorder:
+    """Records each collector skipped under CI=true, from every collector's report: the
+    collecting process's own, and under pytest-xdist the controller's copy of each skipped one
+    a worker sent. (A module skipped at import has no markers that could allow it.)"""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+
+    def pytest_collectreport(self, report):
+        line = f"{report.nodeid}: {skip_reason(report)}"
+        if on_ci() and report.skipped and line not in self.lines:
+            self.lines.append(line)
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -105,5 +116,19 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: the controller reports and fails
+        workeroutput[_REFUSED_OUTPUT] = session.config.stash[_REFUSED]
+        return
     if session.config.stash[_MODULE_SKIPS] and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """A pytest-xdist worker ended: the namespace tests it deselected join the controller's
+    list (every worker collects, and deselects, the same tests)."""
+    refused = node.config.stash[_REFUSED]
+    for nodeid in getattr(node, "workeroutput", {}).get(_REFUSED_OUTPUT, []):
+        if nodeid not in refused:
+            refused.append(nodeid)

@@ -1,4 +1,5 @@
 import importlib.util
+import os
 
 # isort: off
 import posttrain  # noqa: F401  (before torch, as the CLI: its OpenMP wait policy applies)
@@ -14,7 +15,28 @@ pytest_plugins = ["ci_policy", "pytester"]  # skips under CI=true, the jail's te
 collect_ignore = [f"engines/test_{name}_engine.py" for name in ("vllm", "sglang")
                   if importlib.util.find_spec(name) is None]
 
-torch.set_num_threads(2)
+MAX_WORKERS = 4  # past it the longest module (the worked example's run) is the floor
+CORES = len(os.sched_getaffinity(0))
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject's addopts): a pytest-xdist worker a core, at most MAX_WORKERS."""
+    return max(1, min(CORES, MAX_WORKERS))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules with slow tests first (a stable sort): pytest-xdist hands whole modules to its
+    workers in this order (``--no-loadscope-reorder``), so the long runs start at once, on
+    different workers, and the short modules fill in after them (its default order, most
+    tests first, left the 5-minute worked example for last)."""
+    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
+
+
+# two torch threads a test, or the cores a worker's share when that is fewer (2 workers on 2
+# cores: one each, not four threads contending for two cores)
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+torch.set_num_threads(max(1, min(2, CORES // WORKERS)))
 torch.set_flush_denormal(True)
 
 

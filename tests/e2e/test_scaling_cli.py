@@ -41,28 +41,48 @@ def assert_same_weights(a, b, exact=False):
             torch.testing.assert_close(b[key], a[key], atol=1e-5, rtol=1e-4, msg=key)
 
 
+TWO_FSDP2 = ["dist.trainer_processes=2", "trainer.shard=true"]
+
+
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
     """The one-process run both two-process layouts are held against, trained once."""
     return run(tmp_path_factory.mktemp("one"), "one")
 
 
-@pytest.mark.parametrize("layout", [[], ["trainer.shard=true"]], ids=["replicated", "fsdp2"])
-def test_two_trainer_processes_end_at_the_one_process_weights(tmp_path, one_process, layout):
-    assert_same_weights(one_process, run(tmp_path, "two", "dist.trainer_processes=2", *layout))
-    assert not (tmp_path / "two" / "ranks" / "1" / "rl_model").exists()  # rank 0 writes
+@pytest.fixture(scope="module")
+def two_fsdp2(tmp_path_factory):
+    """Two FSDP2 trainer processes, uninterrupted and never checkpointed: the run that the
+    layout test, the resumed runs and the torchrun launch must each end at, trained once."""
+    out = tmp_path_factory.mktemp("two-fsdp2")
+    return out / "two", run(out, "two", *TWO_FSDP2)
+
+
+@pytest.fixture
+def two_processes(request, tmp_path, two_fsdp2):
+    """A two-process run directory and its weights: replicated trained here, FSDP2 shared."""
+    if request.param == "fsdp2":
+        return two_fsdp2
+    return tmp_path / "two", run(tmp_path, "two", "dist.trainer_processes=2")
+
+
+@pytest.mark.parametrize("two_processes", ["replicated", "fsdp2"], indirect=True)
+def test_two_trainer_processes_end_at_the_one_process_weights(one_process, two_processes):
+    out, weights = two_processes
+    assert_same_weights(one_process, weights)
+    assert not (out / "ranks" / "1" / "rl_model").exists()  # rank 0 writes
 
 
 @pytest.mark.parametrize("fmt", ["whole", "sharded"])
-def test_sharded_trainers_checkpoint_and_resume_exactly(tmp_path, fmt):
-    """Whole or sharded checkpoints of two FSDP2 processes resume bit for bit on two; a
-    sharded one resumes on one process too, at the two-process weights up to the rounding of
-    other summation orders (``assert_same_weights``)."""
+def test_sharded_trainers_checkpoint_and_resume_exactly(tmp_path, two_fsdp2, fmt):
+    """Whole or sharded checkpoints of two FSDP2 processes resume bit for bit on two, at the
+    weights of the run that never stopped nor checkpointed; a sharded one resumes on one
+    process too, at those weights up to the rounding of other summation orders
+    (``assert_same_weights``)."""
     import shutil
 
-    sharded = ["dist.trainer_processes=2", "trainer.shard=true", "checkpoint_every=1",
-               f"checkpoint_format={fmt}"]
-    straight = run(tmp_path, "straight", *sharded)
+    _, straight = two_fsdp2
+    sharded = [*TWO_FSDP2, "checkpoint_every=1", f"checkpoint_format={fmt}"]
     run(tmp_path, "cut", *sharded, "rl.steps=1")  # stops after RL step 1's checkpoint
     if fmt == "sharded":
         shutil.copytree(tmp_path / "cut", tmp_path / "cut-alone")
@@ -84,7 +104,7 @@ def test_async_on_ray_engines_and_trainer_ends_at_the_local_async_weights(tmp_pa
                                    "dist.engines=2", "dist.trainer_actor=true"), exact=True)
 
 
-def test_torchrun_launched_trainers_end_where_the_local_launcher_does(tmp_path):
+def test_torchrun_launched_trainers_end_where_the_local_launcher_does(tmp_path, two_fsdp2):
     """``torchrun --nproc-per-node 2 posttrain train ...``: the processes join its env://
     group (gloo on CPU), rank 0 claims and writes the run directory, and the run ends at the
     weights of the same two processes started by ``dist.trainer_processes=2`` (the same
@@ -93,7 +113,7 @@ def test_torchrun_launched_trainers_end_where_the_local_launcher_does(tmp_path):
     import subprocess
     import sys
 
-    local = run(tmp_path, "local", "dist.trainer_processes=2", "trainer.shard=true")
+    _, local = two_fsdp2
     out = tmp_path / "torchrun"
     script = shutil.which("posttrain")
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",

@@ -29,8 +29,9 @@ def test_the_vllm_engine_passes_its_tests_in_its_own_environment():
     if not python.exists():
         pytest.skip(f"no vLLM-CPU environment at {VENV}: build it with .ci/vllm_env.sh")
     try:
+        # no addopts: one module runs in one process (the venv has no pytest-xdist for -n)
         run = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              "tests/engines/test_vllm_engine.py"], cwd=ROOT, capture_output=True,
+                              "-o", "addopts=", "tests/engines/test_vllm_engine.py"], cwd=ROOT, capture_output=True,
                              text=True, timeout=INNER_TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"the vLLM tests ran past {INNER_TIMEOUT_S} s:\n{tail(e.stdout, e.stderr)}")

@@ -43,31 +43,15 @@ def train_steps(model_dir, shard=False, offload=False) -> dict[str, torch.Tensor
 LAYOUTS = {"replicated": (False, False), "fsdp2": (True, False), "fsdp2-offload": (True, True)}
 
 
-def train_layouts(model_dir) -> dict[str, dict]:
-    """``train_steps`` in every two-process layout, one after another in one launch."""
-    return {name: train_steps(model_dir, *layout) for name, layout in LAYOUTS.items()}
-
-
-@pytest.fixture(scope="module")
-def alone(tiny_dir):
-    return train_steps(tiny_dir)
-
-
-@pytest.fixture(scope="module")
-def two_processes(tiny_dir):
-    return run_processes(train_layouts, 2, tiny_dir, threads=1)
 
 
 @pytest.mark.parametrize("layout", [*LAYOUTS, "fsdp2-4"])
-def test_gloo_processes_end_at_the_single_process_parameters(tiny_dir, alone, two_processes,
-                                                             layout):
+def test_gloo_processes_end_at_the_single_process_parameters(tiny_dir, alone, launches, layout):
     """(``offload`` keeps FSDP2's shards and optimiser state in CPU memory and steps there: on
     a CPU machine the same arithmetic, so it must end where ``fsdp2`` does. Four processes
     share 5 micro-batches 2, 1, 1, 1: three run one at zero weight to stay in step, and
-    nothing has to divide evenly: FSDP2 pads uneven shards. The two-process layouts share one
-    launch.)"""
-    parallel = two_processes[layout] if layout in LAYOUTS else run_processes(
-        train_steps, 4, tiny_dir, True, False, threads=1)
+    nothing has to divide evenly: FSDP2 pads uneven shards.)"""
+    parallel = launches[2][layout] if layout in LAYOUTS else launches[4]["fsdp2"]
     # Weights: each gradient entry sums 5 micro-batch terms (each < 1; the largest is 0.14), so
     # reordering the float64 sum moves it by at most 4 * 2.2e-16 * 5 = 4.4e-15; Adam turns that
     # into at most lr * 4.4e-15 / eps_adam = 1e-2 * 4.4e-15 / 1e-8 = 4.4e-9 per step, 8.8e-9
@@ -119,7 +103,32 @@ def local_bytes(model_dir) -> dict[str, int]:
             "alive": live_bytes()}
 
 
-def test_sharding_keeps_a_1_over_n_share_in_each_process(tiny_dir):
+def two_process_runs(model_dir) -> dict[str, dict]:
+    """What the tests need of two processes, in one launch: the memory first (nothing else
+    alive yet), then ``train_steps`` in every layout."""
+    return {"bytes": local_bytes(model_dir),
+            **{name: train_steps(model_dir, *layout) for name, layout in LAYOUTS.items()}}
+
+
+def four_process_runs(model_dir) -> dict[str, dict]:
+    """The same of four processes: the memory, then the FSDP2 steps."""
+    return {"bytes": local_bytes(model_dir), "fsdp2": train_steps(model_dir, True)}
+
+
+@pytest.fixture(scope="module")
+def alone(tiny_dir):
+    return train_steps(tiny_dir)
+
+
+@pytest.fixture(scope="module")
+def launches(tiny_dir) -> dict[int, dict]:
+    """Rank 0's results of each launch, by process count (each launch costs seconds: a
+    process imports torch and transformers)."""
+    return {2: run_processes(two_process_runs, 2, tiny_dir, threads=1),
+            4: run_processes(four_process_runs, 4, tiny_dir, threads=1)}
+
+
+def test_sharding_keeps_a_1_over_n_share_in_each_process(tiny_dir, launches):
     """FSDP2 shards parameters and optimiser state and no process keeps a whole copy: with N
     processes each holds 1/N of the one-process bytes, give or take the padding of each shard
     to a multiple of N rows (at most N - 1 rows a tensor); all the tensors alive in a process
@@ -129,7 +138,7 @@ def test_sharding_keeps_a_1_over_n_share_in_each_process(tiny_dir):
     model = load_model(tiny_dir)
     row = sum(p[0].numel() * p.element_size() for p in model.parameters())  # a row a tensor
     for n in (2, 4):
-        share = run_processes(local_bytes, n, tiny_dir, threads=1)
+        share = launches[n]["bytes"]
         for key, copies in (("params", 1), ("optimizer", 2)):
             slack = copies * (n - 1) * row / n
             assert abs(share[key] - alone[key] / n) <= slack, (n, key, share, alone)

@@ -4,6 +4,8 @@ allowlist fails the run (skipped in a test, by a mark, or a whole module at impo
 ``--gpu``; where the kernel refuses user namespaces, ``namespaces`` tests are deselected and
 the summary says so."""
 
+import shutil
+
 import ci_policy
 import pytest
 
@@ -35,7 +37,7 @@ MODULE_SKIP = 'import pytest\npytest.importorskip("no_such_module_anywhere")\n'
 def suite(pytester):
     pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a GPU\n")
     pytester.makepyfile(test_suite=SUITE)
-    return lambda *args: pytester.runpytest("-p", "ci_policy", "-p", "no:cacheprovider", *args)
+    return lambda *args: pytester.runpytest("-p", "no:cacheprovider", *args)
 
 
 def test_off_ci_skips_are_skips_and_gpu_tests_need_the_flag(suite, monkeypatch):
@@ -56,21 +58,41 @@ def test_on_ci_a_skip_outside_the_allowlist_fails_the_run(suite, monkeypatch):
                                  "*skipped under CI=true*no vLLM here*"])
 
 
-def test_on_ci_a_module_skipped_at_import_fails_the_run(pytester, monkeypatch):
+# the same rules when pytest-xdist's workers run the tests and its controller reports
+LAYOUTS = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+
+
+PLUGIN = "pytest_plugins = ['ci_policy']\n"
+
+
+@pytest.fixture(autouse=True)
+def plugin(pytester):
+    """The small suite loads ci_policy from a copy beside its conftest, which xdist's workers
+    (new processes) import too."""
+    shutil.copy(ci_policy.__file__, pytester.path)
+    pytester.makeconftest(PLUGIN)
+
+
+@LAYOUTS
+def test_on_ci_a_module_skipped_at_import_fails_the_run(pytester, monkeypatch, workers):
     monkeypatch.setenv("CI", "true")
     pytester.makepyfile(test_runs="def test_runs():\n    pass\n", test_module_skip=MODULE_SKIP)
-    result = pytester.runpytest("-p", "ci_policy", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", *workers)
     result.assert_outcomes(passed=1, skipped=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*modules skipped under CI=true*",
                                  "test_module_skip.py: *no_such_module_anywhere*"])
 
 
+@LAYOUTS
 def test_where_the_kernel_refuses_namespaces_their_tests_are_deselected_and_said_so(
-        suite, monkeypatch):
+        suite, pytester, monkeypatch, workers):
     monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setattr(ci_policy, "NAMESPACE_PROBE", ["false"])  # a kernel that refuses
-    result = suite()
-    result.assert_outcomes(passed=1, skipped=2, deselected=2)
+    # a kernel that refuses: here, and in each xdist worker (which loads the conftest)
+    monkeypatch.setattr(ci_policy, "NAMESPACE_PROBE", ["false"])
+    pytester.makeconftest(PLUGIN + "import ci_policy\nci_policy.NAMESPACE_PROBE = ['false']\n")
+    result = suite(*workers)
+    # (xdist's controller does not count its workers' deselections)
+    result.assert_outcomes(passed=1, skipped=2, deselected=0 if workers else 2)
     result.stdout.fnmatch_lines(["*refuses user namespaces here: 1 namespace-jail tests "
                                  "deselected; the sandbox suite ran its fallback isolation only"])

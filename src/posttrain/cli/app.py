@@ -597,5 +597,5 @@ def main() -> None:
         from rich.markup import escape
 
         console.print(f"[bold red]error:[/] {escape(f'{type(e).__name__}: {e}')} "
-                      "(POSTTRAIN_TRACEBACK=1 shows where)")
+                      "(POSTTRAIN_TRACEBACK=1 shows where)", soft_wrap=True)
         raise SystemExit(1) from None

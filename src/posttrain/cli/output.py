@@ -1,5 +1,6 @@
 """Where the command line reports: rich output on stderr, and the one way a command fails
-(a red message, exit code 2)."""
+(a red message on one line, however long its paths: the terminal wraps it, no newline is
+inserted; exit code 2)."""
 
 from __future__ import annotations
 
@@ -12,5 +13,5 @@ console = Console(stderr=True)
 def fail(message: str) -> None:
     from rich.markup import escape
 
-    console.print(f"[bold red]error:[/] {escape(message)}")
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code=2)

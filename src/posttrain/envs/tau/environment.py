@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,16 +69,27 @@ def pristine(name: str) -> tuple[Record, Record | None]:
     return domain(name).pristine()
 
 
+@functools.cache
+def _snapshot(name: str) -> bytes:
+    return pickle.dumps(pristine(name))
+
+
+def fresh(name: str) -> tuple[Record, Record | None]:
+    """A private copy of domain ``name``'s shipped databases, unpickled from a snapshot taken
+    once (twice as fast as pydantic's deep ``model_copy``: 0.065 s against 0.124 s for
+    retail's; an environment is built for every episode)."""
+    return pickle.loads(_snapshot(name))
+
+
 class TauEnvironment:
     """One domain instance: ``agent_db``/``user_db`` and the toolkits acting on them."""
 
     def __init__(self, name: str, agent_data: dict | None = None,
                  user_data: dict | None = None) -> None:
-        d, (agent_db, user_db) = domain(name), pristine(name)
+        d, (agent_db, user_db) = domain(name), fresh(name)
         self.domain = d
-        self.agent_db = merged(agent_db.model_copy(deep=True), agent_data)
-        self.user_db = None if user_db is None else merged(user_db.model_copy(deep=True),
-                                                           user_data)
+        self.agent_db = merged(agent_db, agent_data)
+        self.user_db = None if user_db is None else merged(user_db, user_data)
         self.toolkits: dict[str, Toolkit | None] = {
             "assistant": d.agent_tools(self.agent_db).toolkit(),
             "user": None if d.user_tools is None else d.user_tools(self.user_db).toolkit()}
