@@ -19,6 +19,7 @@ MAX_WORKERS = 4  # past it the longest module (the worked example's run) is the 
 CORES = len(os.sched_getaffinity(0))
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     """``-n auto`` (pyproject's addopts): a pytest-xdist worker a core, at most MAX_WORKERS."""
     return max(1, min(CORES, MAX_WORKERS))
