@@ -5,6 +5,8 @@
   utilisation against the GPU's bf16 dense peak (``6 N`` FLOPs a token of the forward and
   backward, ``N`` the parameters), peak memory, and the step's train/inference mismatch;
 - ``gap``: mean |fp32 - bf16| trainer log-prob on the same sampled tokens;
+- each log-prob comparison also reports ``largest_logprob`` (max |log-prob| compared), the
+  scale its rounding bound is a multiple of (docs/testing.md);
 - ``routing_replay``: a bf16 engine against a bf16 trainer on the tiny Qwen3-MoE, worst and mean
   token gap with and without routing replay, beside the dense Qwen3 of the same size;
 - ``resume``: two optimiser steps straight against one step, a checkpoint, a fresh trainer
@@ -72,6 +74,11 @@ def policy(tiny: bool, tmp: Path):
     return model, 0, None, QWEN3_06B["vocab_size"]
 
 
+def largest(logprobs: torch.Tensor, mask: torch.Tensor) -> float:
+    """max |log-prob| over the masked tokens."""
+    return float(logprobs[mask > 0].abs().max())
+
+
 def sampled_batch(engine: TorchEngine, pad_id: int, vocab: int, prompts: int, prompt_len: int,
                   new_tokens: int) -> tuple[Batch, float]:
     """Random prompts, their completions as a batch with random advantages, and the
@@ -123,6 +130,7 @@ def grpo(device: torch.device, tiny: bool, tmp: Path) -> dict:
         "peak_memory_gib": (torch.cuda.max_memory_allocated(device) / 2**30
                             if device.type == "cuda" else None),
         "mismatch": history[0].get("mismatch"),  # the first step's: on-policy samples
+        "largest_logprob": largest(batch.behaviour_logprobs, batch.loss_mask),
         "loss": history[-1]["loss"],
     }
 
@@ -135,7 +143,8 @@ def gap(device: torch.device, tmp: Path) -> dict:
     lp = {p: Trainer(copy.deepcopy(model), OptimConfig(), 1, TrainerConfig(
         device=str(device), precision=p)).compute_logprobs(batch) for p in ("fp32", "bf16")}
     m = batch.loss_mask > 0
-    return {"fp32_vs_bf16_mean": float((lp["fp32"][m] - lp["bf16"][m]).abs().mean())}
+    return {"fp32_vs_bf16_mean": float((lp["fp32"][m] - lp["bf16"][m]).abs().mean()),
+            "largest_logprob": largest(lp["fp32"], batch.loss_mask)}
 
 
 def routing_replay(device: torch.device, tmp: Path) -> dict:
@@ -203,10 +212,12 @@ def sleep(device: torch.device, tmp: Path) -> dict:
     engine.sleep()
     freed = awake - allocated()
     trainer = Trainer(load_model(d), OptimConfig(), 1, TrainerConfig(device=str(device)))
-    report = sync_weights(trainer, engine, 1, [[1, 5, 9, 13, 2], [4, 4, 8]])
+    probes = [[1, 5, 9, 13, 2], [4, 4, 8]]
+    report = sync_weights(trainer, engine, 1, probes)
     return {"weights_bytes": weights, "freed_bytes": freed,
             "held_after_sync": held_bytes(engine.model.parameters()),
-            "mismatch_after_sync": report.mismatch}
+            "mismatch_after_sync": report.mismatch,
+            "largest_logprob": max(abs(x) for row in engine.score(probes) for x in row[1:])}
 
 
 def helpers(device: torch.device, tmp: Path) -> dict:

@@ -1,5 +1,6 @@
 """The prepared GPU check runs its whole code path on the CPU with a tiny policy: the JSON
-has every section with sane values, and the resumed step ends on the straight run's weights.
+has every section, its log-prob gaps lie within the rounding bounds of their precisions, and
+the resumed step ends on the straight run's weights.
 (Routing replay's effect is tested deterministically in test_routing_replay.py; here its
 bf16 figures depend on the CPU's kernels.) The ``helpers`` section compares the device with
 the CPU, here the CPU with itself, so its zeros are a smoke test: the section runs, and the
@@ -11,10 +12,18 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
+EPS32, EPS_BF16 = torch.finfo(torch.float32).eps, torch.finfo(torch.bfloat16).eps
+
+
+def rounding_bound(eps: float, section: dict) -> float:
+    """docs/testing.md: two forward computations in different orders differ by at most
+    16 ``eps`` of the largest |log-prob| compared (about eight chained reductions)."""
+    return 16 * eps * section["largest_logprob"]
 
 
 def test_the_gpu_check_dry_runs_on_cpu():
@@ -24,13 +33,16 @@ def test_the_gpu_check_dry_runs_on_cpu():
     report = json.loads(out.stdout)
     assert set(report) >= {"grpo", "gap", "routing_replay", "resume", "sleep", "helpers"}
     assert report["grpo"]["generation_tokens_per_s"] > 0
-    assert report["grpo"]["mismatch"] < 0.05  # bf16 engine vs bf16 trainer, on-policy
-    assert 1e-5 < report["gap"]["fp32_vs_bf16_mean"] < 1e-1
+    # bf16 engine vs bf16 trainer on the engine's own samples: within bf16 rounding
+    assert report["grpo"]["mismatch"] <= rounding_bound(EPS_BF16, report["grpo"])
+    # fp32 vs bf16 trainer: more than fp32 rounding can explain (bf16 ran), within bf16's
+    gap = report["gap"]
+    assert rounding_bound(EPS32, gap) < gap["fp32_vs_bf16_mean"] <= rounding_bound(EPS_BF16, gap)
     assert set(report["routing_replay"]) == {"qwen3_moe", "qwen3_moe_replay", "qwen3"}
     assert report["resume"]["max_weight_difference"] == 0.0
     slept = report["sleep"]
     assert slept["freed_bytes"] == slept["weights_bytes"] == slept["held_after_sync"] > 0
-    assert slept["mismatch_after_sync"] < 1e-5
+    assert slept["mismatch_after_sync"] <= rounding_bound(EPS32, slept)  # fp32 both sides
     # smoke only: the CPU against itself (the same code on the same inputs: exactly 0)
     assert report["helpers"] == {"reward_model": 0.0, "teacher_score": 0.0,
                                  "teacher_distributions": 0.0}

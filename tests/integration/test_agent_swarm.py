@@ -4,6 +4,7 @@ the critical path (not the sum of steps), and PARL's parallel and finish parts a
 
 import json
 import re
+import time
 
 import pytest
 from tests.integration.agent_helpers import ScriptedEngine
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 from posttrain.cli.app import app
 from posttrain.config import load_config
 from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry
-from posttrain.harness.multi.swarm import SUBAGENT_PROMPT, SwarmSettings
+from posttrain.harness.multi.swarm import SUBAGENT_PROMPT, Swarm, SwarmSettings
 from posttrain.harness.tool_calls import format_tool_call
 from posttrain.recipes.build import RunParts
 from posttrain.rewards import RewardFunction
@@ -113,6 +114,24 @@ def test_the_swarm_limits_and_a_sub_agent_that_never_answers(tokenizer):
     assert "agent-2: no answer (loop)" in tokenizer.decode(silent.segments[0].token_ids)
     assert silent.rewards["parallel"] == 1.0 and silent.rewards["finish"] == 0.5
     assert silent.meta["subagent_turns"] == [2, 3] and silent.meta["critical_steps"] == 3 + 3
+
+
+def test_handles_follow_the_order_of_a_turns_spawn_calls(tokenizer, monkeypatch):
+    """A turn's calls run concurrently; a spawn that is slow to start keeps its place (a
+    sync spawn in a worker thread lost it: beta took agent-1 and the limit refused alpha)."""
+    spawn = Swarm.spawn
+
+    def slow_for_alpha(self, task):
+        if "alpha" in task:
+            time.sleep(0.2)
+        return spawn(self, task)
+
+    monkeypatch.setattr(Swarm, "spawn", slow_for_alpha)
+    episode, _ = play(tokenizer, ["alpha", "beta", "gamma"], max_subagents=2)
+    text = tokenizer.decode(episode.segments[0].token_ids)
+    assert "agent-1: 17\nagent-2: 25" in text and "not spawned: the limit of 2" in text
+    assert ["alpha" in tokenizer.decode(seg.token_ids) for seg in episode.segments[1:]] == \
+        [True, False]
 
 
 def test_a_config_with_a_swarm_plays_it_and_reports_its_cost(tokenizer, tmp_path):

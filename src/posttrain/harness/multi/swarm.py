@@ -48,8 +48,11 @@ class SwarmSettings:
 
 def swarm_tools(spawn: Callable[[str], str], wait: Callable[[list[str]], str],
                 timeout: float = 10.0) -> list[Tool]:
-    """The orchestrator's ``spawn`` and ``wait`` tools, answered by ``spawn`` and ``wait``."""
-    def spawn_(task: str) -> str:
+    """The orchestrator's ``spawn`` and ``wait`` tools, answered by ``spawn`` and ``wait``.
+    ``spawn`` is a coroutine tool: a turn's calls run concurrently, and a sync tool's thread
+    could take the lock out of turn, so handles would not follow the calls' order; coroutines
+    start in call order on the event loop and ``spawn`` never awaits."""
+    async def spawn_(task: str) -> str:
         """Start a sub-agent on a task of its own; it runs when you wait for it.
 
         Args:
