@@ -429,3 +429,27 @@ def test_auto_budgets_are_fixed_and_recorded_in_the_rl_loop(model, tokenizer, tm
             for p, (step, lengths) in first.items()]
     assert sorted(rows, key=lambda r: r["key"]) == sorted(want, key=lambda r: r["key"])
     assert max(map(len, drawn.values())) > 1  # a prompt came back (its budget stayed fixed)
+
+
+def test_a_stage_whose_last_step_was_evaluated_is_not_evaluated_again(tmp_path, monkeypatch):
+    """``rl.eval_every`` that divides the steps evaluates the final weights in the loop: that
+    evaluation is the run's ``eval_after_rl`` (the same weights were evaluated twice)."""
+    from posttrain.recipes import build, sampling_loop
+    from posttrain.recipes.stages import Recipe
+
+    calls = []
+    for module in (build, sampling_loop):
+        real = module.evaluated
+        monkeypatch.setattr(module, "evaluated",
+                            lambda *a, real=real, **k: calls.append(1) or real(*a, **k))
+    cfg = load_config("configs/quickstart.yaml", [
+        "model.preset=nano", "stages=[rl]", "rl.steps=2", "rl.eval_every=2",
+        "rl.prompts_per_step=2", "rl.group_size=2", "rl.max_new_tokens=8",
+        "eval.num_problems=4", "eval.max_new_tokens=8", f"out_dir={tmp_path / 'run'}"])
+    summary = Recipe(cfg).run()
+    assert len(calls) == 2  # before RL, and after its last step
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    (last,) = [r for r in rows if "eval/accuracy" in r]
+    assert last["step"] == 2
+    assert summary["eval_after_rl"] == {k[5:]: v for k, v in last.items()
+                                        if k.startswith("eval/")}

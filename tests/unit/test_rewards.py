@@ -33,6 +33,25 @@ def test_format(text, ok):
     assert format_ok(text) == ok
 
 
+@pytest.mark.parametrize("text,ref,num", [
+    ("<answer>32</answer>", "Femi ends with 32.\n#### 32", 1.0),
+    ("<answer>1200</answer>", "so\n#### 1,200", 1.0),
+    ("<answer>31</answer>", "Femi ends with 32.\n#### 32", 0.0),
+    ("<answer>32</answer>", "Femi ends with 32.", None),
+    ("<answer>32</answer>", "", None),
+])
+def test_numeric_reads_gsm8k_references_and_cannot_read_others(text, ref, num):
+    assert numeric(text, ref) == num
+
+
+def test_an_unreadable_reference_leaves_a_numeric_part_missing_saying_why():
+    rf = RewardFunction({"correct": ("numeric", 1.0)})
+    assert rf.fallible_parts == ["correct"]
+    parts, _, missing = rf("<answer>32</answer>", "Femi ends with 32.")
+    assert parts == {"correct": 0.0}
+    assert missing == {"correct": "numeric cannot read the reference 'Femi ends with 32.'"}
+
+
 def test_reward_function_weights_parts():
     rf = RewardFunction({"correct": ("numeric", 1.0), "format": ("format", 0.1)})
     parts, total, _ = rf("<answer>5</answer>", "5")

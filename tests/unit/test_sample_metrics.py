@@ -45,6 +45,24 @@ def test_right_answers_written_differently_vote_together():
     assert sample_metrics([c], "correct", [6])["maj@6"] == 1.0
 
 
+def test_wrong_answers_vote_however_they_are_written():
+    """GSM8K's ``#### N`` (read by ``math``) and a bare last number vote like tagged answers:
+    three wrong 5s outvote one right 7 (they were dropped, handing maj@4 to the 7)."""
+    def written(right, text):
+        return Episode([Segment([1, 2], [0, 1], [0.0, 0.0], [-1, 0])], {"correct": float(right)},
+                       reward=float(right), group_id="g", meta={"completion": text})
+
+    gsm8k = [written(False, "so #### 5"), written(False, "#### 5.0"), written(False, "#### 5"),
+             written(True, "#### 7")]
+    assert sample_metrics([gsm8k], "correct", [4])["maj@4"] == 0.0
+    bare = [written(False, "it is 5"), written(False, "5 apples... 5"),
+            written(False, "I cannot say"), written(True, "7")]
+    assert sample_metrics([bare], "correct", [4])["maj@4"] == 0.0
+    unreadable = [written(False, "no idea"), written(False, "no idea"), written(True, "7"),
+                  written(False, "")]
+    assert sample_metrics([unreadable], "correct", [4])["maj@4"] == 0.0
+
+
 class Row:
     def __init__(self, level):
         self.row, self.reference = {"level": level}, ""

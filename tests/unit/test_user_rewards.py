@@ -3,18 +3,22 @@ columns), per sample or batched, sync or async; returns a number, a dict of part
 crash, a timeout or a bad value leaves the part missing with its reason, and a missing part
 takes its group's mean."""
 
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.user_reward import Sample
 from posttrain.rollout.missing import fill_missing, missing_metrics
-from posttrain.settings.extension import load_object
 from posttrain.types import Episode, Segment
 
 CODE = '''
 import asyncio, time
 
-calls = []
+levels = [1, 2]
 
 def by_column(completion, level, completion_ids, prompt):
     return float(len(completion) == level) + 0.5 * (prompt[-1]["role"] == "user") \\
@@ -28,7 +32,8 @@ async def later(completion, reference):
     return float(completion == reference)
 
 def parts(completion):
-    calls.append(completion)
+    with open(__file__ + ".calls", "a") as f:  # the function runs in a worker process
+        f.write(completion + "\\n")
     return {"long": float(len(completion) > 2), "short": float(len(completion) <= 2)}
 
 def none(completion):
@@ -43,6 +48,23 @@ def words(completion):
 def slow(completion):
     time.sleep(5)
     return 1.0
+
+def hang_on_x(completion):
+    with open(__file__ + ".started", "a") as f:
+        f.write(completion + "\\n")
+    if completion == "x":
+        time.sleep(600)
+    return 1.0
+
+def exits(completion):
+    import os
+    os._exit(3)
+
+def other_columns(completion, level, **row):
+    return float(sorted(row) == ["answer", "source"]) + float(row["answer"] == completion)
+
+def other_columns_batched(completions, **columns):
+    return [float(a == c) for a, c in zip(columns["answer"], completions)]
 
 def short_batch(completions):
     return [1.0]
@@ -88,7 +110,8 @@ def test_parts_share_one_call_of_a_function_returning_a_dict(module):
     assert [s.parts for s in scored] == [{"long": 1.0, "short": 0.0},
                                          {"long": 0.0, "short": 1.0}]
     assert [s.total for s in scored] == [1.0, 0.5]
-    assert load_object(f"{module}:calls") == ["abc", "x"]  # once a sample, not once a part
+    calls = Path(module + ".calls").read_text().split()
+    assert calls == ["abc", "x"]  # once a sample, not once a part
 
 
 @pytest.mark.parametrize("fn, reason", [
@@ -103,9 +126,50 @@ def test_a_failing_function_leaves_the_part_missing_with_its_reason(module, fn, 
         assert scored.parts["r"] == 0.0 and reason in scored.missing["r"]
 
 
-def test_a_function_that_outlives_its_timeout_is_missing(module):
-    for scored in score(module, "slow", timeout_s=0.2):
-        assert scored.missing == {"r": "TimeoutError: took over 0.2 s"}
+TIMED_OUT = "not scored: the batch took over reward.timeout_s=0.5 s"
+
+
+def test_a_hanging_function_costs_one_timeout_a_batch_and_keeps_what_ended(module):
+    """The calls of a batch run in a worker that is killed at the batch's timeout: the
+    samples scored before the hang keep their values, the rest are missing, and no later
+    call of the batch starts (16 hanging samples cost one timeout, not 16)."""
+    rf = RewardFunction({"r": (f"{module}:hang_on_x", 1.0)}, timeout_s=0.5)
+    batch = [Sample("abc", "abc"), *[Sample("x", "abc")] * 15]
+    scored = rf.score(batch)
+    assert scored[0].parts["r"] == 1.0 and not scored[0].missing
+    assert all(s.missing == {"r": TIMED_OUT} for s in scored[1:])
+    started = Path(module + ".started")
+    assert started.read_text().split() == ["abc", "x"]  # the hung call was the batch's last
+    assert rf.score(samples())[0].parts["r"] == 1.0  # the next batch gets a new worker
+    assert started.read_text().split() == ["abc", "x", "abc", "x"]
+
+
+def test_a_function_that_ends_its_worker_is_missing_and_the_next_batch_runs(module):
+    rf = RewardFunction({"r": (f"{module}:exits", 1.0), "b": (f"{module}:batched", 1.0)})
+    for _ in range(2):
+        scored = rf.score(samples())
+        assert all(s.missing["r"] == "the reward worker exited with code 3" for s in scored)
+        assert [s.parts["b"] for s in scored] == [3.0, 2.0]
+
+
+def test_a_failing_part_is_logged_once_with_its_reason(module, caplog):
+    rf = RewardFunction({"r": (f"{module}:boom", 1.0), "c": ("exact", 1.0)})
+    rf.score(samples())
+    rf.score(samples())
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1
+    assert warned[0].startswith("reward part 'r' is missing for a sample: RuntimeError: bug "
+                                "in my reward")
+
+
+def test_kwargs_receive_the_columns_not_taken_by_name(module):
+    """As TRL passes them: ``**row`` holds every column the function does not name."""
+    row = {"level": 1, "answer": "abc", "source": "gsm8k"}
+    batch = [Sample("abc", "abc", row=row), Sample("x", "abc", row=row)]
+    scored = RewardFunction({"r": (f"{module}:other_columns", 1.0)}).score(batch)
+    assert [s.parts["r"] for s in scored] == [2.0, 1.0]
+    scored = RewardFunction({"r": (f"{module}:other_columns_batched", 1.0)}).score(batch)
+    assert [s.parts["r"] for s in scored] == [1.0, 0.0]
 
 
 def test_a_column_the_row_lacks_is_a_missing_part(module, tmp_path):
@@ -142,15 +206,76 @@ def test_the_contract_is_checked_when_the_config_is_validated(module):
 
     load_config(None, [f"reward.parts.correct.verifier={module}:batched"])
     with pytest.raises(ConfigError, match="is a list, not a reward function"):
-        load_config(None, [f"reward.parts.correct.verifier={module}:calls"])
+        load_config(None, [f"reward.parts.correct.verifier={module}:levels"])
 
 
 def test_an_async_function_that_blocks_its_loop_is_missing_not_a_crash(tmp_path):
-    """A blocking call inside a coroutine keeps ``wait_for`` from firing: the outer wait
-    gives up and every sample of the batch is missing."""
+    """A blocking call inside a coroutine blocks its event loop: the batch's timeout kills
+    the worker and every sample of the batch is missing."""
     path = tmp_path / "blocking.py"
     path.write_text("import time\n\nasync def blocking(completion):\n    time.sleep(3)\n"
                     "    return 1.0\n")
-    rf = RewardFunction({"r": (f"{path}:blocking", 1.0)}, timeout_s=0.2)
+    rf = RewardFunction({"r": (f"{path}:blocking", 1.0)}, timeout_s=0.5)
     for scored in rf.score(samples()):
-        assert scored.missing == {"r": "TimeoutError: took over 0.2 s"}
+        assert scored.missing == {"r": TIMED_OUT}
+
+
+HANGING = '''
+import os, sys, threading, time
+from posttrain.rewards import RewardFunction
+from posttrain.rewards.user_reward import Sample
+
+rf = RewardFunction({"r": (sys.argv[1] + ":hang", 1.0)}, timeout_s=float(sys.argv[2]))
+if sys.argv[3] == "score":
+    scored = rf.score([Sample("x")] * 16)
+    print(sum("not scored" in s.missing["r"] for s in scored), flush=True)
+else:  # killed while a call hangs
+    threading.Thread(target=rf.score, args=([Sample("x")],), daemon=True).start()
+    while not os.path.exists(sys.argv[1] + ".pid"):
+        time.sleep(0.05)
+    print(os.getpid(), flush=True)
+    os.kill(os.getpid(), 9)
+'''
+
+
+@pytest.fixture
+def hanging(tmp_path):
+    module = tmp_path / "hangs.py"
+    module.write_text("import os, time\n\ndef hang(completion):\n"
+                      "    open(__file__ + '.pid', 'w').write(str(os.getpid()))\n"
+                      "    time.sleep(600)\n")
+    script = tmp_path / "run.py"
+    script.write_text(HANGING)
+    return str(module), str(script)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_a_run_whose_reward_function_hangs_ends_with_its_batch(hanging):
+    """16 hanging samples: one timeout for the batch, then the process exits (it would
+    wait 600 s for a stuck thread; the subprocess deadline is only a hang guard)."""
+    module, script = hanging
+    out = subprocess.run([sys.executable, script, module, "1", "score"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["16"]
+    assert not alive(int(Path(module + ".pid").read_text()))
+
+
+def test_a_worker_whose_run_was_killed_exits_though_its_call_hangs(hanging):
+    module, script = hanging
+    out = subprocess.run([sys.executable, script, module, "600", "kill"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == -9
+    worker = int(Path(module + ".pid").read_text())
+    assert worker != int(out.stdout)  # the call ran in a worker process
+    deadline = time.monotonic() + 60  # a hang guard: the watchdog looks every 0.5 s
+    while alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(worker)

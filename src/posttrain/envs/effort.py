@@ -28,6 +28,11 @@ class EffortTask:
     def domain(self) -> str | None:
         return getattr(self.task, "domain", None)
 
+    @property
+    def row(self) -> dict:
+        """The task's dataset row (``eval.group_by`` and reward functions read it)."""
+        return getattr(self.task, "row", {})
+
     def messages(self) -> list[dict]:
         return prepend_system(self.task.messages(), effort_system_prompt(self.effort))
 

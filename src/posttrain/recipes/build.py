@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from posttrain.config import RunConfig
+from posttrain.config import ConfigError, RunConfig
 from posttrain.config.task_config import TauConfig
 from posttrain.data import ChatData, generate_arithmetic_sft, load_chat_data
 from posttrain.data.preference_pairs import (
@@ -46,7 +46,7 @@ from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.recipes.skills import skill_library
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
-from posttrain.rollout.evaluation import evaluated
+from posttrain.rollout.evaluation import absent_columns, evaluated
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig
 from posttrain.settings.extension import load_extension, load_tools
@@ -185,6 +185,10 @@ class RunParts:
             self.tasks = SkilledTasks(self.tasks, self.skills)
             self.eval_tasks = [self.skills.task(t) for t in self.eval_tasks]
         self.reward_fn = cfg.reward.function()
+        absent, have = absent_columns(self.eval_tasks, cfg.eval.group_by)
+        if absent:
+            raise ConfigError(f"eval.group_by: no held-out task has {', '.join(absent)} "
+                              f"(columns: {', '.join(have) or 'none'})")
 
     def attach_judges(self, tokenizer) -> None:
         """Score ``reward.judges``' parts after every rollout (and evaluation)."""
@@ -277,6 +281,14 @@ class RunParts:
         return cls(trainer, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.eval,
                    cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint,
                    **settings)
+
+    @staticmethod
+    def keep_final_eval(stage: str, made: list[dict], steps: int, evals: dict) -> None:
+        """A stage's held-out evaluation after its last step (``made``: the loop's, by step)
+        is that of its final model: kept as ``eval_after_<stage>``, which the recipe then does
+        not evaluate again."""
+        if made and made[-1]["step"] == steps:
+            evals[f"eval_after_{stage}"] = {k: v for k, v in made[-1].items() if k != "step"}
 
     # -- data --------------------------------------------------------------------------------
     def report_skipped(self, what: str, skipped: list[tuple[int, str]]) -> None:

@@ -206,10 +206,11 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
             external = parts.rollout_fn if cfg.agent.plays_externally else None
             try:
                 if cfg.rl.mode == "async":
-                    run_async_rl(run, engines, agent=external)
+                    made = run_async_rl(run, engines, agent=external)
                 else:
-                    run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn)
+                    made = run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn)
             finally:
                 if external is not None:
                     external.close()  # its server (a later stage's use starts a new one)
-        return trainer.export_model()
+        parts.keep_final_eval("rl", made, cfg.rl.steps, evals)
+        return trainer.export_model()  # (a trainer actor: before the cluster session ends)

@@ -86,8 +86,9 @@ class Recipe(RunParts):
             model = STAGES[stage](self, model, tokenizer, engine, stage_ckpt, evals)
             self.on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
-            evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer,
-                                                         f"eval_after_{stage}")
+            if f"eval_after_{stage}" not in evals:  # (its loop's last step evaluated it)
+                evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer,
+                                                             f"eval_after_{stage}")
         seconds = self.process_seconds()
         summary = {**evals, "wall_seconds": sum(seconds), "process_seconds": seconds,
                    "counters": self.counters, "openmp": OPENMP_WAIT, "out_dir": str(self.out)}

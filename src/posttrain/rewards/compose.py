@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -9,8 +10,11 @@ from typing import NamedTuple
 
 from posttrain.rewards.registry import FALLIBLE_VERIFIERS, VERIFIERS
 from posttrain.rewards.synthesis import synthesised
-from posttrain.rewards.user_reward import Missing, Sample, UserReward
+from posttrain.rewards.reward_worker import RewardWorker
+from posttrain.rewards.user_reward import Missing, Sample
 from posttrain.settings.extension import is_path, load_extension
+
+logger = logging.getLogger(__name__)
 
 ENV = "env"  # the verifier name of a part the episode's environment scores
 JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.judged)
@@ -31,10 +35,12 @@ class RewardFunction:
 
     ``weights`` maps a part name to ``(verifier, weight)``: a name of ``VERIFIERS`` or a dotted
     path to a reward function (``user_reward``; several parts may name one function and take
-    entries of its dict by ``keys[part]``; it is called once a sample). A built-in verifier
+    entries of its dict by ``keys[part]``; it is called once a sample, in a worker process
+    that ``timeout_s`` bounds a batch of: ``reward_worker``). A built-in verifier
     that raises or returns a non-finite value scores 0: bad model output never crashes a run;
     one that returns None (``math``: a reference it cannot parse) leaves the part missing, as
-    does a reward function that fails (``user_reward``). The verifier ``env`` takes the part
+    does a reward function that fails (``user_reward``); a part's first miss is logged as a
+    warning with its reason. The verifier ``env`` takes the part
     from the episode's own environment verdict (``env_parts``); without one it scores 0. A
     ``judge`` part scores 0 here and is filled in after the rollout by its judge. With
     ``synthesis`` ``(name, {input: part})`` the reward is that catalogue function of the parts
@@ -47,18 +53,19 @@ class RewardFunction:
     synthesis: tuple[str, Mapping[str, str]] | None = None
 
     def __post_init__(self) -> None:
-        functions: dict[str, UserReward] = {}
+        functions: dict[str, RewardWorker] = {}
         for name, (verifier, _) in self.weights.items():
             if is_path(verifier):
                 if verifier not in functions:
-                    functions[verifier] = UserReward(load_extension("reward", verifier),
-                                                     self.timeout_s)
+                    load_extension("reward", verifier)  # a bad path fails here, not later
+                    functions[verifier] = RewardWorker(verifier, self.timeout_s)
             elif verifier not in VERIFIERS and verifier not in (ENV, JUDGE):
                 raise ValueError(
                     f"reward part {name!r}: unknown verifier {verifier!r}; "
                     f"known: {', '.join(sorted([*VERIFIERS, ENV, JUDGE]))}"
                 )
         object.__setattr__(self, "_functions", functions)
+        object.__setattr__(self, "_warned", set())  # parts whose first failure was logged
 
     def __reduce__(self):  # rebuilt from the spec (a file-loaded function pickles badly)
         return RewardFunction, (dict(self.weights), dict(self.keys), self.timeout_s,
@@ -98,10 +105,18 @@ class RewardFunction:
                     value = self._built_in(name, verifier, sample, env_parts[j])
                 if isinstance(value, Missing):
                     missing[name] = value.reason
+                    self._warn_once(name, value.reason)
                     value = 0.0
                 parts[name] = value
             out.append(Scored(parts, self.total(parts), missing))
         return out
+
+    def _warn_once(self, part: str, why: str) -> None:
+        if part not in self._warned:
+            self._warned.add(part)
+            logger.warning("reward part %r is missing for a sample: %s (later ones are "
+                           "counted in reward/%s/missing and recorded in each episode)",
+                           part, why, part)
 
     def _built_in(self, name: str, verifier: str, sample: Sample,
                   env: Mapping[str, float] | None) -> float | Missing:
@@ -117,7 +132,7 @@ class RewardFunction:
         except Exception:  # a verifier must not take the run down; the part scores 0
             return 0.0
         if value is None:
-            return Missing(f"{verifier} could not score this sample")
+            return Missing(f"{verifier} cannot read the reference {sample.reference[:80]!r}")
         value = float(value)
         return value if math.isfinite(value) else 0.0
 

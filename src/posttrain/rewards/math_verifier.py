@@ -17,7 +17,7 @@ import sys
 import threading
 
 from posttrain.rewards.rule_verifiers import BOXED_RE
-from posttrain.rewards.verifiers import extract_answer
+from posttrain.rewards.verifiers import extract_answer, gold_text
 
 TIMEOUT_S = 5.0  # one check
 STARTUP_S = 120.0  # the worker importing math-verify and sympy
@@ -25,11 +25,6 @@ STARTUP_S = 120.0  # the worker importing math-verify and sympy
 
 class MathTimeout(TimeoutError):
     """A check outlived its timeout; the worker doing it was killed."""
-
-
-def gold_text(reference: str) -> str:
-    """The answer part of a reference: what follows GSM8K's ``####``, else all of it."""
-    return reference.rsplit("####", 1)[-1].strip()
 
 
 def equivalent(answer: str, reference: str) -> float | None:

@@ -11,4 +11,4 @@ from posttrain.rewards.verifiers import Verifier, exact, format_ok, numeric
 VERIFIERS: dict[str, Verifier] = {"exact": exact, "numeric": numeric, "format": format_ok,
                                   "math": math_answer, **RULE_VERIFIERS,
                                   "math_equiv": math_equiv, "reasoning_gym": reasoning_gym_score}
-FALLIBLE_VERIFIERS = ("math",)  # those that may leave a part missing (None)
+FALLIBLE_VERIFIERS = ("math", "numeric")  # those that may leave a part missing (None)

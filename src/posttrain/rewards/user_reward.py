@@ -2,21 +2,21 @@
 
 A function takes, by parameter name, what it needs of a sample: ``completion`` (text),
 ``completion_ids``, ``reference``, ``prompt`` (the chat messages), ``row`` (the dataset row's
-columns) or any column of the row by its own name. With a parameter ``completions`` it is
-batched: it gets lists (``completions``, ``completion_ids``, ``references``, ``prompts``,
+columns) or any column of the row by its own name; a ``**kwargs`` parameter receives every
+column not already passed by name (as TRL passes them). With a parameter ``completions`` it
+is batched: it gets lists (``completions``, ``completion_ids``, ``references``, ``prompts``,
 ``rows``, a column's values) and returns a list. A function with neither is called as
 ``f(completion, reference)``. It may be ``async``. It returns, per sample, a number, a dict of
 numbers (reward parts pick an entry with ``key``) or None (missing).
 
-A call that raises, outlives ``timeout_s``, or returns anything else (a string, NaN, a list
-of the wrong length) leaves its samples' values missing with the reason; the run goes on. A
-sync call cannot be stopped once started: the thread of one that timed out runs on.
+A call that raises or returns anything else (a string, NaN, a list of the wrong length)
+leaves its samples' values missing with the reason. The calls run in a worker process
+(``rewards.reward_worker``) that is killed when a batch outlives its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -59,7 +59,10 @@ class Missing:
         return f"Missing({self.reason!r})"
 
 
-def checked(value: Any) -> float | dict[str, float] | Missing:
+Value = float | dict[str, float] | Missing
+
+
+def checked(value: Any) -> Value:
     """A returned value as a float or a dict of floats; anything else is ``Missing``."""
     if value is None:
         return Missing("returned None")
@@ -72,69 +75,98 @@ def checked(value: Any) -> float | dict[str, float] | Missing:
     return Missing(f"returned {value!r}, not a number, a dict of numbers or None")
 
 
-class UserReward:
-    """``fn`` wrapped to score a batch of ``Sample``s (see the module docstring)."""
+def reason(error: BaseException) -> str:
+    """``Type: message`` (a KeyError's message without the quotes its str adds)."""
+    text = error.args[0] if isinstance(error, KeyError) and error.args else error
+    return f"{type(error).__name__}: {text}"
 
-    def __init__(self, fn: Callable, timeout_s: float = 30.0) -> None:
-        self.fn, self.timeout_s = fn, timeout_s
-        params = inspect.signature(fn).parameters
-        self.batched = "completions" in params
-        self.named = self.batched or "completion" in params
-        self.params = [p for p, v in params.items()
-                       if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
-        self.is_async = inspect.iscoroutinefunction(fn)
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, "posttrain-reward")
 
-    def _arguments(self, samples: Sequence[Sample]) -> list[tuple[tuple, dict]]:
-        """``(args, kwargs)`` of each call."""
+def parameters(fn: Callable) -> tuple[list[str], bool]:
+    """The names ``fn`` takes (its ``*args``/``**kwargs`` aside) and whether it takes
+    ``**kwargs`` (the row's other columns)."""
+    params = inspect.signature(fn).parameters.values()
+    return ([p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)],
+            any(p.kind == p.VAR_KEYWORD for p in params))
+
+
+def unknown_columns(fn: Callable, columns: Sequence[str]) -> list[str]:
+    """The parameters of ``fn`` that name neither a sample field nor one of ``columns``."""
+    names, _ = parameters(fn)
+    if not ({"completion", "completions"} & set(names)):
+        return []  # called as f(completion, reference)
+    fields = {*PER_SAMPLE, *BATCHED}
+    return [p for p in names if p not in fields and p not in columns]
+
+
+class UserCalls:
+    """``fn`` called on a batch of ``Sample``s as the module docstring says."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        self.params, self.rest = parameters(fn)
+        self.batched = "completions" in self.params
+        self.named = self.batched or "completion" in self.params
+
+    def _kwargs(self, sample: Sample) -> dict[str, Any]:
+        kwargs = {p: sample.input(p) for p in self.params}
+        if self.rest:
+            kwargs |= {k: v for k, v in sample.row.items() if k not in kwargs}
+        return kwargs
+
+    def _batched_kwargs(self, samples: Sequence[Sample]) -> dict[str, Any]:
+        names = list(self.params)
+        if self.rest and samples:
+            names += [k for k in samples[0].row if k not in names and k not in BATCHED]
+        return {p: [s.input(BATCHED.get(p, p)) for s in samples] for p in names}
+
+    def run(self, samples: Sequence[Sample], emit: Callable[[list[int], list[Value]], None]
+            ) -> None:
+        """``emit(indices, values)`` as the calls end: the whole batch at once for a batched
+        function, else a sample at a time (async ones concurrently, as each finishes)."""
         if self.batched:
-            return [((), {p: [s.input(BATCHED.get(p, p)) for s in samples]
-                          for p in self.params})]
+            emit(list(range(len(samples))), self._batch(samples))
+        elif inspect.iscoroutinefunction(self.fn):
+            asyncio.run(self._concurrently(samples, emit))
+        else:
+            for i, sample in enumerate(samples):
+                emit([i], [self._one(lambda s=sample: self._call(s))])
+
+    def _call(self, sample: Sample) -> Any:
         if self.named:
-            return [((), {p: s.input(p) for p in self.params}) for s in samples]
-        return [((s.completion, s.reference), {}) for s in samples]
+            return self.fn(**self._kwargs(sample))
+        return self.fn(sample.completion, sample.reference)
 
-    def _run(self, calls: list[tuple[tuple, dict]]) -> list[Any]:
-        """The calls' results (an exception as its value), each within ``timeout_s``."""
-        if self.is_async:
-            async def every():
-                return await asyncio.gather(
-                    *(asyncio.wait_for(self.fn(*a, **k), self.timeout_s) for a, k in calls),
-                    return_exceptions=True)
-
-            results = self._wait(lambda: asyncio.run(every()), self.timeout_s + 1.0)
-            # the loop itself failed or hung (a blocking call in a coroutine): every call did
-            return [results] * len(calls) if isinstance(results, BaseException) else results
-        return [self._wait(lambda a=a, k=k: self.fn(*a, **k), self.timeout_s) for a, k in calls]
-
-    def _wait(self, call: Callable[[], Any], timeout: float) -> Any:
-        future = self._pool.submit(call)
+    @staticmethod
+    def _one(call: Callable[[], Any]) -> Value:
         try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            self._pool.shutdown(wait=False)  # the stuck thread runs on; later calls get another
-            self._pool = concurrent.futures.ThreadPoolExecutor(1, "posttrain-reward")
-            return TimeoutError(f"took over {self.timeout_s:g} s")
+            return checked(call())
         except Exception as e:
-            return e
+            return Missing(reason(e))
 
-    def __call__(self, samples: Sequence[Sample]) -> list[float | dict[str, float] | Missing]:
+    def _batch(self, samples: Sequence[Sample]) -> list[Value]:
+        n = len(samples)
         try:
-            calls = self._arguments(samples)
-        except KeyError as e:
-            return [Missing(e.args[0])] * len(samples)
-        results = self._run(calls)
-        if self.batched:
-            (result,) = results
-            if isinstance(result, BaseException):
-                return [Missing(_reason(result))] * len(samples)
-            if not isinstance(result, Sequence) or len(result) != len(samples):
-                return [Missing(f"returned {type(result).__name__} for a batch of "
-                                f"{len(samples)}, not a list of {len(samples)}")] * len(samples)
-            results = list(result)
-        return [Missing(_reason(r)) if isinstance(r, BaseException) else checked(r)
-                for r in results]
+            result = self.fn(**self._batched_kwargs(samples))
+            if inspect.isawaitable(result):
+                result = asyncio.run(_awaited(result))
+        except Exception as e:
+            return [Missing(reason(e))] * n
+        if not isinstance(result, Sequence) or isinstance(result, str) or len(result) != n:
+            return [Missing(f"returned {type(result).__name__} for a batch of {n}, not a list "
+                            f"of {n}")] * n
+        return [checked(r) for r in result]
+
+    async def _concurrently(self, samples: Sequence[Sample],
+                            emit: Callable[[list[int], list[Value]], None]) -> None:
+        async def one(i: int, sample: Sample) -> None:
+            try:
+                value = checked(await self._call(sample))
+            except Exception as e:
+                value = Missing(reason(e))
+            emit([i], [value])
+
+        await asyncio.gather(*(one(i, s) for i, s in enumerate(samples)))
 
 
-def _reason(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+async def _awaited(result: Any) -> Any:
+    return await result

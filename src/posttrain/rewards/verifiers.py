@@ -11,13 +11,18 @@ STRICT_FORMAT_RE = re.compile(
     r"^\s*(?:<think>.*?</think>\s*)?<answer>[^<]*</answer>\s*$", re.DOTALL
 )
 
-Verifier = Callable[[str, str], float]
+Verifier = Callable[[str, str], float | None]  # None: the reference cannot be read
 
 
 def extract_answer(text: str) -> str | None:
     """Content of the last ``<answer>...</answer>``, stripped; ``None`` when there is none."""
     found = ANSWER_RE.findall(text or "")
     return found[-1].strip() if found else None
+
+
+def gold_text(reference: str) -> str:
+    """The answer part of a reference: what follows GSM8K's ``####``, else all of it."""
+    return reference.rsplit("####", 1)[-1].strip()
 
 
 def _number(s: str | None) -> float | None:
@@ -35,10 +40,14 @@ def exact(completion: str, reference: str) -> float:
     return float(extract_answer(completion) == reference.strip())
 
 
-def numeric(completion: str, reference: str, rel_tol: float = 1e-9) -> float:
-    """1 if the extracted answer parses as a number equal to the reference within ``rel_tol``."""
-    got, want = _number(extract_answer(completion)), _number(reference)
-    if got is None or want is None:
+def numeric(completion: str, reference: str, rel_tol: float = 1e-9) -> float | None:
+    """1 if the extracted answer parses as a number equal to the reference (a GSM8K solution's
+    ``#### 72`` reads as 72) within ``rel_tol``; None when the reference is not a number."""
+    want = _number(gold_text(reference))
+    if want is None:
+        return None
+    got = _number(extract_answer(completion))
+    if got is None:
         return 0.0
     return float(math.isclose(got, want, rel_tol=rel_tol, abs_tol=1e-12))
 

@@ -79,6 +79,14 @@ def evaluation_metrics(episodes: Sequence[Episode], tasks: Sequence[Task],
     return out
 
 
+def absent_columns(tasks: Sequence[Task], columns: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The ``columns`` (``eval.group_by``) that no task has, and the columns they do have (a
+    dataset row's, and ``domain`` where tasks carry one)."""
+    have = sorted({c for t in tasks for c in getattr(t, "row", {})} |
+                  {"domain" for t in tasks if getattr(t, "domain", None) is not None})
+    return [c for c in columns if c not in have], have
+
+
 def column_of(task: Task, column: str):
     """A task's value of ``column``: its dataset row's, else its attribute (``domain``), else
     None."""

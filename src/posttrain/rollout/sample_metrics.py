@@ -3,13 +3,15 @@
 A sample succeeds when its accuracy part is at least 1. ``pass@k`` is the unbiased estimator
 over the ``n`` samples; ``maj@k`` asks whether the most frequent answer of the first ``k``
 samples is right, where every right sample votes for one answer (right answers are
-equivalent, however written) and a wrong one for its ``<answer>`` (or last ``\\boxed{}``)
-text; ``mean@n`` is the mean accuracy part. Each comes with ``_se``, the binomial standard
-error over the problems.
+equivalent, however written) and a wrong one for its answer as the verifiers read answers
+(``answer_of``: a wrong sample always votes, so unreadable answers cannot hand the majority
+to the right ones); ``mean@n`` is the mean accuracy part. Each comes with ``_se``, the
+binomial standard error over the problems.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from posttrain.algos.metrics import maj_at_k, mean_at_k, pass_at_k, standard_error
@@ -18,16 +20,22 @@ from posttrain.rewards.verifiers import extract_answer
 from posttrain.types import Episode
 
 RIGHT = "<right>"  # the vote of every right sample
+GSM8K_RE = re.compile(r"####\s*(\S+)")
+LAST_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
-def answer_of(episode: Episode) -> str | None:
-    """The answer a sample gave: its ``<answer>`` text, else its last ``\\boxed{}``."""
+def answer_of(episode: Episode) -> str:
+    """The answer a sample gave: its ``<answer>`` text, else its last ``\\boxed{}``, else
+    GSM8K's ``#### N``, else its last number, else its whole stripped text; a number in its
+    canonical form (``5.0`` and ``5`` are one vote)."""
     text = episode.meta.get("completion") or episode.meta.get("final") or ""
-    tagged = extract_answer(text)
-    if tagged is not None:
-        return tagged
-    boxed = BOXED_RE.findall(text)
-    return boxed[-1].strip() if boxed else None
+    found = [extract_answer(text), *BOXED_RE.findall(text)[-1:], *GSM8K_RE.findall(text)[-1:],
+             *LAST_NUMBER_RE.findall(text)[-1:], text]
+    answer = next(a for a in found if a is not None).strip()
+    try:
+        return repr(float(answer.replace(",", "")))
+    except ValueError:
+        return answer
 
 
 def sample_metrics(per_problem: Sequence[Sequence[Episode]], accuracy_part: str,

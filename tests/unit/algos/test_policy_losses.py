@@ -166,6 +166,16 @@ def test_sapo_spec_examples(rho, adv, expected):
     assert out.item() == pytest.approx(expected, rel=1e-4)
 
 
+def test_sapo_keeps_its_taus_in_the_run_dtype():
+    """At rho = 1 the gate is 2 / tau: in float64 exactly 2 / 1.05 (a float32 tau made it
+    1.0499999523, and a group whose advantages cancel summed to 9.1e-8, not 0)."""
+    adv = torch.tensor([-1.0, 1.0, -0.5, 0.5], dtype=torch.float64)
+    lp = torch.zeros(4, dtype=torch.float64)
+    out, _ = run("sapo", logp=lp, old_logp=lp, advantages=adv, tau_pos=1.05, tau_neg=1.05)
+    assert out.dtype == torch.float64
+    assert out[0].item() == 2 / 1.05 and out.sum().item() == 0.0
+
+
 def test_reinforce_spec_example():
     lp = one(-2.0).requires_grad_(True)
     out, _ = run("reinforce", logp=lp, advantages=one(0.5))

@@ -106,6 +106,8 @@ def sapo(
     ``L = -f(rho) A``, ``tau = tau_pos`` if ``A > 0`` else ``tau_neg``. Aggregate with
     ``seq_mean_token_mean``."""
     rho = importance_ratio(logp, old_logp)
-    tau = torch.where(advantages > 0, tau_pos, tau_neg).to(logp.dtype)
+    # the taus as tensors of logp's dtype: two Python floats make a float32 where()
+    # (tau_neg=1.05 would be 1.0499999523 in a float64 run)
+    tau = torch.where(advantages > 0, logp.new_tensor(tau_pos), logp.new_tensor(tau_neg))
     gate = torch.sigmoid(tau * (rho - 1)) * 4 / tau
     return -gate * advantages, {"ratio": rho.detach()}

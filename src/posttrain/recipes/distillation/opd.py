@@ -120,5 +120,6 @@ def opd_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
         run = parts.loop_run(OPDRun, trainer, tokenizer, start, evals, cfg=cfg.opd,
                              actor=cfg.actor, efforts=cfg.task.efforts,
                              teachers=teachers(cfg, tokenizer, trainer.model))
-        run_opd(run, engine)
+        made = run_opd(run, engine)
+    parts.keep_final_eval("opd", made, cfg.opd.steps, evals)
     return trainer.export_model()
