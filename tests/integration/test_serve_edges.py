@@ -100,7 +100,8 @@ def test_a_reward_must_be_a_finite_number(serve):
     import urllib.error
     import urllib.request
 
-    _, _, url = serve([])
+    client, _, url = serve(["5."])
+    client.chat.completions.create(model="tiny", messages=USER)  # the session "edge" starts
     for body in (b'{"reward": NaN}', b'{"reward": "1"}'):
         request = urllib.request.Request(f"{url}/sessions/edge/reward", data=body,
                                          headers={"Content-Type": "application/json"},

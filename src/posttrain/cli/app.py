@@ -15,6 +15,7 @@ from posttrain.cli.env_cmd import env_app
 from posttrain.cli.harness_search_cmd import harness_search
 from posttrain.cli.output import console
 from posttrain.cli.output import fail as _fail
+from posttrain.cli.serve_cmd import free_port_or_fail, serve
 from posttrain.cli.tau import tau_app
 from posttrain.cli.template import template_app
 
@@ -27,6 +28,7 @@ app.add_typer(template_app, name="template")
 app.add_typer(config_app, name="config")
 app.add_typer(env_app, name="env")
 app.command(name="harness-search")(harness_search)
+app.command()(serve)
 
 
 def _version(shown: bool) -> None:
@@ -457,54 +459,6 @@ def export(
 
 
 @app.command()
-def serve(
-    model: Annotated[Path, typer.Argument(help="a from_pretrained model directory to serve")],
-    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
-    name: Annotated[str | None, typer.Option(
-        help="the model name clients ask for (default: the directory's name)")] = None,
-    max_tokens: Annotated[int, typer.Option(
-        help="completion length when a request does not say")] = 256,
-    record: Annotated[Path | None, typer.Option(
-        help="JSONL file to write every session's recorded episode to at exit")] = None,
-    tool_format: Annotated[str, typer.Option(
-        help="auto (from the chat template) | hermes | qwen3_coder | llama3_json")] = "auto",
-) -> None:
-    """Serve a model behind OpenAI-compatible endpoints, recording every session.
-
-    Each API key is a session; its calls are recorded token for token and bridged across
-    turns (docs/serve.md). Stop with Ctrl-C."""
-    import uvicorn
-
-    from posttrain.engines import TorchEngine
-    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
-    from posttrain.serve import Completer, Sessions, create_app
-    from posttrain.serve.tool_formats import FORMATS
-    from posttrain.types import write_episodes
-
-    if tool_format != "auto" and tool_format not in FORMATS:
-        _fail(f"--tool-format: {tool_format!r} is not auto, {', '.join(FORMATS)}")
-
-    try:
-        tokenizer, policy = load_tokenizer(model), load_model(model)
-    except ModelNotFoundError as e:
-        _fail(str(e))
-    engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    sessions = Sessions()
-    completer = Completer(engine, tokenizer, policy.config.max_position_embeddings, max_tokens,
-                          tool_format=FORMATS.get(tool_format))
-    served = name or model.resolve().name
-    console.print(f"serving {served!r} at http://{host}:{port}/v1")
-    uvicorn.run(create_app(completer, sessions, served), host=host, port=port,
-                log_level="warning")
-    if record is not None:
-        episodes = [sessions.episode(k) for k in sessions.keys()
-                    if sessions.trace(k).calls]
-        write_episodes(record, episodes)
-        console.print(f"recorded {len(episodes)} sessions in {record}")
-
-
-@app.command()
 def view(
     runs: Annotated[list[Path], typer.Argument(help="run directories (their out_dir)")],
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
@@ -521,6 +475,7 @@ def view(
     missing = [str(r) for r in runs if not (r / "metrics.jsonl").is_file()]
     if missing:
         _fail(f"not a run directory (no metrics.jsonl): {', '.join(missing)}")
+    free_port_or_fail(host, port)
     console.print(f"posttrain view of {len(runs)} run(s) at http://{host}:{port}/")
     uvicorn.run(create_viewer_app(runs), host=host, port=port, log_level="warning")
 

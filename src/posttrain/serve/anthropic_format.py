@@ -66,7 +66,7 @@ def parse_messages(body: dict) -> tuple[MessagesBody, Request]:
     msg = validated(MessagesBody, body)
     tools = [check_tool({"type": "function", "function": {
         "name": t.get("name"), "description": t.get("description", ""),
-        "parameters": t.get("input_schema", {"type": "object"})}}, i)
+        "parameters": t.get("input_schema", {"type": "object"})}}, i, "input_schema")
         for i, t in enumerate(msg.tools or [])] or None
     if (msg.tool_choice or {}).get("type") == "none":
         tools = None

@@ -4,10 +4,15 @@ in the session its API key names (``Authorization: Bearer``, ``x-api-key``, or a
 ``X-Session-Id`` header), and each session's recorded trace at
 ``/v1/sessions/{key}/episode``.
 
+With ``api_key`` every request must carry it (``SECRET``, or ``SECRET:<anything>`` to name a
+session of its own): the completion routes and the session routes alike (401 otherwise).
+
 Every refusal is a 4xx in the error format of the API asked (Anthropic's under
-``/v1/messages``, OpenAI's elsewhere): a body that is not JSON, a field out of range, an
-unknown model (404), a tool whose parameters are not JSON Schema, a conversation longer than
-the context window, a missing or unknown key (401).
+``/v1/messages``, OpenAI's elsewhere): a body that is not JSON (or nested too deeply), over
+``max_body_bytes`` (413), a field out of range, an unknown model (404), a tool whose
+parameters are not JSON Schema, a conversation longer than the context window, a missing,
+wrong or unknown key (401), an unknown session (404), an unknown route (404). A refused
+request starts no session.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import anyio
 from fastapi import FastAPI
 from fastapi import Request as HttpRequest
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from posttrain.serve import anthropic_format
 from posttrain.serve.anthropic_format import message_events, message_response, parse_messages
@@ -30,6 +36,7 @@ from posttrain.serve.openai_format import (
     error_body,
     parse_chat,
 )
+from posttrain.serve.recording import Recorder
 from posttrain.serve.requests import RequestError
 from posttrain.serve.responses_format import (
     Conversations,
@@ -40,32 +47,62 @@ from posttrain.serve.responses_format import (
 )
 from posttrain.serve.sessions import Sessions, UnknownSession
 
+MAX_BODY_BYTES = 32 * 2**20
+
+
+class Unauthorized(Exception):
+    """A request without the server's API key."""
+
+
+class NoSuchSession(KeyError):
+    """A session route for a key that has no session."""
+
+
+class TooLarge(Exception):
+    """A request body over the server's limit."""
+
+
+def credential(request: HttpRequest) -> str:
+    """The request's API key (``x-api-key``, else its bearer token; "" without)."""
+    auth = request.headers.get("authorization", "")
+    return request.headers.get("x-api-key") or (
+        auth[7:].strip() if auth.lower().startswith("bearer ") else "")
+
 
 def session_key(request: HttpRequest) -> str:
     """The session a request belongs to: ``X-Session-Id``, else its API key."""
-    auth = request.headers.get("authorization", "")
-    key = (request.headers.get("x-session-id") or request.headers.get("x-api-key")
-           or (auth[7:].strip() if auth.lower().startswith("bearer ") else ""))
+    key = request.headers.get("x-session-id") or credential(request)
     if not key:
         raise UnknownSession("")
     return key
 
 
-async def _json(request: HttpRequest) -> dict:
+async def _json(request: HttpRequest, limit: int) -> dict:
+    if int(request.headers.get("content-length") or 0) > limit:
+        raise TooLarge
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise TooLarge
     try:
-        body = json.loads(await request.body())
+        body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RequestError(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RequestError("the request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     return body
 
 
 def create_app(completer: Completer, sessions: Sessions, model_name: str,
-               any_model: bool = False) -> FastAPI:
+               any_model: bool = False, recorder: Recorder | None = None,
+               api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """``any_model``: answer whatever model a request names (a training server, where the
-    agent's own configuration names some other model)."""
-    app = FastAPI(title="posttrain serve")
+    agent's own configuration names some other model); ``recorder``: a posted reward ends
+    its session into the record (``recording``)."""
+    app = FastAPI(title="posttrain serve", docs_url=None, redoc_url=None, openapi_url=None)
     stored = Conversations()
     # each waiting request holds a thread until its batch is done: enough for the batcher's
     # largest batch (anyio's default, 40, would cap every batch there)
@@ -93,6 +130,47 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
                    if not exc.args[0] else f"no session was issued for key {exc.args[0]!r}")
         return refusal(request, 401, message, "authentication_error", code="invalid_api_key")
 
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(request: HttpRequest, exc: Unauthorized) -> JSONResponse:
+        return refusal(request, 401, "this server needs its API key (as a bearer token or "
+                       "x-api-key: the key, or key:<session>)", "authentication_error",
+                       code="invalid_api_key")
+
+    @app.exception_handler(NoSuchSession)
+    async def no_session(request: HttpRequest, exc: NoSuchSession) -> JSONResponse:
+        ended = " (an ended session is in the record file)" if recorder is not None else ""
+        return refusal(request, 404, f"no session {exc.args[0]!r}{ended}", "not_found_error")
+
+    @app.exception_handler(TooLarge)
+    async def too_large(request: HttpRequest, exc: TooLarge) -> JSONResponse:
+        return refusal(request, 413, f"the request body is over {max_body_bytes} bytes",
+                       "invalid_request_error", code="request_too_large")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: HttpRequest, exc: StarletteHTTPException) -> JSONResponse:
+        what = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return refusal(request, exc.status_code,
+                       f"{request.method} {request.url.path}: {exc.detail}", what)
+
+    def authorised(request: HttpRequest) -> None:
+        key = credential(request)
+        if api_key is not None and key != api_key and not key.startswith(api_key + ":"):
+            raise Unauthorized
+
+    async def call(request: HttpRequest) -> tuple[dict, str]:
+        """The body and session key of a completion call (checked before its session is
+        looked up or started: a refused request starts none)."""
+        authorised(request)
+        key = session_key(request)
+        return await _json(request, max_body_bytes), key
+
+    def existing(request: HttpRequest, key: str):
+        authorised(request)
+        try:
+            return sessions.get(key)
+        except UnknownSession:
+            raise NoSuchSession(key) from None
+
     @app.exception_handler(Exception)
     async def failed(request: HttpRequest, exc: Exception) -> JSONResponse:
         return refusal(request, 500, f"the server failed: {exc!r}", "server_error")
@@ -113,9 +191,10 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: HttpRequest):
-        trace = sessions.trace(session_key(request))
-        chat, req = parse_chat(await _json(request))
+        body, key = await call(request)
+        chat, req = parse_chat(body)
         check_model(chat.model)
+        trace = sessions.trace(key)
         prompt_tokens, sampled = await complete(req, trace)
         if chat.stream:
             return StreamingResponse(
@@ -125,9 +204,10 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
 
     @app.post("/v1/messages")
     async def messages(request: HttpRequest):
-        trace = sessions.trace(session_key(request))
-        msg, req = parse_messages(await _json(request))
+        body, key = await call(request)
+        msg, req = parse_messages(body)
         check_model(msg.model)
+        trace = sessions.trace(key)
         prompt_tokens, (sampled,) = await complete(req, trace)
         if msg.stream:
             return StreamingResponse(message_events(msg, sampled, prompt_tokens),
@@ -136,10 +216,10 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
 
     @app.post("/v1/responses")
     async def responses(request: HttpRequest):
-        key = session_key(request)
-        trace = sessions.trace(key)
-        rb, req = parse_responses(await _json(request), stored, key)
+        body, key = await call(request)
+        rb, req = parse_responses(body, stored, key)
         check_model(rb.model)
+        trace = sessions.trace(key)
         prompt_tokens, (sampled,) = await complete(req, trace)
         response_id = f"resp_{uuid.uuid4().hex}"
         stored.put(key, response_id, conversation_after(req.messages, sampled))
@@ -150,19 +230,23 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
 
     @app.post("/v1/sessions/{key}/reward")
     async def reward(key: str, request: HttpRequest) -> dict:
-        value = (await _json(request)).get("reward")
+        existing(request, key)
+        value = (await _json(request, max_body_bytes)).get("reward")
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise RequestError("the body must be {\"reward\": <a finite number>}", "reward")
         try:
             sessions.set_reward(key, value)
         except ValueError as exc:  # not finite
             raise RequestError(str(exc), "reward") from None
+        if recorder is not None:
+            recorder.end(key)  # the agent is done: its episode goes to the record now
         return {"session": key, "reward": float(value)}
 
     @app.get("/v1/sessions/{key}/episode")
-    async def episode(key: str) -> dict:
+    async def episode(key: str, request: HttpRequest) -> dict:
+        trace = existing(request, key)
         try:
-            return sessions.episode(key).to_dict()
+            return trace.episode(session=key).to_dict()
         except ValueError as exc:
             raise RequestError(str(exc), "key") from None
 

@@ -15,6 +15,7 @@ trained with the session's reward although the agent never saw it.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from posttrain.engines.sampling import row_seeds
@@ -67,6 +68,7 @@ class SessionTrace:
     reward: float | None = None  # reported by the agent, if it does
     sampled_calls: dict[str, str] = field(default_factory=dict)  # tool-call id -> sampled text
     seed: int | None = None  # a training session's: its calls' seeds derive from it
+    last_call: float = field(default_factory=time.monotonic)  # when it last recorded a call
     _seeded: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -82,6 +84,7 @@ class SessionTrace:
         it continued a branch."""
         with self._lock:
             self.calls += 1
+            self.last_call = time.monotonic()
             if self.tools is None:
                 self.tools = tools
             extended = [b for b in self.branches if b.extended_by(prompt)]

@@ -1,6 +1,8 @@
 """From a chat request to sampled, parsed and recorded choices, whatever the API.
 
-``Completer.complete`` checks and renders the conversation with the model's chat template
+``Completer.complete`` checks the conversation's length before it tokenises it (text of ``c``
+characters needs at least ``c / L`` tokens, ``L`` the longest token's length in characters:
+more than the context window is refused at once), renders it with the model's chat template
 (tool calls the server returned replayed as sampled, others in the model's tool-call format;
 a final assistant message is continued, not closed), checks it fits the context window,
 samples ``n`` choices with the engine (batched with other sessions' requests: ``Batcher``),
@@ -41,6 +43,7 @@ class Completer:
         self.engine, self.tokenizer, self.context = engine, tokenizer, context
         self.tool_format = tool_format or detect(tokenizer)
         self.default_max_tokens = default_max_tokens
+        self.longest_token = max(map(len, tokenizer.get_vocab()), default=1)
         self.batcher = Batcher(engine, batch_window_s)
         self.forced: SamplingParams | None = None
         self._seeds = itertools.count(1)  # a request without a seed gets the next one
@@ -50,6 +53,7 @@ class Completer:
         """``(prompt tokens, choices)``; the call is recorded in ``trace`` (if any)."""
         messages = rendered(normalised(request.messages), self.tool_format,
                             trace.sampled_calls if trace is not None else {})
+        self._check_length(messages)
         prompt = self._prompt(messages, request.tools)
         sampling = self._sampling(request, self.context - len(prompt), len(prompt), trace)
         outs = self.batcher.generate([prompt] * request.n, sampling)
@@ -63,6 +67,14 @@ class Completer:
             for s, reply in zip(sampled, replies):
                 trace.sampled_calls |= {c.call_id: reply["content"] for c in s.tool_calls}
         return len(prompt), sampled
+
+    def _check_length(self, messages: list[dict]) -> None:
+        chars = sum(len(m["content"]) for m in messages if isinstance(m.get("content"), str))
+        if chars > self.longest_token * self.context:
+            raise RequestError(
+                f"the messages hold {chars} characters: at least {chars // self.longest_token} "
+                f"tokens, more than the model's context window of {self.context} tokens",
+                "messages", "context_length_exceeded")
 
     def _prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
         last = messages[-1]

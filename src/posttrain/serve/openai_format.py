@@ -63,8 +63,9 @@ def text_of(content: Any, where: str = "messages") -> str:
     raise RequestError(f"{where} must be a string or a list of content parts", where)
 
 
-def check_tool(tool: dict, i: int) -> dict:
-    """A function tool whose ``parameters`` are valid JSON Schema."""
+def check_tool(tool: dict, i: int, schema_field: str = "function.parameters") -> dict:
+    """A function tool whose ``parameters`` are valid JSON Schema; an error names the
+    schema as the client sent it (``schema_field`` of ``tools[i]``)."""
     from jsonschema import SchemaError
     from jsonschema.validators import validator_for
 
@@ -75,8 +76,8 @@ def check_tool(tool: dict, i: int) -> dict:
     try:
         validator_for(schema).check_schema(schema)
     except SchemaError as exc:
-        raise RequestError(f"tools[{i}].function.parameters is not valid JSON Schema: "
-                           f"{exc.message}", f"tools.{i}.function.parameters") from None
+        raise RequestError(f"tools[{i}].{schema_field} is not valid JSON Schema: "
+                           f"{exc.message}", f"tools.{i}.{schema_field}") from None
     return {"type": "function", "function": fn}
 
 

@@ -103,7 +103,8 @@ def parse_responses(body: dict, stored: Conversations, session: str
         messages = [{"role": "system", "content": rb.instructions}, *messages]
     messages += _items(rb.input)
     tools = [check_tool({"type": "function", "function": {
-        k: v for k, v in t.items() if k in ("name", "description", "parameters")}}, i)
+        k: v for k, v in t.items() if k in ("name", "description", "parameters")}}, i,
+        "parameters")
         for i, t in enumerate(rb.tools or [])] or None
     if rb.tool_choice == "none":
         tools = None

@@ -1,0 +1,118 @@
+"""``posttrain serve``: a model behind the OpenAI- and Anthropic-compatible endpoints,
+recording every session (docs/serve.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from posttrain.cli.output import console, fail
+
+
+def free_port_or_fail(host: str, port: int) -> None:
+    """Fail (before any URL is printed) when ``host:port`` cannot be listened on."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            fail(f"cannot listen on {host}:{port}: {e.strerror} (another server there? pick "
+                 "another --port)")
+
+
+def loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@contextlib.contextmanager
+def graceful_stop() -> Iterator[list[int]]:
+    """SIGTERM and SIGINT stop the server inside the ``with`` gracefully (uvicorn stops on
+    them, then raises them again: here they end nothing more), so what follows the server
+    (writing the record) runs; yields the signals received."""
+    received: list[int] = []
+    before = {sig: signal.signal(sig, lambda s, _: received.append(s))
+              for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield received
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def serve(
+    model: Annotated[Path, typer.Argument(help="a from_pretrained model directory to serve")],
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    name: Annotated[str | None, typer.Option(
+        help="the model name clients ask for (default: the directory's name)")] = None,
+    max_tokens: Annotated[int, typer.Option(
+        help="completion length when a request does not say")] = 256,
+    record: Annotated[Path | None, typer.Option(
+        help="JSONL file each session's episode is appended to when it ends")] = None,
+    record_every: Annotated[float, typer.Option(
+        help="seconds between writes of the open sessions to RECORD.open")] = 10.0,
+    session_idle_s: Annotated[float, typer.Option(
+        help="with --record: a session without a call this long has ended")] = 300.0,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="POSTTRAIN_API_KEY", help="the key every request must carry (KEY, or "
+        "KEY:<session>); needed to listen beyond loopback safely")] = None,
+    tool_format: Annotated[str, typer.Option(
+        help="auto (from the chat template) | hermes | qwen3_coder | llama3_json")] = "auto",
+) -> None:
+    """Serve a model behind OpenAI-compatible endpoints, recording every session.
+
+    Each API key is a session; its calls are recorded token for token and bridged across
+    turns (docs/serve.md). Stop with Ctrl-C or SIGTERM: every session is kept."""
+    import uvicorn
+
+    from posttrain.engines import TorchEngine
+    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.serve import Completer, Sessions, create_app
+    from posttrain.serve.recording import Recorder, RecordError
+    from posttrain.serve.tool_formats import FORMATS
+
+    if tool_format != "auto" and tool_format not in FORMATS:
+        fail(f"--tool-format: {tool_format!r} is not auto, {', '.join(FORMATS)}")
+    sessions = Sessions()
+    try:
+        recorder = None if record is None else Recorder(record, sessions, record_every,
+                                                        session_idle_s)
+    except RecordError as e:
+        fail(str(e))
+    free_port_or_fail(host, port)
+    if api_key is None and not loopback(host):
+        console.print(f"[bold yellow]warning:[/] listening on {host} without --api-key: "
+                      "anyone who reaches it can use the model, read every transcript and "
+                      "set rewards")
+    try:
+        tokenizer, policy = load_tokenizer(model), load_model(model)
+    except ModelNotFoundError as e:
+        fail(str(e))
+    engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    completer = Completer(engine, tokenizer, policy.config.max_position_embeddings, max_tokens,
+                          tool_format=FORMATS.get(tool_format))
+    served = name or model.resolve().name
+    app = create_app(completer, sessions, served, recorder=recorder, api_key=api_key)
+    with contextlib.ExitStack() as stack:
+        if recorder is not None:
+            if recovered := recorder.recover():
+                console.print(f"appended {recovered} sessions a stopped server left open to "
+                              f"{record}")
+            stack.enter_context(recorder)
+        received = stack.enter_context(graceful_stop())
+        console.print(f"serving {served!r} at http://{host}:{port}/v1")
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    if recorder is not None:
+        console.print(f"recorded {recorder.written} sessions in {record}")
+    if received:
+        console.print(f"stopped by {signal.Signals(received[-1]).name}")
