@@ -9,8 +9,9 @@ from posttrain.serve import Completer, Sessions, create_app, running
 
 class Scripted:
     """An engine that samples the given texts, one per generated row in turn (as their
-    canonical tokens, then eos), each token at log-prob -0.5: lets a test know what the
-    model says. The server is what is tested; this stands in for the model."""
+    canonical tokens, or the token ids given instead of a text; then eos), each token at
+    log-prob -0.5: lets a test know what the model says. The server is what is tested; this
+    stands in for the model."""
 
     def __init__(self, tokenizer, texts):
         self.tokenizer, self.texts, self.version = tokenizer, list(texts), 7
@@ -18,7 +19,9 @@ class Scripted:
     def generate(self, prompts, sampling, seeds=None):
         outs = []
         for p in prompts:
-            ids = self.tokenizer.encode(self.texts.pop(0), add_special_tokens=False)
+            said = self.texts.pop(0)
+            ids = list(said) if isinstance(said, list) else \
+                self.tokenizer.encode(said, add_special_tokens=False)
             ids.append(self.tokenizer.eos_token_id)
             outs.append(GenerationOutput(list(p), ids, [-0.5] * len(ids), "stop", 7))
         return outs

@@ -1,6 +1,6 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
-from .chat import ChatTemplateError, encode_chat, encode_prompt
+from .chat import ChatTemplateError, encode_chat, encode_prompt, render_prompt
 from .frozen import frozen
 from .loading import (
     ModelNotFoundError,
@@ -31,6 +31,7 @@ __all__ = [
     "load_value_model",
     "naive_sequence_logprobs",
     "prefix_lengths",
+    "render_prompt",
     "save_model",
     "sequence_logprobs",
     "sequence_scores",

@@ -13,12 +13,20 @@ def encode_prompt(
 ):
     """Token ids of ``messages`` rendered with the chat template (and ``tools`` schemas);
     ``continue_final``: the last (assistant) message left open, to be continued."""
-    text = tokenizer.apply_chat_template(
+    text = render_prompt(tokenizer, messages, add_generation_prompt, tools, continue_final)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def render_prompt(
+    tokenizer, messages: Sequence[dict], add_generation_prompt: bool = True,
+    tools: list[dict] | None = None, continue_final: bool = False,
+) -> str:
+    """The text ``encode_prompt`` encodes."""
+    return tokenizer.apply_chat_template(
         list(messages), tools=tools, tokenize=False,
         add_generation_prompt=add_generation_prompt and not continue_final,
         continue_final_message=continue_final,
     )
-    return tokenizer.encode(text, add_special_tokens=False)
 
 
 def encode_chat(

@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.openai_format import check_tool, text_of
+from posttrain.serve.openai_format import check_tool, text_of, text_only
 from posttrain.serve.requests import Request, RequestError, Sampled, validated
+from posttrain.serve.tool_choice import applied, from_anthropic
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -33,6 +34,7 @@ class MessagesBody(BaseModel):
     temperature: float = Field(1.0, ge=0, le=1)
     top_p: float = Field(1.0, gt=0, le=1)
     stop_sequences: list[str] | None = None
+    thinking: dict[str, Any] | None = None
     stream: bool = False
 
 
@@ -47,6 +49,7 @@ def _messages(body: MessagesBody) -> list[dict]:
         if not isinstance(blocks, list):
             raise RequestError(f"messages.{i}.content must be a string or a list of content "
                                "blocks", f"messages.{i}.content")
+        text_only(blocks, f"messages.{i}.content")
         text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         if role == "assistant":
             calls = [{"id": b["id"], "type": "function", "function": {
@@ -64,14 +67,17 @@ def _messages(body: MessagesBody) -> list[dict]:
 
 def parse_messages(body: dict) -> tuple[MessagesBody, Request]:
     msg = validated(MessagesBody, body)
-    tools = [check_tool({"type": "function", "function": {
-        "name": t.get("name"), "description": t.get("description", ""),
-        "parameters": t.get("input_schema", {"type": "object"})}}, i, "input_schema")
-        for i, t in enumerate(msg.tools or [])] or None
-    if (msg.tool_choice or {}).get("type") == "none":
-        tools = None
+    if (msg.thinking or {}).get("type", "disabled") != "disabled":
+        raise RequestError("thinking is not supported: the model's reasoning is part of its "
+                           "text (its <think>...</think>, where its template has one)",
+                           "thinking")
+    tools, force = applied(from_anthropic(msg.tool_choice), [check_tool({
+        "type": "function", "function": {
+            "name": t.get("name"), "description": t.get("description", ""),
+            "parameters": t.get("input_schema", {"type": "object"})}}, i, "input_schema")
+        for i, t in enumerate(msg.tools or [])] or None)
     return msg, Request(_messages(msg), tools, 1, msg.temperature, msg.top_p, msg.max_tokens,
-                        list(msg.stop_sequences or []))
+                        list(msg.stop_sequences or []), force_tool=force)
 
 
 def _blocks(s: Sampled) -> list[dict]:

@@ -1,7 +1,10 @@
 """Token-exact recording of one session's calls, bridged across turns.
 
 Each call brings the exact prompt ids the engine saw and, per choice, the sampled ids, their
-log-probs and weight version. A call whose prompt extends a branch (an earlier call's prompt +
+log-probs and weight version. A call's prompt is built on the longest branch whose text (its
+tokens decoded) begins the call's rendered conversation: that branch's tokens, then the rest
+of the text encoded (``prompt_after``), so what was sampled keeps its tokens even where its
+text would encode otherwise (a lone byte of a character, a special token). A call whose prompt extends a branch (an earlier call's prompt +
 one of its completions) token for token continues that branch's segment, the longest such
 branch if several (a session may hold interleaved conversations): the new prompt tokens join
 with mask 0 and the sampled ones with mask 1. A prompt that extends no branch (the chat
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from posttrain.engines.sampling import row_seeds
@@ -31,6 +35,7 @@ class Branch:
     logprobs: list[float]
     versions: list[int]
     messages: list[dict]
+    text: str | None = None  # its tokens decoded (``prompt_after`` fills it in)
 
     def extended_by(self, prompt: list[int]) -> bool:
         n = len(self.token_ids)
@@ -67,6 +72,7 @@ class SessionTrace:
     calls: int = 0
     reward: float | None = None  # reported by the agent, if it does
     sampled_calls: dict[str, str] = field(default_factory=dict)  # tool-call id -> sampled text
+    sampled_texts: dict[str, str] = field(default_factory=dict)  # visible text -> sampled
     seed: int | None = None  # a training session's: its calls' seeds derive from it
     last_call: float = field(default_factory=time.monotonic)  # when it last recorded a call
     _seeded: int = 0
@@ -77,6 +83,18 @@ class SessionTrace:
         with self._lock:
             self._seeded += 1
             return None if self.seed is None else row_seeds(self.seed, self._seeded)[-1]
+
+    def prompt_after(self, text: str, decode: Callable[[list[int]], str],
+                     encode: Callable[[str], list[int]]) -> list[int]:
+        """The prompt ids of the rendered ``text``: the longest branch whose decoded text
+        begins it, then the rest encoded; all of it encoded when none does."""
+        with self._lock:
+            for branch in sorted(self.branches, key=lambda b: -len(b.token_ids)):
+                if branch.text is None:
+                    branch.text = decode(branch.token_ids)
+                if branch.text and text.startswith(branch.text):
+                    return list(branch.token_ids) + encode(text[len(branch.text):])
+        return encode(text)
 
     def record(self, prompt: list[int], messages: list[dict], choices: list[Choice],
                tools: list[dict] | None = None) -> bool:

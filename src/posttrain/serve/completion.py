@@ -8,7 +8,8 @@ a final assistant message is continued, not closed), checks it fits the context 
 samples ``n`` choices with the engine (batched with other sessions' requests: ``Batcher``),
 cuts each at its first stop string, parses its tool calls in the model's format
 (``tool_formats``; each gets a unique id), and records the call in the session's trace. A
-malformed tool call stays in the text, with its parse error on the choice.
+malformed tool call stays in the text, with its parse error on the choice. A ``tool_choice``
+that forces a call opens it for the model (``tool_choice``).
 
 While training (``forced``), the run's sampling replaces the request's: its temperature,
 top-p and top-k (the trainer recomputes log-probs under them), its ``max_new_tokens`` as the
@@ -23,13 +24,22 @@ import itertools
 import uuid
 
 from posttrain.engines import Engine
-from posttrain.models import encode_prompt
+from posttrain.models import render_prompt
 from posttrain.serve.batching import Batcher
 from posttrain.serve.bridge import Choice, SessionTrace
 from posttrain.serve.messages import normalised, rendered
 from posttrain.serve.requests import Request, RequestError, Sampled
-from posttrain.serve.tool_formats import ToolFormat, detect
+from posttrain.serve.tool_choice import ANY_TOOL
+from posttrain.serve.tool_formats import ToolFormat, call_opening, detect
 from posttrain.types import SamplingParams
+
+
+def continued(messages: list[dict], text: str) -> list[dict]:
+    """``messages`` with ``text`` appended to the final assistant message (a new one when the
+    last is not the assistant's)."""
+    if messages[-1]["role"] == "assistant":
+        return [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + text}]
+    return [*messages, {"role": "assistant", "content": text}]
 
 
 class Completer:
@@ -52,21 +62,38 @@ class Completer:
                  ) -> tuple[int, list[Sampled]]:
         """``(prompt tokens, choices)``; the call is recorded in ``trace`` (if any)."""
         messages = rendered(normalised(request.messages), self.tool_format,
-                            trace.sampled_calls if trace is not None else {})
+                            trace.sampled_calls if trace is not None else {},
+                            trace.sampled_texts if trace is not None else {})
         self._check_length(messages)
-        prompt = self._prompt(messages, request.tools)
+        opening = "" if request.force_tool is None else call_opening(
+            self.tool_format, None if request.force_tool == ANY_TOOL else request.force_tool)
+        if opening:  # a forced call: opened for the model, continued as a prefill is
+            messages = continued(messages, opening)
+        prompt = self._prompt(messages, request.tools, trace)
         sampling = self._sampling(request, self.context - len(prompt), len(prompt), trace)
         outs = self.batcher.generate([prompt] * request.n, sampling)
         sampled = [self._choice(o.token_ids, o.logprobs, o.version, o.finish_reason,
-                                request.stop, request.tools) for o in outs]
+                                request.stop, request.tools, opening) for o in outs]
         if trace is not None:
-            replies = [self._message(s) for s in sampled]
-            trace.record(prompt, messages, [Choice(s.token_ids, s.logprobs, s.version, reply)
-                                            for s, reply in zip(sampled, replies)],
-                         request.tools)
-            for s, reply in zip(sampled, replies):
-                trace.sampled_calls |= {c.call_id: reply["content"] for c in s.tool_calls}
+            self._record(trace, prompt, messages, sampled, request.tools, opening)
         return len(prompt), sampled
+
+    def _record(self, trace: SessionTrace, prompt: list[int], messages: list[dict],
+                sampled: list[Sampled], tools: list[dict] | None, opening: str) -> None:
+        """Record the call; a continued final assistant message (a prefill, a forced call's
+        opening) and its continuation are one message. Remember what each reply sampled, by
+        its tool-call ids and by the visible text a client will send back (after its own
+        prefill, if any: the opening is in a forced reply's visible text)."""
+        prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else None
+        context = messages[:-1] if prefill is not None else messages
+        replies = [self._message(s, prefill or "") for s in sampled]
+        trace.record(prompt, context, [Choice(s.token_ids, s.logprobs, s.version, reply)
+                                       for s, reply in zip(sampled, replies)], tools)
+        clients = (prefill or "").removesuffix(opening)
+        for s, reply in zip(sampled, replies):
+            trace.sampled_calls |= {c.call_id: reply["content"] for c in s.tool_calls}
+            if not s.tool_calls:
+                trace.sampled_texts[clients + s.text] = reply["content"]
 
     def _check_length(self, messages: list[dict]) -> None:
         chars = sum(len(m["content"]) for m in messages if isinstance(m.get("content"), str))
@@ -76,14 +103,23 @@ class Completer:
                 f"tokens, more than the model's context window of {self.context} tokens",
                 "messages", "context_length_exceeded")
 
-    def _prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
-        last = messages[-1]
-        prefill = last["role"] == "assistant"  # continue it (Anthropic's prefill)
+    def _prompt(self, messages: list[dict], tools: list[dict] | None,
+                trace: SessionTrace | None) -> list[int]:
+        prefill = messages[-1]["role"] == "assistant"  # continue it (Anthropic's prefill)
         try:
-            return encode_prompt(self.tokenizer, messages, tools=tools, continue_final=prefill)
+            text = render_prompt(self.tokenizer, messages, tools=tools, continue_final=prefill)
         except Exception as exc:  # the template's own error: the request's fault
             raise RequestError(f"the chat template cannot render these messages: {exc}",
                                "messages") from exc
+        tok = self.tokenizer
+
+        def encode(t: str) -> list[int]:
+            return tok.encode(t, add_special_tokens=False)
+
+        if trace is None:
+            return encode(text)
+        return trace.prompt_after(text, lambda ids: tok.decode(
+            ids, skip_special_tokens=False, clean_up_tokenization_spaces=False), encode)
 
     def _sampling(self, request: Request, room: int, prompt_tokens: int,
                   trace: SessionTrace | None) -> SamplingParams:
@@ -109,7 +145,9 @@ class Completer:
         return SamplingParams(budget, request.temperature, request.top_p, 0, stop, seed)
 
     def _choice(self, ids: list[int], logprobs: list[float], version: int, reason: str,
-                stop: list[str], tools: list[dict] | None) -> Sampled:
+                stop: list[str], tools: list[dict] | None, opening: str = "") -> Sampled:
+        """A choice's visible text and calls: its text after ``opening`` (a forced call's),
+        cut at the first stop string."""
         cut = self._stop_at(ids, stop) if stop else None
         if cut is not None:
             ids, logprobs, reason = ids[:cut], logprobs[:cut], "stop"
@@ -118,6 +156,7 @@ class Completer:
         if cut is not None:
             hit = min((s for s in stop if s in text), key=text.find)
             text = text[:text.find(hit)]
+        text = opening + text
         calls = self.tool_format.parse(text, tools)
         for call in calls:
             call.call_id = f"call_{uuid.uuid4().hex[:24]}"
@@ -139,10 +178,10 @@ class Completer:
                 return k
         return None
 
-    def _message(self, s: Sampled) -> dict:
-        """The assistant message this choice's tokens are, as sampled: special tokens and
-        tool-call text included, the closing eos left to the template. (What a client sends
-        back may differ: the visible text drops special tokens; then the next call splits.)"""
+    def _message(self, s: Sampled, prefill: str = "") -> dict:
+        """The assistant message this choice's tokens are, as sampled (after ``prefill``, the
+        text it continued): special tokens and tool-call text included, the closing eos left
+        to the template."""
         ids = s.token_ids[:-1] if s.token_ids[-1:] == [self.tokenizer.eos_token_id] \
             else s.token_ids
-        return {"role": "assistant", "content": self.tokenizer.decode(ids)}
+        return {"role": "assistant", "content": prefill + self.tokenizer.decode(ids)}

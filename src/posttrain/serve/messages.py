@@ -6,7 +6,9 @@ an empty string is ``{}``); anything else is a ``RequestError`` naming the messa
 ``rendered`` writes tool calls into the text: an assistant message whose calls the server
 itself returned (known by their ids) is the exact text it sampled, so a client that sends the
 message back bridges whatever it did to the call's spacing or numbers; other calls are written
-in the model's tool-call format.
+in the model's tool-call format. A reply without calls whose text is one the server returned
+in the session is the text it sampled (special tokens included, which the visible text
+drops).
 """
 
 from __future__ import annotations
@@ -57,13 +59,18 @@ def normalised(messages: list[dict]) -> list[dict]:
     return out
 
 
-def rendered(messages: list[dict], fmt: ToolFormat, sampled: Mapping[str, str]) -> list[dict]:
-    """Template-form messages (``sampled``: the text the server sampled, by tool-call id)."""
+def rendered(messages: list[dict], fmt: ToolFormat, sampled: Mapping[str, str],
+             texts: Mapping[str, str] | None = None) -> list[dict]:
+    """Template-form messages (``sampled``: the text the server sampled, by tool-call id;
+    ``texts``: by the visible text it returned for a reply without calls)."""
     out = []
     for m in messages:
-        texts = {sampled.get(c["id"]) for c in m.get("tool_calls") or []}
-        if m["role"] == "assistant" and len(texts) == 1 and None not in texts:
-            out.append({"role": "assistant", "content": texts.pop()})
+        calls = {sampled.get(c["id"]) for c in m.get("tool_calls") or []}
+        if m["role"] == "assistant" and len(calls) == 1 and None not in calls:
+            out.append({"role": "assistant", "content": calls.pop()})
+        elif m["role"] == "assistant" and not m.get("tool_calls") and m["content"] in (
+                texts or {}):
+            out.append({"role": "assistant", "content": texts[m["content"]]})
         else:
             out += as_template_messages([m], fmt.render)
     return out

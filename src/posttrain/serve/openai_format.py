@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.serve.requests import Request, RequestError, Sampled, validated
+from posttrain.serve.tool_choice import applied, from_chat
 
 
 class ChatBody(BaseModel):
@@ -31,6 +32,7 @@ class ChatBody(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
 
@@ -41,23 +43,40 @@ def parse_chat(body: dict) -> tuple[ChatBody, Request]:
         if m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
             raise RequestError(f"messages[{i}].role must be system, developer, user, "
                                "assistant or tool", f"messages.{i}.role")
-    tools = [check_tool(t, i) for i, t in enumerate(chat.tools or [])] or None
-    if chat.tool_choice == "none":
-        tools = None
+    if chat.top_logprobs:
+        raise RequestError("top_logprobs is not supported: the engine gives the sampled "
+                           "tokens' log-probs only (logprobs: true)", "top_logprobs")
+    tools, force = applied(from_chat(chat.tool_choice),
+                           [check_tool(t, i) for i, t in enumerate(chat.tools or [])] or None)
     messages = [{**m, "role": "system" if m["role"] == "developer" else m["role"],
-                 "content": text_of(m.get("content"))} for m in chat.messages]
+                 "content": text_of(m.get("content"), f"messages.{i}.content")}
+                for i, m in enumerate(chat.messages)]
     stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
     return chat, Request(messages, tools, chat.n, chat.temperature, chat.top_p,
-                         chat.max_completion_tokens or chat.max_tokens, stop, chat.seed)
+                         chat.max_completion_tokens or chat.max_tokens, stop, chat.seed, force)
+
+
+MEDIA_PARTS = ("image", "image_url", "input_image", "input_audio", "input_file", "file",
+               "document", "audio")
+
+
+def text_only(parts: list, where: str) -> None:
+    """A ``RequestError`` for an image, audio or file part: the served model reads text."""
+    for p in parts:
+        if isinstance(p, dict) and p.get("type") in MEDIA_PARTS:
+            raise RequestError(f"{where}: a content part of type {p['type']!r} is not supported "
+                               "(this server serves a text-only model)", where)
 
 
 def text_of(content: Any, where: str = "messages") -> str:
     """Content as text, whatever the API: a string, or a list of parts (OpenAI's content
     parts, the Responses API's ``input_text`` / ``output_text``, Anthropic's blocks) whose
-    ``text`` is joined; none is empty. Anything else is a ``RequestError`` naming ``where``."""
+    ``text`` is joined; none is empty. An image, audio or file part, or anything else, is a
+    ``RequestError`` naming ``where``."""
     if content is None or isinstance(content, str):
         return content or ""
     if isinstance(content, list):
+        text_only(content, where)
         return "".join(p["text"] for p in content
                        if isinstance(p, dict) and isinstance(p.get("text"), str))
     raise RequestError(f"{where} must be a string or a list of content parts", where)

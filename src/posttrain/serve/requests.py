@@ -59,3 +59,4 @@ class Request:
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
+    force_tool: str | None = None  # a tool the reply must call (``tool_choice.ANY_TOOL``: any)

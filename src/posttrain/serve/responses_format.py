@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.serve.openai_format import check_tool, text_of
 from posttrain.serve.requests import Request, RequestError, Sampled, validated
+from posttrain.serve.tool_choice import applied, from_responses
 
 
 class ResponsesBody(BaseModel):
@@ -73,7 +74,7 @@ def _items(items: str | list[dict]) -> list[dict]:
                 raise RequestError(f"input.{i}.role must be user, assistant, system or "
                                    "developer", f"input.{i}.role")
             out.append({"role": "system" if role == "developer" else role,
-                        "content": text_of(item.get("content"))})
+                        "content": text_of(item.get("content"), f"input.{i}.content")})
         elif kind == "function_call":
             call = {"id": item.get("call_id"), "type": "function", "function": {
                 "name": item.get("name"), "arguments": item.get("arguments", "{}")}}
@@ -85,7 +86,8 @@ def _items(items: str | list[dict]) -> list[dict]:
         elif kind == "function_call_output":
             output = item.get("output")
             out.append({"role": "tool", "tool_call_id": item.get("call_id"),
-                        "content": output if isinstance(output, str) else text_of(output)})
+                        "content": output if isinstance(output, str)
+                        else text_of(output, f"input.{i}.output")})
         elif kind != "reasoning":
             raise RequestError(f"input.{i}.type {kind!r} is not supported (message, "
                                "function_call, function_call_output)", f"input.{i}.type")
@@ -102,13 +104,12 @@ def parse_responses(body: dict, stored: Conversations, session: str
     if rb.instructions:
         messages = [{"role": "system", "content": rb.instructions}, *messages]
     messages += _items(rb.input)
-    tools = [check_tool({"type": "function", "function": {
-        k: v for k, v in t.items() if k in ("name", "description", "parameters")}}, i,
-        "parameters")
-        for i, t in enumerate(rb.tools or [])] or None
-    if rb.tool_choice == "none":
-        tools = None
-    return rb, Request(messages, tools, 1, rb.temperature, rb.top_p, rb.max_output_tokens)
+    tools, force = applied(from_responses(rb.tool_choice), [check_tool({
+        "type": "function", "function": {
+            k: v for k, v in t.items() if k in ("name", "description", "parameters")}}, i,
+        "parameters") for i, t in enumerate(rb.tools or [])] or None)
+    return rb, Request(messages, tools, 1, rb.temperature, rb.top_p, rb.max_output_tokens,
+                       force_tool=force)
 
 
 def output_items(s: Sampled) -> list[dict]:
@@ -130,7 +131,7 @@ def response_body(rb: ResponsesBody, s: Sampled, prompt_tokens: int, response_id
         "output": output_items(s), "error": None,
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
         "instructions": rb.instructions, "metadata": {}, "parallel_tool_calls": True,
-        "temperature": rb.temperature, "top_p": rb.top_p, "tool_choice": "auto",
+        "temperature": rb.temperature, "top_p": rb.top_p, "tool_choice": rb.tool_choice or "auto",
         "tools": rb.tools or [], "previous_response_id": rb.previous_response_id,
         "max_output_tokens": rb.max_output_tokens,
         "usage": {"input_tokens": prompt_tokens, "output_tokens": len(s.token_ids),

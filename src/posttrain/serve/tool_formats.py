@@ -17,6 +17,7 @@ text as it is).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,6 +107,14 @@ FORMATS = {
     "llama3_json": ToolFormat("llama3_json", _llama_parse,
                               lambda t: "" if _llama_parse(t) else t, _llama_render),
 }
+
+
+def call_opening(fmt: ToolFormat, name: str | None) -> str:
+    """The text every call of ``fmt`` begins with, up to its name (``name`` None) or, for
+    tool ``name``, up to its arguments: what two calls' texts share."""
+    if name is None:
+        return os.path.commonprefix([fmt.render("a", "{}"), fmt.render("b", "{}")])
+    return os.path.commonprefix([fmt.render(name, "{}"), fmt.render(name, '{"a": 1}')])
 
 
 def detect(tokenizer) -> ToolFormat:
