@@ -32,17 +32,19 @@ CASES = {
     "reward-model: pairs without a valid row": (
         ["reward-model", "configs/quickstart.yaml", "model.preset=nano",
          "rm.data={d}/rows.jsonl", "out_dir={d}/o"],
-        "holds no usable row (4 skipped; row 0: row needs 'chosen' and 'rejected')"),
+        "holds no usable row (4 skipped; row 0, counting from 0: row needs 'chosen' and "
+        "'rejected')"),
     "reward-model: pairs that are not JSON lines": (
         ["reward-model", "configs/quickstart.yaml", "model.preset=nano", "rm.data={d}/bad.jsonl",
-         "out_dir={d}/o"], "JSON parse error: Invalid value. in row 0"),
+         "out_dir={d}/o"],
+        "line 1 is not valid JSON (Expecting value, column 1; row 0 counting from 0)"),
     "reward-model: a missing pairs file": (
         ["reward-model", "configs/quickstart.yaml", "model.preset=nano",
          "rm.data={d}/none.jsonl", "out_dir={d}/o"], "does not exist"),
     "train: a dataset without the prompt column": (
         ["train", "configs/quickstart.yaml", "stages=[rl]", "model.preset=nano",
          "task.name=dataset", "task.data.path={d}/rows.jsonl", "--out", "{d}/o"],
-        "no column 'prompt' (the prompt column); its columns: text, answer"),
+        "no column 'prompt' (the prompt column: task.data.prompt); its columns: text, answer"),
     "train: a dataset file that is not JSON lines": (
         ["train", "configs/quickstart.yaml", "stages=[rl]", "model.preset=nano",
          "task.name=dataset", "task.data.path={d}/bad.jsonl", "--out", "{d}/o"],

@@ -70,7 +70,7 @@ def test_sft_data_without_a_valid_row_is_one_line(tmp_path):
                                      "model.preset=nano", f"sft.data={data}", "threads=1",
                                      "eval.num_problems=2", "--out", str(tmp_path / "run")])
     text = " ".join(result.output.split())
-    assert result.exit_code == 2 and "holds no usable row (2 skipped; row 0: messages must be" \
+    assert result.exit_code == 2 and "holds no usable row (2 skipped; row 0, counting from 0: messages must be" \
         in text
     assert "Traceback" not in text
 

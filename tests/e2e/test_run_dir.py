@@ -48,6 +48,17 @@ def test_a_fresh_run_refuses_a_used_directory_and_overwrite_replaces_only_the_ru
     assert (out / "notes.txt").read_text() == "mine"
 
 
+def test_a_run_that_failed_before_writing_anything_does_not_block_its_rerun(tmp_path):
+    """A run stopped by bad data at its start leaves only its config.yaml: the same command,
+    mended, runs there (it said the directory held files)."""
+    out = tmp_path / "run"
+    claim_run_dir(out, {"a": 1}, resume=False, overwrite=False).close()  # as a failed start
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "config.yaml"]
+    result, _ = train(out)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load((out / "config.yaml").read_text())["stages"] == ["rl"]
+
+
 def test_one_live_run_holds_its_directory(tmp_path):
     out = tmp_path / "run"
     held = claim_run_dir(out, {}, resume=False, overwrite=False)

@@ -15,7 +15,9 @@ from posttrain.harness.compaction import STRATEGIES, SUMMARISING
 from posttrain.harness.multi.swarm import SWARM_PARTS
 from posttrain.models.presets import MOE_ARCHITECTURES
 from posttrain.rewards import ENV
+from posttrain.rewards.user_reward import PER_SAMPLE, unknown_columns
 from posttrain.settings.distill_config import OPD_LOSSES
+from posttrain.settings.extension import is_path, load_extension
 from posttrain.settings.rl_config import (
     EPISODE_ESTIMATORS,
     GREEDY_BASELINE_ESTIMATORS,
@@ -36,6 +38,7 @@ def check_combinations(cfg) -> None:
     unused_sections(cfg)
     stage_options(cfg)
     data_rules(cfg)
+    column_rules(cfg)
     rl_switches(cfg)
     run_rules(cfg)
     server_rules(cfg)
@@ -431,6 +434,27 @@ def data_rules(cfg) -> None:
     elif data is not None and (data.eval_path, data.eval_split) != (None, None):
         unread(task, "task", ["eval_fraction"],
                "task.data.eval_path or eval_split names the held-out rows")
+
+
+def column_rules(cfg) -> None:
+    """What reads the dataset's columns by name reads columns it has, where its head tells
+    them (``task.data``): a reward function's parameters, ``eval.group_by``."""
+    data = cfg.task.data
+    columns = data.known_columns() if cfg.task.name == "dataset" and data is not None else None
+    if columns is None:
+        return
+    for name, part in cfg.reward.parts.items():
+        if is_path(part.verifier):
+            unknown = unknown_columns(load_extension("reward", part.verifier), columns)
+            if unknown:
+                raise ValueError(
+                    f"reward.parts.{name}: {part.verifier} takes {', '.join(unknown)}, neither "
+                    f"a sample field ({', '.join(sorted(PER_SAMPLE))}) nor a column of "
+                    f"{data.path!r} ({', '.join(columns)})")
+    absent = [c for c in cfg.eval.group_by if c not in columns]
+    if absent:
+        raise ValueError(f"eval.group_by names {', '.join(absent)}, not a column of "
+                         f"{data.path!r} ({', '.join(columns)})")
 
 
 def rl_switches(cfg) -> None:

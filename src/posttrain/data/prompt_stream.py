@@ -218,9 +218,12 @@ class StreamedDatasetTasks(SplitTasks):
     def _parse(self, row: dict) -> PromptTask:
         return prompt_task(row, self.cfg)
 
-    def _checked_rows(self, rows, path: str, split: str) -> Iterator[tuple[int, dict]]:
-        """``stream_rows`` whose first row has the columns ``cfg`` maps."""
+    def _checked_rows(self, rows, path: str | list[str], split: str
+                      ) -> Iterator[tuple[int, dict]]:
+        """``stream_rows`` whose first row has the columns ``cfg`` maps, and which its
+        ``where`` keeps."""
         for i, row in stream_rows(rows, path, split):
             if i == 0:
                 require_columns(rows, path, self.cfg.columns(), columns=list(row))
-            yield i, row
+            if self.cfg.keeps(row):
+                yield i, row

@@ -48,6 +48,8 @@ def prompt_messages(value: Any) -> list[dict]:
 def prompt_task(row: dict[str, Any], cfg: DatasetConfig) -> PromptTask:
     """The task of ``row`` under ``cfg``'s column mapping; ``ValueError`` if a cell is
     unusable."""
+    if row[cfg.prompt] is None:
+        raise ValueError(f"its {cfg.prompt!r} cell is empty (the prompt column)")
     messages = prompt_messages(row[cfg.prompt])
     system = row[cfg.system] if cfg.system is not None else cfg.system_prompt
     if system is not None and messages[0]["role"] != "system":
@@ -57,6 +59,9 @@ def prompt_task(row: dict[str, Any], cfg: DatasetConfig) -> PromptTask:
     reference = ""
     if cfg.answer is not None:
         answer = row[cfg.answer]
+        if answer is None:
+            raise ValueError(f"its {cfg.answer!r} cell is empty (the answer column; "
+                             "task.data.answer=null reads no reference)")
         if isinstance(answer, bool) or not isinstance(answer, str | int | float):
             raise ValueError(f"the answer is a {type(answer).__name__}, not text or a number")
         reference = str(answer)
@@ -89,10 +94,10 @@ class DatasetTasks(SplitTasks):
         user's held-out set is what it is)."""
         return self.splits["eval"][:n]
 
-    def _read(self, cfg: DatasetConfig, path: str, split: str, seed: int,
+    def _read(self, cfg: DatasetConfig, path: str | list[str], split: str, seed: int,
               name: str = "train") -> list[PromptTask]:
         tasks, self.skipped[name] = read_rows(path, lambda row: prompt_task(row, cfg),
-                                              "dataset", split, cfg.columns())
+                                              "dataset", split, cfg.columns(), cfg.keeps)
         if cfg.shuffle:
             random.Random(f"{seed}:data:{name}").shuffle(tasks)
         return tasks[: cfg.max_rows]

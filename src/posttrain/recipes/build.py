@@ -160,6 +160,7 @@ class RunParts:
         self.cfg, self.rank = cfg, rank
         self.started, self.earlier_seconds = time.time(), []
         self.counters: dict[str, dict[str, int]] = {}  # per stage (``checkpointer``)
+        self.skipped_rows: dict[str, dict] = {}  # what -> count, rows, first reason
         self.out = Path(cfg.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.reporter = reporter or (
@@ -292,14 +293,18 @@ class RunParts:
 
     # -- data --------------------------------------------------------------------------------
     def report_skipped(self, what: str, skipped: list[tuple[int, str]]) -> None:
-        """Say how many ``what`` rows were skipped, which, and why the first was."""
+        """Say how many ``what`` rows were skipped, which, and why the first was; the run's
+        summary keeps it (``skipped_rows``)."""
         if skipped:
             from rich.markup import escape
 
             rows = [i for i, _ in skipped]
+            self.skipped_rows[what] = {"count": len(rows), "rows": rows[:20],
+                                       "first_reason": skipped[0][1]}
             self.reporter.message(
                 f"[yellow]skipped {len(rows)} malformed {what} rows (rows {rows[:5]}"
-                f"{'...' if len(rows) > 5 else ''}; row {rows[0]}: {escape(skipped[0][1])})")
+                f"{'...' if len(rows) > 5 else ''}, counting from 0; row {rows[0]}: "
+                f"{escape(skipped[0][1])})")
 
     def conversations(self, path: str | None, n: int, error_rate: float, what: str
                       ) -> ChatData:

@@ -63,6 +63,8 @@ def claim_run_dir(out: Path, config: dict[str, Any], resume: bool, overwrite: bo
 
 def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool) -> None:
     existing = sorted(p.name for p in out.iterdir() if p.name != LOCK)
+    if existing == [CONFIG]:  # a run that stopped before it wrote anything: not a run
+        existing = []
     if overwrite:
         for name in ARTIFACTS:
             path = out / name

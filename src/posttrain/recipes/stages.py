@@ -38,7 +38,8 @@ class Recipe(RunParts):
         """Every stage (from the newest checkpoint's, with ``resume``: its records cut back to
         that checkpoint), reported to ``report_to``'s trackers too; returns the summary (the
         evaluations, the wall time in all and per process, each stage's ``counters``, the
-        OpenMP wait policy chosen at import), also written to ``summary.json``."""
+        OpenMP wait policy chosen at import, the data rows skipped as malformed), also written
+        to ``summary.json``."""
         if self.rank == 0:
             self.reporter.trackers = open_trackers(
                 self.cfg.report_to, self.out, self.cfg.model_dump(mode="json", by_alias=True))
@@ -91,7 +92,8 @@ class Recipe(RunParts):
                                                              f"eval_after_{stage}")
         seconds = self.process_seconds()
         summary = {**evals, "wall_seconds": sum(seconds), "process_seconds": seconds,
-                   "counters": self.counters, "openmp": OPENMP_WAIT, "out_dir": str(self.out)}
+                   "counters": self.counters, "openmp": OPENMP_WAIT, "out_dir": str(self.out),
+                   **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {})}
         if self.rank == 0:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
             if self.reporter.path.is_file():

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 from pydantic import Field, model_validator
 
+from posttrain.settings.data_columns import local_columns
+from posttrain.settings.data_files import resolve
 from posttrain.settings.section import Section
 
-# file suffix -> the ``datasets`` builder that reads it
-FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
-                ".arrow": "arrow"}
 
 
 class DatasetConfig(Section):
     """Rows of local data, read with Hugging Face ``datasets``. ``path``: a JSONL, JSON,
-    parquet, CSV or arrow file (its rows are the split ``train``), a ``save_to_disk``
-    directory, or a folder ``load_dataset`` reads (data files, or a loading script); ``split``
-    of it. Held out for evaluation: the split ``eval_split`` of the same data, or the file or
+    parquet, CSV or arrow file (compressed or not; its rows are the split ``train``), several
+    of one format (a list, or a glob pattern), a ``save_to_disk`` directory, or a folder
+    ``load_dataset`` reads (data files, or a loading script); ``split`` of it (``data_files``).
+    ``where``: only the rows whose column ``c`` holds ``where[c]`` (one value, or any of a
+    list), the others left out (not counted as malformed). Held out for evaluation: the split ``eval_split`` of the same data, or the file or
     folder ``eval_path``, else the last ``task.eval_fraction`` of the rows. ``shuffle``: rows
     in an order drawn from the run's seed first; ``max_rows``: only the first that many.
 
@@ -34,9 +35,9 @@ class DatasetConfig(Section):
     row; a row's own system message wins over both). Every column of a row reaches reward
     functions that ask for it."""
 
-    path: str
+    path: str | list[str]
     split: str = "train"
-    eval_path: str | None = None
+    eval_path: str | list[str] | None = None
     eval_split: str | None = None
     prompt: str = "prompt"
     answer: str | None = "answer"
@@ -46,25 +47,49 @@ class DatasetConfig(Section):
     max_rows: int | None = Field(None, ge=1)
     streaming: bool = False
     shuffle_buffer: int = Field(10_000, ge=1)
+    where: dict[str, Any] | None = None
+
+    def keeps(self, row: dict) -> bool:
+        """Whether ``where`` keeps ``row``."""
+        return all(row.get(c) in (v if isinstance(v, list) else [v])
+                   for c, v in (self.where or {}).items())
 
     def columns(self) -> dict[str, str | None]:
         """The column each role reads (``prompt``, ``answer``, ``system``; None: not read)."""
         return {"prompt": self.prompt, "answer": self.answer, "system": self.system}
 
+    def known_columns(self) -> list[str] | None:
+        """The train rows' columns where their head tells them (``data_columns``)."""
+        return local_columns(self.path, self.split)
+
+    def _has_columns(self) -> None:
+        sources = [("path", self.path, self.split)]
+        if self.eval_path is not None:
+            sources.append(("eval_path", self.eval_path, "train"))
+        elif self.eval_split is not None:
+            sources.append(("path", self.path, self.eval_split))
+        for key, where, split in sources:
+            have = local_columns(where, split)
+            if have is None:
+                continue
+            roles = {**self.columns(), **{"where": c for c in self.where or {}}}
+            for role, column in roles.items():
+                if column is not None and column not in have:
+                    raise ValueError(f"{key} {where!r} has no column {column!r} (the {role} "
+                                     f"column: task.data.{role}); its columns: "
+                                     f"{', '.join(have)}")
+
     @model_validator(mode="after")
     def _readable(self) -> DatasetConfig:
         for key in ("path", "eval_path"):
-            where = getattr(self, key)
-            if where is None:
-                continue
-            p = Path(where)
-            if not p.exists():
-                raise ValueError(f"{key}: {where!r} does not exist")
-            if p.is_file() and p.suffix not in FILE_FORMATS:
-                raise ValueError(f"{key}: {where!r} is not a data file ({', '.join(FILE_FORMATS)})"
-                                 " or a dataset folder")
+            if getattr(self, key) is not None:
+                try:
+                    resolve(getattr(self, key))
+                except ValueError as e:
+                    raise ValueError(f"{key}: {e}") from None
         if self.eval_path is not None and self.eval_split is not None:
             raise ValueError("eval_path and eval_split both name the held-out rows: set one")
+        self._has_columns()
         if self.system is not None and self.system_prompt is not None:
             raise ValueError("system (a column) and system_prompt (one text) both give the "
                              "system prompt: set one")

@@ -80,12 +80,15 @@ def test_unusable_rows_are_skipped_with_their_reasons(tmp_path):
             {"question": "What is 2+2?", "answer": None}, {"question": "What is 3+3?", "answer": 6}]
     t = tasks(write_jsonl(tmp_path / "d.jsonl", rows), shuffle=False)
     assert [i for i, _ in t.skipped["train"]] == [1, 2]
-    assert "empty" in t.skipped["train"][0][1] and "NoneType" in t.skipped["train"][1][1]
+    assert "empty" in t.skipped["train"][0][1]
+    assert "its 'answer' cell is empty" in t.skipped["train"][1][1]
 
 
 @pytest.mark.parametrize("case, expected", [
-    ("missing column", "no column 'question' (the prompt column); its columns: text, answer"),
-    ("no usable row", "holds no usable row (2 skipped; row 0: the prompt is empty)"),
+    ("missing column", "no column 'question' (the prompt column: task.data.prompt); its "
+                       "columns: text, answer"),  # the config's check: the head tells
+    ("no usable row", "holds no usable row (2 skipped; row 0, counting from 0: the prompt is "
+                      "empty)"),
     ("not json", "cannot read dataset"),
     ("no rows", "cannot read dataset"),
     ("unknown split", "has no split 'test'; it has: train"),
@@ -93,9 +96,19 @@ def test_unusable_rows_are_skipped_with_their_reasons(tmp_path):
 def test_bad_data_is_one_error_naming_the_problem(tmp_path, case, expected):
     path = tmp_path / "d.jsonl"
     split = write_bad_case(path, case, ROWS)
-    with pytest.raises(DataError, match="d.jsonl") as e:
+    with pytest.raises(ValueError, match="d.jsonl") as e:  # a DataError, or the config's
         tasks(path, split=split)
     assert expected in str(e.value)
+
+
+def test_a_missing_column_the_head_cannot_tell_is_an_error_when_read(tmp_path):
+    """A dataset folder of data files: its columns are known only when ``datasets`` reads
+    it, which then names the column as the config's check would."""
+    (tmp_path / "folder").mkdir()
+    write_bad_case(tmp_path / "folder" / "train.jsonl", "missing column", ROWS)
+    with pytest.raises(DataError, match=r"no column 'question' \(the prompt column\); its "
+                                        r"columns: text, answer"):
+        tasks(tmp_path / "folder")
 
 
 def test_the_config_names_a_missing_or_unreadable_path(tmp_path):

@@ -47,7 +47,8 @@ def test_one_epoch_is_the_rows_in_memory(tmp_path):
     assert by_answer(epoch) == by_answer(in_memory.splits["train"])
     assert sorted(answers(epoch)) == list(range(1, 41))
     assert stream.skipped["train"] == in_memory.skipped["train"] == [
-        (10, "the prompt is empty"), (31, "the answer is a NoneType, not text or a number")]
+        (10, "the prompt is empty"), (31, "its 'answer' cell is empty (the answer column; task.data.answer=null "
+              "reads no reference)")]
     assert isinstance(stream.rows, datasets.IterableDataset)
 
 
@@ -117,23 +118,26 @@ def test_held_out_rows_are_the_first_usable_ones(tmp_path):
 def test_streaming_config_errors(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", ROWS)
     with pytest.raises(ValueError, match="streaming needs eval_split or eval_path"):
-        DatasetConfig(path=path, streaming=True)
+        DatasetConfig(path=path, prompt="question", streaming=True)
     with pytest.raises(ValueError, match="shuffle_buffer is set but cannot take effect"):
-        DatasetConfig(path=path, shuffle_buffer=5)
+        DatasetConfig(path=path, prompt="question", shuffle_buffer=5)
     with pytest.raises(ValueError, match=r"stream \(streaming: true\) that is shuffled"):
-        DatasetConfig(path=path, streaming=True, eval_path=path, shuffle=False, shuffle_buffer=5)
+        DatasetConfig(path=path, prompt="question", streaming=True, eval_path=path,
+                      shuffle=False, shuffle_buffer=5)
 
 
 @pytest.mark.parametrize("case, expected", [
-    ("missing column", "no column 'question' (the prompt column); its columns: text, answer"),
-    ("no usable row", "holds no usable row (2 skipped; row 0: the prompt is empty)"),
-    ("no rows", "(split 'train') has no rows"),
+    ("missing column", "no column 'question' (the prompt column: task.data.prompt); its "
+                       "columns: text, answer"),  # the config's check: the head tells
+    ("no usable row", "holds no usable row (2 skipped; row 0, counting from 0: the prompt is "
+                      "empty)"),
+    ("no rows", "it holds no rows (the file is empty)"),
     ("unknown split", "has no split 'test'; it has: train"),
 ])
 def test_bad_data_is_one_error_when_the_stream_opens(tmp_path, case, expected):
     path = tmp_path / "d.jsonl"
     split = write_bad_case(path, case, ROWS)
-    with pytest.raises(DataError, match="d.jsonl") as e:
+    with pytest.raises(ValueError, match="d.jsonl") as e:  # a DataError, or the config's
         streamed(path, split=split, eval_path=write_jsonl(tmp_path / "e.jsonl", ROWS))
     assert expected in str(e.value)
 
