@@ -24,6 +24,7 @@ from rich.table import Table
 from posttrain.config import load_config
 from posttrain.engines import TorchEngine
 from posttrain.models import load_model, load_tokenizer
+from posttrain.recipes import train
 from posttrain.recipes.stages import Recipe
 
 DOMAINS = {"addition": "+", "subtraction": "-"}
@@ -32,7 +33,7 @@ DOMAINS = {"addition": "+", "subtraction": "-"}
 def run(config: str | None, overrides: list[str]) -> float:
     """Run a recipe; its wall time in seconds."""
     start = time.time()
-    Recipe(load_config(config, overrides)).run()
+    train(load_config(config, overrides))
     return time.time() - start
 
 

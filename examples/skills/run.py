@@ -27,9 +27,9 @@ from rich.table import Table
 from posttrain.config import load_config
 from posttrain.engines import TorchEngine
 from posttrain.models import load_model, load_tokenizer
+from posttrain.recipes import train
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.skills import run_skills_bench
-from posttrain.recipes.stages import Recipe
 
 CONFIG = Path(__file__).with_name("skills.yaml")
 EVOLVE = ["skills.teacher.function=examples/skills/teacher.py:teach", "skills.evolve_every=5",
@@ -46,7 +46,7 @@ def main() -> None:
     cfg = load_config(CONFIG, [f"out_dir={args.out}", *(EVOLVE if args.evolve else []),
                                *args.overrides])
     started = time.time()
-    Recipe(cfg).run()
+    train(cfg)
     trained = time.time() - started
     model_dir = Path(args.out) / f"{cfg.stages[-1]}_model"
     tokenizer = load_tokenizer(model_dir)

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posttrain.config import load_config
-from posttrain.recipes.stages import Recipe
+from posttrain.recipes import train
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "swarm.yaml"
 SHOWN = ("swarm/spawning", "swarm/subagents", "swarm/critical_steps", "swarm/total_steps",
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="config overrides, key=value")
     args = parser.parse_args()
     started = time.time()
-    Recipe(load_config(CONFIG, [f"out_dir={args.out}", *args.overrides])).run()
+    train(load_config(CONFIG, [f"out_dir={args.out}", *args.overrides]))
     rows = [r for r in map(json.loads, (Path(args.out) / "metrics.jsonl").open())
             if r.get("stage") == "rl"]
     table = Table(title=f"RL on the lookup family ({time.time() - started:.0f} s in all)")

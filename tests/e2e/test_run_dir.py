@@ -174,3 +174,45 @@ def test_a_checkpoint_without_record_lengths_leaves_the_records_as_they_are(tmp_
     resumed, _ = train(out, "checkpoint_every=2", "--resume")
     assert resumed.exit_code == 0, resumed.output
     assert (out / "metrics.jsonl").read_bytes() == before
+
+
+def test_commands_beside_train_never_write_into_another_run(tmp_path):
+    """``reward-model`` writes its model and records into its own run directory and refuses
+    a used or live one (its metrics and curves went into the config's out_dir, a live run's
+    too); ``eval --out`` refuses a run's directory (it replaced its summary.json)."""
+    out = tmp_path / "run"
+    first, _ = train(out)
+    assert first.exit_code == 0, first.output
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    rm = ["reward-model", "configs/quickstart.yaml", "model.preset=nano", "rm.steps=1",
+          "rm.num_pairs=4", "rm.eval_pairs=2", "rm.batch_size=2"]
+    result = runner.invoke(app, [*rm, "--out", str(out)])
+    assert result.exit_code == 2 and "already holds files" in result.output
+    held = claim_run_dir(tmp_path / "live", {}, resume=False, overwrite=False)
+    try:
+        result = runner.invoke(app, [*rm, "--out", str(tmp_path / "live"), "--overwrite"])
+        assert result.exit_code == 2 and "another posttrain run" in result.output
+    finally:
+        held.close()
+    result = runner.invoke(app, ["eval", str(out / "rl_model"), "--config",
+                                 "configs/quickstart.yaml", "model.preset=nano",
+                                 "eval.num_problems=2", "--out", str(out)])
+    assert result.exit_code == 2 and "holds a training run (config.yaml)" in result.output
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_the_python_entry_point_has_the_commands_safeguards(tmp_path):
+    """``posttrain.recipes.train``: config.yaml, the lock, a used directory refused."""
+    from posttrain.config import load_config
+    from posttrain.recipes import train as run
+    from posttrain.recipes.run_dir import RunDirError
+
+    cfg = load_config("configs/quickstart.yaml", [*SMALL, "rl.steps=1",
+                                                  f"out_dir={tmp_path / 'run'}"])
+    summary = run(cfg)
+    assert (tmp_path / "run" / "config.yaml").is_file() and "eval_after_rl" in summary
+    metrics = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+    with pytest.raises(RunDirError, match="already holds files"):
+        run(cfg)
+    assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == metrics
+    assert run(cfg, overwrite=True)["eval_after_rl"] == summary["eval_after_rl"]

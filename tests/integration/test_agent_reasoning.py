@@ -102,7 +102,7 @@ def test_a_tau_conversation_drops_the_agents_reasoning_when_the_user_answers(tok
     from posttrain.envs.tau.rl import TauTasks
     from posttrain.envs.tau.user import user_message
     from posttrain.harness import LoopLimits
-    from posttrain.recipes.tau_eval import play
+    from posttrain.recipes.outer.tau_eval import play
 
     class User:
         def __init__(self):

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 from posttrain.harness_search import HarnessSearch, HarnessStore, pareto
-from posttrain.recipes.harness_search import harness_evaluator
+from posttrain.recipes.outer.harness_search import harness_evaluator
 
 
 @pytest.fixture

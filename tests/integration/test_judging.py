@@ -136,12 +136,17 @@ def judged_rl_run(out, part: str, judge: str, *settings: str) -> list[dict]:
 
 
 def reward_model_cli(tmp_path, out, *settings: str) -> str:
-    """``posttrain reward-model`` on nano with a few generated pairs; its output."""
+    """``posttrain reward-model`` on nano with a few generated pairs into the run directory
+    ``out.parent`` (the model is ``out``: its ``rm_model``); its output. Its records are in
+    that directory, and none in the config's ``out_dir`` (they went there)."""
     trained = CliRunner().invoke(app, [
         "reward-model", "configs/quickstart.yaml", f"out_dir={tmp_path / 'base'}",
-        "model.preset=nano", "rm.batch_size=4", "--out", str(out), *settings])
+        "model.preset=nano", "rm.batch_size=4", "--out", str(out.parent), *settings])
     assert trained.exit_code == 0, trained.output
-    assert (tmp_path / "base" / "curves_reward_model.png").stat().st_size > 10_000
+    assert out.name == "rm_model" and (out / "config.json").is_file()
+    assert (out.parent / "curves_reward_model.png").stat().st_size > 10_000
+    assert (out.parent / "metrics.jsonl").is_file() and (out.parent / "config.yaml").is_file()
+    assert not (tmp_path / "base").exists()
     return trained.output
 
 
@@ -171,7 +176,7 @@ def test_bad_judge_settings_are_refused(overrides, message):
 
 @pytest.mark.plots
 def test_a_reward_model_trained_by_the_cli_scores_an_rl_run(tmp_path):
-    out = tmp_path / "rm"
+    out = tmp_path / "rm" / "rm_model"
     output = reward_model_cli(tmp_path, out, "rm.steps=4", "rm.num_pairs=16",
                               "rm.eval_pairs=8", "rm.eval_every=4")
     assert "reward_accuracy" in output and (out / "config.json").is_file()
@@ -195,7 +200,7 @@ def test_a_reward_model_trained_by_the_cli_scores_an_rl_run(tmp_path):
 
 @pytest.mark.plots
 def test_a_pairwise_classifier_trained_by_the_cli_judges_an_rl_run(tmp_path):
-    out = tmp_path / "pairwise"
+    out = tmp_path / "pairwise" / "rm_model"
     reward_model_cli(tmp_path, out, "rm.loss=pairwise_classifier", "rm.steps=2",
                      "rm.num_pairs=8", "rm.eval_pairs=4", "rm.eval_every=0")
     rows = judged_rl_run(tmp_path / "run", "pref", f"{{kind: pairwise_model, model: {out}}}",

@@ -16,7 +16,7 @@ from posttrain.envs.tau import gold
 from posttrain.envs.tau.episode import TauScoring
 from posttrain.envs.tau.rl import TauTasks
 from posttrain.harness import LoopLimits
-from posttrain.recipes.tau_eval import play, summarize
+from posttrain.recipes.outer.tau_eval import play, summarize
 from posttrain.types import SamplingParams
 
 MOCK_PRISTINE = "107f83a70b7bf4f616e283b0b0b8451346fe7681173398d4498a1ec15c5fdfc6"

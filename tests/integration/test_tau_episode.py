@@ -15,7 +15,7 @@ from posttrain.envs.tau.episode import TauLimits, TauScoring
 from posttrain.envs.tau.rl import TauTasks
 from posttrain.envs.tau.user import user_message
 from posttrain.harness import LoopLimits, episode_problems, format_tool_call
-from posttrain.recipes.tau_eval import TAU_REWARD, summarize
+from posttrain.recipes.outer.tau_eval import TAU_REWARD, summarize
 from posttrain.rollout.agent import AgentRollout
 from posttrain.types import SamplingParams, read_episodes, write_episodes
 

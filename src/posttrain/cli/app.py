@@ -88,24 +88,17 @@ def _summary_table(summary: dict) -> Table:
 
 
 def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
-    """Claim ``cfg.out_dir`` and play the run; ``again`` is the command line that runs it
-    (said with ``--resume`` when the run is interrupted)."""
+    """Claim ``cfg.out_dir`` and play the run (``recipes.launch.train``); ``again`` is the
+    command line that runs it (said with ``--resume`` when the run is interrupted)."""
+    import os
     import shlex
 
-    import torch
     from torch.multiprocessing import ProcessRaisedException
 
-    from posttrain.cluster.processes import (
-        backend_for,
-        join_launched_group,
-        launched_world_size,
-        run_processes,
-    )
     from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError
-    from posttrain.models.devices import resolve_device
-    from posttrain.recipes.run_dir import CHECKPOINTS, RunDirError, claim_run_dir
-    from posttrain.recipes.stages import Recipe, run_rank
+    from posttrain.recipes.launch import train
+    from posttrain.recipes.run_dir import CHECKPOINTS, RunDirError
     from posttrain.train import CheckpointMismatchError, TrainingDivergedError, latest_checkpoint
     from posttrain.types import (
         DataError,
@@ -114,40 +107,16 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
         WeightSyncError,
     )
 
-    out = Path(cfg.out_dir)
-    backend = backend_for(resolve_device(cfg.trainer.device, "trainer.device").type)
-    launched = launched_world_size() > 1  # a process torchrun started
-    if launched and cfg.dist.trainer_processes > 1:
-        _fail("this process was started by torchrun (WORLD_SIZE is set), and "
-              "dist.trainer_processes > 1 would start processes of its own: leave it at 1")
-    rank = join_launched_group(backend) if launched else 0
-    lock = None
-    if rank == 0:
-        try:
-            lock = claim_run_dir(out, cfg.model_dump(mode="json"), resume, overwrite)
-        except RunDirError as e:
-            _fail(str(e))
-        except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
-            _fail(f"out_dir {cfg.out_dir!r} cannot be a run directory: {e}")
-        console.print(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
-    if launched:
-        torch.distributed.barrier()  # the run directory is ready
     try:
-        if launched:
-            summary = run_rank(cfg, resume)
-        elif cfg.dist.trainer_processes > 1:
-            summary = run_processes(run_rank, cfg.dist.trainer_processes, cfg, resume,
-                                    threads=cfg.threads, backend=backend)
-        else:
-            summary = Recipe(cfg).run(resume=resume)
-    except (ModelNotFoundError, FileNotFoundError, MismatchError, TrainingDivergedError,
-            WeightSyncError, TeacherMismatchError, EngineUnavailableError, DataError,
-            CheckpointMismatchError) as e:
+        summary = train(cfg, resume, overwrite, announce=console.print)
+    except (RunDirError, ModelNotFoundError, FileNotFoundError, MismatchError,
+            TrainingDivergedError, WeightSyncError, TeacherMismatchError,
+            EngineUnavailableError, DataError, CheckpointMismatchError) as e:
         _fail(str(e))
     except ProcessRaisedException as e:  # a data-parallel process failed: its traceback
         _fail(f"a trainer process failed:\n{e}")
     except KeyboardInterrupt:
-        ckpt = latest_checkpoint(out / CHECKPOINTS)
+        ckpt = latest_checkpoint(Path(cfg.out_dir) / CHECKPOINTS)
         command = shlex.join(["posttrain", *again, "--resume"])
         if ckpt is None:
             console.print("[yellow]interrupted[/] before the first checkpoint (checkpoint_every="
@@ -156,12 +125,7 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
             console.print(f"[yellow]interrupted.[/] Continue from checkpoint {ckpt.name} with:")
             console.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
         raise typer.Exit(code=130) from None
-    finally:
-        if lock is not None:
-            lock.close()
-        if launched:
-            torch.distributed.destroy_process_group()
-    if rank == 0:
+    if int(os.environ.get("RANK", "0")) == 0:
         console.print(_summary_table(summary))
         console.print(f"wall time {summary['wall_seconds']:.0f} s; summary.json, "
                       f"metrics.jsonl and curves.png in {cfg.out_dir}")
@@ -225,12 +189,15 @@ def eval_(
     eval.samples=N (with eval.temperature > 0) adds pass@k, maj@k and mean@N with standard
     errors; eval.group_by=[column] splits the accuracy by a dataset column. --skills-bench
     plays the tasks in SkillsBench's three conditions instead (docs/skills.md)."""
-    from posttrain.cli.eval_output import write_eval
+    from posttrain.cli.eval_output import run_in, write_eval
     from posttrain.engines import TorchEngine
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.recipes.build import RunParts
 
     cfg = _load(config, overrides)
+    if out is not None and (mark := run_in(out)):
+        _fail(f"--out {out} holds a training run ({mark}): give the evaluation a folder of "
+              "its own")
     if skills_bench and cfg.skills is None:
         _fail("--skills-bench needs a skill bank: set skills.dir")
     try:
@@ -369,30 +336,38 @@ def teacher_logits(
 def reward_model(
     config: ConfigFile,
     overrides: Overrides = None,
-    out: Annotated[Path | None, typer.Option(help="model directory to write "
-                                             "(default: <out_dir>/rm_model)")] = None,
+    out: OutDir = None,
+    overwrite: Overwrite = False,
 ) -> None:
     """Train a Bradley-Terry reward model, usable as a reward_model judge.
 
     Trains CONFIG's model on the rm section's pairs (rm.data, or pairs generated from the
-    task)."""
+    task). Its run directory (--out, else the config's out_dir; a used one is refused, as for
+    train) gets the model in rm_model/, its metrics and curves."""
     from posttrain.models import ModelNotFoundError
     from posttrain.recipes.build import RunParts
     from posttrain.recipes.reward_model import train_reward_model
+    from posttrain.recipes.run_dir import RunDirError, claim_run_dir
     from posttrain.types import DataError
 
-    cfg = _load(config, overrides)
+    cfg = _load(config, overrides, out_dir=out)
     if cfg.rm.data is None and cfg.task.name != "arithmetic":
         _fail(f"rm.data is null: generated preference pairs exist for task.name=arithmetic, "
               f"not {cfg.task.name}")
-    parts = RunParts(cfg)
-    out = out or parts.out / "rm_model"
     try:
-        evals = train_reward_model(parts, parts.base_model_dir(), out)
+        lock = claim_run_dir(Path(cfg.out_dir), cfg.model_dump(mode="json"), False, overwrite)
+    except RunDirError as e:
+        _fail(str(e))
+    try:
+        parts = RunParts(cfg)
+        model_dir = parts.out / "rm_model"
+        evals = train_reward_model(parts, parts.base_model_dir(), model_dir)
     except (ModelNotFoundError, FileNotFoundError, DataError) as e:
         _fail(str(e))
+    finally:
+        lock.close()
     last = evals[-1] if evals else {}
-    console.print(f"reward model -> {out}; held-out " + ", ".join(
+    console.print(f"reward model -> {model_dir}; held-out " + ", ".join(
         f"{k} {v:.3f}" for k, v in last.items() if k != "step"))
 
 

@@ -1,5 +1,7 @@
 """What ``posttrain eval --out DIR`` writes: ``samples.jsonl`` (every sample with its prompt,
-completion, rewards and missing parts) and ``summary.json`` (the metrics), each atomically."""
+completion, rewards and missing parts) and ``summary.json`` (the metrics), each atomically.
+``DIR`` is an evaluation's own folder: one that holds a training run is refused
+(``run_in``), so an evaluation never replaces a run's ``summary.json``."""
 
 from __future__ import annotations
 
@@ -23,6 +25,14 @@ def sample_rows(episodes: Sequence[Episode], tasks: Sequence[Task], samples: int
                "reference": task.reference, "reward": e.reward, "rewards": e.rewards,
                "missing": e.meta.get("missing_reasons", {}),
                "finish_reason": e.finish_reason, "row": getattr(task, "row", {})}
+
+
+RUN_MARKS = ("config.yaml", "metrics.jsonl", ".lock")  # what a training run's directory holds
+
+
+def run_in(out: Path) -> str | None:
+    """What in ``out`` shows it holds a training run (None: an evaluation may write there)."""
+    return next((m for m in RUN_MARKS if (out / m).exists()), None)
 
 
 def write_eval(out: Path, episodes: Sequence[Episode], tasks: Sequence[Task], samples: int,

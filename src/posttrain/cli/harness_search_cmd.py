@@ -49,7 +49,7 @@ def harness_search(
     from posttrain.engines.chat import openai_chat
     from posttrain.harness_search import ChatProposer, HarnessSearch, HarnessStore, MutationProposer
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
-    from posttrain.recipes.harness_search import harness_evaluator
+    from posttrain.recipes.outer.harness_search import harness_evaluator
     from posttrain.settings.extension import ExtensionError, load_object
 
     chosen = [s for s in (space, proposer, proposer_endpoint) if s is not None]

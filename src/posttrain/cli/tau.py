@@ -109,7 +109,7 @@ def eval_(
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.recipes.build import tau_tasks
     from posttrain.recipes.reporting import StepProgress
-    from posttrain.recipes.tau_eval import play, summarize
+    from posttrain.recipes.outer.tau_eval import play, summarize
     from posttrain.types import SamplingParams, write_episodes
 
     def served(path, endpoint, name):
