@@ -68,8 +68,9 @@ def test_serve_keeps_every_session_however_it_is_stopped(tmp_path, tiny_dir, sto
             headers={"Content-Type": "application/json"}))
         snapshot = record.with_name(record.name + ".open")
         deadline = time.monotonic() + 60  # a hang guard: the snapshot is due in 0.2 s
-        while not (snapshot.exists() and "bob" in snapshot.read_text()):
-            assert time.monotonic() < deadline
+        while not (snapshot.exists() and [(e.meta["session"], e.meta["calls"])
+                                          for e in read_episodes(snapshot)] == [("bob", 2)]):
+            assert time.monotonic() < deadline  # (a snapshot between bob's calls has one)
             time.sleep(0.05)
     finally:
         server.send_signal(stop)

@@ -59,12 +59,13 @@ def by_stage_step(rows: list[dict]) -> dict[tuple[str, int], float]:
 
 
 def expected(out: Path) -> dict[tuple[str, int], float]:
-    """``(stage/metric, step) -> value`` of every number in ``metrics.jsonl``."""
+    """``(stage/metric, step) -> value`` of every number in ``metrics.jsonl`` (its ``time``
+    is when the row was written, not a metric)."""
     table = {}
     for line in (out / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
         for key, value in row.items():
-            if key not in ("stage", "step") and isinstance(value, int | float):
+            if key not in ("stage", "step", "time") and isinstance(value, int | float):
                 table[(f"{row['stage']}/{key}", row["step"])] = float(value)
     return table
 

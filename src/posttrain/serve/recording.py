@@ -14,6 +14,7 @@ snapshot episode carries ``FILE``'s size then: the episodes appended since are i
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -22,6 +23,7 @@ from posttrain.serve.sessions import Sessions
 from posttrain.types import Episode, read_episodes, write_episodes
 
 
+logger = logging.getLogger(__name__)
 OFFSET = "record_offset"  # a snapshot episode's: FILE's size when the snapshot was taken
 
 
@@ -105,9 +107,13 @@ class Recorder:
             self.written += write_episodes(self.path, episodes, append=True)
 
     def _run(self) -> None:
-        """Tick every ``every_s`` seconds until the ``with`` ends."""
+        """Tick every ``every_s`` seconds until the ``with`` ends; a tick that fails (a full
+        disk) is logged and the next one tries again: the recorder never stops."""
         while not self._stop.wait(self.every_s):
-            self.tick()
+            try:
+                self.tick()
+            except Exception as e:  # noqa: BLE001 - the record's thread must go on
+                logger.warning("recording to %s failed: %s: %s", self.path, type(e).__name__, e)
 
     def __enter__(self) -> Recorder:
         self._thread.start()

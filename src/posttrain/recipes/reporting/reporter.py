@@ -17,6 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from posttrain.recipes.reporting.tracking import Tracker, sample_rows
 from posttrain.types import Episode
 
+TIME = "time"  # a metrics row's wall clock (Unix seconds)
+
 
 def _jsonable(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
@@ -99,7 +101,10 @@ class Reporter(StepProgress):
         self.trackers = list(trackers)
 
     def log(self, stage: str, step: int, metrics: dict[str, Any]) -> None:
-        row = {"stage": stage, "step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
+        """A row of ``metrics.jsonl`` (with ``time``, the wall clock it was written at: the
+        viewer's time axis; not a metric, not sent to the trackers) and the trackers'."""
+        row = {"stage": stage, "step": step, **{k: _jsonable(v) for k, v in metrics.items()},
+               TIME: round(time.time(), 3)}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         for tracker in self.trackers:
