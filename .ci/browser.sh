@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The viewer's browser test drives the distribution's headless Chromium through its own
-# chromedriver (tests/e2e/test_viewer_browser.py); nothing downloads a browser. Installs them
-# with apt where they are missing; the test skips, saying why, where they cannot be.
+# chromedriver (tests/integration/test_viewer_browser.py); nothing downloads a browser. Installs them
+# with apt where they are missing (under CI=true a skipped test fails the run: docs/testing.md).
 set -euo pipefail
 if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
     exit 0

@@ -3,9 +3,9 @@ Chromium (``bash .ci/browser.sh`` installs it with its chromedriver).
 
     python tools/viewer_screenshots.py runs/quickstart docs/images
 
-writes ``viewer_curves.png`` (``rl/reward``, smoothed), ``viewer_episodes.png`` (sorted by
-reward, lowest first) and ``viewer_episode.png`` (the lowest-reward episode, coloured by
-log-prob). The viewer's browser test
+writes ``viewer_curves.png`` (``rl/reward``, smoothed), ``viewer_grid.png`` (every
+``rl/eval/`` chart side by side), ``viewer_episodes.png`` (sorted by reward, lowest first) and
+``viewer_episode.png`` (the lowest-reward episode, coloured by log-prob). The viewer's browser test
 (tests/integration/test_viewer_browser.py) drives the same browser through ``headless_chromium``.
 """
 
@@ -48,6 +48,10 @@ def main(run: Path, out: Path) -> None:
             Select(driver.find_element(By.ID, "metric-select")).select_by_value("rl/reward")
             driver.find_element(By.ID, "smoothing").send_keys("\ue014" * 60)  # right arrow
             driver.save_screenshot(str(out / "viewer_curves.png"))
+            driver.find_element(By.ID, "grid-filter").send_keys("rl/eval/")
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#curve-grid svg"))
+            driver.save_screenshot(str(out / "viewer_grid.png"))
+            driver.find_element(By.ID, "grid-filter").clear()
             first = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "tr.episode-row"))[0]
             Select(driver.find_element(By.ID, "sort")).select_by_value("reward")  # worst first
             wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "tr.episode-row")[0] != first)

@@ -52,7 +52,7 @@ CASES = {
     "sft: a config without an sft stage": (["sft", "configs/tau.yaml"], "has no sft stage"),
     "replay: not episodes": (["replay", "{d}/bad.jsonl"], "malformed episode"),
     "view: not a run directory": (["view", "{d}/empty"],
-                                   "not a run directory (no metrics.jsonl): {d}/empty"),
+                                   "no run (a folder with metrics.jsonl) in: {d}/empty"),
     "config explain: a missing config": (["config", "explain", "{d}/none.yaml"],
                                          "does not exist"),
     "train: a missing skill bank": (

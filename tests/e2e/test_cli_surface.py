@@ -3,6 +3,7 @@ line (exit code 2), an unanticipated error is one line (exit code 1), and progre
 without a terminal."""
 
 import io
+import json
 import sys
 from importlib.metadata import version
 
@@ -70,9 +71,28 @@ def test_sft_data_without_a_valid_row_is_one_line(tmp_path):
                                      "model.preset=nano", f"sft.data={data}", "threads=1",
                                      "eval.num_problems=2", "--out", str(tmp_path / "run")])
     text = " ".join(result.output.split())
-    assert result.exit_code == 2 and "holds no usable row (2 skipped; row 0, counting from 0: messages must be" \
-        in text
+    assert result.exit_code == 2 and \
+        "holds no usable row (2 skipped; row 0, counting from 0: messages must be" in text
     assert "Traceback" not in text
+
+
+def test_sft_on_your_own_data_with_a_generated_task_evaluates_nothing_it_cannot(tmp_path):
+    """SFT on tool traces with the config's arithmetic task printed that task's held-out
+    table, which says nothing of the traces: it says why there is none instead."""
+    data = tmp_path / "chats.jsonl"
+    data.write_text("".join(json.dumps({"messages": [
+        {"role": "user", "content": f"Hello {i}"},
+        {"role": "assistant", "content": f"Hi {i}."}]}) + "\n" for i in range(8)))
+    out = tmp_path / "run"
+    result = runner.invoke(cli.app, ["sft", "configs/quickstart.yaml", "model.preset=nano",
+                                     f"sft.data={data}", "sft.steps=2", "sft.batch_size=2",
+                                     "threads=1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "held-out evaluation: none: every stage trains on your own data (sft.data)" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert not any(k.startswith("eval_") for k in summary)
+    assert summary["evaluation"].startswith("none: every stage trains on your own data")
 
 
 def test_an_unanticipated_error_is_one_line_with_exit_code_1(monkeypatch, capsys):

@@ -16,6 +16,7 @@ from posttrain.viewer import create_viewer_app
 
 EPS32 = torch.finfo(torch.float32).eps  # 2**-23
 EPS64 = torch.finfo(torch.float64).eps
+LOCAL = "http://127.0.0.1"  # the host the viewer listens on: others are refused
 
 
 @pytest.fixture(scope="module")
@@ -26,22 +27,22 @@ def run(tmp_path_factory):
 
 @pytest.fixture
 def client(run):
-    return TestClient(create_viewer_app([run]))
+    return TestClient(create_viewer_app([run]), base_url=LOCAL)
 
 
 def test_metrics_follow_a_run_that_is_still_writing(run, tmp_path, client):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     got = client.get("/api/runs/0/metrics").json()
-    assert got == {"rows": rows, "next": len(rows)}
+    assert got == {"rows": rows, "next": len(rows), "warnings": []}
     live = tmp_path / "live"
     live.mkdir()
     (live / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
-    viewer = TestClient(create_viewer_app([live]))
+    viewer = TestClient(create_viewer_app([live]), base_url=LOCAL)
     assert viewer.get("/api/runs/0/metrics").json()["next"] == 1
     with open(live / "metrics.jsonl", "a") as f:  # a step lands, the next one half written
         f.write(json.dumps({"stage": "rl", "step": 2, "reward": 0.5}) + "\n{\"stage\": ")
     assert viewer.get("/api/runs/0/metrics?after=1").json() == {
-        "rows": [{"stage": "rl", "step": 2, "reward": 0.5}], "next": 2}
+        "rows": [{"stage": "rl", "step": 2, "reward": 0.5}], "next": 2, "warnings": []}
     with open(live / "metrics.jsonl", "a") as f:
         f.write('"rl", "step": 3, "reward": 0.75}\n')
     assert viewer.get("/api/runs/0/metrics?after=2").json()["rows"] == [
@@ -185,3 +186,126 @@ def test_each_rl_step_reports_its_throughput(run):
                      for s in e.segments)
         assert row["perf/step_s"] > 0
         assert row["perf/sampled_tokens_per_s"] * row["perf/step_s"] == pytest.approx(tokens)
+
+
+def copy_records(run, to, *, episodes=None, metrics=None):
+    """A run folder with ``run``'s records (or the lines given), and no model in it."""
+    to.mkdir()
+    for name, lines in (("episodes.jsonl", episodes), ("metrics.jsonl", metrics)):
+        text = (run / name).read_text() if lines is None else "".join(lines)
+        (to / name).write_text(text)
+    return to
+
+
+def test_a_run_without_a_tokenizer_shows_curves_and_the_right_episodes(run, tmp_path):
+    """An RL run from model.path has no tokenizer in its folder until its end: the run list
+    and the curves need none, episode rows keep their places (each failed refresh stored a
+    position without its summary, and row "step 7" opened step 6's), and once its config.yaml
+    names a model.path the texts come."""
+    live = copy_records(run, tmp_path / "live")
+    viewer = TestClient(create_viewer_app([live]), base_url=LOCAL)
+    assert viewer.get("/api/runs").status_code == 200
+    assert viewer.get("/api/runs/0/metrics").json()["next"] > 0
+    for _ in range(3):
+        page = viewer.get("/api/runs/0/episodes?limit=500").json()
+    assert page["total"] == 12 and page["texts"] is False
+    assert all(e["prompt"] == "" for e in page["episodes"])
+    assert viewer.get("/api/runs/0/episodes/7").status_code == 409
+    (live / "config.yaml").write_text(f"model: {{path: {run / 'base_model'}}}\n")
+    episodes = list(read_episodes(run / "episodes.jsonl"))
+    for row in viewer.get("/api/runs/0/episodes?limit=500").json()["episodes"]:
+        detail = viewer.get(f"/api/runs/0/episodes/{row['index']}").json()
+        assert (detail["step"], detail["reward"]) == (row["step"], row["reward"])
+        assert detail["rewards"] == episodes[row["index"]].rewards
+        assert row["prompt"] and "What is" in row["prompt"]
+
+
+def test_a_malformed_line_is_skipped_with_a_warning_and_shifts_nothing(run, tmp_path):
+    metrics = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    episodes = (run / "episodes.jsonl").read_text().splitlines(keepends=True)
+    broken = copy_records(run, tmp_path / "broken", metrics=[metrics[0], "{oops\n", *metrics[1:]],
+                          episodes=[*episodes[:5], "not json\n", "[1, 2]\n", *episodes[5:]])
+    viewer = TestClient(create_viewer_app([broken]), base_url=LOCAL)
+    got = viewer.get("/api/runs/0/metrics").json()
+    assert got["rows"] == [json.loads(line) for line in metrics]  # none lost, before or after
+    assert got["warnings"] == ["metrics.jsonl line 2: not a JSON object, skipped"]
+    (broken / "config.yaml").write_text(f"model: {{path: {run / 'base_model'}}}\n")
+    page = viewer.get("/api/runs/0/episodes?limit=500").json()
+    assert page["total"] == 12 and page["warnings"][1:] == [
+        "episodes.jsonl line 6: not an episode, skipped",
+        "episodes.jsonl line 7: not an episode, skipped"]
+    reference = TestClient(create_viewer_app([run]), base_url=LOCAL)
+    for index in (4, 5, 11):
+        ours = viewer.get(f"/api/runs/0/episodes/{index}").json()
+        assert ours == reference.get(f"/api/runs/0/episodes/{index}").json()
+
+
+def test_filters_read_the_whole_prompt_the_response_and_what_the_run_holds(run, client):
+    page = client.get("/api/runs/0/episodes?limit=500").json()
+    assert page["finishes"] == sorted({e.finish_reason
+                                       for e in read_episodes(run / "episodes.jsonl")})
+    traced = sum(bool(e.meta.get("token_stats")) for e in read_episodes(run / "episodes.jsonl"))
+    assert page["traced"] == traced and 0 < traced < 12 and page["count"] == 12
+    assert client.get("/api/runs/0/episodes?q=user").json()["total"] == 12
+    one = page["episodes"][0]
+    first_word = one["response"].split()[0] if one["response"].split() else one["response"]
+    found = client.get(f"/api/runs/0/episodes?response={first_word}&limit=500").json()
+    assert one["index"] in [e["index"] for e in found["episodes"]]
+    assert client.get("/api/runs/0/episodes?traced=yes").json()["total"] == traced
+    assert client.get("/api/runs/0/episodes?traced=no").json()["total"] == 12 - traced
+    assert client.get("/api/runs/0/episodes?traced=maybe").status_code == 422
+
+
+def test_the_prompt_search_reads_the_whole_prompt(run, tmp_path, tokenizer):
+    """A long prompt's opening words are found (the search read its last 120 characters)."""
+    from posttrain.types import Episode, Segment, write_episodes
+
+    long = copy_records(run, tmp_path / "long", episodes=[])
+    (long / "config.yaml").write_text(f"model: {{path: {run / 'base_model'}}}\n")
+    prompt = tokenizer.encode("Find the needle. " + "hay " * 100 + "What is 1+1?",
+                              add_special_tokens=False)
+    answer = tokenizer.encode("2", add_special_tokens=False)
+    write_episodes(long / "episodes.jsonl", [Episode([Segment(
+        prompt + answer, [0] * len(prompt) + [1] * len(answer), [0.0] * len(prompt) +
+        [-0.5] * len(answer), [-1] * len(prompt) + [0] * len(answer))], meta={"step": 1})])
+    viewer = TestClient(create_viewer_app([long]), base_url=LOCAL)
+    assert viewer.get("/api/runs/0/episodes?q=needle").json()["total"] == 1
+
+
+def test_tokens_of_a_character_split_over_bytes_read_as_the_text(tokenizer):
+    from posttrain.viewer.views import token_texts
+
+    text = "é 日本 🙂 done"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert any("\ufffd" in tokenizer.decode([t]) for t in ids)  # one by one: broken
+    texts = token_texts(tokenizer, ids)
+    assert "".join(texts) == text and len(texts) == len(ids)
+
+
+def test_the_viewer_answers_only_its_own_host_and_fetches_nothing(client):
+    assert client.get("/api/runs", headers={"host": "evil.example"}).status_code == 400
+    assert client.get("/docs").status_code == 404 and client.get("/openapi.json").status_code \
+        == 404
+    html = client.get("/").text
+    assert "http://" not in html and "https://" not in html
+
+
+def test_runs_are_named_apart_and_a_folder_of_runs_opens_them_all(run, tmp_path):
+    from posttrain.viewer import runs_under
+    from posttrain.viewer.app import run_names
+
+    for parent in ("a", "b"):
+        copy_records(run, (tmp_path / parent).mkdir() or tmp_path / parent / "qs")
+    assert run_names([tmp_path / "a" / "qs", tmp_path / "b" / "qs"]) == ["a/qs", "b/qs"]
+    assert runs_under(tmp_path) == [tmp_path / "a" / "qs", tmp_path / "b" / "qs"]
+    assert runs_under(tmp_path / "a" / "qs") == [tmp_path / "a" / "qs"]
+
+
+def test_the_summary_and_config_and_a_groups_prompt(run, client):
+    got = client.get("/api/runs/0/summary").json()
+    assert got["summary"] == json.loads((run / "summary.json").read_text())
+    assert got["config"]["rl"]["steps"] == 2
+    first = client.get("/api/runs/0/episodes/3").json()
+    group = client.get(f"/api/runs/0/groups?step={first['step']}&group={first['group']}").json()
+    assert "What is" in group["prompt"] and group["reference"] is not None
+    assert group["advantage_source"] == "grpo, recomputed (the run's estimator: grpo)"

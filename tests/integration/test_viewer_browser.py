@@ -111,3 +111,34 @@ def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
         browser.find_element(By.ID, "open-group").click()
         cards = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#group .group-sample"))
         assert len(cards) == 3
+
+        # the group says what it was asked and where its advantages come from (this traced
+        # group: the advantages the run used)
+        facts = browser.find_element(By.ID, "group-facts").text
+        assert "reference" in facts and "advantage recorded" in facts and "What is" in facts
+
+        # filters offer what the run holds; the traced filter keeps the traced episodes
+        finishes = [o.get_attribute("value") for o in
+                    Select(browser.find_element(By.ID, "filter-finish")).options]
+        assert finishes[0] == "" and set(finishes[1:]) <= {"stop", "length"} and finishes[1:]
+        Select(browser.find_element(By.ID, "filter-traced")).select_by_value("yes")
+        wait.until(lambda d: 0 < len(d.find_elements(By.CSS_SELECTOR, "tr.episode-row")) < 12)
+        assert all(r.find_elements(By.TAG_NAME, "td")[7].text == "yes"
+                   for r in browser.find_elements(By.CSS_SELECTOR, "tr.episode-row"))
+        Select(browser.find_element(By.ID, "filter-traced")).select_by_value("")
+
+        # a grid of every rl/eval chart side by side, values on hover, the time axis
+        browser.find_element(By.ID, "grid-filter").send_keys("rl/eval/")
+        charts = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#curve-grid svg"))
+        assert len(charts) >= 3 and not browser.find_element(By.ID, "curve").is_displayed()
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        ActionChains(browser).move_to_element(charts[0]).perform()
+        wait.until(lambda d: "at step" in d.find_element(By.ID, "readout").text)
+        Select(browser.find_element(By.ID, "x-axis")).select_by_value("time")
+        wait.until(lambda d: "wall time" in d.find_element(By.ID, "curve-grid").text)
+        shoot(browser, tmp_path, "grid")
+
+        # the run's summary.json and config
+        browser.find_element(By.CSS_SELECTOR, "#run-files summary").click()
+        wait.until(lambda d: '"eval_after_rl"' in d.find_element(By.ID, "run-summary").text)

@@ -126,7 +126,8 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
             console.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
         raise typer.Exit(code=130) from None
     if int(os.environ.get("RANK", "0")) == 0:
-        console.print(_summary_table(summary))
+        console.print(_summary_table(summary) if "evaluation" not in summary else
+                      f"held-out evaluation: {summary['evaluation']}")
         console.print(f"wall time {summary['wall_seconds']:.0f} s; summary.json, "
                       f"metrics.jsonl and curves.png in {cfg.out_dir}")
 
@@ -435,24 +436,26 @@ def export(
 
 @app.command()
 def view(
-    runs: Annotated[list[Path], typer.Argument(help="run directories (their out_dir)")],
+    runs: Annotated[list[Path], typer.Argument(
+        help="run directories (their out_dir), or folders holding runs (as runs/)")],
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8008,
 ) -> None:
     """Open a local web page over runs: curves, episodes token by token, groups.
 
-    Reads the runs while they are written; nothing is fetched from the internet
-    (docs/viewer.md). Stop with Ctrl-C."""
+    Reads the runs while they are written; a folder that is not a run shows every run
+    under it; nothing is fetched from the internet (docs/viewer.md). Stop with Ctrl-C."""
     import uvicorn
 
-    from posttrain.viewer import create_viewer_app
+    from posttrain.viewer import create_viewer_app, runs_under
 
-    missing = [str(r) for r in runs if not (r / "metrics.jsonl").is_file()]
+    found = [run for folder in runs for run in runs_under(folder)]
+    missing = [str(r) for r in runs if not runs_under(r)]
     if missing:
-        _fail(f"not a run directory (no metrics.jsonl): {', '.join(missing)}")
+        _fail(f"no run (a folder with metrics.jsonl) in: {', '.join(missing)}")
     free_port_or_fail(host, port)
-    console.print(f"posttrain view of {len(runs)} run(s) at http://{host}:{port}/")
-    uvicorn.run(create_viewer_app(runs), host=host, port=port, log_level="warning")
+    console.print(f"posttrain view of {len(found)} run(s) at http://{host}:{port}/")
+    uvicorn.run(create_viewer_app(found, host), host=host, port=port, log_level="warning")
 
 
 @app.command()

@@ -283,6 +283,19 @@ class RunParts:
                    cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint,
                    **settings)
 
+    def unevaluated(self) -> str | None:
+        """Why the run's held-out evaluation would say nothing of what it trains (None when it
+        would): every stage learns from the user's own data (``sft.data``, ``pref.data``,
+        ``distill.data``) while the task is a generated one, whose problems are not the data's
+        (``posttrain sft`` on tool traces printed the arithmetic task's table)."""
+        cfg = self.cfg
+        given = {s for s in ("sft", "pref", "distill") if getattr(cfg, s).data is not None}
+        if cfg.task.name == "dataset" or cfg.task.custom or not set(cfg.stages) <= given:
+            return None
+        return (f"every stage trains on your own data ({', '.join(sorted(given))}.data) and "
+                f"task {cfg.task.name!r} is generated: set task.name=dataset with task.data "
+                "(held-out prompts of yours) to evaluate on them")
+
     @staticmethod
     def keep_final_eval(stage: str, made: list[dict], steps: int, evals: dict) -> None:
         """A stage's held-out evaluation after its last step (``made``: the loop's, by step)

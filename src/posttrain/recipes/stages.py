@@ -77,7 +77,10 @@ class Recipe(RunParts):
         self.attach_judges(tokenizer)
         engine = make_engine(cfg, model, model_dir, tokenizer)
         evals: dict[str, dict] = cursor["evals"]
-        if "eval_before" not in evals:
+        skipped = self.unevaluated()
+        if skipped:
+            self.reporter.message(f"[yellow]no held-out evaluation: {skipped}")
+        elif "eval_before" not in evals:
             evals["eval_before"] = self.evaluate(engine, tokenizer, "eval_before")
         stages = cfg.stages
         if cursor["stage"] is not None:
@@ -87,13 +90,14 @@ class Recipe(RunParts):
             model = STAGES[stage](self, model, tokenizer, engine, stage_ckpt, evals)
             self.on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
-            if f"eval_after_{stage}" not in evals:  # (its loop's last step evaluated it)
+            if not skipped and f"eval_after_{stage}" not in evals:  # (a loop's last step did)
                 evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer,
                                                              f"eval_after_{stage}")
         seconds = self.process_seconds()
         summary = {**evals, "wall_seconds": sum(seconds), "process_seconds": seconds,
                    "counters": self.counters, "openmp": OPENMP_WAIT, "out_dir": str(self.out),
-                   **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {})}
+                   **({"skipped_rows": self.skipped_rows} if self.skipped_rows else {}),
+                   **({"evaluation": f"none: {skipped}"} if skipped else {})}
         if self.rank == 0:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
             if self.reporter.path.is_file():

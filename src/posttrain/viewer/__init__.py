@@ -3,5 +3,6 @@ by side; an episode browser with each sampled token coloured by its log-prob; a 
 samples side by side (docs/viewer.md)."""
 
 from posttrain.viewer.app import create_viewer_app
+from posttrain.viewer.runs import runs_under
 
-__all__ = ["create_viewer_app"]
+__all__ = ["create_viewer_app", "runs_under"]

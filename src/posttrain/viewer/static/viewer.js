@@ -92,6 +92,8 @@ const state = {
   groupRun: null,        // run of the group shown
   tokens: [],            // [span, token] of the open episode, for recolouring
   versions: [],          // sorted versions seen in the open episode
+  warnings: new Map(),   // run id -> lines the server skipped
+  polls: 0,
 };
 
 const runColour = (id) => PALETTE[Math.max(0, state.runs.findIndex((r) => String(r.id) === id)) % PALETTE.length];
@@ -117,8 +119,26 @@ async function loadRuns() {
     label.append(toggle, swatch, run.name);
     box.append(label);
   }
-  $('episode-run').replaceChildren(...state.runs.map((r) => el('option', {value: String(r.id)}, r.name)));
+  const options = () => state.runs.map((r) => el('option', {value: String(r.id)}, r.name));
+  $('episode-run').replaceChildren(...options());
+  $('summary-run').replaceChildren(...options());
   state.epRun = state.runs.length ? String(state.runs[0].id) : null;
+}
+
+/** summary.json and the config of the run chosen, as JSON text. */
+async function loadRunFiles() {
+  const id = $('summary-run').value;
+  if (id === '' || !$('run-files').open) return;
+  const res = await api(`/api/runs/${enc(id)}/summary`);
+  if (!res) return;
+  $('run-summary').textContent = JSON.stringify({summary: res.summary, config: res.config}, null, 2);
+}
+
+function showWarnings() {
+  const lines = [];
+  for (const [id, list] of state.warnings) for (const w of list) lines.push(`${runName(id)}: ${w}`);
+  $('warnings').textContent = lines.length ? `skipped lines:\n${lines.join('\n')}` : '';
+  $('warnings').hidden = !lines.length;
 }
 
 /** Fetch the metric rows a run appended since the last poll. */
@@ -130,10 +150,11 @@ async function pollRun(id) {
   d.busy = false;
   if (!res || !Array.isArray(res.rows)) return;
   d.next = typeof res.next === 'number' ? res.next : d.next + res.rows.length;
+  if (Array.isArray(res.warnings)) { state.warnings.set(id, res.warnings); showWarnings(); }
   if (!res.rows.length) return;
   for (const row of res.rows) addRow(d, row);
   refreshMetricSelect();
-  drawCurve();
+  drawCurves();
 }
 
 /** Split a metrics row into stage-scoped series ("rl/reward"); only numbers are metrics. */
@@ -142,11 +163,14 @@ function addRow(d, row) {
   if (typeof row.step !== 'number') return;
   if (!d.steps.has(stage)) d.steps.set(stage, new Set());
   d.steps.get(stage).add(row.step);
+  // time: when the row was written (Unix seconds), the time axis; not a metric
+  const time = typeof row.time === 'number' ? row.time : null;
+  if (time !== null && d.t0 === undefined) d.t0 = time;
   for (const [key, value] of Object.entries(row)) {
-    if (key === 'stage' || key === 'step' || typeof value !== 'number' || !Number.isFinite(value)) continue;
+    if (key === 'stage' || key === 'step' || key === 'time' || typeof value !== 'number' || !Number.isFinite(value)) continue;
     const name = `${stage}/${key}`;
     if (!d.series.has(name)) d.series.set(name, []);
-    d.series.get(name).push([row.step, value]);
+    d.series.get(name).push([row.step, value, time]);
     state.names.add(name);
   }
 }
@@ -167,7 +191,7 @@ function refreshMetricSelect() {
 /** Exponential moving average; w is the weight of the previous average (0 = raw). */
 function ema(points, w) {
   let avg = null;
-  return points.map(([x, v]) => [x, (avg = avg === null ? v : w * avg + (1 - w) * v)]);
+  return points.map(([x, v, ...rest]) => [x, (avg = avg === null ? v : w * avg + (1 - w) * v), ...rest]);
 }
 
 /** Round tick values covering [lo, hi]; the domain grows to the outer ticks. */
@@ -196,40 +220,47 @@ function logAxis(lo, hi) {
   return {lo, hi, ticks, label: (e) => String(+(10 ** e).toPrecision(6))};
 }
 
-function drawCurve() {
-  const svg = $('curve'), legend = $('curve-legend');
-  svg.replaceChildren();
-  legend.replaceChildren();
-  const W = 960, H = 360, M = {l: 76, r: 16, t: 12, b: 42};
-  const name = state.metric, w = Number($('smoothing').value), logy = $('logy').checked;
-  const ty = logy ? Math.log10 : (v) => v;
-
-  // One line per selected run that has the metric.
-  const lines = [];
+/** The series of metric `name` per selected run: [{id, raw, smooth, sparse}] with points
+ *  [x, value] (x: the step, or minutes since the run's first row on the time axis). A series
+ *  logged at only some of its stage's steps (held-out evals) is sparse: drawn as markers at
+ *  its raw values, never smoothed (smoothing moved a 1.0 to 0.9936). */
+function seriesOf(name, w, logy) {
+  const lines = [], byTime = $('x-axis').value === 'time';
   for (const run of state.runs) {
     const id = String(run.id), d = state.data.get(id);
     if (!name || !state.selected.has(id) || !d || !d.series.has(name)) continue;
     const all = d.series.get(name);
-    const raw = all.filter((p) => !logy || p[1] > 0).sort((a, b) => a[0] - b[0]);
+    const raw = all.filter((p) => (!logy || p[1] > 0) && (!byTime || p[2] !== null))
+      .map((p) => [byTime ? (p[2] - d.t0) / 60 : p[0], p[1], p[0]])
+      .sort((a, b) => a[0] - b[0]);
     if (!raw.length) continue;
-    // Logged at only some of the stage's steps (held-out evals): mark the points.
     const stageSteps = d.steps.get(name.split('/')[0]);
     const sparse = raw.length < 2 || all.length < (stageSteps ? stageSteps.size : 0);
-    lines.push({id, raw, smooth: w > 0 ? ema(raw, w) : raw, sparse});
+    lines.push({id, raw, smooth: w > 0 && !sparse ? ema(raw, w) : raw, sparse});
   }
+  return lines;
+}
+
+/** Draw metric `name` into `svg` (width W, height H); the chart keeps what the hover
+ *  readout needs. */
+function drawChart(svg, name, W, H) {
+  svg.replaceChildren();
+  const M = {l: 64, r: 12, t: 10, b: 36};
+  const w = Number($('smoothing').value), logy = $('logy').checked;
+  const ty = logy ? Math.log10 : (v) => v;
+  const lines = seriesOf(name, w, logy);
+  svg.chart = null;
   if (!lines.length) {
     svg.append(el('svg:text', {x: W / 2, y: H / 2, 'text-anchor': 'middle', class: 'empty'},
       name ? `no ${logy ? 'positive ' : ''}data for ${name}` : 'no metrics yet'));
-    return;
+    return lines;
   }
-
   const [x0, x1] = extent(lines.flatMap((l) => l.raw.map((p) => p[0])));
   const [y0, y1] = extent(lines.flatMap((l) => l.raw.map((p) => ty(p[1]))));
-  const xa = niceAxis(x0, x1, 8, true), ya = logy ? logAxis(y0, y1) : niceAxis(y0, y1, 6, false);
+  const byTime = $('x-axis').value === 'time';
+  const xa = niceAxis(x0, x1, W > 600 ? 8 : 4, !byTime), ya = logy ? logAxis(y0, y1) : niceAxis(y0, y1, H > 300 ? 6 : 4, false);
   const sx = (v) => M.l + (v - xa.lo) / (xa.hi - xa.lo) * (W - M.l - M.r);
   const sy = (v) => H - M.b - (v - ya.lo) / (ya.hi - ya.lo) * (H - M.t - M.b);
-
-  // Grid, ticks and axis titles.
   for (const t of xa.ticks) {
     svg.append(el('svg:line', {class: 'grid', x1: sx(t), x2: sx(t), y1: M.t, y2: H - M.b}));
     svg.append(el('svg:text', {class: 'tick', x: sx(t), y: H - M.b + 16, 'text-anchor': 'middle'}, xa.label(t)));
@@ -239,27 +270,64 @@ function drawCurve() {
     svg.append(el('svg:text', {class: 'tick', x: M.l - 6, y: sy(t) + 4, 'text-anchor': 'end'}, ya.label(t)));
   }
   svg.append(el('svg:rect', {class: 'frame', x: M.l, y: M.t, width: W - M.l - M.r, height: H - M.t - M.b}));
-  svg.append(el('svg:text', {class: 'axis-title', x: (M.l + W - M.r) / 2, y: H - 6, 'text-anchor': 'middle'}, 'step'));
-  svg.append(el('svg:text', {class: 'axis-title', x: 14, y: (M.t + H - M.b) / 2, 'text-anchor': 'middle',
-    transform: `rotate(-90 14 ${(M.t + H - M.b) / 2})`}, name + (logy ? ' (log)' : '')));
-
-  // Series: faint raw line under the smoothed one, markers on sparse series.
+  svg.append(el('svg:text', {class: 'axis-title', x: (M.l + W - M.r) / 2, y: H - 4, 'text-anchor': 'middle'},
+    byTime ? 'wall time (min)' : 'step'));
+  svg.append(el('svg:text', {class: 'axis-title', x: 12, y: (M.t + H - M.b) / 2, 'text-anchor': 'middle',
+    transform: `rotate(-90 12 ${(M.t + H - M.b) / 2})`}, name + (logy ? ' (log)' : '')));
   const pathOf = (pts) => pts.map((p, i) => `${i ? 'L' : 'M'}${sx(p[0]).toFixed(1)},${sy(ty(p[1])).toFixed(1)}`).join('');
   for (const line of lines) {
     const colour = runColour(line.id);
-    if (w > 0) svg.append(el('svg:path', {class: 'raw', 'data-run': line.id, d: pathOf(line.raw), stroke: colour}));
+    if (w > 0 && !line.sparse) svg.append(el('svg:path', {class: 'raw', 'data-run': line.id, d: pathOf(line.raw), stroke: colour}));
     const path = el('svg:path', {class: 'series', 'data-run': line.id, d: pathOf(line.smooth), stroke: colour});
     path.append(el('svg:title', {}, runName(line.id)));
     svg.append(path);
     if (line.sparse) {
-      for (const [x, v] of line.smooth) {
+      for (const [x, v, step] of line.raw) {
         const dot = el('svg:circle', {class: 'marker', 'data-run': line.id, cx: sx(x), cy: sy(ty(v)), r: 3.5, fill: colour});
-        dot.append(el('svg:title', {}, `${runName(line.id)} · step ${x} · ${fmt(v)}`));
+        dot.append(el('svg:title', {}, `${runName(line.id)} · step ${step} · ${fmt(v)}`));
         svg.append(dot);
       }
     }
-    legend.append(legendItem(colour, runName(line.id), {'data-run': line.id}));
   }
+  svg.chart = {name, lines, W, M, xa};
+  return lines;
+}
+
+/** The main chart, or with a grid filter every metric whose name holds it, side by side. */
+function drawCurves() {
+  const legend = $('curve-legend'), grid = $('curve-grid'), filter = $('grid-filter').value.trim();
+  legend.replaceChildren();
+  const shown = new Set();
+  if (filter) {
+    $('curve').style.display = 'none';  // (an svg has no hidden property)
+    const names = [...state.names].filter((n) => n.includes(filter)).sort().slice(0, 36);
+    grid.replaceChildren(...names.map((n) => {
+      const svg = el('svg:svg', {viewBox: '0 0 480 240', class: 'small-chart', role: 'img', 'aria-label': n});
+      for (const line of drawChart(svg, n, 480, 240)) shown.add(line.id);
+      return svg;
+    }));
+  } else {
+    $('curve').style.display = '';
+    grid.replaceChildren();
+    for (const line of drawChart($('curve'), state.metric, 960, 360)) shown.add(line.id);
+  }
+  for (const id of shown) legend.append(legendItem(runColour(id), runName(id), {'data-run': id}));
+}
+
+/** Under the pointer: each run's value nearest the x it points at, in the readout line. */
+function readout(event) {
+  const svg = event.target.closest('svg');
+  const chart = svg && svg.chart;
+  if (!chart) return;
+  const box = svg.getBoundingClientRect();
+  const px = (event.clientX - box.left) / box.width * chart.W;
+  const x = chart.xa.lo + (px - chart.M.l) / (chart.W - chart.M.l - chart.M.r) * (chart.xa.hi - chart.xa.lo);
+  const parts = chart.lines.map((line) => {
+    let best = line.smooth[0];
+    for (const p of line.smooth) if (Math.abs(p[0] - x) < Math.abs(best[0] - x)) best = p;
+    return `${runName(line.id)}: ${fmt(best[1])} at step ${best[2]}`;
+  });
+  $('readout').textContent = `${chart.name} · ${parts.join(' · ')}`;
 }
 
 // ---------------------------------------------------------------- episode list
@@ -271,7 +339,15 @@ function episodeQuery() {
     q: val('filter-q'), step_min: val('filter-step-min'), step_max: val('filter-step-max'),
     reward_min: val('filter-reward-min'), reward_max: val('filter-reward-max'),
     length_min: val('filter-length-min'), length_max: val('filter-length-max'),
+    response: val('filter-response'), traced: val('filter-traced'),
   }).toString();
+}
+
+/** Refill a filter select with `values` ("all" first), keeping its choice where it still is. */
+function refill(id, values) {
+  const box = $(id), chosen = box.value;
+  box.replaceChildren(el('option', {value: ''}, 'all'), ...values.map((t) => el('option', {value: t}, t)));
+  box.value = values.includes(chosen) ? chosen : '';
 }
 
 let listSeq = 0;  // only the newest answer is shown
@@ -281,25 +357,30 @@ async function loadEpisodes() {
   const res = await api(`/api/runs/${enc(state.epRun)}/episodes?${episodeQuery()}`);
   if (!res || seq !== listSeq) return;
   state.total = res.total || 0;
-  // The task filter offers every task the run's episodes name (its choice kept).
-  const taskBox = $('filter-task'), chosen = taskBox.value;
-  taskBox.replaceChildren(el('option', {value: ''}, 'all'),
-    ...(res.tasks || []).map((t) => el('option', {value: t}, t)));
-  taskBox.value = (res.tasks || []).includes(chosen) ? chosen : '';
+  // The task and finish filters offer what the run's episodes name (their choices kept).
+  refill('filter-task', res.tasks || []);
+  refill('filter-finish', res.finishes || []);
   const saved = (state.runs.find((r) => String(r.id) === state.epRun) || {}).episodes;
-  $('episode-count').textContent = saved === false
+  const count = res.count ?? state.total;
+  $('episode-count').textContent = saved === false && !count
     ? 'this run saved no episodes: train it with rl.save_episodes=true'
-    : `${state.total} episode${state.total === 1 ? '' : 's'}`;
+    : `${state.total} of ${count} episode${count === 1 ? '' : 's'} (${res.traced ?? 0} with token stats)` +
+      (res.texts === false ? ' · prompts show once the run has a tokenizer' : '');
+  if (Array.isArray(res.warnings)) { state.warnings.set(state.epRun, res.warnings); showWarnings(); }
   const rows = (res.episodes || []).map((ep) => {
     const tr = el('tr', {class: 'episode-row', 'data-index': ep.index});
-    for (const v of [ep.index, ep.step, ep.group, ep.reward, ep.finish_reason, ep.length, ep.task]) tr.append(el('td', {}, fmt(v)));
+    for (const v of [ep.index, ep.step, ep.group, ep.reward, ep.finish_reason, ep.length, ep.task,
+      ep.traced ? 'yes' : '']) tr.append(el('td', {}, fmt(v)));
+    // an agent's question, else the prompt's end (where a chat template puts the question)
     const prompt = String(ep.prompt ?? '').replace(/\s+/g, ' ').trim();
-    tr.append(el('td', {class: 'prompt', title: prompt}, prompt.length > 100 ? prompt.slice(0, 100) + '…' : prompt));
+    const shown = ep.question || prompt.length <= 100 ? prompt.slice(0, 100) + (prompt.length > 100 ? '…' : '')
+      : '…' + prompt.slice(-100);
+    tr.append(el('td', {class: 'prompt', title: prompt}, shown));
     return tr;
   });
   if (!rows.length) {
     const tr = el('tr', {class: 'empty-row'});
-    tr.append(el('td', {colspan: 8, class: 'muted'}, 'no matching episodes'));
+    tr.append(el('td', {colspan: 9, class: 'muted'}, 'no matching episodes'));
     rows.push(tr);
   }
   $('episodes').tBodies[0].replaceChildren(...rows);
@@ -382,7 +463,13 @@ function renderEpisode() {
   facts.push(fact('finish', ep.finish_reason));
   for (const [k, v] of Object.entries(ep.meta || {})) {
     const text = typeof v === 'object' && v !== null ? JSON.stringify(v) : v;
-    facts.push(fact(k, typeof text === 'string' && text.length > 80 ? text.slice(0, 80) + '…' : text));
+    if (typeof text === 'string' && text.length > 80) {  // long: click to read it all
+      const span = el('span', {class: 'fact'});
+      const more = el('details', {class: 'meta-value'});
+      more.append(el('summary', {}, text.slice(0, 80) + '…'), el('span', {}, text.slice(80)));
+      span.append(el('b', {}, k), ' ', more);
+      facts.push(span);
+    } else facts.push(fact(k, text));
   }
   $('episode-facts').replaceChildren(...facts);
 
@@ -432,6 +519,11 @@ function colourTokens() {
     items.push(...state.versions.map((v) => legendItem(versionColour(v), `version ${v}`)));
   }
   items.push(legendItem('transparent', 'not trained'));
+  const ep = state.episode && state.episode.ep;
+  if (ep && !ep.token_stats && mode in VALUE_COLOUR) {
+    items.push(el('span', {class: 'note'},
+      `not traced: this episode carries no ${mode} (rl.token_stats traces a few episodes a step)`));
+  }
   $('colour-legend').replaceChildren(...items);
 }
 
@@ -445,7 +537,8 @@ async function openGroup() {
   state.groupRun = run;
   const samples = res.episodes || [];
   $('group-facts').replaceChildren(fact('run', runName(run)), fact('step', ep.step),
-    fact('group', ep.group), fact('samples', samples.length));
+    fact('group', ep.group), fact('samples', samples.length), fact('reference', res.reference),
+    fact('advantage', res.advantage_source), fact('prompt', res.prompt));
   $('group-samples').replaceChildren(...samples.map((s) => {
     const card = el('div', {class: 'group-sample', 'data-index': s.index});
     if (typeof s.advantage === 'number') card.classList.add(s.advantage > 0 ? 'positive' : s.advantage < 0 ? 'negative' : 'neutral');
@@ -464,6 +557,7 @@ async function openGroup() {
 
 function pollAll() {
   for (const id of state.selected) pollRun(id);
+  if (++state.polls % 3 === 0) loadEpisodes();  // a live run's counts and rows
 }
 
 function wire() {
@@ -472,27 +566,32 @@ function wire() {
     if (!e.target.classList.contains('run-toggle')) return;
     const id = e.target.dataset.run;
     if (e.target.checked) { state.selected.add(id); pollRun(id); } else state.selected.delete(id);
-    drawCurve();
+    drawCurves();
   });
   $('metric-select').addEventListener('change', (e) => {
     state.metric = e.target.value;
     state.userPickedMetric = true;
-    drawCurve();
+    drawCurves();
   });
   $('smoothing').addEventListener('input', (e) => {
     $('smoothing-value').textContent = Number(e.target.value).toFixed(2);
-    drawCurve();
+    drawCurves();
   });
-  $('logy').addEventListener('change', drawCurve);
+  $('logy').addEventListener('change', drawCurves);
+  $('x-axis').addEventListener('change', drawCurves);
+  $('grid-filter').addEventListener('input', debounce(drawCurves, 250));
+  for (const id of ['curve', 'curve-grid']) $(id).addEventListener('mousemove', readout);
+  $('run-files').addEventListener('toggle', loadRunFiles);
+  $('summary-run').addEventListener('change', loadRunFiles);
 
   // Episode filters: selects re-query at once, typed fields after a pause.
   const requery = () => { state.offset = 0; loadEpisodes(); };
   const typed = debounce(requery, 250);
-  for (const id of ['filter-q', 'filter-step-min', 'filter-step-max', 'filter-reward-min', 'filter-reward-max',
+  for (const id of ['filter-q', 'filter-response', 'filter-step-min', 'filter-step-max', 'filter-reward-min', 'filter-reward-max',
     'filter-length-min', 'filter-length-max']) {
     $(id).addEventListener('input', typed);
   }
-  for (const id of ['filter-finish', 'filter-task', 'sort']) $(id).addEventListener('change', requery);
+  for (const id of ['filter-finish', 'filter-task', 'filter-traced', 'sort']) $(id).addEventListener('change', requery);
   $('episode-run').addEventListener('change', (e) => { state.epRun = e.target.value; requery(); });
   $('prev-page').addEventListener('click', () => { state.offset = Math.max(0, state.offset - PAGE); loadEpisodes(); });
   $('next-page').addEventListener('click', () => { state.offset += PAGE; loadEpisodes(); });
@@ -512,7 +611,7 @@ function wire() {
 async function main() {
   wire();
   colourTokens();
-  drawCurve();
+  drawCurves();
   await loadRuns();
   loadEpisodes();
   pollAll();
