@@ -131,6 +131,7 @@ def test_a_resumed_distillation_run_ends_where_the_straight_run_does(stage, tmp_
     shutil.rmtree(b / "checkpoints" / f"{stage}-000004")  # as if stopped after step 2
     (b / "checkpoints" / "latest").write_text(json.dumps({"tag": f"{stage}-000002"}))
     shutil.rmtree(b / f"{stage}_model")
+    (b / "summary.json").unlink()  # a stopped run has none (a complete one says so)
     resumed = runner.invoke(app, [*common, f"out_dir={b}", "--resume"])
     assert resumed.exit_code == 0 and f"resuming from {stage}-000002" in resumed.output
     wa, wb = (load_file(out / f"{stage}_model" / "model.safetensors") for out in (a, b))

@@ -91,8 +91,9 @@ def test_an_interrupted_run_says_how_to_resume_and_resumes_without_repeating_a_r
                                     "checkpoint_every=2", "rl.save_episodes=true", "--out",
                                     str(out), "--resume"]
     monkeypatch.setattr(LoopRun, "finish_step", finish)
-    resumed, _ = train(out, "checkpoint_every=2", "rl.save_episodes=true", "--resume")
+    resumed, text = train(out, "checkpoint_every=2", "rl.save_episodes=true", "--resume")
     assert resumed.exit_code == 0, resumed.output
+    assert "RL: 2/4" in text
     assert [r["step"] for r in rows(out / "metrics.jsonl")] == [1, 2, 3, 4]
     assert len(rows(out / "episodes.jsonl")) == 4 * 2 * 2  # steps x prompts x group
     summary = json.loads((out / "summary.json").read_text())
@@ -111,8 +112,20 @@ def test_resume_refuses_a_config_that_trains_something_else(tmp_path):
                           "--resume")
     assert changed.exit_code == 2
     assert ": rl.optim.lr, task.ops differ from its config.yaml" in text
-    placed, _ = train(out, "checkpoint_every=4", "threads=2", "--resume")
+    placed, text = train(out, "checkpoint_every=4", "threads=2", "rl.steps=6", "--resume")
     assert placed.exit_code == 0, placed.output
+    assert "RL: 4/6" in text  # the progress goes on from the checkpoint (it said 0/6)
+    assert [r["step"] for r in rows(out / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+
+
+def test_resuming_a_complete_run_says_so_and_changes_nothing(tmp_path):
+    """It re-ran the steps after the last checkpoint; with a stage's steps raised it goes on."""
+    out = tmp_path / "run"
+    assert train(out, "checkpoint_every=3")[0].exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    result, text = train(out, "checkpoint_every=3", "--resume")
+    assert result.exit_code == 2 and "is complete (summary.json): nothing to resume" in text
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
 def test_resume_without_a_checkpoint_refuses_instead_of_starting_over(tmp_path):
@@ -121,7 +134,11 @@ def test_resume_without_a_checkpoint_refuses_instead_of_starting_over(tmp_path):
     before = (out / "metrics.jsonl").read_bytes()
     result, text = train(out, "checkpoint_every=0", "--resume")
     assert result.exit_code == 2 and "nothing to resume" in text
+    assert "it ran with checkpoint_every=0" in text
     assert (out / "metrics.jsonl").read_bytes() == before
+    (out / "config.yaml").write_text("checkpoint_every: 50\n")  # stopped before step 50
+    assert "it stopped before its first checkpoint, due every 50 steps" in \
+        train(out, "checkpoint_every=0", "--resume")[1]
 
 
 def test_checkpoints_beyond_keep_last_are_removed(tmp_path):
@@ -170,6 +187,7 @@ def test_a_checkpoint_without_record_lengths_leaves_the_records_as_they_are(tmp_
     state = torch.load(state_file, weights_only=False)
     del state["cursor"]["records"]
     torch.save(state, state_file)
+    (out / "summary.json").unlink()  # as a run stopped after its last checkpoint
     before = (out / "metrics.jsonl").read_bytes()
     resumed, _ = train(out, "checkpoint_every=2", "--resume")
     assert resumed.exit_code == 0, resumed.output

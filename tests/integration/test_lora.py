@@ -115,6 +115,7 @@ def test_a_lora_run_resumed_through_the_cli_ends_where_the_straight_run_does(tmp
     shutil.rmtree(b / "checkpoints" / "sft-000004")  # as if stopped after step 2
     (b / "checkpoints" / "latest").write_text(json.dumps({"tag": "sft-000002"}))
     shutil.rmtree(b / "sft_model")
+    (b / "summary.json").unlink()  # a stopped run has none (a complete one says so)
     resumed = runner.invoke(app, [*common, f"out_dir={b}", "--resume"])
     assert resumed.exit_code == 0 and "resuming from sft-000002" in resumed.output
     wa, wb = (load_model(out / "sft_model").state_dict() for out in (a, b))

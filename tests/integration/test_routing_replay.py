@@ -145,3 +145,31 @@ def test_the_load_balancing_loss_enters_the_update(moe):
         assert float((g - plain[n] - balancing).abs().max()) <= bound, n
         if n in gates:  # the balancing term reaches every router, far above the bound
             assert float(balancing.abs().max()) > 100 * bound, n
+
+
+def test_the_sync_probes_go_through_the_engines_experts_when_the_trainer_replays(moe):
+    """The weight sync's probes compare the trainer with the engine as the update does: an
+    engine that records routing gives it to the probes (free routers tipped the other way on
+    near ties made a bf16 MoE with replay fail the sync check at 0.0241 > 0.02 after 30 SFT
+    steps). With the engine's routers perturbed as above, the routed probes differ far less."""
+    from posttrain.recipes.rl import probe_mismatch
+
+    tokenizer, model = moe
+    tilted = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for r in routers(tilted):
+            r.weight.add_(3e-2 * r.weight.abs().mean() * torch.randn(r.weight.shape,
+                                                                      generator=g))
+    trainer = Trainer(copy.deepcopy(model), OptimConfig(), 1,
+                      TrainerConfig(routing_replay=True))
+    probes = [tokenizer.encode(f"What is {i}+{i + 3}? The answer is {2 * i + 3}.")
+              for i in range(8)]
+    recorded = TorchEngine(tilted, tokenizer.pad_token_id, record_routing=True)
+    free = TorchEngine(tilted, tokenizer.pad_token_id)
+    routed_gap, free_gap = probe_mismatch(trainer, recorded, probes), \
+        probe_mismatch(trainer, free, probes)
+    assert free_gap > 5 * routed_gap
+    scores, routing = recorded.score_routed(probes)
+    assert scores == free.score(probes)  # recording changes no number
+    assert [tuple(r.shape[:1]) for r in routing] == [(len(p),) for p in probes]

@@ -82,3 +82,17 @@ def test_the_chat_proposer_shows_the_store_and_its_failures(tmp_path):
     assert "## i00-0 (parent None; the start): score 0.400, tokens 10" in prompt
     assert "eval.temperature: 0.7" in prompt and "failed episodes of i00-0" in prompt
     assert got.overrides == {"eval.temperature": 0.0}
+
+
+def test_mutation_knows_a_value_the_config_already_has_is_no_new_harness(tmp_path):
+    """Setting a key to the config's own value repeats the start harness (it did 5 of 11
+    times); every candidate is labelled by all it changes of the config."""
+    store = store_with(tmp_path, (Candidate("i00-0", {}), Result(0.4, 10)))
+    propose = MutationProposer({"eval.temperature": [0.0, 0.7], "eval.max_new_tokens": [8, 16]},
+                               base={"eval": {"temperature": 0.0, "max_new_tokens": 16}})
+    made = propose(store, 10, 1)  # only two harnesses are new
+    assert sorted(c.note for c in made) == ["eval.max_new_tokens=8", "eval.temperature=0.7"]
+    store = store_with(tmp_path / "b", (Candidate("i00-0", {"eval.temperature": 0.7}),
+                                        Result(0.4, 10)))
+    (child,) = [c for c in propose(store, 10, 2) if "max_new_tokens" in c.note]
+    assert child.note == "eval.temperature=0.7, eval.max_new_tokens=8"

@@ -314,7 +314,7 @@ def teacher_logits(
     from posttrain.recipes.build import RunParts
     from posttrain.recipes.distillation.teacher_logits import write_teacher_logits
 
-    cfg = _load(config, overrides)
+    cfg = _load(config, overrides, stages=["distill"])  # the command scores distill's data
     if cfg.distill.teacher is None:
         _fail("teacher-logits scores with distill.teacher: set it (a model directory)")
     try:
@@ -493,7 +493,7 @@ def algorithms(
 ) -> None:
     """List the algorithm catalogue: canonical names, aliases, formulas, sources."""
     from posttrain.algos import KINDS, entries
-    from posttrain.algos.docs import render_index, render_markdown
+    from posttrain.algos.docs import SOURCES, render_index, render_markdown
 
     if markdown:
         from posttrain.config.reach import catalogue_reach
@@ -512,9 +512,10 @@ def algorithms(
         table.add_column(col, overflow="fold")
     for e in entries():
         if kind in (None, e.kind):
-            table.add_row(*(escape(text) for text in (e.kind, e.name, ", ".join(e.aliases),
-                                                      e.formula, e.source)))
+            table.add_row(*(escape(text) for text in (
+                e.kind, e.name, ", ".join(e.aliases), e.formula.replace("``", ""), e.source)))
     Console().print(table)
+    Console().print(" ".join(SOURCES.replace("`", "").replace("*", "").split()))
 
 
 def main() -> None:

@@ -61,7 +61,7 @@ def audit(
         lambda engine, tasks: parts.rollout_fn(engine, tokenizer, tasks, parts.reward_fn,
                                                sampling, 1),
         cfg.reward.accuracy_part, tokenizer, [EXPLOITS[e] for e in exploit or EXPLOITS])
-    console.print(report.markdown())
+    console.print(report.markdown(), soft_wrap=True, markup=False, highlight=False)  # rows whole
     fix = report.guard_fix()
     for f in report.holes():
         console.print(f"[red]hole: {f.exploit}[/red] passed {f.passed} of {f.tasks} tasks "

@@ -64,7 +64,8 @@ def harness_search(
         engine = TorchEngine(load_model(model, cfg.trainer.compute_dtype), tok.pad_token_id,
                              tok.eos_token_id)
         if space is not None:
-            propose = MutationProposer(yaml.safe_load(space.read_text()), cfg.seed)
+            propose = MutationProposer(yaml.safe_load(space.read_text()), cfg.seed,
+                                       cfg.model_dump(mode="json"))
         elif proposer is not None:
             propose = load_object(proposer)
         else:

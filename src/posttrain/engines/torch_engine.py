@@ -124,6 +124,13 @@ class TorchEngine:
     def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
         """Log-prob of every token given the ones before it (0.0 for the first), through the
         model's own forward (not the decoding path), at temperature 1."""
+        return self.score_routed(sequences)[0]
+
+    @torch.inference_mode()
+    def score_routed(self, sequences: Sequence[Sequence[int]]
+                     ) -> tuple[list[list[float]], list[torch.Tensor] | None]:
+        """``score``, and with ``record_routing`` each sequence's experts ``[T, L, k]`` (as
+        ``generate`` records them: what a replaying trainer is given), else None."""
         if any(len(s) == 0 for s in sequences):
             raise ValueError("every sequence needs at least one token")
         self._check_awake()
@@ -133,9 +140,13 @@ class TorchEngine:
         for i, s in enumerate(sequences):
             ids[i, : len(s)], mask[i, : len(s)] = torch.tensor(s, dtype=torch.long), 1
         ids, mask = ids.to(self.device), mask.to(self.device)
-        logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        with capture(self.model) if self.record_routing else contextlib.nullcontext() as rec:
+            logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+            routing = None if rec is None else rec.take().view(*ids.shape, rec.n, -1).cpu()
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
-        return [[0.0] + logp[i, : len(s) - 1].tolist() for i, s in enumerate(sequences)]
+        scores = [[0.0] + logp[i, : len(s) - 1].tolist() for i, s in enumerate(sequences)]
+        return scores, None if routing is None else [routing[i, : len(s)]
+                                                      for i, s in enumerate(sequences)]
 
     @torch.inference_mode()
     def generate(

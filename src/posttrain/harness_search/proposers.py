@@ -24,20 +24,30 @@ class Proposer(Protocol):
 class MutationProposer:
     """Candidate ``j`` copies frontier candidate ``j mod |frontier|`` and sets one key of
     ``space`` (key -> the values to try) to a value it does not have, never repeating a
-    harness already in the store; the draws are seeded by ``(seed, iteration)``."""
+    harness already in the store; the draws are seeded by ``(seed, iteration)``. Harnesses are
+    compared by what they change of ``base`` (the run's config: each key's value there), so a
+    key set to the value the config already has is no new harness (such repeats were 5 of 11
+    candidates); a candidate is labelled by every key it changes."""
 
-    def __init__(self, space: dict[str, Sequence[Any]], seed: int = 0) -> None:
+    def __init__(self, space: dict[str, Sequence[Any]], seed: int = 0,
+                 base: dict[str, Any] | None = None) -> None:
+        """``base``: the run's config as a tree (``model_dump``), read by dotted keys."""
         if not isinstance(space, dict) or not space or not all(
                 isinstance(v, list) and v for v in space.values()):
             raise ValueError("the search space maps dotted config keys to lists of values to "
                              f"try, e.g. {{eval.temperature: [0.0, 0.7]}}; got {space!r}")
         self.space, self.seed = {k: list(v) for k, v in space.items()}, seed
+        self.base = base or {}
+
+    def changes(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """What ``overrides`` change of the base config."""
+        return {k: v for k, v in overrides.items() if _at(self.base, k) != v}
 
     def __call__(self, store: HarnessStore, k: int, iteration: int) -> list[Candidate]:
         rng = random.Random(f"{self.seed}:{iteration}")
         by_id = {c.id: c for c in store.candidates()}
         front = [by_id[c] for c in pareto(store.results())] or list(by_id.values())
-        seen = [c.overrides for c in by_id.values()]
+        seen = [self.changes(c.overrides) for c in by_id.values()]
         out: list[Candidate] = []
         for j in range(k * 20):  # bounded: a small space runs out of new harnesses
             if len(out) == k:
@@ -45,12 +55,23 @@ class MutationProposer:
             parent = front[j % len(front)]
             key = rng.choice(sorted(self.space))
             value = rng.choice(self.space[key])
-            overrides = {**parent.overrides, key: value}
-            if overrides not in seen:
-                seen.append(overrides)
-                out.append(Candidate("", overrides, parent.files, parent.id,
-                                     f"{key}={json.dumps(value)}"))
+            changed = self.changes({**parent.overrides, key: value})
+            if changed not in seen:
+                seen.append(changed)
+                label = ", ".join(f"{key_}={json.dumps(v)}" for key_, v in changed.items())
+                out.append(Candidate("", {**parent.overrides, key: value}, parent.files,
+                                     parent.id, label or "the config as it is"))
         return out
+
+
+_ABSENT = object()
+
+
+def _at(tree: dict[str, Any], key: str) -> Any:
+    """The value at dotted ``key`` of ``tree`` (``_ABSENT`` where there is none)."""
+    for part in key.split("."):
+        tree = tree.get(part, _ABSENT) if isinstance(tree, dict) else _ABSENT
+    return tree
 
 
 PROPOSE = """You improve the harness of an agent: the configuration around a fixed model

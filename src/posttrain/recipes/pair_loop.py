@@ -54,7 +54,7 @@ def run_pairs(
     ``make_batch`` rows, logged as ``stage`` under a progress bar titled ``title``. Returns the
     evaluations."""
     evals = []
-    reporter.start(title, cfg.steps)
+    reporter.start(title, cfg.steps, start_step)
     for k in range(start_step, cfg.steps):
         idx = batch_indices(k, cfg.batch_size, len(pairs), seed)
         metrics = step(make_batch(tokenizer, [pairs[i] for i in idx]), idx)

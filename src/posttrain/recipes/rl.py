@@ -93,18 +93,25 @@ def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
     if mismatch > cfg.limit():
         raise WeightSyncError(
             f"after the sync to version {version} (engine version {engine.version}) the engine's "
-            f"log-probs differ from the trainer's by {mismatch:.3g} > tolerance {cfg.limit()}")
+            f"log-probs differ from the trainer's by {mismatch:.3g} > rl.sync.tolerance "
+            f"{cfg.limit()} (a mean over rl.sync.probes sequences; the default follows "
+            "trainer.precision)")
     return SyncReport(version, checksum, mismatch, time.perf_counter() - start)
 
 
 def probe_mismatch(trainer: PolicyTrainer, engine: Engine,
                    probes: Sequence[Sequence[int]]) -> float:
-    """Mean |trainer - engine| log-prob over every token of ``probes`` but the first."""
-    segments = [Segment(list(p), [0] + [1] * (len(p) - 1), [0.0] * len(p), [-1] * len(p))
-                for p in probes]
+    """Mean |trainer - engine| log-prob over every token of ``probes`` but the first. An
+    engine that records its routing gives it to the probes, so a trainer that replays routing
+    (``trainer.routing_replay``) is compared through the same experts, as its update is: in
+    bf16, free routers pick other experts on near ties, a gap no update sees."""
+    theirs, routing = engine.score_routed(probes) if getattr(engine, "record_routing", False) \
+        else (engine.score(probes), None)
+    segments = [Segment(list(p), [0] + [1] * (len(p) - 1), [0.0] * len(p), [-1] * len(p),
+                        routing=None if routing is None else routing[i])
+                for i, p in enumerate(probes)]
     batch = Batch.from_episodes([Episode([s]) for s in segments], pad_token_id=0)
     ours = trainer.compute_logprobs(batch)
-    theirs = engine.score(probes)
     total, count = 0.0, 0
     for i, p in enumerate(probes):
         for t in range(1, len(p)):
@@ -119,7 +126,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
     checkpoints. Returns the evaluations made."""
     cfg, evals = run.cfg, []
     update = run.policy_update()
-    run.reporter.start(source.title, cfg.steps)
+    run.reporter.start(source.title, cfg.steps, run.start_step)
     with source:
         for step in range(run.start_step, cfg.steps):
             started = time.perf_counter()

@@ -28,11 +28,12 @@ from posttrain.train import latest_checkpoint
 LOCK = ".lock"
 CONFIG = "config.yaml"
 CHECKPOINTS = "checkpoints"
+SUMMARY = "summary.json"
 PROMPT_BUDGETS = "prompt_budgets.jsonl"  # budget: auto's per-prompt budgets, as fixed
 RECORDS = ("metrics.jsonl", "episodes.jsonl", PROMPT_BUDGETS)
 # what a run writes into its directory: --overwrite removes these and nothing else
 PLOTS = ("curves.png", *(f"curves_{stage}.png" for stage in STAGE_PANELS))
-ARTIFACTS = (CONFIG, *RECORDS, "summary.json", *PLOTS, CHECKPOINTS, "base_model",
+ARTIFACTS = (CONFIG, *RECORDS, SUMMARY, *PLOTS, CHECKPOINTS, "base_model",
              "ranks", "sft_model", "pref_model", "distill_model", "rl_model", "opd_model")
 # keys that may change when a run is resumed: where and how fast it runs, and for how many
 # steps (a longer stage follows the schedule of its new length), not what it trains
@@ -75,17 +76,35 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool) -
     elif resume and existing:
         if latest_checkpoint(out / CHECKPOINTS) is None:
             raise RunDirError(f"nothing to resume in {out}: it holds no checkpoint "
-                              "(checkpoint_every=0?); --overwrite starts the run over")
+                              f"({_why_no_checkpoint(out / CONFIG)}); --overwrite starts the "
+                              "run over")
         changed = config_changes(out / CONFIG, config)
         if changed:
             raise RunDirError(f"--resume with a config that trains something else than the run "
                               f"in {out}: {', '.join(changed)} differ from its {CONFIG} "
                               f"(only {', '.join(RESUMABLE)} may change)")
+        longer = [k for k in _diff(yaml.safe_load((out / CONFIG).read_text()) or {}, config,
+                                   {}) if k.endswith(".steps")]
+        if (out / SUMMARY).is_file() and not longer:
+            raise RunDirError(f"the run in {out} is complete ({SUMMARY}): nothing to resume; "
+                              "raise a stage's steps to continue it, or --overwrite starts it "
+                              "over")
+        (out / SUMMARY).unlink(missing_ok=True)  # the resumed run writes its own
     elif existing and not resume:
         shown = ", ".join(existing[:4]) + (", ..." if len(existing) > 4 else "")
         raise RunDirError(f"{out} already holds files ({shown}): --resume continues that run, "
                           "--overwrite replaces it, or choose another out_dir")
     (out / CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _why_no_checkpoint(saved: Path) -> str:
+    """What the saved config says of a run without a checkpoint."""
+    every = (yaml.safe_load(saved.read_text()) or {}).get("checkpoint_every") \
+        if saved.is_file() else None
+    if every == 0:
+        return "it ran with checkpoint_every=0"
+    return (f"it stopped before its first checkpoint, due every {every} steps" if every
+            else "it stopped before its first checkpoint")
 
 
 def _lock(out: Path) -> IO:

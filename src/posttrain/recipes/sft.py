@@ -31,7 +31,7 @@ def run_sft(
     """Train for ``cfg.steps`` optimiser steps starting at ``start_step`` on ``data``'s
     conversations, each rendered with its tools, as the agent loop renders them."""
     segments = ConversationSegments(tokenizer, data.conversations, data.tools)
-    reporter.start("SFT", cfg.steps)
+    reporter.start("SFT", cfg.steps, start_step)
     for step in range(start_step, cfg.steps):
         idx = batch_indices(step, cfg.batch_size, len(segments), seed)
         rows, pad = [segments[i] for i in idx], tokenizer.pad_token_id

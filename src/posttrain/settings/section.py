@@ -48,7 +48,9 @@ def check_hyperparameters(label: str, accepted: dict[str, bool], given: set[str]
     unknown = sorted(given - set(accepted))
     if unknown:
         raise ValueError(f"{label} does not take {', '.join(unknown)}; it takes: "
-                         f"{', '.join(sorted(accepted)) or 'nothing'}")
+                         f"{', '.join(sorted(accepted)) or 'nothing'} (the options a config "
+                         "file gives another function stay when only the name is changed: "
+                         "give the whole section, e.g. pref.loss='{name: ipo, tau: 0.05}')")
     missing = sorted(k for k, required in accepted.items() if required and k not in given)
     if missing:
         raise ValueError(f"{label} needs {', '.join(missing)}")

@@ -69,7 +69,7 @@ def run_distill(
                       trainer.model.get_output_embeddings().out_features)
     else:
         check_same_vocabulary(tokenizer, teacher_tokenizer)
-    reporter.start(f"distill ({divergence})", steps)
+    reporter.start(f"distill ({divergence})", steps, start_step)
     for step in range(start_step, steps):
         idx = batch_indices(step, batch_size, len(conversations), seed)
         rng = random.Random(f"{seed}:gkd:{step}")

@@ -86,7 +86,7 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
     step); returns the evaluations made."""
     cfg, tokenizer, seed = run.cfg, run.tokenizer, run.seed
     evals = []
-    run.reporter.start(f"on-policy distillation ({cfg.loss})", cfg.steps)
+    run.reporter.start(f"on-policy distillation ({cfg.loss})", cfg.steps, run.start_step)
     for step in range(run.start_step, cfg.steps):
         seek_step(run.tasks, step, cfg.prompts_per_step)
         problems = run.tasks.sample(cfg.prompts_per_step, random.Random(f"{seed}:opd:{step}"))

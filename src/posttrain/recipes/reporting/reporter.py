@@ -53,14 +53,15 @@ class StepProgress:
         if not self.quiet:
             self.console.print(text)
 
-    def start(self, description: str, total: int) -> None:
+    def start(self, description: str, total: int, done: int = 0) -> None:
+        """A bar of ``total`` steps, ``done`` of them already (a resumed stage's)."""
         self.finish()
         if self.quiet:
             return
         if not self.console.is_terminal:
             now = time.monotonic()
             self._lines = _Lines(description, total, now, now)
-            self.console.print(f"{description}: 0/{total}", highlight=False)
+            self.console.print(f"{description}: {done}/{total}", highlight=False)
             return
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -68,7 +69,7 @@ class StepProgress:
             transient=False,
         )
         self._progress.start()
-        self._task = self._progress.add_task(description, total=total, info="")
+        self._task = self._progress.add_task(description, total=total, completed=done, info="")
 
     def advance(self, completed: int, info: str = "") -> None:
         if self._progress is not None:
