@@ -24,6 +24,18 @@ def moe(tmp_path_factory):
     return load_tokenizer(d), load_model(d)
 
 
+def tilted_routers(model):
+    """A copy of ``model`` whose routers are perturbed by 3 % noise (as another kernel or
+    precision would tip near ties)."""
+    tilted = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for r in routers(tilted):
+            r.weight.add_(3e-2 * r.weight.abs().mean() * torch.randn(r.weight.shape,
+                                                                      generator=g))
+    return tilted
+
+
 def rollout_batch(engine, tokenizer, n=24):
     prompts = [tokenizer.encode(f"What is {i}+{i + 3}?") for i in range(n)]
     outs = engine.generate(prompts, SamplingParams(max_new_tokens=16, seed=1))
@@ -75,12 +87,7 @@ def test_replay_reproduces_the_engines_routing_and_only_that(moe):
     same, replayed = gaps(model, batch, False), gaps(model, batch, True)
     assert float(same.max()) < 1e-5 and float(replayed.max()) < 1e-5
 
-    tilted = copy.deepcopy(model)
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for r in routers(tilted):
-            r.weight.add_(3e-2 * r.weight.abs().mean() * torch.randn(r.weight.shape,
-                                                                      generator=g))
+    tilted = tilted_routers(model)
     engine = TorchEngine(tilted, tokenizer.pad_token_id, tokenizer.eos_token_id,
                          record_routing=True)
     _, batch = rollout_batch(engine, tokenizer)
@@ -155,12 +162,7 @@ def test_the_sync_probes_go_through_the_engines_experts_when_the_trainer_replays
     from posttrain.recipes.rl import probe_mismatch
 
     tokenizer, model = moe
-    tilted = copy.deepcopy(model)
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for r in routers(tilted):
-            r.weight.add_(3e-2 * r.weight.abs().mean() * torch.randn(r.weight.shape,
-                                                                      generator=g))
+    tilted = tilted_routers(model)
     trainer = Trainer(copy.deepcopy(model), OptimConfig(), 1,
                       TrainerConfig(routing_replay=True))
     probes = [tokenizer.encode(f"What is {i}+{i + 3}? The answer is {2 * i + 3}.")
