@@ -4,10 +4,11 @@ Each call brings the exact prompt ids the engine saw and, per choice, the sample
 log-probs and weight version. A call's prompt is built on the longest branch whose text (its
 tokens decoded) begins the call's rendered conversation: that branch's tokens, then the rest
 of the text encoded (``prompt_after``), so what was sampled keeps its tokens even where its
-text would encode otherwise (a lone byte of a character, a special token). A call whose prompt extends a branch (an earlier call's prompt +
-one of its completions) token for token continues that branch's segment, the longest such
-branch if several (a session may hold interleaved conversations): the new prompt tokens join
-with mask 0 and the sampled ones with mask 1. A prompt that extends no branch (the chat
+text would encode otherwise (a lone byte of a character, a special token). A call whose
+prompt extends a branch (an earlier call's prompt + one of its completions) token for token
+continues that branch's segment, the longest such branch if several (a session may hold
+interleaved conversations): the new prompt tokens join with mask 0 and the sampled ones with
+mask 1. A prompt that extends no branch (the chat
 template rewrote history, the client edited a message) starts a new segment; the split is
 counted with the first position where the tokens part from the closest branch, so nothing
 the policy sampled is ever re-tokenised. Each choice of ``n > 1`` is a branch of its own.

@@ -18,9 +18,10 @@ class DatasetConfig(Section):
     of one format (a list, or a glob pattern), a ``save_to_disk`` directory, or a folder
     ``load_dataset`` reads (data files, or a loading script); ``split`` of it (``data_files``).
     ``where``: only the rows whose column ``c`` holds ``where[c]`` (one value, or any of a
-    list), the others left out (not counted as malformed). Held out for evaluation: the split ``eval_split`` of the same data, or the file or
-    folder ``eval_path``, else the last ``task.eval_fraction`` of the rows. ``shuffle``: rows
-    in an order drawn from the run's seed first; ``max_rows``: only the first that many.
+    list), the others left out (not counted as malformed). Held out for evaluation: the split
+    ``eval_split`` of the same data, or the file or folder ``eval_path``, else the last
+    ``task.eval_fraction`` of the rows. ``shuffle``: rows in an order drawn from the run's
+    seed first; ``max_rows``: only the first that many.
 
     ``streaming``: the train split is read as a stream (``datasets``' ``IterableDataset``),
     never whole: prompts come in the stream's order through a buffer of ``shuffle_buffer``

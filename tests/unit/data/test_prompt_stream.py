@@ -47,8 +47,9 @@ def test_one_epoch_is_the_rows_in_memory(tmp_path):
     assert by_answer(epoch) == by_answer(in_memory.splits["train"])
     assert sorted(answers(epoch)) == list(range(1, 41))
     assert stream.skipped["train"] == in_memory.skipped["train"] == [
-        (10, "the prompt is empty"), (31, "its 'answer' cell is empty (the answer column; task.data.answer=null "
-              "reads no reference)")]
+        (10, "the prompt is empty"),
+        (31, "its 'answer' cell is empty (the answer column; task.data.answer=null reads no "
+             "reference)")]
     assert isinstance(stream.rows, datasets.IterableDataset)
 
 
