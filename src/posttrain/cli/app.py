@@ -449,8 +449,9 @@ def view(
 
     from posttrain.viewer import create_viewer_app, runs_under
 
-    found = [run for folder in runs for run in runs_under(folder)]
-    missing = [str(r) for r in runs if not runs_under(r)]
+    under = {folder: runs_under(folder) for folder in runs}
+    found = [run for folder in runs for run in under[folder]]
+    missing = [str(folder) for folder in runs if not under[folder]]
     if missing:
         _fail(f"no run (a folder with metrics.jsonl) in: {', '.join(missing)}")
     free_port_or_fail(host, port)

@@ -42,7 +42,7 @@ def _load(path: Where, what: str, streaming: bool):
     import datasets
 
     try:
-        source = resolve(str(path) if isinstance(path, Path) else path)
+        source = resolve(path)
     except ValueError as e:
         raise DataError(f"{what} {e}") from None
     p = source.first

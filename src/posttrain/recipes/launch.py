@@ -44,11 +44,7 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
     lock = None
     try:
         if rank == 0:
-            try:
-                lock = claim_run_dir(out, cfg.model_dump(mode="json"), resume, overwrite)
-            except (FileExistsError, NotADirectoryError) as e:  # out_dir or a parent is a file
-                raise RunDirError(f"out_dir {cfg.out_dir!r} cannot be a run directory: "
-                                  f"{e}") from None
+            lock = claim_run_dir(out, cfg.model_dump(mode="json"), resume, overwrite)
             if announce is not None:
                 announce(f"posttrain: stages {cfg.stages}, writing to [bold]{cfg.out_dir}[/]")
         if launched:

@@ -48,11 +48,15 @@ class RunDirError(ValueError):
 
 def claim_run_dir(out: Path, config: dict[str, Any], resume: bool, overwrite: bool) -> IO:
     """Lock ``out`` for this process and make it ready for a fresh, resumed or overwritten
-    run of ``config`` (its ``model_dump``); returns the open lock file (keep it open)."""
+    run of ``config`` (its ``model_dump``); returns the open lock file (keep it open).
+    ``RunDirError`` says why it cannot (``out`` or a parent is a file, among the rest)."""
     if resume and overwrite:
         raise RunDirError("--resume continues the run in out_dir and --overwrite replaces it: "
                           "choose one")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as e:
+        raise RunDirError(f"out_dir {str(out)!r} cannot be a run directory: {e}") from None
     lock = _lock(out)
     try:
         _prepare(out, config, resume, overwrite)

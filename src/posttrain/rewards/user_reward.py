@@ -129,17 +129,16 @@ class UserCalls:
             asyncio.run(self._concurrently(samples, emit))
         else:
             for i, sample in enumerate(samples):
-                emit([i], [self._one(lambda s=sample: self._call(s))])
+                emit([i], [self._one(sample)])
 
     def _call(self, sample: Sample) -> Any:
         if self.named:
             return self.fn(**self._kwargs(sample))
         return self.fn(sample.completion, sample.reference)
 
-    @staticmethod
-    def _one(call: Callable[[], Any]) -> Value:
+    def _one(self, sample: Sample) -> Value:
         try:
-            return checked(call())
+            return checked(self._call(sample))
         except Exception as e:
             return Missing(reason(e))
 

@@ -25,7 +25,8 @@ def gold_text(reference: str) -> str:
     return reference.rsplit("####", 1)[-1].strip()
 
 
-def _number(s: str | None) -> float | None:
+def as_number(s: str | None) -> float | None:
+    """``s`` as a finite number (commas and spaces dropped: ``1,000``); None if it is not."""
     if s is None:
         return None
     try:
@@ -43,10 +44,10 @@ def exact(completion: str, reference: str) -> float:
 def numeric(completion: str, reference: str, rel_tol: float = 1e-9) -> float | None:
     """1 if the extracted answer parses as a number equal to the reference (a GSM8K solution's
     ``#### 72`` reads as 72) within ``rel_tol``; None when the reference is not a number."""
-    want = _number(gold_text(reference))
+    want = as_number(gold_text(reference))
     if want is None:
         return None
-    got = _number(extract_answer(completion))
+    got = as_number(extract_answer(completion))
     if got is None:
         return 0.0
     return float(math.isclose(got, want, rel_tol=rel_tol, abs_tol=1e-12))

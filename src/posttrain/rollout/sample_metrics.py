@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from posttrain.algos.metrics import maj_at_k, mean_at_k, pass_at_k, standard_error
 from posttrain.rewards.rule_verifiers import BOXED_RE
-from posttrain.rewards.verifiers import extract_answer
+from posttrain.rewards.verifiers import as_number, extract_answer
 from posttrain.types import Episode
 
 RIGHT = "<right>"  # the vote of every right sample
@@ -32,10 +32,8 @@ def answer_of(episode: Episode) -> str:
     found = [extract_answer(text), *BOXED_RE.findall(text)[-1:], *GSM8K_RE.findall(text)[-1:],
              *LAST_NUMBER_RE.findall(text)[-1:], text]
     answer = next(a for a in found if a is not None).strip()
-    try:
-        return repr(float(answer.replace(",", "")))
-    except ValueError:
-        return answer
+    number = as_number(answer)
+    return answer if number is None else repr(number)
 
 
 def sample_metrics(per_problem: Sequence[Sequence[Episode]], accuracy_part: str,

@@ -13,7 +13,6 @@ snapshot episode carries ``FILE``'s size then: the episodes appended since are i
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -21,7 +20,6 @@ from pathlib import Path
 
 from posttrain.serve.sessions import Sessions
 from posttrain.types import Episode, read_episodes, write_episodes
-
 
 logger = logging.getLogger(__name__)
 OFFSET = "record_offset"  # a snapshot episode's: FILE's size when the snapshot was taken
@@ -65,7 +63,8 @@ class Recorder:
             return 0
         episodes = list(read_episodes(self.snapshot_path))
         offset = min((e.meta.pop(OFFSET, 0) for e in episodes), default=0)
-        ended = {e.meta.get("session") for e in _episodes_from(self.path, offset)}
+        ended = {e.meta.get("session") for e in
+                 (read_episodes(self.path, offset) if self.path.exists() else [])}
         kept = [e for e in episodes if e.meta.get("session") not in ended]
         for e in kept:
             e.meta["recovered"] = True
@@ -125,13 +124,3 @@ class Recorder:
         for key in self.sessions.keys():
             self.end(key)
         self.snapshot_path.unlink(missing_ok=True)
-
-
-def _episodes_from(path: Path, offset: int) -> list[Episode]:
-    """The episodes of ``path`` from byte ``offset`` on (none if it does not exist)."""
-    if not path.exists():
-        return []
-    with open(path, "rb") as f:
-        f.seek(offset)
-        tail = f.read().decode("utf-8")
-    return [Episode.from_dict(json.loads(line)) for line in tail.splitlines() if line.strip()]

@@ -19,9 +19,11 @@ def write_episodes(path: str | Path, episodes: Iterable[Episode], append: bool =
     return n
 
 
-def read_episodes(path: str | Path) -> Iterator[Episode]:
-    """Read episodes from JSONL. A malformed line raises ``ValueError`` naming its line number."""
+def read_episodes(path: str | Path, offset: int = 0) -> Iterator[Episode]:
+    """Read episodes from JSONL, from byte ``offset`` on (a line's start). A malformed line
+    raises ``ValueError`` naming its line number (counted from ``offset``)."""
     with open(path, encoding="utf-8") as f:
+        f.seek(offset)
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
