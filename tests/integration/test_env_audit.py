@@ -12,7 +12,7 @@ from posttrain.audit import EXPLOITS, audit
 from posttrain.audit.report import attack_sampling
 from posttrain.cli.app import app
 from posttrain.config import load_config
-from posttrain.config.task_config import GuardConfig
+from posttrain.config.agent_config import GuardConfig
 from posttrain.envs.code import CodeTasks
 from posttrain.harness import Guard, LoopLimits
 from posttrain.models.tiny import build_tokenizer

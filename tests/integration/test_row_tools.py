@@ -49,7 +49,8 @@ def config(path, tools=("add", "mul"), *overrides):
 
 
 def play(cfg, tokenizer, row_id, replies):
-    tasks, tools, env_factory = task_family(cfg)
+    family = task_family(cfg)
+    tasks, tools, env_factory = family.tasks, family.tools, family.env_factory
     (task,) = [t for t in tasks.splits["train"] if t.row["id"] == row_id]
     engine = ScriptedEngine(tokenizer, replies)
     (ep,) = rollout_function(cfg, tools, env_factory)(

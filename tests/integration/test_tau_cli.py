@@ -148,7 +148,7 @@ def test_rl_on_tau_tasks_through_the_cli(tiny_dir, tmp_path):
 @pytest.mark.parametrize("overrides,message", [
     ([], "task.tau.user"),
     (["task.tau.user={model: m}", "reward.parts={correct: {verifier: exact}}",
-      "reward.accuracy_part=correct"], "go with task.name in"),
+      "reward.accuracy_part=correct"], "task.name=tau is scored by its environment"),
     (["task.tau.user={model: m}", "reward.parts.extra={verifier: env}"],
      "scores only tau, success"),
     (["task.tau.user={model: m}", "stages=[sft, rl]"], "needs sft.data"),

@@ -33,7 +33,8 @@ def guess_class():
 
 
 def play(tokenizer, cfg, replies):
-    tasks, tools, env_factory = task_family(cfg)
+    family = task_family(cfg)
+    tasks, tools, env_factory = family.tasks, family.tools, family.env_factory
     rollout = rollout_function(cfg, tools, env_factory)
     task = tasks.eval_set(1)[0]
     engine = ScriptedEngine(tokenizer, replies(task.reference))

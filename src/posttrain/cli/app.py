@@ -191,9 +191,10 @@ def eval_(
     errors; eval.group_by=[column] splits the accuracy by a dataset column. --skills-bench
     plays the tasks in SkillsBench's three conditions instead (docs/skills.md)."""
     from posttrain.cli.eval_output import run_in, write_eval
-    from posttrain.engines import TorchEngine
-    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.engines import EngineUnavailableError
+    from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.recipes.build import RunParts
+    from posttrain.recipes.placement import make_engine
 
     cfg = _load(config, overrides)
     if out is not None and (mark := run_in(out)):
@@ -202,12 +203,12 @@ def eval_(
     if skills_bench and cfg.skills is None:
         _fail("--skills-bench needs a skill bank: set skills.dir")
     try:
-        tok, m = load_tokenizer(model), load_model(model, cfg.trainer.compute_dtype)
-    except ModelNotFoundError as e:
+        tok = load_tokenizer(model)
+        engine = make_engine(cfg, model, tok)
+    except (ModelNotFoundError, EngineUnavailableError) as e:
         _fail(str(e))
     parts = RunParts(cfg)
     parts.attach_judges(tok)
-    engine = TorchEngine(m, tok.pad_token_id, tok.eos_token_id)
     if skills_bench:
         from posttrain.recipes.skills import run_skills_bench
 
@@ -352,7 +353,7 @@ def reward_model(
     from posttrain.types import DataError
 
     cfg = _load(config, overrides, out_dir=out)
-    if cfg.rm.data is None and cfg.task.name != "arithmetic":
+    if cfg.rm.data is None and not cfg.task.PAIRS:
         _fail(f"rm.data is null: generated preference pairs exist for task.name=arithmetic, "
               f"not {cfg.task.name}")
     try:

@@ -14,9 +14,9 @@ from rich.progress import Progress
 
 from posttrain.config import RunConfig
 from posttrain.data.curation import Sampled, sample_prompts
-from posttrain.engines import TorchEngine
-from posttrain.models import load_model, load_tokenizer
+from posttrain.models import load_tokenizer
 from posttrain.recipes.build import RunParts
+from posttrain.recipes.placement import make_engine
 from posttrain.types import SamplingParams
 
 
@@ -24,8 +24,8 @@ def sampled(cfg: RunConfig, model: Path, k: int, num_prompts: int, temperature: 
             console: Console) -> Iterator[Sampled]:
     """``k`` scored samples of ``num_prompts`` train prompts, with a progress bar."""
     parts = RunParts(cfg.model_copy(update={"out_dir": str(Path(cfg.out_dir))}))
-    tokenizer, policy = load_tokenizer(model), load_model(model, cfg.trainer.compute_dtype)
-    engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    tokenizer = load_tokenizer(model)
+    engine = make_engine(cfg, model, tokenizer)
     tasks = parts.tasks.sample(num_prompts, random.Random(f"{cfg.seed}:curate"))
     sampling = SamplingParams(max_new_tokens=cfg.rl.max_new_tokens, temperature=temperature,
                               stop_token_ids=(tokenizer.eos_token_id,), seed=cfg.seed)

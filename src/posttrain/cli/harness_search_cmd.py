@@ -45,11 +45,12 @@ def harness_search(
     import os
 
     from posttrain.config import ConfigError, load_config
-    from posttrain.engines import TorchEngine
+    from posttrain.engines import EngineUnavailableError
     from posttrain.engines.chat import openai_chat
     from posttrain.harness_search import ChatProposer, HarnessSearch, HarnessStore, MutationProposer
-    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.recipes.outer.harness_search import harness_evaluator
+    from posttrain.recipes.placement import make_engine
     from posttrain.settings.extension import ExtensionError, load_object
 
     chosen = [s for s in (space, proposer, proposer_endpoint) if s is not None]
@@ -61,8 +62,7 @@ def harness_search(
     try:
         cfg = load_config(config, list(overrides or []))
         tok = load_tokenizer(model)
-        engine = TorchEngine(load_model(model, cfg.trainer.compute_dtype), tok.pad_token_id,
-                             tok.eos_token_id)
+        engine = make_engine(cfg, model, tok)
         if space is not None:
             propose = MutationProposer(yaml.safe_load(space.read_text()), cfg.seed,
                                        cfg.model_dump(mode="json"))
@@ -71,7 +71,8 @@ def harness_search(
         else:
             propose = ChatProposer(openai_chat(proposer_endpoint, proposer_model,
                                                os.environ.get("OPENAI_API_KEY"), 2048, 0.7))
-    except (ConfigError, ModelNotFoundError, ExtensionError, OSError, ValueError) as e:
+    except (ConfigError, ModelNotFoundError, EngineUnavailableError, ExtensionError, OSError,
+            ValueError) as e:
         fail(str(e))
     start = {}  # the starting harness: what the proposers read and change
     for o in overrides or []:

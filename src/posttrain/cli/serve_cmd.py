@@ -13,6 +13,12 @@ from typing import Annotated
 
 import typer
 
+from posttrain.cli.engine_options import (
+    EngineDevice,
+    EngineName,
+    context_window,
+    engine_from_options,
+)
 from posttrain.cli.output import console, fail
 
 
@@ -68,6 +74,8 @@ def serve(
         "KEY:<session>); needed to listen beyond loopback safely")] = None,
     tool_format: Annotated[str, typer.Option(
         help="auto (from the chat template) | hermes | qwen3_coder | llama3_json")] = "auto",
+    engine_name: EngineName = "torch",
+    device: EngineDevice = None,
 ) -> None:
     """Serve a model behind OpenAI-compatible endpoints, recording every session.
 
@@ -75,8 +83,7 @@ def serve(
     turns (docs/serve.md). Stop with Ctrl-C or SIGTERM: every session is kept."""
     import uvicorn
 
-    from posttrain.engines import TorchEngine
-    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.serve import Completer, Sessions, create_app
     from posttrain.serve.recording import Recorder, RecordError
     from posttrain.serve.tool_formats import FORMATS
@@ -95,11 +102,11 @@ def serve(
                       "anyone who reaches it can use the model, read every transcript and "
                       "set rewards")
     try:
-        tokenizer, policy = load_tokenizer(model), load_model(model)
+        tokenizer = load_tokenizer(model)
     except ModelNotFoundError as e:
         fail(str(e))
-    engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    completer = Completer(engine, tokenizer, policy.config.max_position_embeddings, max_tokens,
+    engine = engine_from_options(engine_name, device, model, "float32", tokenizer)
+    completer = Completer(engine, tokenizer, context_window(model) or 4096, max_tokens,
                           tool_format=FORMATS.get(tool_format))
     served = name or model.resolve().name
     app = create_app(completer, sessions, served, recorder=recorder, api_key=api_key)

@@ -8,6 +8,12 @@ from typing import Annotated
 
 import typer
 
+from posttrain.cli.engine_options import (
+    EngineDevice,
+    EngineName,
+    context_window,
+    engine_from_options,
+)
 from posttrain.cli.output import console, fail
 
 tau_app = typer.Typer(no_args_is_help=True,
@@ -93,6 +99,8 @@ def eval_(
              "drop_on_new_user or auto_v4 (docs/agents.md)")] = "keep_all",
     dtype: Annotated[str, typer.Option(help="float32 or bfloat16")] = "float32",
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+    engine_name: EngineName = "torch",
+    device: EngineDevice = None,
 ) -> None:
     """Play every task of a split TRIALS times against a simulated user; report pass^k.
 
@@ -100,16 +108,15 @@ def eval_(
     episodes.jsonl (viewable with `posttrain replay`) and summary.json to OUT."""
     from pydantic import ValidationError
 
-    from posttrain.config.task_config import ChatServer, TauConfig
-    from posttrain.engines import TorchEngine
     from posttrain.engines.chat import engine_tool_chat
-    from posttrain.envs.tau.rl import llm_users
+    from posttrain.envs.tau.rl import TauConfig, llm_users
     from posttrain.harness import LoopLimits
     from posttrain.harness.context import RETENTION
-    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
-    from posttrain.recipes.build import tau_tasks
-    from posttrain.recipes.reporting import StepProgress
+    from posttrain.models import ModelNotFoundError, load_tokenizer
+    from posttrain.recipes.judges import ServedChats
     from posttrain.recipes.outer.tau_eval import play, summarize
+    from posttrain.recipes.reporting import StepProgress
+    from posttrain.settings.served import ChatServer
     from posttrain.types import SamplingParams, write_episodes
 
     def served(path, endpoint, name):
@@ -124,17 +131,17 @@ def eval_(
                         user=served(user_model, user_endpoint, user_endpoint_model),
                         judge=served(judge_model, judge_endpoint, judge_endpoint_model),
                         reward_basis=None if basis is None else basis.split(","))
-        tokenizer, policy = load_tokenizer(model), load_model(model, dtype)
-        engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        tokenizer = load_tokenizer(model)
+        engine = engine_from_options(engine_name, device, model, dtype, tokenizer)
         own = ChatServer(model=str(model))  # by default the agent's engine plays the user too
-        tasks = tau_tasks(cfg, dtype, seed, llm_users(engine_tool_chat(
+        tasks = cfg.tasks(ServedChats(dtype, seed), llm_users(engine_tool_chat(
             engine, tokenizer, own.max_new_tokens, own.temperature, seed)))
     except ValidationError as e:
         fail("; ".join(f"{OPTIONS.get(str(err['loc'][0]), err['loc'][0])}: {err['msg']}"
                        for err in e.errors()))
     except (ValueError, ModelNotFoundError) as e:
         fail(str(e))
-    window = getattr(policy.config, "max_position_embeddings", None)
+    window = context_window(model)
     if window is not None and max_tokens > window:
         console.print(f"[yellow]{model} holds {window} positions: --max-tokens {max_tokens} "
                       f"is capped to {window}")

@@ -1,6 +1,7 @@
 """Rollout engines as Ray actors, behind the ``Engine`` protocol.
 
-``EngineActor`` is a ``TorchEngine`` in its own process, built from a model directory.
+``EngineActor`` is a torch engine (``engine.name: torch``) in its own process, built from a
+model directory.
 ``RayEngine`` is the client the pipelines hold: every protocol call becomes a remote call.
 Weights travel through the object store in buckets of about ``bucket_bytes``: the sender
 holds one bucket at a time and the actor loads them one at a time, so neither side makes a
@@ -19,8 +20,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from posttrain.engines import EngineRestarted, GenerationOutput, TorchEngine
-from posttrain.models import load_model
+from posttrain.engines import EngineRestarted, GenerationOutput
+from posttrain.engines.torch_member import TorchEngineConfig
 from posttrain.types import SamplingParams
 
 
@@ -34,8 +35,8 @@ class EngineActor:
                  fail_marker: str | None = None) -> None:
         torch.set_num_threads(threads)
         torch.set_flush_denormal(True)
-        self.engine = TorchEngine(load_model(model_dir, dtype), pad_token_id, eos_token_id,
-                                  device=device)
+        self.engine = TorchEngineConfig(device=device).build(model_dir, dtype, pad_token_id,
+                                                             eos_token_id)
         self.calls = 0
         self.fail_at_call, self.fail_marker = fail_at_call, fail_marker
 

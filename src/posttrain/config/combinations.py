@@ -4,20 +4,15 @@ validated themselves."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Container, Sequence
 from typing import Any
 
 from posttrain.algos.registry import facts
-from posttrain.config.task_config import ENV_TASK_PARTS, TASK_KEYS
 from posttrain.harness.compaction import STRATEGIES, SUMMARISING
 from posttrain.harness.multi.swarm import SWARM_PARTS
 from posttrain.models.presets import MOE_ARCHITECTURES
 from posttrain.rewards import ENV
-from posttrain.rewards.user_reward import PER_SAMPLE, unknown_columns
 from posttrain.settings.distill_config import OPD_LOSSES
-from posttrain.settings.extension import is_path, load_extension
 from posttrain.settings.rl_config import (
     EPISODE_ESTIMATORS,
     GREEDY_BASELINE_ESTIMATORS,
@@ -25,6 +20,7 @@ from posttrain.settings.rl_config import (
     MULTI_REWARD_ESTIMATORS,
     TOKEN_ESTIMATORS,
 )
+from posttrain.settings.rules import applies, changed, unread
 
 
 def check_combinations(cfg) -> None:
@@ -34,54 +30,14 @@ def check_combinations(cfg) -> None:
     estimator_rules(cfg)
     routing_rules(cfg)
     agent_rules(cfg)
-    task_rules(cfg)
+    member_rules(cfg)
     unused_sections(cfg)
     stage_options(cfg)
     data_rules(cfg)
-    column_rules(cfg)
     rl_switches(cfg)
     run_rules(cfg)
     server_rules(cfg)
     skills_rules(cfg)
-
-
-# -- options that cannot take effect: the helpers --------------------------------------------
-def default_of(section, key: str) -> Any:
-    """The default of field ``key`` of ``section`` (a config section, or a dataclass such as
-    ``Compaction``)."""
-    if dataclasses.is_dataclass(section):
-        f = next(f for f in dataclasses.fields(section) if f.name == key)
-        return f.default_factory() if f.default is dataclasses.MISSING else f.default
-    return type(section).model_fields[key].get_default(call_default_factory=True)
-
-
-def changed(section, prefix: str, keys: Sequence[str] | None = None) -> list[str]:
-    """The dotted names (``prefix.key``) of the fields of ``section``, or of ``keys`` among
-    them, set away from their defaults."""
-    if keys is None:
-        keys = [f.name for f in dataclasses.fields(section)] if dataclasses.is_dataclass(
-            section) else list(type(section).model_fields)
-    return [f"{prefix}.{k}" if prefix else k for k in keys
-            if getattr(section, k) != default_of(section, k)]
-
-
-def unread(section, prefix: str, keys: Sequence[str] | None, why: str) -> None:
-    """``keys`` of ``section`` (null: every field) are read by no code path of this run: an
-    error naming those set away from their defaults, and ``why``."""
-    names = changed(section, prefix, keys)
-    if names:
-        raise ValueError(f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} set but "
-                         f"cannot take effect: {why}")
-
-
-def applies(section, prefix: str, table: dict[str, Container], current: str, what: str
-            ) -> None:
-    """Each key of ``table`` set away from its default acts only when ``what`` (whose value
-    is ``current``) is one of the key's entries."""
-    for name in changed(section, prefix, list(table)):
-        allowed = table[name.rsplit(".", 1)[1]]
-        if current not in allowed:
-            raise ValueError(f"{name} applies to {what} in {allowed}, not {current}")
 
 
 # section -> the stages that read it
@@ -92,7 +48,7 @@ SECTION_STAGES = {"sft": ("sft",), "pref": ("pref",), "distill": ("distill",),
 
 def unused_sections(cfg) -> None:
     """A section set away from its defaults is read by one of the run's stages; ``agent``
-    options act on a tool task; ``engine`` options on the engine that has them."""
+    options act on a tool task."""
     for section, readers in SECTION_STAGES.items():
         names = changed(getattr(cfg, section), section)
         if names and not set(readers) & set(cfg.stages):
@@ -105,9 +61,6 @@ def unused_sections(cfg) -> None:
         raise ValueError(f"agent options act on agent episodes (a task with tools): "
                          f"{', '.join(agent_set)} set, but task.name={cfg.task.name} is "
                          "single-turn")
-    if cfg.engine.name != "vllm":
-        unread(cfg.engine, "engine", ["kv_cache_gib"],
-               f"it sizes vLLM's KV cache; engine.name is {cfg.engine.name}")
 
 
 def stage_rules(cfg) -> None:
@@ -143,7 +96,7 @@ def stage_rules(cfg) -> None:
                              "rl.mode=async")
         if rl.mini_batches > rl.prompts_per_step * rl.group_size:
             raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
-    if "pref" in cfg.stages and cfg.pref.data is None and cfg.task.name != "arithmetic":
+    if "pref" in cfg.stages and cfg.pref.data is None and not cfg.task.PAIRS:
         raise ValueError("pref.data is null: generated preference pairs exist for "
                          f"task.name=arithmetic, not {cfg.task.name}")
     if "distill" in cfg.stages and (cfg.distill.teacher is None) == (cfg.distill.logits is None):
@@ -151,13 +104,6 @@ def stage_rules(cfg) -> None:
                          "directory) and distill.logits (stored teacher logits)")
     if "opd" in cfg.stages:
         opd_rules(cfg)
-    if cfg.engine.name != "torch":
-        if cfg.engine.name == "vllm" and cfg.model.preset == "nano":
-            raise ValueError("engine.name=vllm: vLLM's CPU attention has no kernel for the "
-                             "nano preset's head size 16; use micro or small")
-        if cfg.rl.mode == "async" or cfg.dist.backend == "ray":
-            raise ValueError(f"engine.name={cfg.engine.name} runs in-process with "
-                             "rl.mode=sync and dist.backend=local")
     if cfg.trainer.lora is not None and cfg.dist.trainer_processes > 1:
         raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
     if cfg.engine.sleep and ("rl" not in cfg.stages or cfg.rl.mode != "sync"
@@ -281,8 +227,8 @@ def routing_rules(cfg) -> None:
     if not cfg.trainer.routing_replay:
         return
     why = [reason for reason, broken in (
-        (f"engine.name is {cfg.engine.name} (only the torch engine records routing)",
-         cfg.engine.name != "torch"),
+        (f"engine.name is {cfg.engine.name} (it does not record routing)",
+         not cfg.engine.RECORDS_ROUTING),
         ("dist.backend is ray (engine actors do not record it)", cfg.dist.backend == "ray"),
         ("rl.mode is async", cfg.rl.mode == "async"),
         (f"task.name={cfg.task.name} is an agent task", not cfg.single_turn)) if broken]
@@ -310,11 +256,9 @@ def agent_rules(cfg) -> None:
                          "evaluate a tree_grpo policy with eval.samples=1")
     if (algo.adv_estimator == "tree_grpo") != (agent.tree is not None):
         raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
-    if cfg.task.name == "lookup" and agent.swarm is None:
-        raise ValueError("task.name=lookup is the agent-swarm task family: set agent.swarm")
     if agent.swarm is not None:
         for what, on in (("agent.tree", agent.tree is not None),
-                         (f"task.name={cfg.task.name}", cfg.task.name in ENV_TASK_PARTS),
+                         (f"task.name={cfg.task.name}", bool(cfg.task.SCORED_PARTS)),
                          ("task.env", cfg.task.env is not None),
                          ("an external agent", agent.plays_externally)):
             if on:
@@ -327,7 +271,7 @@ def agent_rules(cfg) -> None:
                 raise ValueError(f"agent.swarm with {what}: its step-level credit reads the "
                                  "orchestrator's steps, and a swarm episode's rows hold its "
                                  "sub-agents' steps too")
-    if (cfg.task.name in ENV_TASK_PARTS or cfg.task.env) and agent.tree is not None:
+    if (cfg.task.SCORED_PARTS or cfg.task.env) and agent.tree is not None:
         what = cfg.task.env or cfg.task.name
         raise ValueError(f"agent.tree: tree rollouts cannot branch {what} "
                          "episodes (their environment state cannot be copied)")
@@ -355,35 +299,28 @@ def agent_rules(cfg) -> None:
                          f"agent.tree.rounds * branches + 1 = {agent.tree.per_backbone}")
 
 
-def task_rules(cfg) -> None:
-    """Task keys set away from their defaults act on their own task only; a task's rewards
-    come from its own verifiers."""
+def member_rules(cfg) -> None:
+    """The task family's and the engine's own rules; reward parts scored by an environment
+    (verifier ``env``) go with a task whose environment scores them, or ``task.env``."""
     task = cfg.task
-    applies(task, "task", TASK_KEYS, task.name, "task.name")
-    gym_parts = {p.verifier for p in cfg.reward.parts.values()} - {"format"}
-    if (task.name == "reasoning_gym") != ("reasoning_gym" in gym_parts) or (
-            task.name == "reasoning_gym" and gym_parts != {"reasoning_gym"}):
-        raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "
-                         "(plus format, if wanted), and that verifier needs the task")
+    task.check(cfg)
+    cfg.engine.check(cfg)
+    gym_parts = {p.verifier for p in cfg.reward.parts.values()} & {"reasoning_gym"}
+    if gym_parts and task.name != "reasoning_gym":
+        raise ValueError("the verifier reasoning_gym scores task.name=reasoning_gym's answers")
     env_parts = {n for n, p in cfg.reward.parts.items() if p.verifier == ENV}
     if cfg.agent.swarm is not None:  # the swarm scores these two
         env_parts -= set(SWARM_PARTS)
-    if task.env is None and (task.name in ENV_TASK_PARTS) != bool(env_parts):
-        raise ValueError("reward parts with verifier env (scored by the episode's "
-                         f"environment) go with task.name in {sorted(ENV_TASK_PARTS)}, "
-                         "and those need at least one")
-    scored = ENV_TASK_PARTS.get(task.name, ())
-    if task.env is None and env_parts - set(scored):
-        raise ValueError(f"reward parts {sorted(env_parts - set(scored))}: the "
-                         f"{task.name} environment scores only {', '.join(scored)}")
-    if task.name == "tau" and task.tau.user is None and not task.tau.solo:
-        raise ValueError("task.tau.user: tau episodes need a simulated user (a local "
-                         "model or an endpoint), or task.tau.solo")
-    if task.name in ("tau", "dataset") or task.custom:
-        for stage, data in (("sft", cfg.sft.data), ("distill", cfg.distill.data)):
-            if stage in cfg.stages and data is None:
-                raise ValueError(f"the {stage} stage on task {task.name} needs {stage}.data "
-                                 "(no conversations are generated for it)")
+    if task.env is None and task.SCORED_PARTS and not env_parts:
+        raise ValueError(f"task.name={task.name} is scored by its environment: reward.parts "
+                         f"needs a part with verifier env ({', '.join(task.SCORED_PARTS)})")
+    if task.env is None and env_parts and not task.SCORED_PARTS:
+        raise ValueError(f"reward parts with verifier env ({', '.join(sorted(env_parts))}) "
+                         f"are scored by the episode's environment; task.name={task.name} "
+                         "has none (set task.env, or a task such as code or tau)")
+    if task.env is None and env_parts - set(task.SCORED_PARTS):
+        raise ValueError(f"reward parts {sorted(env_parts - set(task.SCORED_PARTS))}: the "
+                         f"{task.name} environment scores only {', '.join(task.SCORED_PARTS)}")
 
 
 # -- options no code path of the run reads ----------------------------------------------------
@@ -427,34 +364,6 @@ def data_rules(cfg) -> None:
     if not any(p.startswith("ref_") for p in facts("preference", loss).parameter_names()):
         unread(cfg.pref, "pref", ["reference"],
                f"preference loss {loss} has no reference model to score with")
-    task, data = cfg.task, cfg.task.data
-    if task.name == "tau":
-        unread(task, "task", ["eval_fraction"],
-               "tau holds out its own split (task.tau.eval_split), not a share")
-    elif data is not None and (data.eval_path, data.eval_split) != (None, None):
-        unread(task, "task", ["eval_fraction"],
-               "task.data.eval_path or eval_split names the held-out rows")
-
-
-def column_rules(cfg) -> None:
-    """What reads the dataset's columns by name reads columns it has, where its head tells
-    them (``task.data``): a reward function's parameters, ``eval.group_by``."""
-    data = cfg.task.data
-    columns = data.known_columns() if cfg.task.name == "dataset" and data is not None else None
-    if columns is None:
-        return
-    for name, part in cfg.reward.parts.items():
-        if is_path(part.verifier):
-            unknown = unknown_columns(load_extension("reward", part.verifier), columns)
-            if unknown:
-                raise ValueError(
-                    f"reward.parts.{name}: {part.verifier} takes {', '.join(unknown)}, neither "
-                    f"a sample field ({', '.join(sorted(PER_SAMPLE))}) nor a column of "
-                    f"{data.path!r} ({', '.join(columns)})")
-    absent = [c for c in cfg.eval.group_by if c not in columns]
-    if absent:
-        raise ValueError(f"eval.group_by names {', '.join(absent)}, not a column of "
-                         f"{data.path!r} ({', '.join(columns)})")
 
 
 def rl_switches(cfg) -> None:
@@ -536,10 +445,6 @@ def server_rules(cfg) -> None:
     servers = [(f"reward.judges.{part}", j) for part, j in cfg.reward.judges.items()]
     for prefix, judge in servers:
         applies(judge, prefix, JUDGE_KEYS, judge.kind, f"{prefix}.kind")
-    if cfg.task.name == "tau":
-        tau = cfg.task.tau
-        servers += [(f"task.tau.{n}", s) for n, s in (("user", tau.user), ("judge", tau.judge))
-                    if s is not None]
     for prefix, server in servers:
         if server.endpoint is None:
             unread(server, prefix, ["endpoint_model", "api_key_env"],
@@ -551,9 +456,9 @@ def skills_rules(cfg) -> None:
     s = cfg.skills
     if s is None:
         return
-    if cfg.task.env is not None or cfg.task.name == "tau":
+    if cfg.task.env is not None:
         raise ValueError("skills are disclosed in a task's opening messages; episodes of "
-                         "task.env and tau open with their environment's own")
+                         "task.env open with their environment's own")
     if s.teacher is None:
         unread(s, "skills", ("evolve_every", "per_round", "evolve_below"),
                "skills evolve only with a teacher (skills.teacher)")

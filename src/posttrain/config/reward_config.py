@@ -8,12 +8,12 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from posttrain.algos.registry import facts
-from posttrain.config.served import ServedModel
 from posttrain.rewards import ENV, JUDGE, VERIFIERS, RewardFunction
 from posttrain.rewards.judge import DEFAULT_RUBRIC
 from posttrain.rewards.synthesis import SYNTHESES
 from posttrain.settings import Section, ShapingRule
 from posttrain.settings.extension import extension, is_path, load_extension
+from posttrain.settings.served import ServedModel
 
 
 class RewardPart(Section):

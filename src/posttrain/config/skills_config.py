@@ -8,9 +8,9 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.config.served import FunctionOrServed, check_fields
 from posttrain.settings import Section
 from posttrain.settings.extension import extension
+from posttrain.settings.served import FunctionOrServed, check_fields
 from posttrain.skills.skill import load_skills
 from posttrain.skills.teacher import LESSON_PROMPT, SKILL_PROMPT
 

@@ -101,3 +101,4 @@ class DatasetTasks(SplitTasks):
         if cfg.shuffle:
             random.Random(f"{seed}:data:{name}").shuffle(tasks)
         return tasks[: cfg.max_rows]
+

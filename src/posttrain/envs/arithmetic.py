@@ -10,10 +10,14 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
+
+from pydantic import Field
 
 from posttrain.envs.base import StepResult
 from posttrain.rewards import RewardFunction
+from posttrain.settings.family import member
+from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 Op = Literal["+", "-", "*"]
 OPS: tuple[str, ...] = ("+", "-", "*")
@@ -178,3 +182,17 @@ class ArithmeticEnv:
             raise RuntimeError("call reset() before step()")
         parts, total, _ = self.reward_fn(action, self._problem.reference)
         return StepResult(observation=None, reward_parts=parts, reward=total, done=True)
+
+
+@member("task", "arithmetic")
+class ArithmeticConfig(TaskFamily):
+    """``arithmetic``: single-turn ``a op b`` problems, ``op`` in ``ops``, operands of
+    ``digits`` digits; generated SFT data, preference pairs and worked solutions."""
+
+    SINGLE_TURN: ClassVar[bool] = True
+    PAIRS: ClassVar[bool] = True
+    ops: list[Op] = Field(default_factory=lambda: ["+"], min_length=1)
+    digits: int = Field(2, ge=1, le=9)
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        return TaskParts(ArithmeticTasks(tuple(self.ops), self.digits, seed, self.eval_fraction))

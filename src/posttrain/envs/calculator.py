@@ -7,9 +7,12 @@ import ast
 import operator
 import random
 import re
+from typing import ClassVar
 
-from posttrain.envs.arithmetic import ArithmeticTasks, Problem
-from posttrain.harness import format_tool_call
+from posttrain.envs.arithmetic import ArithmeticConfig, ArithmeticTasks, Problem
+from posttrain.harness import ToolRegistry, format_tool_call
+from posttrain.settings.family import member
+from posttrain.settings.task_family import Models, TaskParts
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -58,3 +61,16 @@ class CalculatorTasks(ArithmeticTasks):
             {"role": "tool", "content": calculate(f"{p.a}{p.op}{p.b}")},
             {"role": "assistant", "content": f"<answer>{p.answer}</answer>"},
         ]
+
+
+@member("task", "calculator")
+class CalculatorConfig(ArithmeticConfig):
+    """``calculator``: the arithmetic problems (``ops``, ``digits``) through the agent loop
+    with a ``calculate`` tool; SFT on tool-use traces."""
+
+    SINGLE_TURN: ClassVar[bool] = False
+    PAIRS: ClassVar[bool] = False
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        tasks = CalculatorTasks(tuple(self.ops), self.digits, seed, self.eval_fraction)
+        return TaskParts(tasks, ToolRegistry([calculate]))

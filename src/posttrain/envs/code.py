@@ -16,11 +16,14 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from posttrain.envs.base import SplitTasks
 from posttrain.harness import Tool, ToolRegistry, format_tool_call
 from posttrain.harness.sandbox import Sandbox, SandboxError, SandboxLimits
 from posttrain.harness.verifier import SubmissionPolicy, Submissions
+from posttrain.settings.family import member
+from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 HELPER = "def double(x):\n    return 2 * x\n"
 RUNNER = """
@@ -267,3 +270,18 @@ def _off_by_one(body: str) -> str:
     number = tail.rstrip(")")
     return f"{head} {int(number) + 1}{tail[len(number):]}" if number.lstrip("-").isdigit() \
         else body + " + 1"
+
+
+@member("task", "code")
+class CodeConfig(TaskFamily):
+    """``code``: write a function in a sandbox with the ``run_python`` and ``submit`` tools;
+    hidden tests decide the reward parts ``correct``, ``f2p``, ``p2p`` and ``submissions``,
+    scored with verifier ``env``. ``submissions`` caps submissions, each after the first
+    costing ``penalty``."""
+
+    SCORED_PARTS: ClassVar[tuple[str, ...]] = VERDICT_PARTS
+    submissions: SubmissionPolicy = SubmissionPolicy()
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        tasks = CodeTasks(seed, self.eval_fraction, policy=self.submissions)
+        return TaskParts(tasks, tasks.tools, tasks.make_env)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from posttrain.envs.base import SplitTasks
 from posttrain.harness import Tool, ToolRegistry, format_tool_call
 from posttrain.harness.multi.swarm import SUBAGENT_PROMPT, swarm_tools
+from posttrain.settings.family import member
+from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 SYLLABLES = ("ka", "lo", "vi", "ru", "me", "ta", "so", "ne", "bi", "do", "fa", "gu")
 FILLER = ("filed under {n}", "seen at the north gate", "owes nothing", "keeps two goats",
@@ -127,3 +129,17 @@ class LookupTasks(SplitTasks):
                     f"{h}: {c}" for h, c in zip(handles, p.codes))}]
         return p.messages() + turns + [{"role": "assistant",
                                         "content": f"<answer>{answer}</answer>"}]
+
+
+@member("task", "lookup")
+class LookupConfig(TaskFamily):
+    """``lookup``: sums of codes a ``lookup`` tool reads from long records, the agent-swarm
+    task family (it needs ``agent.swarm``)."""
+
+    def check(self, cfg) -> None:
+        if cfg.agent.swarm is None:
+            raise ValueError("task.name=lookup is the agent-swarm task family: set agent.swarm")
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        tasks = LookupTasks(seed, self.eval_fraction)
+        return TaskParts(tasks, tasks.tools)

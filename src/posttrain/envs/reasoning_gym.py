@@ -7,9 +7,14 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from posttrain.envs.base import SplitTasks
 from posttrain.rewards.reasoning_gym import gym_dataset, gym_reference
+from posttrain.settings.family import member
+from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 INSTRUCTION = "Give the final answer in <answer></answer> tags."
 
@@ -43,3 +48,24 @@ class ReasoningGymTasks(SplitTasks):
         """The gold answer; with probability ``error_rate`` another train problem's answer."""
         answer = rng.choice(self.splits["train"]).answer if rng.random() < error_rate else p.answer
         return p.messages() + [{"role": "assistant", "content": f"<answer>{answer}</answer>"}]
+
+
+@member("task", "reasoning_gym")
+class ReasoningGymConfig(TaskFamily):
+    """``reasoning_gym``: single-turn problems of reasoning-gym's ``dataset`` (its
+    ``dataset_config`` as keyword arguments), scored by the verifier ``reasoning_gym`` (plus
+    ``format``, if wanted)."""
+
+    SINGLE_TURN: ClassVar[bool] = True
+    dataset: str
+    dataset_config: dict[str, Any] = Field(default_factory=dict)
+
+    def check(self, cfg) -> None:
+        verifiers = {p.verifier for p in cfg.reward.parts.values()} - {"format"}
+        if verifiers != {"reasoning_gym"}:
+            raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "
+                             "(plus format, if wanted), and that verifier needs the task")
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        return TaskParts(ReasoningGymTasks(self.dataset, seed, self.eval_fraction,
+                                           config=self.dataset_config))

@@ -9,11 +9,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rank_bm25 import BM25Okapi
-
 from posttrain.envs.base import SplitTasks
 from posttrain.envs.search_corpus import KIND_BY_NAME, Attribute, Doc, build_corpus
-from posttrain.harness import format_tool_call
+from posttrain.harness import ToolRegistry, format_tool_call
+from posttrain.settings.family import member
+from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 
 def tokenize(text: str) -> list[str]:
@@ -25,6 +25,8 @@ class SearchIndex:
     """BM25 (Okapi) over the title and text of ``docs``."""
 
     def __init__(self, docs: Sequence[Doc]) -> None:
+        from rank_bm25 import BM25Okapi  # imports numpy: not at the task section's import
+
         self.docs = list(docs)
         self._bm25 = BM25Okapi([tokenize(f"{d.title} {d.text}") for d in self.docs])
 
@@ -120,3 +122,13 @@ class SearchTasks(SplitTasks):
             {"role": "tool", "content": self.tool(p.doc.title)},
             {"role": "assistant", "content": f"<answer>{p.answer}</answer>"},
         ]
+
+
+@member("task", "search")
+class SearchConfig(TaskFamily):
+    """``search``: questions about fictional fact cards, answered through the agent loop with
+    a BM25 ``search`` tool over the cards."""
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        tasks = SearchTasks(seed, self.eval_fraction)
+        return TaskParts(tasks, ToolRegistry([tasks.tool]))

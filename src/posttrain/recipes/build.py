@@ -15,7 +15,6 @@ import numpy as np
 import torch
 
 from posttrain.config import ConfigError, RunConfig
-from posttrain.config.task_config import TauConfig
 from posttrain.data import ChatData, generate_arithmetic_sft, load_chat_data
 from posttrain.data.preference_pairs import (
     PreferencePair,
@@ -26,21 +25,12 @@ from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
 from posttrain.envs import (
-    ArithmeticTasks,
-    CalculatorTasks,
-    CodeTasks,
     EffortTask,
-    LookupTasks,
-    ReasoningGymTasks,
-    SearchTasks,
-    calculate,
 )
-from posttrain.envs.tau.episode import TauLimits, TauScoring
-from posttrain.envs.tau.rl import TauTasks, Users, llm_users
 from posttrain.harness import SwarmSettings, ToolRegistry
 from posttrain.models import build_tiny
 from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, row_tools
-from posttrain.recipes.judges import build_guard, build_judge, judge_chat, tool_chat
+from posttrain.recipes.judges import ServedChats, build_guard, build_judge
 from posttrain.recipes.reporting import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
@@ -50,6 +40,7 @@ from posttrain.rollout.evaluation import absent_columns, evaluated
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.settings import PairDataConfig
 from posttrain.settings.extension import load_extension, load_tools
+from posttrain.settings.task_family import TaskParts
 from posttrain.skills.library import SkilledTasks
 from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.train.parallel import by_writer
@@ -64,61 +55,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def tau_tasks(t: TauConfig, dtype: str, seed: int, users: Users | None = None) -> TauTasks:
-    """The tau tasks ``t`` describes, their users played by ``t.user`` (a second engine or an
-    endpoint; none in solo mode; ``users`` when ``t.user`` is unset) and ``NL_ASSERTION``
-    judged by ``t.judge`` (if set)."""
-    judge = None if t.judge is None else judge_chat(t.judge, dtype, seed)
-    basis = None if t.reward_basis is None else tuple(t.reward_basis)
-    if t.solo:
-        users = None
-    elif t.user is not None:
-        users = llm_users(tool_chat(t.user, dtype, seed))
-    return TauTasks(t.domain, users, t.train_split, t.eval_split,
-                    TauLimits(t.max_steps, t.max_errors), TauScoring(basis, judge))
-
-
-def task_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | None]:
-    """The task source, the tools the model is shown (None: single turn, no agent loop; with
-    ``agent.tools`` added to the task's own; empty for ``task.env`` without tools) and the
-    per-episode environment factory (tasks whose tools hold per-episode state). A dataset
-    row's own tools are checked against them (``agent_tasks.row_tools``)."""
-    tasks, tools, env_factory = _built_in_family(cfg) if not cfg.task.custom else (
-        load_extension("tasks", cfg.task.name)(cfg.seed, cfg.task.eval_fraction), None, None)
+def task_family(cfg: RunConfig) -> TaskParts:
+    """The task family ``task`` selects, built (``TaskParts``), with ``agent.tools`` added to
+    its tools (the agent loop then plays the task; also for ``task.env`` without tools). A
+    dataset row's own tools are checked against them (``agent_tasks.row_tools``)."""
+    parts = cfg.task.build(cfg.seed, ServedChats(cfg.trainer.compute_dtype, cfg.seed))
     if cfg.agent.tools or cfg.task.env is not None:  # the agent loop plays the task
-        tools = tools or ToolRegistry()
+        parts.tools = parts.tools or ToolRegistry()
         for spec in cfg.agent.tools:
             for fn in load_tools(spec):
-                tools.add(fn)
-    if cfg.task.name == "dataset":  # a row's own tools must be implemented
-        check_row_tools(tasks, row_tools(tools or ToolRegistry()))
-    return tasks, tools, env_factory
-
-
-def _built_in_family(cfg: RunConfig) -> tuple[Any, ToolRegistry | None, Callable | None]:
-    t = cfg.task
-    if t.name == "search":
-        tasks = SearchTasks(cfg.seed, t.eval_fraction)
-        return tasks, ToolRegistry([tasks.tool]), None
-    if t.name == "code":
-        tasks = CodeTasks(cfg.seed, t.eval_fraction, policy=t.submissions)
-        return tasks, tasks.tools, tasks.make_env
-    if t.name == "tau":  # each episode's environment brings the domain's tools
-        tasks = tau_tasks(t.tau, cfg.trainer.compute_dtype, cfg.seed)
-        return tasks, ToolRegistry(), tasks.make_env
-    if t.name == "dataset":
-        kind = StreamedDatasetTasks if t.data.streaming else DatasetTasks
-        return kind(t.data, cfg.seed, t.eval_fraction), None, None
-    if t.name == "reasoning_gym":
-        return ReasoningGymTasks(t.dataset, cfg.seed, t.eval_fraction,
-                                 config=t.dataset_config), None, None
-    if t.name == "calculator":
-        tasks = CalculatorTasks(tuple(t.ops), t.digits, cfg.seed, t.eval_fraction)
-        return tasks, ToolRegistry([calculate]), None
-    if t.name == "lookup":
-        tasks = LookupTasks(cfg.seed, t.eval_fraction)
-        return tasks, tasks.tools, None
-    return ArithmeticTasks(tuple(t.ops), t.digits, cfg.seed, t.eval_fraction), None, None
+                parts.tools.add(fn)
+    if cfg.task.ROW_TOOLS:  # a row's own tools must be implemented
+        check_row_tools(parts.tasks, row_tools(parts.tools or ToolRegistry()))
+    return parts
 
 
 def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
@@ -136,7 +85,7 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
     if tools is None:
         return rollout
     tree, guard, swarm = cfg.agent.tree, cfg.agent.guard, cfg.agent.swarm
-    task_tools = row_tools(tools) if cfg.task.name == "dataset" else None
+    task_tools = row_tools(tools) if cfg.task.ROW_TOOLS else None
     return AgentRollout(
         tools, cfg.agent.limits(), cfg.agent.compaction,
         tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
@@ -166,7 +115,8 @@ class RunParts:
         self.reporter = reporter or (
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
         self.ckpt_dir = self.out / CHECKPOINTS
-        self.tasks, self.tools, env_factory = task_family(cfg)
+        family = task_family(cfg)
+        self.tasks, self.tools, env_factory = family.tasks, family.tools, family.env_factory
         self.skills = None if cfg.skills is None else skill_library(cfg.skills, self.out)
         if self.skills is not None and self.tools is not None and cfg.skills.tools:
             for tool in self.skills.tools():
@@ -290,7 +240,7 @@ class RunParts:
         (``posttrain sft`` on tool traces printed the arithmetic task's table)."""
         cfg = self.cfg
         given = {s for s in ("sft", "pref", "distill") if getattr(cfg, s).data is not None}
-        if cfg.task.name == "dataset" or cfg.task.custom or not set(cfg.stages) <= given:
+        if not cfg.task.GENERATED or not set(cfg.stages) <= given:
             return None
         return (f"every stage trains on your own data ({', '.join(sorted(given))}.data) and "
                 f"task {cfg.task.name!r} is generated: set task.name=dataset with task.data "

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import os
 
+from posttrain.config.agent_config import GuardConfig
 from posttrain.config.reward_config import JudgeConfig
-from posttrain.config.served import ServedModel
-from posttrain.config.task_config import ChatServer, GuardConfig
-from posttrain.engines import TorchEngine
 from posttrain.engines.chat import (
     Chat,
     ToolChat,
@@ -19,10 +17,11 @@ from posttrain.engines.chat import (
     openai_chat,
     openai_tool_chat,
 )
+from posttrain.engines.torch_member import TorchEngineConfig
 from posttrain.harness import Guard
 from posttrain.harness.guard import DEFAULT_RULES, ChatGuardJudge, GuardRule
-from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
-from posttrain.models.devices import placed, resolve_device
+from posttrain.models import check_same_vocabulary, load_tokenizer, load_value_model
+from posttrain.models.devices import placed
 from posttrain.rollout.judged import (
     ClassifierCompare,
     ComparisonJudge,
@@ -32,30 +31,32 @@ from posttrain.rollout.judged import (
     chat_compare,
 )
 from posttrain.settings.extension import load_extension
+from posttrain.settings.served import ChatServer, ServedModel
 
 
-def judge_chat(cfg: ServedModel, dtype: str, seed: int) -> Chat:
-    """Replies of the model ``cfg`` serves (a local model in-process, or an endpoint)."""
-    if cfg.endpoint is not None:
-        return openai_chat(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
-                           cfg.max_new_tokens, cfg.temperature)
-    return engine_chat(*_local(cfg, dtype), cfg.max_new_tokens, cfg.temperature, seed)
+class ServedChats:
+    """Chat functions of the models a config names (``ServedModel``): a local model placed
+    in-process in ``dtype``, or an endpoint; local replies sampled with ``seed``."""
 
+    def __init__(self, dtype: str, seed: int) -> None:
+        self.dtype, self.seed = dtype, seed
 
-def tool_chat(cfg: ChatServer, dtype: str, seed: int) -> ToolChat:
-    """Tool-using replies of the model ``cfg`` serves (a simulated user)."""
-    if cfg.endpoint is not None:
-        return openai_tool_chat(cfg.endpoint, cfg.endpoint_model,
-                                os.environ.get(cfg.api_key_env), cfg.max_new_tokens,
-                                cfg.temperature)
-    return engine_tool_chat(*_local(cfg, dtype), cfg.max_new_tokens, cfg.temperature, seed)
+    def chat(self, cfg: ServedModel) -> Chat:
+        """Replies of the model ``cfg`` serves."""
+        return self._served(cfg, openai_chat, engine_chat)
 
+    def tool_chat(self, cfg: ChatServer) -> ToolChat:
+        """Tool-using replies of the model ``cfg`` serves (a simulated user)."""
+        return self._served(cfg, openai_tool_chat, engine_tool_chat)
 
-def _local(cfg: ServedModel, dtype: str) -> tuple[TorchEngine, object]:
-    tokenizer = load_tokenizer(cfg.model)
-    engine = TorchEngine(load_model(cfg.model, dtype), tokenizer.pad_token_id,
-                         tokenizer.eos_token_id, device=resolve_device(cfg.device))
-    return engine, tokenizer
+    def _served(self, cfg: ServedModel, remote, local):
+        if cfg.endpoint is not None:
+            return remote(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
+                          cfg.max_new_tokens, cfg.temperature)
+        tokenizer = load_tokenizer(cfg.model)
+        engine = TorchEngineConfig(device=cfg.device).build(
+            cfg.model, self.dtype, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        return local(engine, tokenizer, cfg.max_new_tokens, cfg.temperature, self.seed)
 
 
 def build_judge(cfg: JudgeConfig, policy_tokenizer, dtype: str, seed: int) -> Judge:
@@ -71,7 +72,7 @@ def build_judge(cfg: JudgeConfig, policy_tokenizer, dtype: str, seed: int) -> Ju
         compare = ClassifierCompare(placed(load_value_model(cfg.model, dtype), cfg.device),
                                     load_tokenizer(cfg.model))
         return ComparisonJudge(compare, cfg.budget_tokens)
-    chat = judge_chat(cfg, dtype, seed)
+    chat = ServedChats(dtype, seed).chat(cfg)
     if cfg.kind == "comparison":
         return ComparisonJudge(chat_compare(chat, cfg.rubric), cfg.budget_tokens)
     return ScoreJudge(chat, cfg.rubric, cfg.n_samples, cfg.score_max)
@@ -83,6 +84,6 @@ def build_guard(cfg: GuardConfig, dtype: str, seed: int) -> Guard:
     j = cfg.judge
     judge = None if j is None else (
         load_extension("guard_judge", j.function) if j.function is not None
-        else ChatGuardJudge(judge_chat(j, dtype, seed), j.prompt))
+        else ChatGuardJudge(ServedChats(dtype, seed).chat(j), j.prompt))
     rules = (*DEFAULT_RULES, *(GuardRule(r.name, r.pattern) for r in cfg.rules))
     return Guard(rules, protected_paths=cfg.protected_paths, judge=judge, on_hack=cfg.on_hack)

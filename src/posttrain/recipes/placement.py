@@ -1,6 +1,7 @@
-"""Where a run's pieces execute — every placement choice in one place: the rollout engine
-(torch, vLLM, SGLang, or Ray engine actors), the policy trainer (in-process or a Ray actor),
-the critic, the distillation teachers (in-process or Ray actors) and the Ray session."""
+"""Where a run's pieces execute: the rollout engine every command samples with (the member
+``engine.name`` selects builds it), the RL stage's engines (it, or Ray engine actors), the
+policy trainer (in-process or a Ray actor), the critic, the distillation teachers (in-process
+or Ray actors) and the Ray session."""
 
 from __future__ import annotations
 
@@ -14,11 +15,9 @@ import torch
 
 from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_session
 from posttrain.config import RunConfig
-from posttrain.engines import Engine, TorchEngine
-from posttrain.engines.sglang_engine import SGLangEngine
-from posttrain.engines.vllm_engine import VLLMEngine
+from posttrain.engines import Engine
 from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
-from posttrain.models.devices import placed, resolve_device
+from posttrain.models.devices import placed
 from posttrain.recipes.distillation.self_distill import self_teacher
 from posttrain.recipes.distillation.teachers import Teacher
 from posttrain.settings import OptimConfig, TrainerConfig
@@ -26,19 +25,13 @@ from posttrain.train import PolicyTrainer, Trainer, is_sharded
 from posttrain.train.checkpoint import CRITIC_DIR
 
 
-def make_engine(cfg: RunConfig, model, model_dir: Path, tokenizer) -> Engine:
-    """The rollout engine ``engine.name`` names, holding ``model``'s weights (those saved in
-    ``model_dir``, which vLLM and SGLang load themselves)."""
-    name, dtype = cfg.engine.name, cfg.trainer.compute_dtype
-    if name == "torch":
-        return TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id,
-                           dtype=getattr(torch, dtype),
-                           record_routing=cfg.trainer.routing_replay,
-                           device=resolve_device(cfg.engine.device, "engine.device"))
-    if name == "vllm":
-        return VLLMEngine(model_dir, dtype, kv_cache_gib=cfg.engine.kv_cache_gib,
-                          sleep=cfg.engine.sleep)
-    return SGLangEngine(model_dir, dtype, sleep=cfg.engine.sleep)
+def make_engine(cfg: RunConfig, model_dir: Path, tokenizer, model=None) -> Engine:
+    """The rollout engine ``engine`` describes (its member's ``build``), holding the model
+    saved in ``model_dir`` (an in-process engine takes ``model``, if loaded, as it is), in the
+    trainer's compute dtype: what every command that samples a run's model samples with."""
+    return cfg.engine.build(model_dir, cfg.trainer.compute_dtype, tokenizer.pad_token_id,
+                            tokenizer.eos_token_id, model=model,
+                            record_routing=cfg.trainer.routing_replay)
 
 
 def cluster_session(cfg: RunConfig) -> contextlib.AbstractContextManager:

@@ -11,7 +11,7 @@ from posttrain.config import RunConfig
 from posttrain.config.skills_config import SkillsConfig
 from posttrain.engines import Engine
 from posttrain.engines.chat import engine_chat
-from posttrain.recipes.judges import judge_chat
+from posttrain.recipes.judges import ServedChats
 from posttrain.rollout.evaluation import evaluation_episodes, pass_rates
 from posttrain.settings.extension import load_extension
 from posttrain.skills import SkillBank
@@ -36,7 +36,7 @@ def skill_evolution(cfg: RunConfig, library: SkillLibrary, tokenizer) -> SkillEv
         return None
     t = s.teacher
     teacher = load_extension("skill_teacher", t.function) if t.function is not None else \
-        ChatTeacher(judge_chat(t, cfg.trainer.compute_dtype, cfg.seed), t.skill_prompt,
+        ChatTeacher(ServedChats(cfg.trainer.compute_dtype, cfg.seed).chat(t), t.skill_prompt,
                     t.lesson_prompt)
     return SkillEvolution(library, teacher, tokenizer, cfg.reward.accuracy_part,
                           s.evolve_every, s.per_round, s.evolve_below)

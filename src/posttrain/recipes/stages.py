@@ -75,7 +75,7 @@ class Recipe(RunParts):
             model_dir = self.start_dir(cursor["stage"])
         tokenizer, model = load_tokenizer(model_dir), load_model(model_dir)
         self.attach_judges(tokenizer)
-        engine = make_engine(cfg, model, model_dir, tokenizer)
+        engine = make_engine(cfg, model_dir, tokenizer, model)
         evals: dict[str, dict] = cursor["evals"]
         skipped = self.unevaluated()
         if skipped:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from posttrain.rewards.registry import FALLIBLE_VERIFIERS, VERIFIERS
-from posttrain.rewards.synthesis import synthesised
 from posttrain.rewards.reward_worker import RewardWorker
+from posttrain.rewards.synthesis import synthesised
 from posttrain.rewards.user_reward import Missing, Sample
 from posttrain.settings.extension import is_path, load_extension
 

@@ -11,7 +11,6 @@ from posttrain.settings.data_files import resolve
 from posttrain.settings.section import Section
 
 
-
 class DatasetConfig(Section):
     """Rows of local data, read with Hugging Face ``datasets``. ``path``: a JSONL, JSON,
     parquet, CSV or arrow file (compressed or not; its rows are the split ``train``), several

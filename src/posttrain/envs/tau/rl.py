@@ -7,13 +7,21 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
 
 from posttrain.envs.base import SplitTasks
 from posttrain.envs.tau.environment import domain, pristine
-from posttrain.envs.tau.episode import TauEpisode, TauLimits, TauScoring, agent_prompt
-from posttrain.envs.tau.tasks import TauTask, load_splits, load_tasks
+from posttrain.envs.tau.episode import TAU_PARTS, TauEpisode, TauLimits, TauScoring, agent_prompt
+from posttrain.envs.tau.tasks import BASES, TauTask, load_splits, load_tasks
 from posttrain.envs.tau.user import LLMUser, ToolChat, UserSimulator
-from posttrain.harness import Tool
+from posttrain.harness import Tool, ToolRegistry
+from posttrain.settings import Section
+from posttrain.settings.family import member
+from posttrain.settings.rules import unread
+from posttrain.settings.served import ChatServer
+from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 SPLITS = {"mock": ("base", "base"), "retail": ("train", "test"), "telecom": ("base", "base")}
 
@@ -95,3 +103,71 @@ class TauTasks(SplitTasks):
         user = (None if self.users is None
                 else self.users(task, user_tool_schemas(task, self.domain_name)))
         return TauEpisode(task, self.domain_name, user, self.limits, self.scoring)
+
+
+class TauConfig(Section):
+    """The tau-bench ``domain``, its splits (default: retail ``train``/``test``; mock and
+    telecom-small: every task in both), the conversation limits, the simulated ``user``
+    (required unless ``solo``: the agent works each task's ticket alone, only tasks with a
+    ticket) and the ``judge`` of ``NL_ASSERTION`` (null: that component is left out and the run
+    reports it). ``reward_basis`` overrides every task's."""
+
+    domain: Literal["mock", "retail", "telecom"] = "retail"
+    train_split: str | None = None
+    eval_split: str | None = None
+    max_steps: int = Field(200, ge=1)
+    max_errors: int = Field(10, ge=1)
+    reward_basis: list[Literal[BASES]] | None = None  # type: ignore[valid-type]
+    solo: bool = False
+    user: ChatServer | None = None
+    judge: ChatServer | None = None
+
+    @model_validator(mode="after")
+    def _one_user(self) -> TauConfig:
+        if self.solo and self.user is not None:
+            raise ValueError("task.tau.solo has no user: unset task.tau.user")
+        return self
+
+    def tasks(self, models: Models, users: Users | None = None) -> TauTasks:
+        """The tau tasks described, their users played by ``user`` (placed by ``models``;
+        none in solo mode; ``users`` when ``user`` is unset) and ``NL_ASSERTION`` judged by
+        ``judge`` (if set)."""
+        judge = None if self.judge is None else models.chat(self.judge)
+        basis = None if self.reward_basis is None else tuple(self.reward_basis)
+        if self.solo:
+            users = None
+        elif self.user is not None:
+            users = llm_users(models.tool_chat(self.user))
+        return TauTasks(self.domain, users, self.train_split, self.eval_split,
+                        TauLimits(self.max_steps, self.max_errors), TauScoring(basis, judge))
+
+
+@member("task", "tau")
+class TauTaskConfig(TaskFamily):
+    """``tau`` (docs/tau.md): tau-bench's customer-service domains, each episode against its
+    own databases and simulated user (``tau``: ``TauConfig``); it holds out its own split,
+    not a share."""
+
+    SCORED_PARTS: ClassVar[tuple[str, ...]] = TAU_PARTS
+    GENERATED: ClassVar[bool] = False
+    tau: TauConfig = TauConfig()
+
+    def check(self, cfg) -> None:
+        if self.tau.user is None and not self.tau.solo:
+            raise ValueError("task.tau.user: tau episodes need a simulated user (a local "
+                             "model or an endpoint), or task.tau.solo")
+        self.needs_data(cfg, "no conversations are generated for it")
+        if cfg.skills is not None:
+            raise ValueError("skills are disclosed in a task's opening messages; tau episodes "
+                             "open with their environment's own")
+        unread(self, "task", ["eval_fraction"],
+               "tau holds out its own split (task.tau.eval_split), not a share")
+        for role in ("user", "judge"):
+            server = getattr(self.tau, role)
+            if server is not None and server.endpoint is None:
+                unread(server, f"task.tau.{role}", ["endpoint_model", "api_key_env"],
+                       f"task.tau.{role} is served by no endpoint")
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        tasks = self.tau.tasks(models)  # each episode's environment brings the domain's tools
+        return TaskParts(tasks, ToolRegistry(), tasks.make_env)

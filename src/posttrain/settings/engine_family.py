@@ -1,0 +1,37 @@
+"""The rollout engine a run samples with (``engine.name``): the section every engine extends.
+A member builds its engine (docs/extending.md adds one); every command that samples gets its
+engine from ``build``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from posttrain.settings.family import Member
+
+
+class EngineFamily(Member):
+    """What every rollout engine has: ``sleep`` shares the device with the trainer by time:
+    the engine frees its weights (and cache) for each synchronous RL update and gets them back
+    with the weight sync that follows. Weight syncs to any engine are verified the same way
+    (``rl.sync``). ``RECORDS_ROUTING``: the engine records a mixture-of-experts model's
+    routing (``trainer.routing_replay``); ``IN_PROCESS_ONLY``: only this process drives it
+    (synchronous RL on the local backend)."""
+
+    FAMILY: ClassVar[str] = "engine"
+    RECORDS_ROUTING: ClassVar[bool] = False
+    IN_PROCESS_ONLY: ClassVar[bool] = False
+    sleep: bool = False
+
+    def check(self, cfg) -> None:
+        if self.IN_PROCESS_ONLY and (cfg.rl.mode == "async" or cfg.dist.backend == "ray"):
+            raise ValueError(f"engine.name={self.name} runs in-process with rl.mode=sync and "
+                             "dist.backend=local")
+
+    def build(self, model_dir: Path, dtype: str, pad_token_id: int,
+              eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:
+        """The engine (``engines.Engine``) holding the model saved in ``model_dir`` (or the
+        in-memory ``model`` with those weights, for an in-process engine), computing in
+        ``dtype`` (``float32``, ``bfloat16``, ``float16``), padding with ``pad_token_id`` and
+        stopping at ``eos_token_id``."""
+        raise NotImplementedError

@@ -1,0 +1,107 @@
+"""The task family a run trains on (``task.name``): the section every member extends, and the
+member that a dotted path names (the user's task source). docs/extending.md adds one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Protocol
+
+from pydantic import Field, field_validator, model_validator
+
+from posttrain.settings.extension import environment, extension, load_extension
+from posttrain.settings.family import PATH, Member, member
+
+
+@dataclass
+class TaskParts:
+    """What a task family builds: the task source (``sample(n, rng)``, ``eval_set(n)``), the
+    tools the model is shown (None: single turn, no agent loop) and the per-episode environment
+    factory (tasks whose tools hold per-episode state)."""
+
+    tasks: Any
+    tools: Any = None
+    env_factory: Any = None
+
+
+class Models(Protocol):
+    """The chat models a member may need, placed by the run (``recipes.placement``)."""
+
+    def chat(self, served: Any) -> Any: ...
+
+    def tool_chat(self, served: Any) -> Any: ...
+
+
+class TaskFamily(Member):
+    """What every task family has. ``eval_fraction`` of the problems are held out. With
+    ``efforts`` (levels in 1-100) every prompt carries a ``Reasoning Effort`` system line: SFT
+    examples a random level, RL asks each prompt at every level (one group per (prompt,
+    effort)), evaluation uses the highest. ``rollout`` (a dotted path) replaces the function
+    that plays and scores the episodes (default: one completion a sample, or the agent loop for
+    tool tasks). ``env`` (a dotted path) names an environment class of your own
+    (``reset(task)``, ``step(action)``; docs/extending.md): every episode of the task's problems
+    plays through the agent loop against a fresh instance, ``cls(task)`` or ``cls(task,
+    row)``.
+
+    A member says what it is with class attributes: ``SINGLE_TURN`` (its episodes are single
+    completions unless tools are added), ``SCORED_PARTS`` (the reward parts its own environment
+    scores, with verifier ``env``: it plays against that environment), ``GENERATED`` (its
+    problems are generated, so SFT and distillation data can be too), ``PAIRS`` (preference
+    pairs can be generated from it) and ``ROW_TOOLS`` (a dataset row may bring its own
+    tools)."""
+
+    FAMILY: ClassVar[str] = "task"
+    SINGLE_TURN: ClassVar[bool] = False
+    SCORED_PARTS: ClassVar[tuple[str, ...]] = ()
+    GENERATED: ClassVar[bool] = True
+    PAIRS: ClassVar[bool] = False
+    ROW_TOOLS: ClassVar[bool] = False
+
+    rollout: Annotated[str, extension("rollout")] | None = None
+    env: Annotated[str, environment()] | None = None
+    eval_fraction: float = Field(0.1, gt=0, lt=1)
+    efforts: list[int] | None = None
+
+    @field_validator("efforts")
+    @classmethod
+    def _efforts(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (len(set(v)) < 2 or not all(1 <= b <= 100 for b in v)):
+            raise ValueError("at least two distinct levels, each in 1..100")
+        return v
+
+    @model_validator(mode="after")
+    def _one_player(self) -> TaskFamily:
+        if self.env is not None and self.SCORED_PARTS:
+            raise ValueError(f"task.env: task.name={self.name} plays against its own "
+                             "environment")
+        if self.env is not None and self.rollout is not None:
+            raise ValueError("task.env is played by the agent loop, which task.rollout "
+                             "replaces: set one of them")
+        return self
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        """The task source, its tools and environment factory (``TaskParts``)."""
+        raise NotImplementedError
+
+    def needs_data(self, cfg, why: str) -> None:
+        """The sft and distill stages of ``cfg`` need their ``data``: ``why`` none can be
+        generated from this task."""
+        for stage in ("sft", "distill"):
+            if stage in cfg.stages and getattr(cfg, stage).data is None:
+                raise ValueError(f"the {stage} stage on task {self.name} needs {stage}.data "
+                                 f"({why})")
+
+
+@member("task", PATH)
+class TaskSourceConfig(TaskFamily):
+    """Your own task source, named by dotted path (``my_pkg.tasks:make``), called as
+    ``make(seed, eval_fraction)`` (docs/extending.md): single-turn unless it brings tools."""
+
+    SINGLE_TURN: ClassVar[bool] = True
+    GENERATED: ClassVar[bool] = False
+    name: Annotated[str, extension("tasks")]
+
+    def check(self, cfg) -> None:
+        self.needs_data(cfg, "no conversations are generated for it")
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        return TaskParts(load_extension("tasks", self.name)(seed, self.eval_fraction))
