@@ -52,5 +52,5 @@ def test_serving_commands_honour_engine_and_device(command, tiny_dir):
     unknown = run("--engine", "serch")
     assert unknown.exit_code == 2 and "unknown engine 'serch'" in unknown.output
     no_device = run("--engine", "vllm", "--device", "cpu")
-    assert no_device.exit_code == 2 and "engine.device applies to engine.name in (torch), " \
+    assert no_device.exit_code == 2 and "--device: applies to name in (torch), " \
         "not vllm" in no_device.output, no_device.output

@@ -71,9 +71,9 @@ def test_a_path_that_does_not_fit_is_a_config_error_naming_the_key(override, key
 def test_a_judge_function_must_be_named_and_served_by_nothing_else():
     base = {"stages": ["rl"], "reward": {"parts": {"correct": {"verifier": "numeric"},
                                                    "style": {"verifier": "judge"}}}}
-    with pytest.raises(ConfigError, match="the dotted path in function"):
+    with pytest.raises(ConfigError, match="style.function: Field required"):
         build_config(base, ["reward.judges.style.kind=function"])
-    with pytest.raises(ConfigError, match="served by no model or endpoint"):
+    with pytest.raises(ConfigError, match="style.model: applies to kind in .*, not function"):
         build_config(base, ["reward.judges.style.kind=function",
                             f"reward.judges.style.function={EXAMPLE}:brevity",
                             "reward.judges.style.model=somewhere"])

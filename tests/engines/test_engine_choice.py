@@ -14,7 +14,7 @@ from posttrain.config import ConfigError, load_config
     (["engine.name=vllm", "model.preset=nano"], "head size 16"),
     (["engine.name=vllm", "rl.mode=async"], "rl.mode=sync"),
     (["engine.name=sglang", "dist.backend=ray"], "dist.backend=local"),
-    (["engine.kv_cache_gib=2"], r"engine.kv_cache_gib applies to engine.name in \(vllm\)"),
+    (["engine.kv_cache_gib=2"], r"engine.kv_cache_gib: applies to name in \(vllm\)"),
 ])
 def test_engine_combinations_that_cannot_work_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

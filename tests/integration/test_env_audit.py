@@ -16,7 +16,7 @@ from posttrain.config.agent_config import GuardConfig
 from posttrain.envs.code import CodeTasks
 from posttrain.harness import Guard, LoopLimits
 from posttrain.models.tiny import build_tokenizer
-from posttrain.recipes.judges import build_guard
+from posttrain.recipes.judges.chats import build_guard
 from posttrain.rollout import AgentRollout
 from posttrain.settings.extension import load_object
 

@@ -163,7 +163,8 @@ def test_a_judged_rl_run_through_the_cli(tiny_dir, tmp_path):
     (["reward.parts.q={verifier: judge}", "reward.judges.q={model: m, endpoint: e}"],
      "exactly one of model and endpoint"),
     (["reward.parts.q={verifier: judge}",
-      "reward.judges.q={kind: reward_model, endpoint: e}"], "local scalar-head model"),
+      "reward.judges.q={kind: reward_model, endpoint: e}"],
+     r"q.endpoint: applies to kind in \(comparison, score\), not reward_model"),
     (["reward.parts.q={verifier: judge}", "reward.judges.q={model: m}", "rl.mode=async"],
      "rl.mode=sync"),
 ])

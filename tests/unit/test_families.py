@@ -39,7 +39,7 @@ def test_a_member_section_imports_no_heavy_library_nor_other_members():
 def test_switching_the_name_drops_the_other_members_keys_left_at_their_defaults():
     cfg = load_config("configs/quickstart.yaml", ["task.name=search"])  # it lists ops, digits
     assert cfg.task.name == "search" and "digits" not in cfg.task.model_dump()
-    with pytest.raises(ConfigError, match=r"task.digits applies to task.name in "
+    with pytest.raises(ConfigError, match=r"task.digits: applies to name in "
                                           r"\(arithmetic, calculator\), not search"):
         load_config("configs/quickstart.yaml", ["task.name=search", "task.digits=3"])
 
@@ -60,7 +60,7 @@ def test_a_users_own_section_class_is_selected_by_its_dotted_path():
                                         "digits": 3}
     problems = cfg.task.build(0, models=None).tasks.eval_set(20)
     assert {len(str(p.a)) for p in problems} == {3} and {p.op for p in problems} == {"+"}
-    with pytest.raises(ConfigError, match=r"task.ops applies to task.name in \(arithmetic"):
+    with pytest.raises(ConfigError, match=r"task.ops: applies to name in \(arithmetic"):
         load_config(None, [doubles, "task.ops=[-]"])
     with pytest.raises(ConfigError, match="too short for 6-digit sums"):  # its own rule
         load_config(None, [doubles, "task.digits=6", "rl.max_new_tokens=20"])

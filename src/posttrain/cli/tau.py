@@ -113,7 +113,7 @@ def eval_(
     from posttrain.harness import LoopLimits
     from posttrain.harness.context import RETENTION
     from posttrain.models import ModelNotFoundError, load_tokenizer
-    from posttrain.recipes.judges import ServedChats
+    from posttrain.recipes.judges.chats import ServedChats
     from posttrain.recipes.outer.tau_eval import play, summarize
     from posttrain.recipes.reporting import StepProgress
     from posttrain.settings.served import ChatServer

@@ -36,7 +36,6 @@ def check_combinations(cfg) -> None:
     data_rules(cfg)
     rl_switches(cfg)
     run_rules(cfg)
-    server_rules(cfg)
     skills_rules(cfg)
 
 
@@ -431,24 +430,6 @@ def run_rules(cfg) -> None:
     compaction = cfg.agent.compaction
     applies(compaction, "agent.compaction", COMPACTION_KEYS, compaction.strategy,
             "agent.compaction.strategy")
-
-
-# judge key -> the judge kinds that read it
-JUDGE_KEYS = {"rubric": ("score", "comparison"), "n_samples": ("score",),
-              "score_max": ("score",), "budget_tokens": ("comparison", "pairwise_model"),
-              "max_new_tokens": ("score", "comparison"), "temperature": ("score", "comparison")}
-
-
-def server_rules(cfg) -> None:
-    """A judge's options go with its kind; an endpoint's options with an endpoint (judges,
-    and the tau task's simulated user and judge)."""
-    servers = [(f"reward.judges.{part}", j) for part, j in cfg.reward.judges.items()]
-    for prefix, judge in servers:
-        applies(judge, prefix, JUDGE_KEYS, judge.kind, f"{prefix}.kind")
-    for prefix, server in servers:
-        if server.endpoint is None:
-            unread(server, prefix, ["endpoint_model", "api_key_env"],
-                   f"{prefix} is served by no endpoint")
 
 
 def skills_rules(cfg) -> None:

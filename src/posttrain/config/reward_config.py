@@ -3,7 +3,7 @@ dotted path, the episode's environment or judges, then shaping rules."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -12,7 +12,10 @@ from posttrain.rewards import ENV, JUDGE, VERIFIERS, RewardFunction
 from posttrain.rewards.judge import DEFAULT_RUBRIC
 from posttrain.rewards.synthesis import SYNTHESES
 from posttrain.settings import Section, ShapingRule
-from posttrain.settings.extension import extension, is_path, load_extension
+from posttrain.settings.extension import is_path, load_extension
+from posttrain.settings.family import Member, chosen
+from posttrain.settings.rules import unread
+from posttrain.settings.section import Device
 from posttrain.settings.served import ServedModel
 
 
@@ -51,38 +54,50 @@ def _default_parts() -> dict[str, RewardPart]:
     }
 
 
-class JudgeConfig(ServedModel):
-    """The judge of a reward part with ``verifier: judge`` (docs/reward_models.md): ``kind``
-    ``score`` (a prompted grader: ``rubric``, ``n_samples`` gradings on ``0..score_max``),
-    ``comparison`` (round robin in the group; an answer over ``budget_tokens`` loses),
-    ``pairwise_model`` (the same round robin decided by a pairwise classifier) or
-    ``reward_model`` (a Bradley-Terry scalar head); the last two come from ``posttrain
-    reward-model`` (``rm.loss``) and are local models. ``function``: the dotted path in
-    ``function``, called as ``f(episodes, tasks)``. Served from ``model`` or ``endpoint``
-    (``ServedModel``)."""
+class JudgeFamily(Member):
+    """The judge of a reward part with ``verifier: judge`` (docs/reward_models.md), the member
+    ``kind`` selects: ``score`` (a prompted grader), ``comparison`` (a round robin in the group
+    decided by a prompted judge), ``pairwise_model`` (the same round robin decided by a
+    pairwise classifier), ``reward_model`` (a Bradley-Terry scalar head; these two come from
+    ``posttrain reward-model``), ``function`` (your ``f(episodes, tasks)``) or a section class
+    of your own by dotted path."""
 
-    kind: Literal["score", "comparison", "pairwise_model", "reward_model", "function"] = "score"
-    function: Annotated[str, extension("judge")] | None = None
+    FAMILY: ClassVar[str] = "judge"
+    KEY: ClassVar[str] = "kind"
+    kind: str
+
+    def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
+        """The judge (``rollout.judged.Judge``): scores or None per episode; ``dtype`` and
+        ``seed`` place and sample a local model."""
+        raise NotImplementedError
+
+
+class ServedJudge(JudgeFamily, ServedModel):
+    """A chat model served from ``model`` or ``endpoint`` (``ServedModel``) judging by
+    ``rubric`` in replies of at most ``max_new_tokens`` tokens."""
+
     endpoint_model: str = "judge"
     rubric: str = DEFAULT_RUBRIC
-    n_samples: int = Field(1, ge=1)
-    score_max: float = Field(10.0, gt=0)
     max_new_tokens: int = Field(64, ge=1)
-    budget_tokens: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
-    def _served_once(self) -> JudgeConfig:
-        if (self.kind == "function") != (self.function is not None):
-            raise ValueError("a judge of kind function is the dotted path in function "
-                             "(f(episodes, tasks) -> a score or None per episode)")
-        if self.kind == "function":
-            if self.model is not None or self.endpoint is not None:
-                raise ValueError("a function judge is served by no model or endpoint")
-            return self
+    def _served_once(self) -> ServedJudge:
         self.served_once("a judge")
-        if self.kind in ("reward_model", "pairwise_model") and self.endpoint is not None:
-            raise ValueError(f"a {self.kind} judge is a local scalar-head model: set model")
+        if self.endpoint is None:
+            unread(self, "", ["endpoint_model", "api_key_env"], "the judge is served by no "
+                   "endpoint")
         return self
+
+
+class LocalJudge(JudgeFamily):
+    """A local scalar-head model (``model``, a directory) on ``device`` (``auto``: the first
+    CUDA device if any, else the CPU)."""
+
+    model: str
+    device: Device = "auto"
+
+
+Judge = chosen(JudgeFamily, "score")  # the member ``kind`` selects
 
 
 class RewardSynthesis(Section):
@@ -114,7 +129,7 @@ class RewardConfig(Section):
     accuracy_part: str = "correct"
     timeout_s: float = Field(30.0, gt=0)
     shaping: list[ShapingRule] = Field(default_factory=list)
-    judges: dict[str, JudgeConfig] = Field(default_factory=dict)
+    judges: dict[str, Judge] = Field(default_factory=dict)
     synthesis: RewardSynthesis | None = None
 
     @model_validator(mode="after")

@@ -29,7 +29,7 @@ from posttrain.settings import (
     TrainerConfig,
 )
 from posttrain.settings.engine_family import EngineFamily
-from posttrain.settings.family import chosen
+from posttrain.settings.family import chosen, default_member
 from posttrain.settings.task_family import TaskFamily
 
 Task = chosen(TaskFamily, "arithmetic")  # the member ``task.name`` selects
@@ -92,8 +92,8 @@ class RunConfig(Section):
     report_to: list[Literal["tensorboard", "wandb", "trackio", "mlflow"]] = Field(
         default_factory=list)
     model: ModelConfig = ModelConfig()
-    engine: Engine
-    task: Task
+    engine: Engine = default_member(EngineFamily, "torch")
+    task: Task = default_member(TaskFamily, "arithmetic")
     reward: RewardConfig = RewardConfig()
     sft: SFTConfig = SFTConfig()
     pref: PreferenceConfig = PreferenceConfig()

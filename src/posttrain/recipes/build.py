@@ -30,7 +30,7 @@ from posttrain.envs import (
 from posttrain.harness import SwarmSettings, ToolRegistry
 from posttrain.models import build_tiny
 from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, row_tools
-from posttrain.recipes.judges import ServedChats, build_guard, build_judge
+from posttrain.recipes.judges.chats import ServedChats, build_guard
 from posttrain.recipes.reporting import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.sampling_loop import LoopRun
@@ -146,8 +146,7 @@ class RunParts:
         judges = self.cfg.reward.judges
         if judges and not isinstance(self.rollout_fn, JudgedRollout):
             self.rollout_fn = JudgedRollout(self.rollout_fn, {
-                part: build_judge(j, tokenizer, self.cfg.trainer.compute_dtype,
-                                  self.cfg.seed)
+                part: j.build(tokenizer, self.cfg.trainer.compute_dtype, self.cfg.seed)
                 for part, j in judges.items()})
 
     def evaluate(self, engine: Engine, tokenizer, name: str | None = None

@@ -11,7 +11,7 @@ from posttrain.config import RunConfig
 from posttrain.config.skills_config import SkillsConfig
 from posttrain.engines import Engine
 from posttrain.engines.chat import engine_chat
-from posttrain.recipes.judges import ServedChats
+from posttrain.recipes.judges.chats import ServedChats
 from posttrain.rollout.evaluation import evaluation_episodes, pass_rates
 from posttrain.settings.extension import load_extension
 from posttrain.skills import SkillBank

@@ -19,6 +19,7 @@ class EngineFamily(Member):
     (synchronous RL on the local backend)."""
 
     FAMILY: ClassVar[str] = "engine"
+    name: str
     RECORDS_ROUTING: ClassVar[bool] = False
     IN_PROCESS_ONLY: ClassVar[bool] = False
     sleep: bool = False

@@ -37,17 +37,18 @@ PATH = "<dotted path>"  # the member a family's dotted-path names select, if it 
 
 
 class Member(Section):
-    """A family member's section: ``name`` selects it (filled in when omitted)."""
+    """A family member's section: its field ``KEY`` (``name``, or ``kind`` for judges)
+    selects it, filled in when omitted. The family's base section declares that field."""
 
     FAMILY: ClassVar[str]
+    KEY: ClassVar[str] = "name"
     NAME: ClassVar[str]
-    name: str
 
     @model_validator(mode="before")
     @classmethod
     def _named(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "name" not in data and hasattr(cls, "NAME"):
-            data = {**data, "name": cls.NAME}
+        if isinstance(data, dict) and cls.KEY not in data and hasattr(cls, "NAME"):
+            data = {**data, cls.KEY: cls.NAME}
         if isinstance(data, dict):
             data = _without_others_defaults(cls, data)
         return data
@@ -111,32 +112,41 @@ def _without_others_defaults(cls: type[Member], data: dict) -> dict:
                           for f in takers.values()):
             del kept[key]
         elif takers:
-            raise ValueError(f"{family}.{key} applies to {family}.name in ({', '.join(takers)}), "
-                             f"not {data['name']}")
+            raise _at(key, f"applies to {cls.KEY} in ({', '.join(takers)}), not "
+                           f"{data[cls.KEY]}")
     return kept
 
 
 def chosen(base: type[Member], default: str) -> Any:
     """The type of a field holding a member of ``base``'s family, which its ``name`` selects
     (``default`` when the section or its name is not given). Dumped with the member's keys."""
-    family = base.FAMILY
+    family, key = base.FAMILY, base.KEY
 
     def pick(value: Any, handler: Any) -> Member:
         if isinstance(value, Member):
             return value
         data = dict(value or {})
-        name = data.setdefault("name", default)
+        name = data.setdefault(key, default)
         try:
             if not isinstance(name, str):
                 raise ValueError("a member's name or a dotted path is expected")
             cls = member_class(family, name)
         except ValueError as e:  # reported at the key: task.name
-            raise ValidationError.from_exception_data(family, [InitErrorDetails(
-                type="value_error", loc=("name",), input=name, ctx={"error": e})]) from None
+            raise _at(key, str(e)) from None
         return cls.model_validate(data)
 
-    return Annotated[SerializeAsAny[base], WrapValidator(pick),
-                     Field(default_factory=lambda: member_class(family, default)())]
+    return Annotated[SerializeAsAny[base], WrapValidator(pick)]
+
+
+def default_member(base: type[Member], name: str) -> Any:
+    """A field's default: ``base``'s family member ``name`` with its defaults."""
+    return Field(default_factory=lambda: member_class(base.FAMILY, name)())
+
+
+def _at(key: str, message: str) -> ValidationError:
+    """An error of the section's field ``key`` (reported as ``task.name: ...``)."""
+    return ValidationError.from_exception_data("member", [InitErrorDetails(
+        type="value_error", loc=(key,), input=None, ctx={"error": ValueError(message)})])
 
 
 def scan(src: Path) -> dict[str, dict[str, str]]:

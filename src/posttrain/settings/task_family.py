@@ -50,6 +50,7 @@ class TaskFamily(Member):
     tools)."""
 
     FAMILY: ClassVar[str] = "task"
+    name: str
     SINGLE_TURN: ClassVar[bool] = False
     SCORED_PARTS: ClassVar[tuple[str, ...]] = ()
     GENERATED: ClassVar[bool] = True
