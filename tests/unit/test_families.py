@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from posttrain.config import ConfigError, load_config
-from posttrain.settings.family import INDEX, index, member_class, names, scan
+from posttrain.settings.family import INDEX, index, member_of, names, scan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,13 +22,13 @@ def test_the_index_is_what_the_source_declares():
 def test_every_member_is_declared_under_its_name_and_family():
     for family, members in index().items():
         for name in members:
-            cls = member_class(family, name)
+            cls = member_of(family, name)
             assert (cls.FAMILY, cls.NAME) == (family, name)
 
 
 def test_a_member_section_imports_no_heavy_library_nor_other_members():
-    code = ("import sys\nfrom posttrain.settings.family import member_class\n"
-            "member_class('task', 'tau')\n"
+    code = ("import sys\nfrom posttrain.settings.family import member_of\n"
+            "member_of('task', 'tau')\n"
             "print([m for m in ('torch', 'numpy', 'transformers', 'posttrain.envs.code') "
             "if m in sys.modules])")
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

@@ -27,11 +27,11 @@ def engine_from_options(name: str, device: str | None, model: Path, dtype: str,
 
     from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError
-    from posttrain.settings.family import member_class
+    from posttrain.settings.family import member_of
 
     given = {} if device is None else {"device": device}
     try:
-        section = member_class("engine", name).model_validate({"name": name, **given})
+        section = member_of("engine", name).model_validate({"name": name, **given})
         return section.build(model, dtype, tokenizer.pad_token_id, tokenizer.eos_token_id)
     except ValidationError as e:
         fail("; ".join(f"--{err['loc'][0] if err['loc'] else 'engine'}: "

@@ -18,6 +18,7 @@ import threading
 
 from posttrain.rewards.rule_verifiers import BOXED_RE
 from posttrain.rewards.verifiers import extract_answer, gold_text
+from posttrain.settings.family import member
 
 TIMEOUT_S = 5.0  # one check
 STARTUP_S = 120.0  # the worker importing math-verify and sympy
@@ -115,6 +116,7 @@ class MathWorker:
 WORKER = MathWorker()
 
 
+@member("verifier", "math", fallible=True)
 def math_answer(completion: str, reference: str) -> float | None:
     """1 if the completion's answer (``<answer>`` tag, else the text) equals the reference
     under math-verify; None when the reference itself does not parse. A timeout raises
@@ -123,6 +125,7 @@ def math_answer(completion: str, reference: str) -> float | None:
     return WORKER.check(completion if answer is None else answer, reference)
 
 
+@member("verifier", "math_equiv")
 def math_equiv(completion: str, reference: str) -> float:
     """1 if the last ``\\boxed{}`` content is equal to the reference under math-verify;
     no box, unparseable input or a timeout scores 0."""

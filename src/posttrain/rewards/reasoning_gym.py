@@ -9,6 +9,7 @@ import json
 from functools import lru_cache
 
 from posttrain.rewards.verifiers import extract_answer
+from posttrain.settings.family import member
 
 
 @lru_cache(maxsize=16)
@@ -27,6 +28,7 @@ def gym_reference(name: str, seed: int, size: int, config: dict, index: int) -> 
                        "index": index}, sort_keys=True)
 
 
+@member("verifier", "reasoning_gym")
 def reasoning_gym_score(completion: str, reference: str) -> float:
     """``score_answer(answer, entry)`` of the entry the reference names (0 without an answer)."""
     ref = json.loads(reference)

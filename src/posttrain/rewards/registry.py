@@ -1,14 +1,12 @@
-"""Every verifier by the name a reward part's config uses."""
+"""Every verifier by the name a reward part's config uses: the functions decorated
+``@member("verifier", name)`` (the quickstart's short names, the spec's rule verifiers of
+ALGORITHMS.md §9, math-verify's and reasoning-gym's), from the families index."""
 
 from __future__ import annotations
 
-from posttrain.rewards.math_verifier import math_answer, math_equiv
-from posttrain.rewards.reasoning_gym import reasoning_gym_score
-from posttrain.rewards.rule_verifiers import RULE_VERIFIERS
-from posttrain.rewards.verifiers import Verifier, exact, format_ok, numeric
+from posttrain.rewards.verifiers import Verifier
+from posttrain.settings.family import member_of, names
 
-# short names of the quickstart, then the spec's rule verifiers (ALGORITHMS.md §9)
-VERIFIERS: dict[str, Verifier] = {"exact": exact, "numeric": numeric, "format": format_ok,
-                                  "math": math_answer, **RULE_VERIFIERS,
-                                  "math_equiv": math_equiv, "reasoning_gym": reasoning_gym_score}
-FALLIBLE_VERIFIERS = ("math", "numeric")  # those that may leave a part missing (None)
+VERIFIERS: dict[str, Verifier] = {name: member_of("verifier", name) for name in names("verifier")}
+# those that may leave a part missing (None: a reference they cannot read)
+FALLIBLE_VERIFIERS = tuple(n for n, fn in VERIFIERS.items() if getattr(fn, "fallible", False))

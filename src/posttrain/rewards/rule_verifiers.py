@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from posttrain.rewards.verifiers import extract_answer
+from posttrain.settings.family import member
 
 NUMBER_RE = re.compile(r"(?:^|\s|=)\s*(-?\d*\.?\d+)\s*$")
 FORMAT_TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
@@ -37,12 +38,14 @@ def gsm8k_gold(solution: str) -> str:
     return solution.split("####")[1].strip()
 
 
+@member("verifier", "exact_match")
 def exact_match(completion: str, reference: str) -> float:
     """1 if the answer tag's content equals the reference (both stripped)."""
     got = answer_tag(completion)
     return float(got is not None and got.strip() == reference.strip())
 
 
+@member("verifier", "numeric_match")
 def numeric_match(completion: str, reference: str) -> float:
     """1 if the answer tag's content and the reference parse (``parse_numeric``) to equal
     floats (``"42.0"`` matches ``"42"``)."""
@@ -50,6 +53,7 @@ def numeric_match(completion: str, reference: str) -> float:
     return float(got is not None and want is not None and math.isclose(got, want))
 
 
+@member("verifier", "gsm8k_combined")
 def gsm8k_combined(completion: str, reference: str) -> float:
     """Correctness 2.0 (exact) / 1.5 (numeric) / 0, plus 0.2 for each of ``<reasoning>``,
     ``</reasoning>``, ``<answer>``, ``</answer>`` present (no order check); in [0, 2.8]."""
@@ -58,17 +62,20 @@ def gsm8k_combined(completion: str, reference: str) -> float:
     return correct + 0.2 * sum(tag in (completion or "") for tag in FORMAT_TAGS)
 
 
+@member("verifier", "dapo_pm1")
 def dapo_pm1(completion: str, reference: str) -> float:
     """+1 if the answer is equivalent (exact or numeric), else -1 (DAPO)."""
     ok = exact_match(completion, reference) or numeric_match(completion, reference)
     return 1.0 if ok else -1.0
 
 
+@member("verifier", "think_format")
 def think_format(completion: str, reference: str = "") -> float:
     """1 if a ``<think>...</think>`` block is present (R1)."""
     return float(bool(re.search(r"<think>.*?</think>", completion or "", re.DOTALL)))
 
 
+@member("verifier", "lang_consistency")
 def lang_consistency(completion: str, reference: str = "", lang: str = "en") -> float:
     """Share of the chain of thought's words in the target language (``en``: Latin letters;
     ``zh``: CJK characters); numbers are not words. 0 without words."""
@@ -90,8 +97,3 @@ def tau_product(components: Mapping[str, float], reward_basis: Sequence[str]) ->
     reward = math.prod(components[name] for name in reward_basis)
     return reward, abs(reward - 1) <= 1e-6
 
-
-RULE_VERIFIERS = {
-    "exact_match": exact_match, "numeric_match": numeric_match, "gsm8k_combined": gsm8k_combined,
-    "dapo_pm1": dapo_pm1, "think_format": think_format, "lang_consistency": lang_consistency,
-}

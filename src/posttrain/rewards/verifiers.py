@@ -6,6 +6,8 @@ import math
 import re
 from collections.abc import Callable
 
+from posttrain.settings.family import member
+
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 STRICT_FORMAT_RE = re.compile(
     r"^\s*(?:<think>.*?</think>\s*)?<answer>[^<]*</answer>\s*$", re.DOTALL
@@ -36,11 +38,13 @@ def as_number(s: str | None) -> float | None:
     return x if math.isfinite(x) else None
 
 
+@member("verifier", "exact")
 def exact(completion: str, reference: str) -> float:
     """1 if the extracted answer equals the reference string exactly (after stripping)."""
     return float(extract_answer(completion) == reference.strip())
 
 
+@member("verifier", "numeric", fallible=True)
 def numeric(completion: str, reference: str, rel_tol: float = 1e-9) -> float | None:
     """1 if the extracted answer parses as a number equal to the reference (a GSM8K solution's
     ``#### 72`` reads as 72) within ``rel_tol``; None when the reference is not a number."""
@@ -53,6 +57,7 @@ def numeric(completion: str, reference: str, rel_tol: float = 1e-9) -> float | N
     return float(math.isclose(got, want, rel_tol=rel_tol, abs_tol=1e-12))
 
 
+@member("verifier", "format")
 def format_ok(completion: str, reference: str = "") -> float:
     """1 if the whole completion is ``[<think>...</think>] <answer>...</answer>``."""
     return float(bool(STRICT_FORMAT_RE.match(completion or "")))

@@ -11,8 +11,8 @@ test keeps it current. A name that is a dotted path (``my_pkg.engines:MyEngine``
 user's own section class, or, for a family with a ``PATH`` member, that member (which then
 loads the named function: a task source, say).
 
->>> from posttrain.settings.family import member_class
->>> member_class("task", "lookup").__name__
+>>> from posttrain.settings.family import member_of
+>>> member_of("task", "lookup").__name__
 'LookupConfig'
 """
 
@@ -58,13 +58,16 @@ class Member(Section):
         member; a ``ValueError`` names the keys."""
 
 
-def member(family: str, name: str) -> Callable[[type[Member]], type[Member]]:
-    """Class decorator: the section of ``family``'s member ``name`` (``PATH``: the member a
-    dotted-path name selects). ``tools/families.py`` reads it from the source."""
+def member(family: str, name: str, **traits: Any) -> Callable[[Any], Any]:
+    """Decorator: the section class of ``family``'s member ``name`` (``PATH``: the member a
+    dotted-path name selects), or for a family of functions (``verifier``) the function, with
+    ``traits`` as its attributes. ``tools/families.py`` reads it from the source."""
 
-    def register(cls: type[Member]) -> type[Member]:
-        cls.FAMILY, cls.NAME = family, name
-        return cls
+    def register(obj: Any) -> Any:
+        obj.FAMILY, obj.NAME = family, name
+        for key, value in traits.items():
+            setattr(obj, key, value)
+        return obj
 
     return register
 
@@ -80,8 +83,9 @@ def names(family: str) -> list[str]:
     return [n for n in index()[family] if n != PATH]
 
 
-def member_class(family: str, name: str) -> type[Member]:
-    """The section class of ``family``'s member ``name`` (its module imported on demand)."""
+def member_of(family: str, name: str) -> Any:
+    """What ``family``'s member ``name`` registered, its module imported on demand: a section
+    class, or a function (verifiers)."""
     known = index()[family]
     if name in known:
         module, attr = known[name].split(":")
@@ -91,7 +95,7 @@ def member_class(family: str, name: str) -> type[Member]:
         if isinstance(found, type) and issubclass(found, Member) and found.FAMILY == family:
             return found
         if PATH in known:
-            return member_class(family, PATH)
+            return member_of(family, PATH)
         raise ValueError(f"{name!r} is not a {family} section (a class decorated "
                          f"@member({family!r}, ...))")
     raise ValueError(f"unknown {family} {name!r}; built in: {', '.join(names(family))}, or a "
@@ -106,8 +110,8 @@ def _without_others_defaults(cls: type[Member], data: dict) -> dict:
     for key, value in data.items():
         if family is None or key in cls.model_fields:
             continue
-        takers = {n: member_class(family, n).model_fields[key] for n in names(family)
-                  if key in member_class(family, n).model_fields}
+        takers = {n: member_of(family, n).model_fields[key] for n in names(family)
+                  if key in member_of(family, n).model_fields}
         if takers and all(value == f.get_default(call_default_factory=True)
                           for f in takers.values()):
             del kept[key]
@@ -130,7 +134,7 @@ def chosen(base: type[Member], default: str) -> Any:
         try:
             if not isinstance(name, str):
                 raise ValueError("a member's name or a dotted path is expected")
-            cls = member_class(family, name)
+            cls = member_of(family, name)
         except ValueError as e:  # reported at the key: task.name
             raise _at(key, str(e)) from None
         return cls.model_validate(data)
@@ -140,7 +144,7 @@ def chosen(base: type[Member], default: str) -> Any:
 
 def default_member(base: type[Member], name: str) -> Any:
     """A field's default: ``base``'s family member ``name`` with its defaults."""
-    return Field(default_factory=lambda: member_class(base.FAMILY, name)())
+    return Field(default_factory=lambda: member_of(base.FAMILY, name)())
 
 
 def _at(key: str, message: str) -> ValidationError:
@@ -150,17 +154,17 @@ def _at(key: str, message: str) -> ValidationError:
 
 
 def scan(src: Path) -> dict[str, dict[str, str]]:
-    """``family -> name -> module:Class`` for every ``@member(family, name)`` class under
-    ``src`` (the directory holding the ``posttrain`` package), read from the source."""
+    """``family -> name -> module:attr`` for every ``@member(family, name)`` class or function
+    under ``src`` (the directory holding the ``posttrain`` package), read from the source."""
     found: dict[str, dict[str, str]] = {}
     for path in sorted(src.rglob("*.py")):
         module = ".".join(path.relative_to(src).with_suffix("").parts)
         for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.ClassDef):
+            if not isinstance(node, ast.ClassDef | ast.FunctionDef):
                 continue
             for dec in node.decorator_list:
                 if isinstance(dec, ast.Call) and getattr(dec.func, "id", "") == "member":
-                    family, name = (_literal(a) for a in dec.args)
+                    family, name = (_literal(a) for a in dec.args[:2])
                     found.setdefault(family, {})[name] = f"{module}:{node.name}"
     return {f: dict(sorted(m.items())) for f, m in sorted(found.items())}
 
