@@ -141,9 +141,16 @@ def reduced(edges: dict[str, set[str]]) -> dict[str, set[str]]:
             for v, ws in edges.items()}
 
 
+def summary(pkg: str) -> str:
+    """The first paragraph of the package's docstring, on one line."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / pkg / "__init__.py").read_text())) or ""
+    return " ".join(doc.split("\n\n")[0].split()).replace("|", "\\|")
+
+
 def picture() -> str:
     """The generated block: a mermaid graph of the packages (import edges, transitively
-    reduced) and a table of the layers with their number of modules."""
+    reduced) and a table of the layers with what each package holds (its docstring's first
+    paragraph) and its number of modules."""
     files: dict[str, int] = defaultdict(int)
     for name in modules():
         files[package_of(name)] += 1
@@ -155,11 +162,12 @@ def picture() -> str:
         out.append("  end")
     for src in sorted(edges):
         out += [f"  {src} --> {dst}" for dst in sorted(edges[src])]
-    out += ["```", "", "| layer | package | files | imports (directly) |", "|---|---|---|---|"]
+    out += ["```", "", "| layer | package | what it holds | files | imports (directly) |",
+            "|---|---|---|---|---|"]
     direct = package_imports()
     for i, layer in reversed(list(enumerate(LAYERS))):
         for pkg in layer:
-            out.append(f"| {i} | `{pkg}` | {files[pkg]} | "
+            out.append(f"| {i} | `{pkg}` | {summary(pkg)} | {files[pkg]} | "
                        f"{', '.join(sorted(direct.get(pkg, ()))) or '-'} |")
     out += ["", END]
     return "\n".join(out)

@@ -86,6 +86,7 @@ def test_build_tiny_and_eval(tmp_path):
                                  f"out_dir={tmp_path / 'o'}"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["accuracy"] == 0.0
+    assert not (tmp_path / "o").exists()  # evaluating makes no run directory
 
 
 def test_preference_stage_runs_after_sft_and_reports(tmp_path):

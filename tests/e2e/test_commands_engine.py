@@ -29,8 +29,9 @@ def test_filter_samples_with_the_engine_the_config_names(tiny_dir, tmp_path):
     result = runner.invoke(app, ["filter", "configs/quickstart.yaml", "--model", str(tiny_dir),
                                  "--k", "2", "--num-prompts", "3",
                                  "--out", str(tmp_path / "kept.jsonl"),
-                                 ENGINE, f"engine.log={log}"])
+                                 ENGINE, f"engine.log={log}", f"out_dir={tmp_path / 'run'}"])
     assert result.exit_code == 0, result.output
+    assert not (tmp_path / "run").exists()  # sampling makes no run directory
     assert sum(int(n) for n in log.read_text().split()) == 6  # 3 prompts x 2
 
 

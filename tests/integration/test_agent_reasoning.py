@@ -79,7 +79,7 @@ def test_earlier_reasoning_is_in_the_next_prompt_as_the_mode_says(tokenizer, mod
 
 
 def test_the_config_knob_reaches_the_rollout(tokenizer):
-    from posttrain.recipes.build import rollout_function
+    from posttrain.recipes.run_tasks import rollout_function
 
     for mode, kept in (("keep_all", True), ("drop_on_new_user", False)):
         cfg = load_config("configs/quickstart.yaml", [

@@ -8,7 +8,7 @@ from agent_helpers import REWARD, TASK, ScriptedEngine
 from posttrain.config import ConfigError, load_config
 from posttrain.harness import ToolRegistry
 from posttrain.harness.guard import BLOCKED
-from posttrain.recipes.build import rollout_function
+from posttrain.recipes.run_tasks import rollout_function
 from posttrain.rollout.evaluation import rollout_metrics
 from posttrain.types import SamplingParams
 

@@ -434,11 +434,11 @@ def test_auto_budgets_are_fixed_and_recorded_in_the_rl_loop(model, tokenizer, tm
 def test_a_stage_whose_last_step_was_evaluated_is_not_evaluated_again(tmp_path, monkeypatch):
     """``rl.eval_every`` that divides the steps evaluates the final weights in the loop: that
     evaluation is the run's ``eval_after_rl`` (the same weights were evaluated twice)."""
-    from posttrain.recipes import build, sampling_loop
+    from posttrain.recipes import run_tasks, sampling_loop
     from posttrain.recipes.stages import Recipe
 
     calls = []
-    for module in (build, sampling_loop):
+    for module in (run_tasks, sampling_loop):
         real = module.evaluated
         monkeypatch.setattr(module, "evaluated",
                             lambda *a, real=real, **k: calls.append(1) or real(*a, **k))

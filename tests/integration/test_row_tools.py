@@ -10,7 +10,7 @@ import pytest
 from agent_helpers import ScriptedEngine
 
 from posttrain.config import load_config
-from posttrain.recipes.build import rollout_function, task_family
+from posttrain.recipes.run_tasks import rollout_function, task_family
 from posttrain.types import SamplingParams
 from posttrain.types.errors import DataError
 

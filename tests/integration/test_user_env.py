@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from posttrain.cli.app import app
 from posttrain.config import ConfigError, load_config
 from posttrain.harness import episode_problems
-from posttrain.recipes.build import rollout_function, task_family
+from posttrain.recipes.run_tasks import rollout_function, task_family
 from posttrain.types import SamplingParams
 
 ENVS = Path(__file__).with_name("user_envs.py")

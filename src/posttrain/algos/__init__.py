@@ -1,4 +1,6 @@
-"""Layer 1: the algorithm catalogue — pure tensor functions under their ALGORITHMS.md names.
+"""The algorithm catalogue: pure tensor functions under their ALGORITHMS.md names
+(docs/algorithms.md), looked up with ``get(kind, name)`` (advantage, policy_loss, aggregation,
+kl, offpolicy, shaping, divergence, preference, reward_model, metric).
 
 ``get(kind, name)`` returns a function (aliases and ``-``/``_`` spellings accepted),
 ``names(kind)`` lists a kind; arguments are keyword tensors named as in the spec.

@@ -1,1 +1,1 @@
-"""Layer 7: the typer CLI and the recipe it runs."""
+"""The typer CLI (``posttrain``): every command, and ``posttrain doctor``."""

@@ -193,8 +193,8 @@ def eval_(
     from posttrain.cli.eval_output import run_in, write_eval
     from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError, load_tokenizer
-    from posttrain.recipes.build import RunParts
     from posttrain.recipes.placement import make_engine
+    from posttrain.recipes.run_tasks import RunTasks
 
     cfg = _load(config, overrides)
     if out is not None and (mark := run_in(out)):
@@ -207,7 +207,7 @@ def eval_(
         engine = make_engine(cfg, model, tok)
     except (ModelNotFoundError, EngineUnavailableError) as e:
         _fail(str(e))
-    parts = RunParts(cfg)
+    parts = RunTasks(cfg)
     parts.attach_judges(tok)
     if skills_bench:
         from posttrain.recipes.skills import run_skills_bench
@@ -312,8 +312,8 @@ def teacher_logits(
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.models.devices import placed
     from posttrain.recipes import Reporter
-    from posttrain.recipes.build import RunParts
     from posttrain.recipes.distillation.teacher_logits import write_teacher_logits
+    from posttrain.recipes.run_tasks import RunTasks
 
     cfg = _load(config, overrides, stages=["distill"])  # the command scores distill's data
     if cfg.distill.teacher is None:
@@ -324,7 +324,7 @@ def teacher_logits(
                          cfg.distill.teacher_device)
     except ModelNotFoundError as e:
         _fail(str(e))
-    data = RunParts(cfg).distill_data()
+    data = RunTasks(cfg).distill_data()
     try:
         path = write_teacher_logits(teacher, tok, data.conversations, out, topk,
                                     reporter=Reporter(out.parent, console), tools=data.tools)

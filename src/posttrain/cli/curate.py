@@ -15,15 +15,15 @@ from rich.progress import Progress
 from posttrain.config import RunConfig
 from posttrain.data.curation import Sampled, sample_prompts
 from posttrain.models import load_tokenizer
-from posttrain.recipes.build import RunParts
 from posttrain.recipes.placement import make_engine
+from posttrain.recipes.run_tasks import RunTasks
 from posttrain.types import SamplingParams
 
 
 def sampled(cfg: RunConfig, model: Path, k: int, num_prompts: int, temperature: float,
             console: Console) -> Iterator[Sampled]:
     """``k`` scored samples of ``num_prompts`` train prompts, with a progress bar."""
-    parts = RunParts(cfg.model_copy(update={"out_dir": str(Path(cfg.out_dir))}))
+    parts = RunTasks(cfg)
     tokenizer = load_tokenizer(model)
     engine = make_engine(cfg, model, tokenizer)
     tasks = parts.tasks.sample(num_prompts, random.Random(f"{cfg.seed}:curate"))

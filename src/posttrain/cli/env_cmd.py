@@ -40,7 +40,7 @@ def audit(
     from posttrain.audit.report import attack_sampling
     from posttrain.config import ConfigError, load_config
     from posttrain.models.tiny import build_tokenizer
-    from posttrain.recipes.build import RunParts
+    from posttrain.recipes.run_tasks import RunTasks
 
     unknown = sorted(set(exploit or []) - set(EXPLOITS))
     if unknown:
@@ -50,7 +50,7 @@ def audit(
         if not cfg.single_turn:  # the attacker's context is not the model's to budget
             cfg = cfg.model_copy(update={"agent": cfg.agent.model_copy(update={
                 "max_tokens": 16 * TURN_TOKENS, "max_turns": max(cfg.agent.max_turns, 4)})})
-        parts = RunParts(cfg.model_copy(update={"eval": cfg.eval.model_copy(
+        parts = RunTasks(cfg.model_copy(update={"eval": cfg.eval.model_copy(
             update={"num_problems": num_tasks, "samples": 1})}))
     except (ConfigError, ValueError) as e:
         fail(str(e))

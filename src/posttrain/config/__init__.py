@@ -1,4 +1,5 @@
-"""Layer 7: the pydantic config tree and its YAML loader."""
+"""The ``RunConfig`` tree that assembles the sections (the families' members chosen by
+name), the rules across sections, YAML loading with overrides, and ``config explain``."""
 
 import lazy_loader
 

@@ -1,5 +1,6 @@
-"""Layer 4: training data — conversations with exact assistant masks, preference pairs, and
-curation by sampling."""
+"""Training data: conversations with exact assistant masks and the SFT batch cursor,
+preference pairs, prompts from a user's dataset (the task family ``dataset``), and curation by
+sampling (``filter``, ``rejection-sample``)."""
 
 import lazy_loader
 

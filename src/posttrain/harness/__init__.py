@@ -1,5 +1,7 @@
-"""Layer 4: the agent harness — the multi-turn loop with exact token bookkeeping, tools and
-their calls (sandbox, context managers and guards build on these)."""
+"""The agent harness: the multi-turn loop with exact token bookkeeping (stop reasons,
+lockstep batches, ``EpisodeState``), compaction into segments, tree rollouts and swarms,
+per-episode environments, tools and tool-call parsing, the sandbox, the anti-hack guard and
+replay checks."""
 
 import lazy_loader
 

@@ -1,4 +1,6 @@
-"""Layer 2: models and tokenizers from local directories, tiny-model factory, log-probs."""
+"""Models and tokenizers from local directories (and value models for a critic), the
+tiny-model factory, chat rendering with loss masks, chunked log-probs, shared-prefix and packed
+forwards, LoRA through peft."""
 
 import lazy_loader
 

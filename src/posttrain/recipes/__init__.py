@@ -1,6 +1,9 @@
-"""Layer 6: one file per stage wiring rollout and training (``sft``, ``dpo``, ``reward_model``,
-``distillation``, ``rl``), ``build`` (config -> engine, tasks, reward, judges, teachers) and
-``stages`` (the run a config describes)."""
+"""The stages and what they share: one file per stage with its loop (``sft``, ``dpo``,
+``reward_model``, ``distillation/`` offline and on-policy, ``rl``: one loop for sync and async),
+``run_tasks`` (the task, rollout, reward, judges and evaluation a config describes), ``build``
+(``RunParts``: those plus the run directory), ``placement`` (where engines, trainers and
+teachers run), ``judges/`` (one module a judge kind), ``stages`` (the stages a config lists, in
+order) and the outer loops (``outer/``)."""
 
 import lazy_loader
 

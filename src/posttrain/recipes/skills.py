@@ -23,9 +23,11 @@ from posttrain.skills.teacher import ChatTeacher
 RUN_BANK = "skills"  # the run's own bank, under out_dir, when a teacher evolves it
 
 
-def skill_library(s: SkillsConfig, out: Path) -> SkillLibrary:
-    """The library of the run whose ``skills`` section is ``s`` and directory ``out``."""
-    bank = SkillBank(s.dir) if s.teacher is None else bank_copy(s.dir, out / RUN_BANK)
+def skill_library(s: SkillsConfig, out: Path | None) -> SkillLibrary:
+    """The library of the run whose ``skills`` section is ``s`` and directory ``out`` (None:
+    a command that only samples reads the bank as it is, teacher or not)."""
+    bank = SkillBank(s.dir) if s.teacher is None or out is None else \
+        bank_copy(s.dir, out / RUN_BANK)
     return SkillLibrary(bank, s.lam, s.threshold, s.top_k)
 
 

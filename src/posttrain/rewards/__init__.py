@@ -1,4 +1,6 @@
-"""Layer 3: verifiers and reward composition (reward = dict of named parts)."""
+"""Verifiers (each a family member, ``@member("verifier", name)``) and reward composition
+(reward = dict of named parts), user reward functions in a killable worker, judge prompts and
+reply parsing."""
 
 import lazy_loader
 

@@ -1,5 +1,7 @@
-"""Layer 5: making scored episodes — single-turn, agent and judged rollouts, evaluation,
-reward shaping, and the asynchronous machinery (dispatcher, buffer, workers)."""
+"""Making scored episodes: single-turn, agent and judged rollouts, external agents,
+evaluation, reward shaping and dynamic-sampling filters, the asynchronous machinery
+(dispatcher, buffer, workers) and where an RL step's episodes come from (``SyncEpisodes``,
+``AsyncEpisodes``)."""
 
 import lazy_loader
 

@@ -1,5 +1,6 @@
-"""Layer 5: ``posttrain serve`` — OpenAI-compatible endpoints in front of an engine that
-record every session's calls token for token, so external agents can be trained."""
+"""``posttrain serve``: OpenAI- and Anthropic-compatible endpoints in front of an engine
+that record every session's calls token for token, so external agents can be trained
+(docs/serve.md)."""
 
 import lazy_loader
 

@@ -1,4 +1,7 @@
-"""Layer 1: the config sections (pydantic), validated where they are declared; no behaviour."""
+"""Config sections (pydantic) validated where they are declared, no behaviour: the
+sections of RL, the algorithm, the actor, the fixed-data stages, distillation, the cluster and
+data; the families' base sections and their index (``family``); the helpers of rules across
+sections."""
 
 import lazy_loader
 

@@ -1,6 +1,6 @@
-"""Layer 5: the whole update — episodes to batch, old and reference log-probs, advantages,
-optimiser steps, KL and entropy control — and the trainer, its losses, schedule and
-checkpoints."""
+"""The whole update: episodes to batch, old and reference log-probs, advantages, optimiser
+steps, KL and entropy control (``PolicyUpdate``), and the ``Trainer`` (policy or critic; data
+parallel inside a torch.distributed group), its losses, schedule and atomic checkpoints."""
 
 import lazy_loader
 

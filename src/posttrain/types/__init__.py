@@ -1,4 +1,5 @@
-"""Layer 0: the token-exact data model shared by every other layer."""
+"""The token-exact data model shared by every other package: ``Segment``, ``Episode``,
+``Batch``, ``SamplingParams``, the errors several packages raise, JSONL I/O."""
 
 import lazy_loader
 

@@ -1,7 +1,7 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
 from .batch import Batch
-from .episode import Episode, Group, Segment, StepSpan
+from .episode import Episode, Segment, StepSpan
 from .errors import (
     ChatTemplateError,
     DataError,
@@ -17,7 +17,6 @@ __all__ = [
     "ChatTemplateError",
     "DataError",
     "Episode",
-    "Group",
     "MismatchError",
     "SamplingParams",
     "Segment",

@@ -2,7 +2,8 @@
 
 An ``Episode`` is one rollout (one prompt, one completion, possibly many turns). It holds one or
 more ``Segment``s — the token sequences the trainer sees (compaction splits an episode into
-several segments that share its reward). A ``Group`` is the episodes sampled for one prompt.
+several segments that share its reward). The episodes sampled for one prompt share a
+``group_id``: the unit of group-relative advantages.
 """
 
 from __future__ import annotations
@@ -162,22 +163,3 @@ class Episode:
             finish_reason=str(d.get("finish_reason", "stop")),
             meta=dict(d.get("meta", {})),
         )
-
-
-@dataclass
-class Group:
-    """The episodes sampled for one prompt (the unit of group-relative advantages)."""
-
-    group_id: str
-    episodes: list[Episode]
-
-    def __post_init__(self) -> None:
-        for ep in self.episodes:
-            if ep.group_id != self.group_id:
-                raise ValueError(
-                    f"episode with group_id {ep.group_id!r} placed in group {self.group_id!r}"
-                )
-
-    @property
-    def rewards(self) -> list[float]:
-        return [ep.reward for ep in self.episodes]

@@ -12,7 +12,7 @@ from posttrain.config.loading import read_tree
 from posttrain.engines import Engine
 from posttrain.harness_search import Candidate, HarnessStore, Result
 from posttrain.harness_search.loop import Evaluate
-from posttrain.recipes.build import RunParts
+from posttrain.recipes.run_tasks import RunTasks
 from posttrain.rollout.evaluation import evaluation_episodes, pass_rates
 from posttrain.types import Episode
 
@@ -25,9 +25,8 @@ def harness_evaluator(config: Path, overrides: list[str], store: HarnessStore, e
 
     def evaluate(candidate: Candidate, split: str) -> tuple[Result, list[dict]]:
         mine = [f"{k}={json.dumps(v)}" for k, v in store.overrides(candidate).items()]
-        cfg = build_config(tree, [*overrides, *mine, f"eval.num_problems={search + test}",
-                                  f"out_dir={store.root / 'runs' / candidate.id}"])
-        parts = RunParts(cfg)
+        cfg = build_config(tree, [*overrides, *mine, f"eval.num_problems={search + test}"])
+        parts = RunTasks(cfg)
         parts.attach_judges(tokenizer)
         tasks = parts.eval_tasks[:search] if split == "search" else parts.eval_tasks[search:]
         episodes = evaluation_episodes(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,

@@ -1,0 +1,177 @@
+"""Config -> what sampling a run's task needs (``RunTasks``): the task family (built in or
+named by dotted path), the function that plays its episodes, the reward and its judges, the
+held-out evaluation and the data a stage reads. Commands that only sample or evaluate
+(``eval``, ``filter``, ``env audit``, ``harness-search``) use it alone; a run's stages use
+``RunParts`` (``recipes.build``), which adds the run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from posttrain.config import ConfigError, RunConfig
+from posttrain.data import ChatData, generate_arithmetic_sft, load_chat_data
+from posttrain.data.preference_pairs import (
+    PreferencePair,
+    arithmetic_pairs,
+    load_preference_data,
+)
+from posttrain.data.prompt_stream import StreamedDatasetTasks
+from posttrain.data.prompt_tasks import DatasetTasks
+from posttrain.engines import Engine
+from posttrain.envs import EffortTask
+from posttrain.harness import SwarmSettings, ToolRegistry
+from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, row_tools
+from posttrain.recipes.judges.chats import ServedChats, build_guard
+from posttrain.recipes.reporting import StepProgress
+from posttrain.recipes.skills import skill_library
+from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
+from posttrain.rollout.evaluation import absent_columns, evaluated
+from posttrain.rollout.judged import JudgedRollout
+from posttrain.settings import PairDataConfig
+from posttrain.settings.extension import load_extension, load_tools
+from posttrain.settings.task_family import TaskParts
+from posttrain.skills.library import SkilledTasks
+from posttrain.types import Episode
+
+
+def task_family(cfg: RunConfig) -> TaskParts:
+    """The task family ``task`` selects, built (``TaskParts``), with ``agent.tools`` added to
+    its tools (the agent loop then plays the task; also for ``task.env`` without tools). A
+    dataset row's own tools are checked against them (``agent_tasks.row_tools``)."""
+    parts = cfg.task.build(cfg.seed, ServedChats(cfg.trainer.compute_dtype, cfg.seed))
+    if cfg.agent.tools or cfg.task.env is not None:  # the agent loop plays the task
+        parts.tools = parts.tools or ToolRegistry()
+        for spec in cfg.agent.tools:
+            for fn in load_tools(spec):
+                parts.tools.add(fn)
+    if cfg.task.ROW_TOOLS:  # a row's own tools must be implemented
+        check_row_tools(parts.tasks, row_tools(parts.tools or ToolRegistry()))
+    return parts
+
+
+def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
+                     env_factory: Callable | None) -> Callable[..., list[Episode]]:
+    """What plays and scores episodes: ``task.rollout`` if named, the agent loop when the task
+    has ``tools`` (with a dataset row's own tools, and ``task.env``'s environment), else one
+    completion a sample."""
+    if cfg.task.rollout is not None:
+        return load_extension("rollout", cfg.task.rollout)
+    agent = cfg.agent
+    if agent.plays_externally:
+        play = load_extension("external_agent", agent.external) if agent.external else \
+            command_agent(agent.external_command, agent.timeout_s)
+        return ExternalAgentRollout(play, agent.timeout_s)
+    if tools is None:
+        return rollout
+    tree, guard, swarm = cfg.agent.tree, cfg.agent.guard, cfg.agent.swarm
+    task_tools = row_tools(tools) if cfg.task.ROW_TOOLS else None
+    return AgentRollout(
+        tools, cfg.agent.limits(), cfg.agent.compaction,
+        tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
+        guard=None if guard is None else build_guard(guard, cfg.trainer.compute_dtype, cfg.seed),
+        retain_reasoning=cfg.agent.retain_reasoning, task_tools=task_tools,
+        task_env=environment_factory(cfg, task_tools or (lambda task: tools)),
+        swarm=None if swarm is None else SwarmSettings(
+            tools, swarm.max_subagents, replace(cfg.agent.limits(), max_turns=swarm.max_turns),
+            swarm.prompt, swarm.target))
+
+
+class RunTasks:
+    """What sampling the task of ``cfg`` needs: ``tasks`` (and ``tools``), the ``rollout_fn``
+    that plays them, ``reward_fn``, the held-out ``eval_tasks`` and the ``skills`` every task
+    opens with (a ``SkillLibrary``; None without a ``skills`` section; an evolving bank is
+    copied into ``out``, the run directory, when there is one). Messages (skipped rows) go to
+    ``progress``."""
+
+    def __init__(self, cfg: RunConfig, progress: StepProgress | None = None,
+                 out: Path | None = None) -> None:
+        self.cfg, self.progress = cfg, progress or StepProgress()
+        self.skipped_rows: dict[str, dict] = {}  # what -> count, rows, first reason
+        family = task_family(cfg)
+        self.tasks, self.tools, env_factory = family.tasks, family.tools, family.env_factory
+        self.skills = None if cfg.skills is None else skill_library(cfg.skills, out)
+        if self.skills is not None and self.tools is not None and cfg.skills.tools:
+            for tool in self.skills.tools():
+                self.tools.add(tool)
+        self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
+        self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
+        if isinstance(self.tasks, StreamedDatasetTasks):  # train rows: once read through
+            self.tasks.stream.on_first_pass = \
+                lambda rows: self.report_skipped("train prompt", rows)
+            self.report_skipped("eval prompt", self.tasks.skipped["eval"])
+        elif isinstance(self.tasks, DatasetTasks):
+            for split, rows in self.tasks.skipped.items():
+                self.report_skipped(f"{split} prompt", rows)
+        if cfg.task.efforts:  # evaluate at the highest effort level
+            self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
+        if self.skills is not None:  # every episode opens with the skills disclosed
+            self.tasks = SkilledTasks(self.tasks, self.skills)
+            self.eval_tasks = [self.skills.task(t) for t in self.eval_tasks]
+        self.reward_fn = cfg.reward.function()
+        absent, have = absent_columns(self.eval_tasks, cfg.eval.group_by)
+        if absent:
+            raise ConfigError(f"eval.group_by: no held-out task has {', '.join(absent)} "
+                              f"(columns: {', '.join(have) or 'none'})")
+
+    def attach_judges(self, tokenizer) -> None:
+        """Score ``reward.judges``' parts after every rollout (and evaluation)."""
+        judges = self.cfg.reward.judges
+        if judges and not isinstance(self.rollout_fn, JudgedRollout):
+            self.rollout_fn = JudgedRollout(self.rollout_fn, {
+                part: j.build(tokenizer, self.cfg.trainer.compute_dtype, self.cfg.seed)
+                for part, j in judges.items()})
+
+    def evaluation(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
+        """The held-out episodes (``eval.samples`` a problem) and their metrics."""
+        return evaluated(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
+                         self.cfg.reward.accuracy_part, self.cfg.seed, self.rollout_fn)
+
+    # -- data --------------------------------------------------------------------------------
+    def report_skipped(self, what: str, skipped: list[tuple[int, str]]) -> None:
+        """Say how many ``what`` rows were skipped, which, and why the first was; the run's
+        summary keeps it (``skipped_rows``)."""
+        if skipped:
+            from rich.markup import escape
+
+            rows = [i for i, _ in skipped]
+            self.skipped_rows[what] = {"count": len(rows), "rows": rows[:20],
+                                       "first_reason": skipped[0][1]}
+            self.progress.message(
+                f"[yellow]skipped {len(rows)} malformed {what} rows (rows {rows[:5]}"
+                f"{'...' if len(rows) > 5 else ''}, counting from 0; row {rows[0]}: "
+                f"{escape(skipped[0][1])})")
+
+    def conversations(self, path: str | None, n: int, error_rate: float, what: str
+                      ) -> ChatData:
+        """Conversations from the dataset at ``path`` (with their rows' tools, else the
+        task's), or ``n`` generated from the task with a share ``error_rate`` of flawed
+        answers."""
+        if path is not None:
+            data = load_chat_data(path)
+            self.report_skipped(what, data.skipped)
+        else:
+            data = generate_arithmetic_sft(self.tasks, n, error_rate, self.cfg.seed,
+                                           self.cfg.task.efforts)
+        task_tools = self.tools.schemas() if self.tools else None
+        data.tools = [row_tools or task_tools for row_tools in data.tools]
+        return data
+
+    def distill_data(self) -> ChatData:
+        """The distill stage's conversations: ``distill.data``, or worked solutions."""
+        d = self.cfg.distill
+        return self.conversations(d.data, d.num_examples, 0.0, "distillation")
+
+    def preference_pairs(self, pref: PairDataConfig
+                         ) -> tuple[list[PreferencePair], list[PreferencePair]]:
+        """Train and held-out pairs of ``pref`` (the ``pref`` or ``rm`` section): from its
+        ``data`` (the last ``eval_pairs`` rows, at most a tenth, held out) or generated from
+        the task's train and eval splits."""
+        if pref.data is None:
+            return (arithmetic_pairs(self.tasks, pref.num_pairs, self.cfg.seed),
+                    arithmetic_pairs(self.tasks, pref.eval_pairs, self.cfg.seed, split="eval"))
+        data = load_preference_data(pref.data)
+        self.report_skipped("preference", data.skipped)
+        held = min(pref.eval_pairs, len(data.pairs) // 10)
+        return data.pairs[: len(data.pairs) - held], data.pairs[len(data.pairs) - held :]
