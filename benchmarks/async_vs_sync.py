@@ -183,9 +183,10 @@ def real(steps: int) -> dict:
     from posttrain.engines import TorchEngine
     from posttrain.envs import ArithmeticTasks
     from posttrain.models import build_tiny, load_model, load_tokenizer
-    from posttrain.recipes import Reporter, run_rl
+    from posttrain.recipes import run_rl
     from posttrain.recipes.rl import run_async_rl
     from posttrain.recipes.sampling_loop import RLRun
+    from posttrain.reporting import Reporter
     from posttrain.rewards import RewardFunction
     from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, RLConfig
     from posttrain.train import Trainer

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from posttrain.config import load_config
-from posttrain.recipes import Reporter
 from posttrain.recipes.stages import Recipe
+from posttrain.reporting import Reporter
 
 RECIPES = ["quickstart", "ppo", "dr_grpo", "dapo", "gspo", "kimi_k25"]
 FULL_RECIPES = ["effort"]  # their SFT data differs (effort lines), so they run both stages

@@ -5,7 +5,7 @@ passes a submission whose output says ``PASS``."""
 import json
 
 from posttrain.envs.code import CodeEnv, CodeTasks
-from posttrain.harness.sandbox import Sandbox
+from posttrain.sandbox import Sandbox
 
 CASES = ".grader/cases.json"
 

@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 
 import yaml
+from posttrain.config.task_config import GuardConfig
 from rich.console import Console
 from rich.markdown import Markdown
 
 from posttrain.audit import audit
 from posttrain.audit.report import attack_sampling
 from posttrain.config import load_config
-from posttrain.config.task_config import GuardConfig
 from posttrain.harness import LoopLimits
 from posttrain.models.tiny import build_tokenizer
 from posttrain.recipes.judges import build_guard

@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from posttrain.cli import app as cli
-from posttrain.recipes.reporting import StepProgress
+from posttrain.reporting import StepProgress
 
 runner = CliRunner()
 

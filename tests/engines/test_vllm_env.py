@@ -31,8 +31,8 @@ def test_the_vllm_engine_passes_its_tests_in_its_own_environment():
     try:
         # no addopts: one module runs in one process (the venv has no pytest-xdist for -n)
         run = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              "-o", "addopts=", "tests/engines/test_vllm_engine.py"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=INNER_TIMEOUT_S)
+                              "-o", "addopts=", "tests/engines/test_vllm_engine.py"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=INNER_TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"the vLLM tests ran past {INNER_TIMEOUT_S} s:\n{tail(e.stdout, e.stderr)}")
     assert run.returncode == 0, tail(run.stdout, run.stderr)

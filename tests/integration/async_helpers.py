@@ -12,8 +12,8 @@ import torch
 
 from posttrain.engines import EngineRestarted, GenerationOutput, TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.recipes import Reporter
 from posttrain.recipes.sampling_loop import RLRun
+from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout.async_source import step_groups
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig

@@ -9,8 +9,9 @@ from posttrain.engines import TorchEngine
 from posttrain.envs import CalculatorTasks, calculate
 from posttrain.harness import Compaction, LoopLimits, ToolRegistry, episode_problems
 from posttrain.models import encode_chat
-from posttrain.recipes import Reporter, run_rl
+from posttrain.recipes import run_rl
 from posttrain.recipes.sampling_loop import RLRun
+from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout.agent import AgentRollout
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from posttrain.cli.app import app
 from posttrain.config import load_config
 from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry
-from posttrain.harness.multi.swarm import SUBAGENT_PROMPT, Swarm, SwarmSettings
+from posttrain.harness.swarm import SUBAGENT_PROMPT, Swarm, SwarmSettings
 from posttrain.harness.tool_calls import format_tool_call
 from posttrain.recipes.build import RunParts
 from posttrain.rewards import RewardFunction

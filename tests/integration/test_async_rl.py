@@ -21,9 +21,10 @@ from async_helpers import (  # noqa: F401 (fixture)
 
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.recipes import Reporter, run_rl
+from posttrain.recipes import run_rl
 from posttrain.recipes.rl import run_async_rl
 from posttrain.recipes.sampling_loop import RLRun
+from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.async_loop import AsyncRollout
 from posttrain.rollout.async_source import fresh_enough, step_groups

@@ -13,10 +13,10 @@ from posttrain.data.conversations import conversation_segment
 from posttrain.engines import TorchEngine, weights_checksum
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model
-from posttrain.recipes import Reporter
 from posttrain.recipes.distillation.offline import DIVERGENCES, check_same_vocabulary, run_distill
 from posttrain.recipes.distillation.teacher_logits import StoredLogits, write_teacher_logits
 from posttrain.recipes.distillation.teachers import model_targets
+from posttrain.reporting import Reporter
 from posttrain.settings import OptimConfig, TrainerConfig
 from posttrain.train import Trainer, distill_step
 from posttrain.types import Batch, Episode

@@ -13,7 +13,6 @@ from posttrain.algos import get
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks, EffortTask
 from posttrain.models import build_tiny, load_model
-from posttrain.recipes import Reporter
 from posttrain.recipes.distillation.opd import OPDRun, run_opd
 from posttrain.recipes.distillation.self_distill import self_teacher
 from posttrain.recipes.distillation.teachers import (
@@ -24,6 +23,7 @@ from posttrain.recipes.distillation.teachers import (
     sampled_logprobs,
     teacher_sequences,
 )
+from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import evaluated
 from posttrain.rollout.single_turn import rollout

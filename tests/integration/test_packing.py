@@ -92,8 +92,8 @@ def test_sft_with_packing_reports_the_unpacked_loss(model, tokenizer, tmp_path):
     import json
 
     from posttrain.data import ChatData
-    from posttrain.recipes import Reporter
     from posttrain.recipes.sft import run_sft
+    from posttrain.reporting import Reporter
     from posttrain.settings import OptimConfig, SFTConfig
     from posttrain.train import Trainer
 

@@ -19,8 +19,8 @@ from posttrain.data.preference_pairs import (
     parse_pair,
 )
 from posttrain.envs import ArithmeticTasks
-from posttrain.recipes import Reporter
 from posttrain.recipes.dpo import preference_eval, run_preference
+from posttrain.reporting import Reporter
 from posttrain.settings import OptimConfig, PreferenceConfig, TrainerConfig
 from posttrain.train import Trainer, preference_step
 from posttrain.types import DataError

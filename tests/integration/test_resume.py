@@ -15,9 +15,10 @@ from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model
 from posttrain.models.presets import ARCHITECTURES
-from posttrain.recipes import Reporter, run_rl, run_sft
+from posttrain.recipes import run_rl, run_sft
 from posttrain.recipes.rl import run_async_rl
 from posttrain.recipes.sampling_loop import RLRun
+from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.settings import (
     ActorConfig,

@@ -10,12 +10,12 @@ import torch
 from posttrain.data.preference_pairs import arithmetic_pairs, comparison_batch, pair_batch
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_value_model, sequence_scores
-from posttrain.recipes import Reporter
 from posttrain.recipes.reward_model import (
     RewardModelConfig,
     reward_model_eval,
     run_reward_model,
 )
+from posttrain.reporting import Reporter
 from posttrain.rollout.judged import ClassifierCompare
 from posttrain.settings import OptimConfig, TrainerConfig
 from posttrain.train import Trainer, reward_model_step

@@ -13,8 +13,9 @@ from posttrain.algos import get
 from posttrain.config import ConfigError, load_config
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
-from posttrain.recipes import Reporter, run_rl
+from posttrain.recipes import run_rl
 from posttrain.recipes.sampling_loop import RLRun
+from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout import informative
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, KLConfig, OptimConfig, RLConfig

@@ -119,8 +119,9 @@ def test_estimator_the_rl_pipeline_cannot_feed_is_rejected():
 
 def test_policy_loss_hyperparameters_are_checked_against_the_loss():
     cfg = load_config(None, ["actor.policy_loss.name=cispo", "actor.policy_loss.r_max=2"])
-    assert cfg.actor.policy_loss.hyperparameters() == {"r_max": 2}
-    assert load_config(None).actor.policy_loss.hyperparameters() == {}  # the loss's defaults
+    assert cfg.actor.policy_loss.hyperparameters() == {"r_min": 0.0, "r_max": 2}
+    assert load_config(None).actor.policy_loss.hyperparameters() == {"eps_low": 0.2,
+                                                                     "eps_high": 0.2}
     with pytest.raises(ConfigError, match="cispo.*does not take eps_low"):
         load_config(None, ["actor.policy_loss.name=cispo", "actor.policy_loss.eps_low=0.1"])
     with pytest.raises(ConfigError, match="kimi_k25.*needs alpha, beta, tau"):
@@ -129,6 +130,20 @@ def test_policy_loss_hyperparameters_are_checked_against_the_loss():
         load_config(None, ["actor.policy_loss.name=value_clip"])
     with pytest.raises(ConfigError, match="gspo.*seq_mean_token_mean"):
         load_config(None, ["actor.policy_loss.name=gspo"])
+
+
+def test_a_catalogue_functions_defaults_are_shown_and_follow_its_name():
+    """The values a loss uses appear in the config (quickstart.yaml lists ppo_clip's 0.2);
+    naming another loss takes that loss's own defaults, not the listed ones."""
+    quick = load_config("configs/quickstart.yaml")
+    assert quick.model_dump()["actor"]["policy_loss"] == {
+        "name": "ppo_clip", "eps_low": 0.2, "eps_high": 0.2, "dual_clip": None}
+    assert quick.model_dump()["pref"]["loss"] == {"name": "dpo", "beta": 0.1}
+    gspo = load_config("configs/quickstart.yaml", [
+        "actor.policy_loss.name=gspo", "actor.loss_agg_mode=seq_mean_token_mean"])
+    assert (gspo.actor.policy_loss.eps_low, gspo.actor.policy_loss.eps_high) == (3e-4, 4e-4)
+    mine = load_config("configs/quickstart.yaml", ["actor.policy_loss.eps_high=0.28"])
+    assert mine.actor.policy_loss.hyperparameters() == {"eps_low": 0.2, "eps_high": 0.28}
 
 
 @pytest.mark.parametrize("path", sorted(__import__("pathlib").Path("configs").glob("*.yaml")))

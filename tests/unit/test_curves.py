@@ -6,8 +6,8 @@ import json
 
 from PIL import Image
 
-from posttrain.recipes.reporting import curve_panels, plot_curves, plot_stages
-from posttrain.recipes.reporting.curves import stage_panels
+from posttrain.reporting import curve_panels, plot_curves, plot_stages
+from posttrain.reporting.curves import stage_panels
 
 ROWS = [{"stage": "sft", "step": 1, "loss": 2.0}, {"stage": "sft", "step": 2, "loss": 1.5},
         {"stage": "rl", "step": 1, "reward": 0.1, "accuracy": 0.1},

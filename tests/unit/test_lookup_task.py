@@ -8,7 +8,7 @@ import pytest
 from posttrain.config import ConfigError, load_config
 from posttrain.data import generate_arithmetic_sft
 from posttrain.envs import LookupTasks
-from posttrain.harness.multi.swarm import SUBAGENT_PROMPT
+from posttrain.harness.swarm import SUBAGENT_PROMPT
 
 
 def test_a_problem_asks_for_codes_only_the_records_hold():

@@ -4,7 +4,6 @@ import torch
 from posttrain.types import (
     Batch,
     Episode,
-    Group,
     SamplingParams,
     Segment,
     StepSpan,
@@ -45,13 +44,6 @@ def test_episode_requires_segment_and_finite_reward():
         Episode(segments=[])
     with pytest.raises(ValueError, match="finite"):
         Episode([seg([1], [2])], reward=float("nan"))
-
-
-def test_group_checks_membership():
-    e = Episode([seg([1], [2])], group_id="a", reward=1.0)
-    assert Group("a", [e]).rewards == [1.0]
-    with pytest.raises(ValueError):
-        Group("b", [e])
 
 
 def test_jsonl_round_trip(tmp_path):

@@ -53,11 +53,13 @@ class LazyInputs(Mapping):
 @dataclass(frozen=True)
 class Parameter:
     """A parameter of an entry's function; ``data`` ones (tensors, sequences) are the caller's
-    inputs, the others hyperparameters."""
+    inputs, the others hyperparameters; ``default``: its default where it has a number, a
+    string or a bool for one (else None)."""
 
     name: str
     required: bool
     data: bool
+    default: Any = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,11 @@ class Facts:
     def hyperparameters(self) -> dict[str, bool]:
         """Keyword parameters that are not data: ``name -> required``."""
         return {p.name: p.required for p in self.parameters if not p.data}
+
+    def defaults(self) -> dict[str, Any]:
+        """The hyperparameters' defaults that are values (``eps_high -> 0.2``)."""
+        return {p.name: p.default for p in self.parameters
+                if not p.data and not p.required and p.default is not None}
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,8 @@ class Entry:
         sequence is data."""
         parameters = tuple(
             Parameter(p.name, p.default is inspect.Parameter.empty,
-                      any(t in str(p.annotation) for t in ("Tensor", "Sequence")))
+                      any(t in str(p.annotation) for t in ("Tensor", "Sequence")),
+                      p.default if isinstance(p.default, int | float | str) else None)
             for p in inspect.signature(self.fn).parameters.values())
         return Facts(self.kind, self.name, self.aliases, self.fn.__module__, self.output,
                      parameters)
@@ -169,7 +177,8 @@ def index_rows(catalogue: list[Entry]) -> dict[str, dict[str, dict]]:
         f = e.facts()
         rows[e.kind][e.name] = {"aliases": list(f.aliases), "module": f.module,
                                 "output": f.output,
-                                "parameters": [[p.name, p.required, p.data] for p in f.parameters]}
+                                "parameters": [[p.name, p.required, p.data, p.default]
+                                               for p in f.parameters]}
     return rows
 
 

@@ -115,7 +115,7 @@ def parl(*, rewards: torch.Tensor, parallel: torch.Tensor, finish: torch.Tensor,
          lam1: float, lam2: float, lam3: float = 1.0, anneal_steps: int = 0) -> torch.Tensor:
     """PARL (agent swarms): ``R = l1(t) r_parallel + l2(t) r_finish + lam3 r_perf``, with
     ``r_perf`` the episode's reward, ``r_parallel`` the instantiation reward and ``r_finish``
-    the sub-agents' completion rate (``harness.multi.swarm``); ``l_i(t) = lam_i max(0, 1 - t /
+    the sub-agents' completion rate (``harness.swarm``); ``l_i(t) = lam_i max(0, 1 - t /
     anneal_steps)`` anneals the two auxiliary terms to 0 by step ``anneal_steps`` (0: kept)."""
     require_finite("parl", rewards=rewards, parallel=parallel, finish=finish)
     if anneal_steps < 0:

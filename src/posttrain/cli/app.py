@@ -311,9 +311,9 @@ def teacher_logits(
     then trains without loading the teacher."""
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
     from posttrain.models.devices import placed
-    from posttrain.recipes import Reporter
     from posttrain.recipes.distillation.teacher_logits import write_teacher_logits
     from posttrain.recipes.run_tasks import RunTasks
+    from posttrain.reporting import Reporter
 
     cfg = _load(config, overrides, stages=["distill"])  # the command scores distill's data
     if cfg.distill.teacher is None:

@@ -37,7 +37,7 @@ def check(
     reward 1."""
     from posttrain.envs.tau.gold import gold_check
     from posttrain.envs.tau.tasks import load_tasks
-    from posttrain.recipes.reporting import StepProgress
+    from posttrain.reporting import StepProgress
 
     try:
         tasks = load_tasks(domain)
@@ -115,7 +115,7 @@ def eval_(
     from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.recipes.judges.chats import ServedChats
     from posttrain.recipes.outer.tau_eval import play, summarize
-    from posttrain.recipes.reporting import StepProgress
+    from posttrain.reporting import StepProgress
     from posttrain.settings.served import ChatServer
     from posttrain.types import SamplingParams, write_episodes
 

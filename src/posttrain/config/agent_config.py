@@ -8,17 +8,24 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.harness.compaction import Compaction
+from posttrain.harness.compaction import STRATEGIES, SUMMARISING, Compaction
 from posttrain.harness.context import RETENTION
 from posttrain.harness.guard import GUARD_PROMPT
 from posttrain.harness.limits import LoopLimits
-from posttrain.harness.multi.swarm import SUBAGENT_PROMPT
+from posttrain.harness.swarm import SUBAGENT_PROMPT
 from posttrain.settings import Section
 from posttrain.settings.extension import (
     extension,
     tool_set,
 )
+from posttrain.settings.rl_config import EPISODE_ESTIMATORS
+from posttrain.settings.rules import applies
 from posttrain.settings.served import FunctionOrServed, check_fields
+
+ACTIVE = tuple(s for s in STRATEGIES if s != "none")
+# agent.compaction key -> the strategies that read it
+COMPACTION_KEYS = {"ratio": ACTIVE, "max_compactions": ACTIVE, "keep_last": ("microcompact",),
+                   "user_budget": ("codex_compact",), "train_summary": SUMMARISING}
 
 
 class TreeConfig(Section):
@@ -143,6 +150,47 @@ class AgentConfig(Section):
             raise ValueError("agent.tools are tools of posttrain's agent loop; an external "
                              "agent (agent.external / external_command) brings its own")
         return self
+
+    def check(self, cfg) -> None:
+        """What reads or shapes agent episodes (steps, state keys, trees, the context, tool
+        calls) needs a tool task; tree rollouts need a group of whole trees and an episode
+        whose state can be copied; swarms need the task's own tools and episode credit."""
+        algo, task = cfg.algo, cfg.task
+        needs_agent = [name for name, on in (
+            (f"algo.adv_estimator={algo.adv_estimator}",
+             algo.adv_estimator in EPISODE_ESTIMATORS),
+            ("algo.behaviour_reg", algo.behaviour_reg is not None),
+            ("agent.compaction", self.compaction.strategy != "none"),
+            ("agent.guard", self.guard is not None)) if on]
+        if needs_agent and cfg.single_turn:
+            raise ValueError(f"{needs_agent[0]} acts on agent episodes (tool steps); "
+                             f"task.name={task.name} is single-turn")
+        if self.tree is not None and cfg.eval.samples > 1:
+            raise ValueError("eval.samples > 1 with agent.tree: evaluation would grow trees; "
+                             "evaluate a tree_grpo policy with eval.samples=1")
+        if self.swarm is not None:
+            for what, on in (("agent.tree", self.tree is not None),
+                             (f"task.name={task.name}", bool(task.SCORED_PARTS)),
+                             ("task.env", task.env is not None),
+                             ("an external agent", self.plays_externally)):
+                if on:
+                    raise ValueError(f"agent.swarm: sub-agents share the task's tools, and "
+                                     f"the episodes of {what} cannot spawn them")
+            for what, on in ((f"algo.adv_estimator={algo.adv_estimator}",
+                              algo.adv_estimator in EPISODE_ESTIMATORS),
+                             ("algo.behaviour_reg", algo.behaviour_reg is not None)):
+                if on:
+                    raise ValueError(f"agent.swarm with {what}: its step-level credit reads "
+                                     "the orchestrator's steps, and a swarm episode's rows hold "
+                                     "its sub-agents' steps too")
+        if (task.SCORED_PARTS or task.env) and self.tree is not None:
+            raise ValueError(f"agent.tree: tree rollouts cannot branch {task.env or task.name} "
+                             "episodes (their environment state cannot be copied)")
+        if self.tree is not None and cfg.rl.group_size % self.tree.per_backbone:
+            raise ValueError(f"rl.group_size={cfg.rl.group_size} must be a multiple of "
+                             f"agent.tree.rounds * branches + 1 = {self.tree.per_backbone}")
+        applies(self.compaction, "agent.compaction", COMPACTION_KEYS,
+                self.compaction.strategy, "agent.compaction.strategy")
 
     def limits(self) -> LoopLimits:
         """The episode limits (the per-turn budget comes with each call's sampling)."""

@@ -155,6 +155,21 @@ class RewardConfig(Section):
             {n: p.key for n, p in self.parts.items() if p.key is not None}, self.timeout_s,
             synthesis)
 
+    def check(self, cfg) -> None:
+        """Shaping, judges and a task's own verifier with the task and the loop."""
+        if "rl" in cfg.stages and not cfg.task.efforts and any(
+                r.name == "effort_length_penalty" for r in self.shaping):
+            raise ValueError("reward.shaping effort_length_penalty needs task.efforts")
+        if self.judges and not cfg.single_turn:
+            raise ValueError(f"reward.judges score single-turn answers; task.name="
+                             f"{cfg.task.name} is an agent task")
+        if self.judges and cfg.rl.mode == "async":
+            raise ValueError("reward.judges run after synchronous rollouts: use rl.mode=sync")
+        if any(p.verifier == "reasoning_gym" for p in self.parts.values()) \
+                and cfg.task.name != "reasoning_gym":
+            raise ValueError("the verifier reasoning_gym scores task.name=reasoning_gym's "
+                             "answers")
+
     @model_validator(mode="after")
     def _judged_parts(self) -> RewardConfig:
         judged = {n for n, p in self.parts.items() if p.verifier == JUDGE}

@@ -110,6 +110,13 @@ class RunConfig(Section):
     dist: DistConfig = DistConfig()
     skills: SkillsConfig | None = None
 
+    @field_validator("stages")
+    @classmethod
+    def _each_once(cls, stages: list[str]) -> list[str]:
+        if len(set(stages)) != len(stages):
+            raise ValueError(f"{stages} lists a stage twice")
+        return stages
+
     @field_validator("report_to")
     @classmethod
     def _trackers_installed(cls, names: list[str]) -> list[str]:

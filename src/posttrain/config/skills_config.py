@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from posttrain.settings import Section
 from posttrain.settings.extension import extension
+from posttrain.settings.rules import unread
 from posttrain.settings.served import FunctionOrServed, check_fields
 from posttrain.skills.skill import load_skills
 from posttrain.skills.teacher import LESSON_PROMPT, SKILL_PROMPT
@@ -69,3 +70,20 @@ class SkillsConfig(Section):
         if self.dir is None and self.teacher is None:
             raise ValueError("skills needs a bank (dir) or a teacher that writes one")
         return self
+
+    def check(self, cfg) -> None:
+        """Skills are disclosed in a task's opening messages, and evolve during RL."""
+        if cfg.task.env is not None:
+            raise ValueError("skills are disclosed in a task's opening messages; episodes of "
+                             "task.env open with their environment's own")
+        if self.teacher is None:
+            unread(self, "skills", ("evolve_every", "per_round", "evolve_below"),
+                   "skills evolve only with a teacher (skills.teacher)")
+        elif "rl" not in cfg.stages:
+            raise ValueError("skills.teacher evolves the bank during the rl stage, which this "
+                             "run does not have")
+        elif cfg.dist.trainer_processes > 1:
+            raise ValueError("skills.teacher evolves one bank, in one process: it cannot run "
+                             "with dist.trainer_processes > 1")
+        if cfg.single_turn:
+            unread(self, "skills", ("tools",), "single-turn episodes have no tools")

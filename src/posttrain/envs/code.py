@@ -20,8 +20,8 @@ from typing import ClassVar
 
 from posttrain.envs.base import SplitTasks
 from posttrain.harness import Tool, ToolRegistry, format_tool_call
-from posttrain.harness.sandbox import Sandbox, SandboxError, SandboxLimits
 from posttrain.harness.verifier import SubmissionPolicy, Submissions
+from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits
 from posttrain.settings.family import member
 from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from posttrain.envs.base import SplitTasks
 from posttrain.harness import Tool, ToolRegistry, format_tool_call
-from posttrain.harness.multi.swarm import SUBAGENT_PROMPT, swarm_tools
+from posttrain.harness.swarm import SUBAGENT_PROMPT, swarm_tools
 from posttrain.settings.family import member
 from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 

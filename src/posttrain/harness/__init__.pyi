@@ -13,10 +13,8 @@ from .episode_state import STOP_REASONS
 from .guard import Guard, GuardRule
 from .limits import LoopLimits, truncate_output
 from .loop import AgentLoop, EpisodeItem
-from .multi.swarm import Swarm, SwarmSettings
-from .multi.tree import run_tree
 from .replay import episode_problems
-from .sandbox import Sandbox, SandboxError, SandboxLimits, SandboxResult, namespaces_available
+from .swarm import Swarm, SwarmSettings
 from .tool_calls import (
     HERMES_PATTERN,
     ToolCall,
@@ -25,6 +23,7 @@ from .tool_calls import (
     strip_tool_calls,
 )
 from .tools import MALFORMED, Tool, ToolRegistry, ToolResult
+from .tree import run_tree
 
 __all__ = [
     "MALFORMED",
@@ -38,10 +37,6 @@ __all__ = [
     "GuardRule",
     "LoopLimits",
     "HERMES_PATTERN",
-    "Sandbox",
-    "SandboxError",
-    "SandboxLimits",
-    "SandboxResult",
     "Swarm",
     "SwarmSettings",
     "Tool",
@@ -52,7 +47,6 @@ __all__ = [
     "episode_problems",
     "format_tool_call",
     "microcompact",
-    "namespaces_available",
     "parse_tool_calls",
     "strip_tool_calls",
     "retain_reasoning",

@@ -22,7 +22,7 @@ from posttrain.harness.context import retain_reasoning
 from posttrain.harness.episode_env import EpisodeEnv, is_conversation
 from posttrain.harness.guard import BLOCKED, Guard
 from posttrain.harness.limits import LoopLimits
-from posttrain.harness.multi.swarm import Swarm, SwarmSettings
+from posttrain.harness.swarm import Swarm, SwarmSettings
 from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
 from posttrain.harness.tools import ToolRegistry, ToolResult
 from posttrain.harness.trace import Trace

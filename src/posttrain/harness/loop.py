@@ -21,7 +21,7 @@ from posttrain.harness.episode_env import EpisodeEnv
 from posttrain.harness.episode_state import EpisodeState
 from posttrain.harness.guard import Guard
 from posttrain.harness.limits import LoopLimits
-from posttrain.harness.multi.swarm import SwarmSettings
+from posttrain.harness.swarm import SwarmSettings
 from posttrain.harness.tool_calls import HERMES_PATTERN
 from posttrain.harness.tools import ToolRegistry
 from posttrain.rewards import RewardFunction
@@ -49,7 +49,7 @@ class AgentLoop:
     user turn arrives (``keep_all``: the loop only appends). With ``env_factory`` every
     episode gets its own ``EpisodeEnv`` (made from its reference): its tools replace ``tools``
     and its verdict gives the reward parts scored by the ``env`` verifier. With ``swarm``
-    every episode is an orchestrator that may spawn sub-agents (``harness.multi.swarm``)."""
+    every episode is an orchestrator that may spawn sub-agents (``harness.swarm``)."""
 
     def __init__(
         self,

@@ -16,10 +16,10 @@ import torch
 from posttrain.config import RunConfig
 from posttrain.engines import Engine
 from posttrain.models import build_tiny
-from posttrain.recipes.reporting import Reporter
 from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
 from posttrain.recipes.run_tasks import RunTasks
 from posttrain.recipes.sampling_loop import LoopRun
+from posttrain.reporting import Reporter
 from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.train.parallel import by_writer
 

@@ -17,7 +17,7 @@ from posttrain.engines import Engine
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.pair_loop import CHUNK, evaluate_pairs, run_pairs
 from posttrain.recipes.placement import reference_model
-from posttrain.recipes.reporting import Reporter
+from posttrain.reporting import Reporter
 from posttrain.settings import PreferenceConfig
 from posttrain.train import Trainer, preference_step
 from posttrain.train.losses import preference_loss

@@ -10,7 +10,7 @@ import torch
 
 from posttrain.data.conversations import batch_indices
 from posttrain.data.preference_pairs import PreferencePair, pair_batch
-from posttrain.recipes.reporting import Reporter
+from posttrain.reporting import Reporter
 from posttrain.settings import PairDataConfig
 from posttrain.types import Batch
 

@@ -13,7 +13,7 @@ from posttrain.models import frozen, load_tokenizer, load_value_model, save_mode
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.pair_loop import evaluate_pairs, run_pairs
 from posttrain.recipes.placement import scalar_head_settings
-from posttrain.recipes.reporting import Reporter, plot_stages
+from posttrain.reporting import Reporter, plot_stages
 from posttrain.settings import RewardModelConfig
 from posttrain.train import Trainer, reward_model_step
 from posttrain.train.losses import bradley_terry_loss, pairwise_classifier_loss

@@ -22,7 +22,7 @@ from typing import IO, Any
 import yaml
 
 from posttrain.config import RunConfig
-from posttrain.recipes.reporting.curves import STAGE_PANELS
+from posttrain.reporting.curves import STAGE_PANELS
 from posttrain.train import latest_checkpoint
 
 LOCK = ".lock"

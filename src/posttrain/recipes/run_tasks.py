@@ -24,8 +24,8 @@ from posttrain.envs import EffortTask
 from posttrain.harness import SwarmSettings, ToolRegistry
 from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, row_tools
 from posttrain.recipes.judges.chats import ServedChats, build_guard
-from posttrain.recipes.reporting import StepProgress
 from posttrain.recipes.skills import skill_library
+from posttrain.reporting import StepProgress
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
 from posttrain.rollout.evaluation import absent_columns, evaluated
 from posttrain.rollout.judged import JudgedRollout

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from posttrain.engines import Engine
 from posttrain.envs import Task
-from posttrain.recipes.reporting import Reporter
+from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import rollout
 from posttrain.rollout.evaluation import evaluated

@@ -12,7 +12,7 @@ from pathlib import Path
 from posttrain.data.conversations import ChatData, ConversationSegments, batch_indices
 from posttrain.engines import Engine
 from posttrain.recipes.build import RunParts
-from posttrain.recipes.reporting import Reporter
+from posttrain.reporting import Reporter
 from posttrain.settings import SFTConfig
 from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode

@@ -20,10 +20,10 @@ from posttrain.recipes.distillation.offline import distill_stage
 from posttrain.recipes.distillation.opd import opd_stage
 from posttrain.recipes.dpo import preference_stage
 from posttrain.recipes.placement import make_engine
-from posttrain.recipes.reporting import open_trackers, plot_curves, plot_stages
 from posttrain.recipes.rl import rl_stage
 from posttrain.recipes.run_dir import clear_records, truncate_records
 from posttrain.recipes.sft import sft_stage
+from posttrain.reporting import open_trackers, plot_curves, plot_stages
 from posttrain.train import is_sharded, latest_checkpoint
 
 # stage name -> stage(parts, model, tokenizer, engine, checkpoint or None, evals) -> model

@@ -7,6 +7,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from posttrain.algos.registry import facts
+from posttrain.settings.rules import applies, unread
 from posttrain.settings.section import (
     Count,
     Device,
@@ -74,6 +76,38 @@ class OPDConfig(SampledStageConfig):
                              "use loss opd_sampled, opd_clip or mopd, or local teachers")
         return self
 
+    def check(self, cfg) -> None:
+        """The stage's teachers, task, loss and placement."""
+        if "opd" not in cfg.stages:
+            return
+        if not self.teachers and self.self_distill is None:
+            raise ValueError("the opd stage needs opd.teachers or opd.self_distill")
+        if not cfg.single_turn:
+            raise ValueError(f"on-policy distillation samples single-turn answers; task.name="
+                             f"{cfg.task.name} is an agent task")
+        if self.loss == "mopd" and self.group_size < 2:
+            raise ValueError("opd.loss=mopd adds the outcome advantage of a group: it needs "
+                             "opd.group_size >= 2")
+        if self.teacher_placement == "ray" and cfg.dist.backend != "ray":
+            raise ValueError("opd.teacher_placement=ray needs dist.backend=ray")
+        if cfg.dist.trainer_processes > 1:
+            raise ValueError("the opd stage runs in one trainer process "
+                             "(dist.trainer_processes=1)")
+        takers = {key: tuple(loss for loss in OPD_LOSSES if key in opd_inputs(loss))
+                  for key in ("r_max", "alpha")}
+        applies(self, "opd", takers, self.loss, "opd.loss")
+        if "student_logp" in opd_inputs(self.loss) and "rl" not in cfg.stages:
+            unread(cfg.actor, "actor", None,
+                   f"opd.loss={self.loss} matches the teachers' distributions directly (only "
+                   "opd_sampled, opd_clip and mopd train with the actor's policy loss) and "
+                   f"'rl' is not in stages {cfg.stages}")
+
+
+def opd_inputs(loss: str) -> tuple[str, ...]:
+    """What OPD loss ``loss`` takes: the student's distributions (``student_logp``) or the
+    sampled tokens' log-probs, and its options (``r_max``, ``alpha``, ``topk``)."""
+    return facts("divergence", loss).parameter_names()
+
 
 class DivergenceConfig(NamedLoss):
     """A divergence of offline distillation with its hyperparameters as keys
@@ -110,3 +144,11 @@ class DistillConfig(StageConfig):
             raise ValueError("distill.lam > 0 scores the student's own samples: it needs a "
                              "live distill.teacher, not stored logits")
         return self
+
+    def check(self, cfg) -> None:
+        if "distill" in cfg.stages and (self.teacher is None) == (self.logits is None):
+            raise ValueError("the distill stage needs exactly one of distill.teacher (a model "
+                             "directory) and distill.logits (stored teacher logits)")
+        if self.lam == 0:
+            unread(self, "distill", ["max_new_tokens"],
+                   "it bounds GKD's student samples, and distill.lam is 0 (none are drawn)")

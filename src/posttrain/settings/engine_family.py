@@ -28,6 +28,11 @@ class EngineFamily(Member):
         if self.IN_PROCESS_ONLY and (cfg.rl.mode == "async" or cfg.dist.backend == "ray"):
             raise ValueError(f"engine.name={self.name} runs in-process with rl.mode=sync and "
                              "dist.backend=local")
+        if self.sleep and ("rl" not in cfg.stages or cfg.rl.mode != "sync"
+                           or cfg.dist.backend != "local"):
+            raise ValueError("engine.sleep frees the engine's memory during each synchronous "
+                             "RL update: it needs the rl stage with rl.mode=sync and "
+                             "dist.backend=local")
 
     def build(self, model_dir: Path, dtype: str, pad_token_id: int,
               eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:

@@ -53,10 +53,6 @@ class Member(Section):
             data = _without_others_defaults(cls, data)
         return data
 
-    def check(self, cfg) -> None:
-        """Rules across the run's sections (``cfg``, a ``RunConfig``) that concern only this
-        member; a ``ValueError`` names the keys."""
-
 
 def member(family: str, name: str, **traits: Any) -> Callable[[Any], Any]:
     """Decorator: the section class of ``family``'s member ``name`` (``PATH``: the member a

@@ -7,6 +7,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
+from posttrain.algos.registry import facts
+from posttrain.settings.rules import unread
 from posttrain.settings.section import (
     BatchStageConfig,
     Count,
@@ -69,6 +71,15 @@ class PreferenceConfig(PairDataConfig):
     loss: PreferenceLossConfig = PreferenceLossConfig()
     reference: Literal["precompute", "on_the_fly"] = "precompute"
     optim: OptimConfig = OptimConfig(lr=1e-5, warmup_steps=10)
+
+    def check(self, cfg) -> None:
+        if "pref" in cfg.stages and self.data is None and not cfg.task.PAIRS:
+            raise ValueError("pref.data is null: generated preference pairs exist for "
+                             f"task.name=arithmetic, not {cfg.task.name}")
+        if not any(p.startswith("ref_") for p in facts("preference", self.loss.name)
+                   .parameter_names()):
+            unread(self, "pref", ["reference"],
+                   f"preference loss {self.loss.name} has no reference model to score with")
 
 
 class RewardModelConfig(PairDataConfig):

@@ -17,6 +17,7 @@ from posttrain.settings.section import (
     check_hyperparameters,
     registered,
 )
+from posttrain.settings.rules import unread
 from posttrain.settings.trainer_config import KLConfig, OffPolicyConfig
 
 
@@ -119,6 +120,40 @@ class RLConfig(SampledStageConfig):
             raise ValueError("rl.async options are set but rl.mode is sync")
         return self
 
+    def check(self, cfg) -> None:
+        """The loop with the engines, the task and the agent; options that act only in one
+        mode or with a switch on."""
+        agent, async_ = cfg.agent, self.async_
+        if "rl" in cfg.stages:
+            if cfg.dist.engines > 1 and self.mode == "sync":
+                raise ValueError("dist.engines > 1 feeds several rollout threads: it needs "
+                                 "rl.mode=async")
+            if self.mini_batches > self.prompts_per_step * self.group_size:
+                raise ValueError("rl.mini_batches exceeds the number of rollouts per step")
+        if self.mode == "async" and not (cfg.single_turn or agent.plays_externally):
+            raise ValueError(f"rl.mode=async generates single-turn samples or an external "
+                             f"agent's sessions; task.name={cfg.task.name} is played by "
+                             "posttrain's agent loop (use rl.mode=sync)")
+        if agent.plays_externally and async_.chunk_tokens is not None:
+            raise ValueError("rl.async.chunk_tokens: an external agent's calls are not cut "
+                             "into chunks (a partial rollout goes on at a session's next call)")
+        if async_.partial_rollout and async_.chunk_tokens is None and not agent.plays_externally:
+            raise ValueError("rl.async.partial_rollout interrupts generation between chunks: "
+                             "it needs rl.async.chunk_tokens")
+        if self.mode == "async" and cfg.task.efforts:
+            raise ValueError("rl.mode=async does not ask prompts at several task.efforts; "
+                             "use rl.mode=sync")
+        if self.mode == "async":
+            unread(self, "rl", ["mismatch_tolerance"],
+                   "the engine/trainer log-prob mismatch is checked on synchronous samples "
+                   "(rl.mode=sync)")
+        if self.sync.probes == 0:
+            unread(self.sync, "rl.sync", ["tolerance"],
+                   "it bounds the probes' log-prob difference, and rl.sync.probes is 0")
+        if not self.save_episodes:
+            unread(self, "rl", ["token_stats"], "they are recorded on saved episodes, and "
+                   "rl.save_episodes is false")
+
 
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
 # parts (multi-reward); the others need a critic or episode structure
@@ -141,6 +176,22 @@ class DynamicSamplingConfig(Section):
     enabled: bool = False
     mode: Literal["drop", "resample"] = "resample"
     max_rounds: int = Field(3, ge=1)
+
+    def check(self, cfg) -> None:
+        """Synchronous RL reads ``mode`` with ``enabled`` and ``max_rounds`` with
+        ``mode=resample``; asynchronous RL always replaces the groups it drops (no ``mode``),
+        at most ``max_rounds`` times ``prompts_per_step`` of them."""
+        sync, prefix = cfg.rl.mode == "sync", "algo.dynamic_sampling"
+        if sync and not self.enabled:
+            unread(self, prefix, ["mode", "max_rounds"], f"{prefix}.enabled is false")
+        if sync and self.mode == "drop":
+            unread(self, prefix, ["max_rounds"], "mode=drop draws no extra rounds")
+        if not sync:
+            unread(self, prefix, ["mode"], "rl.mode=async replaces every dropped group (mode "
+                   "chooses for rl.mode=sync)")
+        if not sync and not self.enabled and cfg.rl.async_.stale == "mask":
+            unread(self, prefix, ["max_rounds"], "it bounds the groups rl.mode=async drops, "
+                   "and none are dropped (dynamic sampling off, rl.async.stale=mask)")
 
 
 class BehaviourRegConfig(Section):
@@ -238,6 +289,56 @@ class AlgoConfig(Section):
                 raise ValueError(f"algo.{key} only acts with adv_estimator in "
                                  f"{ESTIMATOR_OPTIONS[key][0]}, not {self.adv_estimator}")
         return self
+
+    def check(self, cfg) -> None:
+        """What the estimator needs of the critic, the group, the reward and the rollout:
+        ``remax``'s greedy decode is a synchronous single-turn rollout; ``gar``'s grader
+        quality is a part outside the pass/fail total; a multi-reward estimator reads the
+        parts (so a synthesised total has no effect); per-token returns read one completion;
+        ``tree_grpo`` reads trees."""
+        est, reward = self.adv_estimator, cfg.reward
+        multi = est in MULTI_REWARD_ESTIMATORS
+        if "rl" in cfg.stages:
+            if (est == "gae") != cfg.critic.enabled:
+                raise ValueError("algo.adv_estimator=gae and critic.enabled go together: GAE "
+                                 "needs the critic's values, and only GAE uses a critic")
+            if cfg.rl.group_size == 1 and est not in GROUPLESS_ESTIMATORS:
+                raise ValueError(f"rl.group_size: {est} needs group_size >= 2 (a group of 1 "
+                                 "has advantage 0, so nothing would be learned)")
+            if multi and len(reward.parts) < 2:
+                raise ValueError(f"algo.adv_estimator: {est} combines several reward.parts; "
+                                 "there is only one")
+            if multi and reward.shaping:
+                raise ValueError(f"reward.shaping reshapes the scalar reward, which {est} "
+                                 "does not use")
+            if multi and self.kl.coef > 0 and self.kl.placement == "in_reward":
+                raise ValueError("algo.kl.placement: in_reward applies to one scalar reward, "
+                                 f"not to {est}'s reward parts; use in_loss")
+        if est in GREEDY_BASELINE_ESTIMATORS:
+            if not cfg.single_turn:
+                raise ValueError(f"algo.adv_estimator={est}'s baseline is a greedy single-turn "
+                                 f"decode; task.name={cfg.task.name} is an agent task")
+            if cfg.rl.mode == "async":
+                raise ValueError(f"algo.adv_estimator={est} decodes each prompt greedily "
+                                 "beside its group: use rl.mode=sync")
+        if self.quality_part is not None:
+            part = reward.parts.get(self.quality_part)
+            if part is None:
+                raise ValueError(f"algo.quality_part {self.quality_part!r} is not one of "
+                                 f"reward.parts ({', '.join(reward.parts)})")
+            if part.weight != 0 and reward.synthesis is None:
+                raise ValueError(f"algo.quality_part {self.quality_part!r} has weight "
+                                 f"{part.weight}: gar's reward must stay pass/fail, give the "
+                                 "part weight 0")
+        if reward.synthesis is not None and multi:
+            raise ValueError(f"reward.synthesis is set but cannot take effect: "
+                             f"algo.adv_estimator={est} reads the reward parts, not their "
+                             "synthesised total")
+        if est in TOKEN_ESTIMATORS and not cfg.single_turn:
+            raise ValueError(f"algo.adv_estimator={est} computes returns over one "
+                             f"completion's tokens; task.name={cfg.task.name} is an agent task")
+        if (est == "tree_grpo") != (cfg.agent.tree is not None):
+            raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
 
 
 SHAPING_RULES = ("dapo_overlong", "effort_length_penalty", "budget_penalty", "toggle",

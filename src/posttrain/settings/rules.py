@@ -4,8 +4,21 @@ cannot take effect are errors naming the keys."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterator, Sequence
 from typing import Any
+
+from posttrain.settings.section import Section
+
+
+def sections(tree: Any) -> Iterator[Section]:
+    """Every section in ``tree`` (a section, or a dict or list holding sections), each before
+    the sections it holds."""
+    if isinstance(tree, Section):
+        yield tree
+        tree = [getattr(tree, name) for name in type(tree).model_fields]
+    for value in tree.values() if isinstance(tree, dict) else tree \
+            if isinstance(tree, list) else ():
+        yield from sections(value)
 
 
 def default_of(section, key: str) -> Any:

@@ -97,6 +97,10 @@ class Section(BaseModel):
                 given.pop(field.alias, None)
         return given | value
 
+    def check(self, cfg) -> None:
+        """Rules across the run's sections (``cfg``, a ``RunConfig``) that concern this
+        section; a ``ValueError`` names the keys. ``RunConfig`` calls it on every section."""
+
 
 class OptimConfig(Section):
     """AdamW with linear warmup then cosine decay to ``min_lr_ratio * lr``."""
@@ -120,14 +124,32 @@ class OptimConfig(Section):
 
 class NamedLoss(Section):
     """A catalogue function of kind ``KIND`` chosen by ``name``, its hyperparameters as extra
-    keys. Null means the function's own default; a value it does not take, or a missing
-    required one, is an error."""
+    keys, each left out or null filled with the function's own default (so a dumped config
+    shows the value used); a value it does not take, or a missing required one, is an error.
+    With another function than the section's default, keys equal to the default function's
+    defaults are dropped first: a full config file lists them, and changing only ``name``
+    keeps it valid."""
 
     KIND: ClassVar[str]
     LABEL: ClassVar[str]  # how errors name it: "policy loss"
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     name: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults_shown(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        try:
+            chosen = facts(cls.KIND, data.get("name", cls.model_fields["name"].default))
+        except KeyError:
+            return data  # the name's own validator reports it
+        base = facts(cls.KIND, cls.model_fields["name"].default)
+        if chosen.name != base.name:
+            data = {k: v for k, v in data.items()
+                    if k == "name" or k not in base.defaults() or v != base.defaults()[k]}
+        return {**data, **{k: v for k, v in chosen.defaults().items() if data.get(k) is None}}
 
     def hyperparameters(self) -> dict[str, Any]:
         """The keyword arguments to pass: every non-null value except ``name``."""

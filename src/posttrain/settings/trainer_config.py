@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from posttrain.algos.registry import facts, names
+from posttrain.settings.rules import unread
 from posttrain.settings.section import Device, NamedLoss, OptimConfig, Section, registered
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -43,6 +45,10 @@ class KLConfig(Section):
     placement: Literal["in_loss", "in_reward"] = "in_loss"
     controller: Literal["fixed", "adaptive"] = "fixed"
     target: float | None = Field(None, gt=0)
+
+    def check(self, cfg) -> None:
+        if self.coef == 0:
+            unread(self, "algo.kl", None, "algo.kl.coef is 0: no KL term, no reference model")
 
     @model_validator(mode="after")
     def _is_k3_in_loss(self) -> KLConfig:
@@ -91,6 +97,14 @@ class EntropyBonusConfig(Section):
     target: float = Field(0.2, gt=0)
     delta: float = Field(0.005, gt=0)
 
+    def check(self, cfg) -> None:
+        if self.adaptive:
+            unread(self, "actor.entropy_bonus", ["coef"], "actor.entropy_bonus.adaptive is "
+                   "true: the controller sets the coefficient (from 0)")
+        else:
+            unread(self, "actor.entropy_bonus", ["target", "delta"],
+                   "they steer the adaptive coefficient; actor.entropy_bonus.adaptive is false")
+
 
 class ActorConfig(Section):
     """How the policy's loss is built from a batch with advantages (ALGORITHMS.md §2-3).
@@ -117,6 +131,11 @@ class CriticConfig(Section):
     enabled: bool = False
     cliprange_value: float = Field(0.2, gt=0)
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
+
+    def check(self, cfg) -> None:
+        if not self.enabled:
+            unread(self, "critic", ["cliprange_value", "optim"],
+                   "critic.enabled is false (no value model)")
 
 
 class LoraConfig(Section):
@@ -174,6 +193,23 @@ class TrainerConfig(Section):
             raise ValueError("trainer.offload moves FSDP2's shards to CPU memory: it needs "
                              "trainer.shard=true")
         return self
+
+    def check(self, cfg) -> None:
+        """The trainer's layout with the cluster, the critic and the checkpoints."""
+        if "rl" in cfg.stages and self.shard and cfg.critic.enabled:
+            raise ValueError("trainer.shard does not shard the critic: use replicated trainer "
+                             "processes (trainer.shard=false) with critic.enabled")
+        if self.lora is not None and cfg.dist.trainer_processes > 1:
+            raise ValueError("trainer.lora trains in one process: set "
+                             "dist.trainer_processes=1")
+        if self.lora is not None and cfg.checkpoint_format == "sharded":
+            raise ValueError("checkpoint_format=sharded saves sharded weights; trainer.lora "
+                             "trains in one process and checkpoints its adapter: use "
+                             "checkpoint_format=whole")
+        launched = int(os.environ.get("WORLD_SIZE", "1")) > 1  # started by torchrun
+        if self.shard and cfg.dist.trainer_processes == 1 and not launched:
+            raise ValueError("trainer.shard shards over dist.trainer_processes (or the "
+                             "processes torchrun starts); there is one")
 
     @model_validator(mode="after")
     def _prefix_or_checkpointing(self) -> TrainerConfig:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from posttrain.harness import Sandbox, SandboxLimits, Tool
+from posttrain.harness import Tool
+from posttrain.sandbox import Sandbox, SandboxLimits
 
 SCRIPT_LIMITS = SandboxLimits(cpu_s=10, wall_s=20.0)
 

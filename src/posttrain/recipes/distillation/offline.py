@@ -20,7 +20,7 @@ from posttrain.models.devices import placed
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teacher_logits import StoredLogits
 from posttrain.recipes.distillation.teachers import model_targets
-from posttrain.recipes.reporting import Reporter
+from posttrain.reporting import Reporter
 from posttrain.settings.distill_config import OFFLINE_DIVERGENCES
 from posttrain.train import Trainer, distill_step
 from posttrain.types import Batch, Episode, SamplingParams, Segment

@@ -24,7 +24,7 @@ from posttrain.data.conversations import conversation_segment
 from posttrain.models import frozen, token_distributions
 from posttrain.models.devices import model_device
 from posttrain.recipes.distillation.teachers import Targets
-from posttrain.recipes.reporting import Reporter
+from posttrain.reporting import Reporter
 from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
 
 

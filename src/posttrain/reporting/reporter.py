@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from posttrain.recipes.reporting.tracking import Tracker, sample_rows
+from posttrain.reporting.tracking import Tracker, sample_rows
 from posttrain.types import Episode
 
 TIME = "time"  # a metrics row's wall clock (Unix seconds)

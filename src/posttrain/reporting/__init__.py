@@ -2,9 +2,9 @@
 trackers (``tracking``), and plots of the metrics (``curves``: ``curves.png``, the run at a
 glance, and ``curves_<stage>.png``, each stage in detail)."""
 
-from posttrain.recipes.reporting.curves import curve_panels, plot_curves, plot_stages
-from posttrain.recipes.reporting.reporter import Reporter, StepProgress
-from posttrain.recipes.reporting.tracking import open_trackers
+from posttrain.reporting.curves import curve_panels, plot_curves, plot_stages
+from posttrain.reporting.reporter import Reporter, StepProgress
+from posttrain.reporting.tracking import open_trackers
 
 __all__ = ["Reporter", "StepProgress", "curve_panels", "open_trackers", "plot_curves",
            "plot_stages"]

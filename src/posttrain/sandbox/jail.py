@@ -1,4 +1,4 @@
-"""The child side of ``posttrain.harness.sandbox``: everything that runs in the jailed process tree.
+"""The child side of ``posttrain.sandbox.runner``: everything that runs in the jailed process tree.
 
 ``python -I -S jail.py run SPEC_FD STATUS_FD`` reads a JSON spec from SPEC_FD and starts the
 program; setup failures and the program's exit status go to STATUS_FD as JSON lines.

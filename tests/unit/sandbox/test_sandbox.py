@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from ci_policy import kernel_allows_namespaces
 
-from posttrain.harness import Sandbox, SandboxError, SandboxLimits, namespaces_available
-from posttrain.harness import sandbox as sandbox_module
+from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits, namespaces_available
+from posttrain.sandbox import runner as sandbox_module
 
 KERNEL_ALLOWS = kernel_allows_namespaces()
 needs_namespaces = pytest.mark.namespaces  # deselected, and said so, where the kernel refuses

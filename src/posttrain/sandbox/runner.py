@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from posttrain.harness import jail
+from posttrain.sandbox import jail
 
 PYTHON = sys.executable  # the programs' interpreter (the jail binds its install tree)
 MAX_CODE_BYTES = 128 * 1024 - 1  # ``code`` travels as one exec argument (MAX_ARG_STRLEN)
