@@ -39,9 +39,9 @@ from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_
 from posttrain.recipes.distillation.teachers import Teacher, model_targets
 from posttrain.recipes.rl import sync_weights
 from posttrain.rollout.judged import RewardModelJudge
-from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
+from posttrain.settings import OptimConfig, TrainerConfig
 from posttrain.train import Trainer, load_checkpoint_state, save_checkpoint
-from posttrain.train.rl_update import rl_steps
+from posttrain.train.rl_update import policy_steps
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 # bf16 dense peak FLOP/s by device name (vendor figures, without sparsity)
@@ -113,7 +113,7 @@ def grpo(device: torch.device, tiny: bool, tmp: Path) -> dict:
     for _ in range(steps):
         sync(device)
         start = time.perf_counter()
-        history.append(trainer.apply(rl_steps, batch, ActorConfig()))
+        history.append(trainer.apply(policy_steps, batch))
         sync(device)
         update_s += time.perf_counter() - start
         engine.update_weights(trainer.named_weights(), trainer.step)
@@ -183,13 +183,13 @@ def resume(device: torch.device, tmp: Path) -> dict:
 
     straight = trainer(d)
     for _ in range(2):
-        straight.apply(rl_steps, batch, ActorConfig())
+        straight.apply(policy_steps, batch)
     first = trainer(d)
-    first.apply(rl_steps, batch, ActorConfig())
+    first.apply(policy_steps, batch)
     ckpt = save_checkpoint(tmp / "ckpt", first, tok, {"step": 1}, "step-1")
     resumed = trainer(ckpt)
     load_checkpoint_state(ckpt, resumed)
-    resumed.apply(rl_steps, batch, ActorConfig())
+    resumed.apply(policy_steps, batch)
     with torch.no_grad():
         diff = max(float((a - b).abs().max()) for a, b in zip(straight.model.parameters(),
                                                                resumed.model.parameters()))

@@ -65,7 +65,7 @@ def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "postt
     from posttrain.engines import TorchEngine
     from posttrain.models import encode_prompt, load_model, load_tokenizer
     from posttrain.settings import OptimConfig, TrainerConfig
-    from posttrain.train import Trainer, rl_steps
+    from posttrain.train import Trainer, policy_steps
     from posttrain.types import Batch, Episode, SamplingParams, Segment
 
     torch.set_num_threads(THREADS)
@@ -90,7 +90,7 @@ def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "postt
             rewards=batch.rewards, group_ids=batch.group_index, mask=batch.loss_mask)
         batch = batch.replace(advantages=adv)  # no old_logprobs: the update's forward gives them
         t2 = time.perf_counter()
-        rl_steps(trainer, batch)
+        policy_steps(trainer, batch)
         engine.update_weights(trainer.named_weights(), step + 1)
         t3 = time.perf_counter()
         times.append((t1 - t0, t2 - t1, t3 - t2, int(batch.loss_mask.sum())))

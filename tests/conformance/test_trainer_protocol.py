@@ -29,12 +29,11 @@ def test_each_trainer_takes_the_protocols_parameters(cls, name):
     assert parameters(getattr(cls, name)) == parameters(getattr(PolicyTrainer, name))
 
 
-def test_the_ray_trainer_forwards_the_model_and_the_kl_coefficient():
-    for name in ("model", "kl_coef"):
-        assert isinstance(inspect.getattr_static(RayTrainer, name), property), name
+def test_the_ray_trainer_forwards_the_model():
+    assert isinstance(inspect.getattr_static(RayTrainer, "model"), property)
 
 
 def test_a_live_local_trainer_is_a_policy_trainer(model):
     trainer = Trainer(model, OptimConfig(), 1)
     assert isinstance(trainer, PolicyTrainer)
-    assert trainer.kl_coef is None and trainer.model is model
+    assert trainer.model is model

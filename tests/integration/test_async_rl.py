@@ -33,7 +33,7 @@ from posttrain.rollout.dispatch import Dispatcher, SampleRequest, TaskMixer
 from posttrain.rollout.worker import RolloutWorker
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig
 from posttrain.train import Trainer
-from posttrain.train.rl_update import PolicyUpdate
+from posttrain.train.rl_update import PolicySteps, PolicyUpdate
 from posttrain.types import Episode, SamplingParams, Segment, read_episodes
 from posttrain.types.errors import WeightSyncError
 
@@ -159,8 +159,9 @@ def test_a_sync_that_cannot_start_is_an_error_and_engine_errors_reach_the_traine
 
 def test_stale_tokens_leave_the_loss(model, tokenizer):
     cfg = rl_config()
-    update = PolicyUpdate(Trainer(model, cfg.optim, 1), cfg, AlgoConfig(), ActorConfig(),
-                          tokenizer.pad_token_id, {"correct": 1.0})
+    update = PolicyUpdate(trainer=Trainer(model, cfg.optim, 1), algo=AlgoConfig(),
+                          steps=PolicySteps.of(cfg, AlgoConfig(), ActorConfig()),
+                          pad_token_id=tokenizer.pad_token_id, part_weights={"correct": 1.0})
     episodes = [Episode([Segment.from_prompt_completion([1, 5], [6, 7, 8, 9], version=v)],
                         reward=float(i % 2), group_id="0")
                 for i, v in enumerate([[3, 3, 4, 5], [5, 5, 5, 5]])]

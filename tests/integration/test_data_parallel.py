@@ -10,7 +10,7 @@ import torch
 from posttrain.cluster.processes import run_processes
 from posttrain.models import load_model
 from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
-from posttrain.train import Trainer, rl_step
+from posttrain.train import PolicySteps, Trainer, policy_steps
 from posttrain.types import Batch, Episode, Segment
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def train_steps(model_dir, shard=False, offload=False) -> dict[str, torch.Tensor
     trainer = Trainer(model, OptimConfig(lr=1e-2, warmup_steps=0), 3,
                       TrainerConfig(micro_batch_size=2, shard=shard, offload=offload))
     for _ in range(2):
-        metrics = rl_step(trainer, batch(), ActorConfig())
+        metrics = policy_steps(trainer, batch(), PolicySteps(ActorConfig()))
     return {"metrics": metrics, **{k: v.clone() for k, v in trainer.named_weights()}}
 
 
@@ -90,7 +90,7 @@ def local_bytes(model_dir) -> dict[str, int]:
     the optimiser state, and every tensor alive (what a whole copy kept aside would add to)."""
     trainer = Trainer(load_model(model_dir), OptimConfig(lr=1e-2, warmup_steps=0), 3,
                       TrainerConfig(micro_batch_size=2, shard=True))
-    rl_step(trainer, batch(), ActorConfig())
+    policy_steps(trainer, batch(), PolicySteps(ActorConfig()))
     gc.collect()
 
     def size(t: torch.Tensor) -> int:

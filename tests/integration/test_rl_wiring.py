@@ -157,7 +157,7 @@ def test_adaptive_kl_controller_steers_the_coefficient(model, tokenizer, tmp_pat
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     # the measured KL stays far below the target: the coefficient halves every step
     assert [r["kl_coef"] for r in rows] == pytest.approx([0.1, 0.05, 0.025])
-    assert trainer.state_dict()["kl_coef"] == pytest.approx(0.0125)
+    assert trainer.state_dict()["objective_state"]["rl"]["kl_coef"] == pytest.approx(0.0125)
     with pytest.raises(ConfigError, match="adaptive and kl.target go together"):
         load_config(None, ["algo.kl.controller=adaptive"])
 
@@ -238,11 +238,11 @@ def test_old_token_stats_are_the_rollout_policys_log_probs_and_entropies(model, 
     """One no-gradient pass gives taco's p_t and H_t: equal to the reference computation that
     materialises the full logits (float32 either way, a V-term sum: 1e-5)."""
     from posttrain.models.logprobs import naive_sequence_logprobs
-    from posttrain.train.rl_update import old_token_stats
+    from posttrain.train.rl_update import PolicySteps, old_token_stats
 
     seg = Segment.from_prompt_completion([5, 6, 7], [8, 9, 10, 11], [-1.0] * 4)
     b = Batch.from_episodes([Episode([seg], reward=1.0)], tokenizer.pad_token_id)
-    logp, ent = old_token_stats(Trainer(model, OptimConfig(), 1), b, 0.8, 0, 1.0)
+    logp, ent = old_token_stats(Trainer(model, OptimConfig(), 1), b, PolicySteps(temperature=0.8))
     ref_logp, ref_ent = naive_sequence_logprobs(model, b.input_ids, b.attention_mask, 0.8)
     m = b.loss_mask > 0
     torch.testing.assert_close(logp[m], ref_logp[m], atol=1e-5, rtol=0)

@@ -108,7 +108,7 @@ def test_the_load_balancing_loss_enters_the_update(moe):
     length padded, and the step's gradient is the plain step's plus ``coef`` times that loss's
     gradient."""
     from posttrain.settings import ActorConfig
-    from posttrain.train.rl_update import rl_step
+    from posttrain.train.rl_update import PolicySteps, policy_steps
 
     tok, model = moe
     engine = TorchEngine(model, tok.pad_token_id, tok.eos_token_id)
@@ -133,7 +133,7 @@ def test_the_load_balancing_loss_enters_the_update(moe):
         trainer = Trainer(copy.deepcopy(model),
                           OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=None), 1,
                           TrainerConfig(micro_batch_size=16, share_prefix=False))
-        metrics = rl_step(trainer, batch, ActorConfig(router_aux_coef=coef))
+        metrics = policy_steps(trainer, batch, PolicySteps(ActorConfig(router_aux_coef=coef)))
         return metrics, {n: p.grad for n, p in trainer.model.named_parameters()}
 
     coef = 0.5

@@ -16,10 +16,11 @@ from posttrain.models import build_tiny, load_model, load_tokenizer
 from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
 from posttrain.train import (
     CheckpointMismatchError,
+    PolicySteps,
     Trainer,
     latest_checkpoint,
     load_checkpoint_state,
-    rl_step,
+    policy_steps,
     save_checkpoint,
     whole_model,
 )
@@ -44,19 +45,19 @@ def weights(t: Trainer) -> dict[str, torch.Tensor]:
 def step_save_step(model_dir, root, shard: bool) -> dict:
     """One step, a sharded checkpoint, one more step: the weights at both points."""
     t = trainer(model_dir, shard)
-    rl_step(t, batch(), ActorConfig())
+    policy_steps(t, batch(), PolicySteps(ActorConfig()))
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
     save_checkpoint(root, t, load_tokenizer(model_dir), {"step": 1}, "rl-000001",
                     write=rank == 0, sharded=True)
     saved = weights(t)
-    rl_step(t, batch(), ActorConfig())
+    policy_steps(t, batch(), PolicySteps(ActorConfig()))
     return {"saved": saved, "after": weights(t), "step": t.step}
 
 
 def resume_step(model_dir, root, shard: bool) -> dict:
     t = trainer(model_dir, shard)
     cursor = load_checkpoint_state(latest_checkpoint(root), t)
-    rl_step(t, batch(), ActorConfig())
+    policy_steps(t, batch(), PolicySteps(ActorConfig()))
     return {"after": weights(t), "cursor": cursor, "step": t.step}
 
 

@@ -9,13 +9,13 @@ from posttrain.engines import TorchEngine
 from posttrain.models import encode_prompt
 from posttrain.settings import ActorConfig, KLConfig, OptimConfig, TrainerConfig
 from posttrain.train import (
+    PolicySteps,
     Trainer,
     TrainingDivergedError,
     latest_checkpoint,
     load_checkpoint_state,
     lr_factor,
-    rl_step,
-    rl_steps,
+    policy_steps,
     save_checkpoint,
     sft_step,
 )
@@ -63,7 +63,7 @@ def test_micro_batching_gives_same_update(model, tokenizer, agg):
         m = copy.deepcopy(model)
         tr = Trainer(m, OptimConfig(lr=1e-2, grad_clip=None), 10,
                      TrainerConfig(micro_batch_size=mbs))
-        stats = rl_step(tr, batch, cfg)
+        stats = policy_steps(tr, batch, PolicySteps(cfg))
         updated.append((torch.cat([p.grad.flatten() for p in m.parameters()]), stats))
     ref_g, ref_stats = updated[0]
     assert ref_g.abs().max() > 1e-3
@@ -84,7 +84,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(model, tokenizer):
             share_prefix=False, gradient_checkpointing=checkpointing))
         calls, mlp = [], m.model.layers[0].mlp
         mlp.forward = lambda *args, run=mlp.forward, **kw: calls.append(1) or run(*args, **kw)
-        loss = rl_step(tr, batch, ActorConfig())["loss"]
+        loss = policy_steps(tr, batch, PolicySteps(ActorConfig()))["loss"]
         grads.append((torch.cat([p.grad.flatten() for p in m.parameters()]), loss))
         assert len(calls) == (2 if checkpointing else 1)  # recomputed in the backward pass
     torch.testing.assert_close(grads[1][0], grads[0][0],
@@ -98,11 +98,11 @@ def test_gradient_checkpointing_gives_the_same_gradients(model, tokenizer):
 def test_rl_metrics_and_ppo_epochs(model, tokenizer):
     batch = rl_batch(model, tokenizer)
     tr = Trainer(model, OptimConfig(lr=5e-2), 10, TrainerConfig(micro_batch_size=4))
-    first = rl_step(tr, batch)
+    first = policy_steps(tr, batch)
     # approx_kl: the mean of engine-minus-trainer log-prob differences (float32 rounding)
     assert first["clip_frac"] == 0.0 and abs(first["approx_kl"]) < 16 * EPS32 * logp_scale(batch)
     assert {"loss", "pg_loss", "entropy", "grad_norm", "lr"} <= set(first)
-    again = rl_steps(tr, batch, epochs=2, mini_batches=2)
+    again = policy_steps(tr, batch, PolicySteps(epochs=2, mini_batches=2))
     assert tr.step == 5
     assert again["clip_frac"] > 0 and again["approx_kl"] != 0
 
@@ -114,7 +114,7 @@ def test_on_policy_step_equals_step_with_recomputed_old_logprobs(model, tokenize
         m = copy.deepcopy(model)
         tr = Trainer(m, OptimConfig(lr=1e-2, grad_clip=None), 10, TrainerConfig(micro_batch_size=5))
         b = batch if old is None else batch.replace(old_logprobs=tr.compute_logprobs(batch))
-        stats.append(rl_step(tr, b))
+        stats.append(policy_steps(tr, b))
         grads.append(torch.cat([p.grad.flatten() for p in m.parameters()]))
     torch.testing.assert_close(grads[0], grads[1], atol=32 * EPS32 * float(grads[1].abs().max()),
                                rtol=0)
@@ -126,7 +126,7 @@ def test_on_policy_step_equals_step_with_recomputed_old_logprobs(model, tokenize
     assert stats[0]["mismatch"] < 16 * EPS32 * logp_scale(batch)
     tr = Trainer(copy.deepcopy(model), OptimConfig(), 10)
     with pytest.raises(ValueError, match="need batch.old_logprobs"):
-        rl_steps(tr, batch, epochs=2)
+        policy_steps(tr, batch, PolicySteps(epochs=2))
 
 
 def test_kl_term_needs_reference_and_reports_it(model, tokenizer):
@@ -134,9 +134,9 @@ def test_kl_term_needs_reference_and_reports_it(model, tokenizer):
     kl = KLConfig(coef=0.1, estimator="k3")
     tr = Trainer(model, OptimConfig(), 10, ref_model=copy.deepcopy(model))
     with pytest.raises(ValueError, match="ref_logprobs"):
-        rl_step(tr, batch, kl=kl)
+        policy_steps(tr, batch, PolicySteps(kl=kl))
     ref = tr.compute_logprobs(batch, reference=True)
-    stats = rl_step(tr, batch.replace(ref_logprobs=ref), kl=kl)
+    stats = policy_steps(tr, batch.replace(ref_logprobs=ref), PolicySteps(kl=kl))
     # k3 = e^r - 1 - r at r ~ 0 in float32: rounding e^r near 1 leaves <= ~2 eps32 a token
     assert stats["ref_kl"] == pytest.approx(0.0, abs=8 * EPS32)
     with pytest.raises(ValueError, match="reference"):
@@ -149,15 +149,15 @@ def test_nan_loss_skips_step_then_aborts(model, tokenizer):
     tr = Trainer(model, OptimConfig(lr=1e-2), 10, TrainerConfig(max_bad_steps=2))
     before = [p.detach().clone() for p in model.parameters()]
     for i in range(2):
-        stats = rl_step(tr, bad)
+        stats = policy_steps(tr, bad)
         assert stats["skipped"] == 1.0 and stats["bad_steps"] == i + 1
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
     assert tr.step == 0
-    assert rl_step(tr, batch)["skipped"] == 0.0  # a good step resets the streak
+    assert policy_steps(tr, batch)["skipped"] == 0.0  # a good step resets the streak
     for _ in range(2):
-        rl_step(tr, bad)
+        policy_steps(tr, bad)
     with pytest.raises(TrainingDivergedError, match="max_bad_steps=2"):
-        rl_step(tr, bad)
+        policy_steps(tr, bad)
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -207,7 +207,7 @@ def test_every_actor_loss_trains_through_the_trainer(model, tokenizer, name):
     batch = rl_batch(model, tokenizer)
     tr = Trainer(model, OptimConfig(lr=1e-2), 10, TrainerConfig(micro_batch_size=4))
     before = [p.detach().clone() for p in model.parameters()]
-    stats = rl_step(tr, batch, cfg)
+    stats = policy_steps(tr, batch, PolicySteps(cfg))
     assert stats["skipped"] == 0.0 and math.isfinite(stats["loss"]) and stats["grad_norm"] > 0
     assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
@@ -216,9 +216,14 @@ def test_adaptive_entropy_bonus_follows_the_controller(model, tokenizer):
     batch = rl_batch(model, tokenizer)
     tr = Trainer(model, OptimConfig(lr=1e-4), 10, TrainerConfig(micro_batch_size=4))
     always_low = ActorConfig(entropy_bonus={"adaptive": True, "target": 1e6, "delta": 0.005})
-    applied = [rl_step(tr, batch, always_low)["entropy_coef"] for _ in range(3)]
+    applied = [policy_steps(tr, batch, PolicySteps(always_low))["entropy_coef"] for _ in range(3)]
     assert applied == pytest.approx([0.0, 0.005, 0.01])  # lagged one step: no entropy yet at 0
     never_low = ActorConfig(entropy_bonus={"adaptive": True, "target": 1e-9})
-    assert rl_step(tr, batch, never_low)["entropy_coef"] == pytest.approx(0.015)
-    assert rl_step(tr, batch, never_low)["entropy_coef"] == 0.0
-    assert tr.state_dict()["entropy_alpha"] == pytest.approx(0.015)  # alpha is kept
+    assert policy_steps(tr, batch, PolicySteps(never_low))["entropy_coef"] == pytest.approx(0.015)
+    assert policy_steps(tr, batch, PolicySteps(never_low))["entropy_coef"] == 0.0
+    kept = tr.state_dict()["objective_state"]["rl"]
+    assert kept["entropy_alpha"] == pytest.approx(0.015)  # alpha is kept
+    older = {k: v for k, v in tr.state_dict().items() if k != "objective_state"} | kept
+    resumed = Trainer(model, OptimConfig(lr=1e-4), 10, TrainerConfig(micro_batch_size=4))
+    resumed.load_state_dict(older)  # a checkpoint written before objective_state
+    assert resumed.objective_state["rl"] == kept

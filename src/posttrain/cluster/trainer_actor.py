@@ -3,7 +3,7 @@
 ``TrainerActor`` holds a ``Trainer`` in its own process. ``RayTrainer`` is the driver's handle:
 ``apply(fn, ...)`` ships ``fn`` (an objective's steps) to the actor and runs it on the
 ``Trainer`` there; ``compute_logprobs``, ``named_weights``, ``state_dict`` /
-``load_state_dict`` and ``kl_coef`` are such calls. ``export_model`` (and ``model``) is a
+``load_state_dict`` are such calls. ``export_model`` (and ``model``) is a
 driver-side copy of the actor's model, refreshed from the actor's weights on every call
 (checkpoints and the stage's end read it).
 """
@@ -11,7 +11,6 @@ driver-side copy of the actor's model, refreshed from the actor's weights on eve
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any, TypeVar
 
 import torch
@@ -70,10 +69,6 @@ class RayTrainer:
     @property
     def model(self) -> torch.nn.Module:
         return self.export_model()
-
-    @property
-    def kl_coef(self) -> float | None:
-        return self.apply(attrgetter("kl_coef"))
 
     def compute_logprobs(self, batch: Batch, temperature: float = 1.0,
                          reference: bool = False, top_k: int = 0,

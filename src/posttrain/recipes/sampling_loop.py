@@ -26,7 +26,7 @@ from posttrain.settings import (
     ShapingRule,
 )
 from posttrain.train import PolicyTrainer, Trainer
-from posttrain.train.rl_update import PolicyUpdate
+from posttrain.train.rl_update import PolicySteps, PolicyUpdate
 from posttrain.types import Episode
 
 
@@ -100,6 +100,8 @@ class RLRun(LoopRun):
 
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(
-            self.trainer, self.cfg, self.algo, self.actor, self.tokenizer.pad_token_id,
-            self.reward_fn.part_weights, self.critic, self.critic_cfg,
-            self.cfg.token_stats if self.cfg.save_episodes else 0)
+            trainer=self.trainer, algo=self.algo,
+            steps=PolicySteps.of(self.cfg, self.algo, self.actor),
+            pad_token_id=self.tokenizer.pad_token_id, part_weights=self.reward_fn.part_weights,
+            critic=self.critic, critic_cfg=self.critic_cfg,
+            token_stats=self.cfg.token_stats if self.cfg.save_episodes else 0)

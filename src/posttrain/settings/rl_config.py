@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from posttrain.algos.registry import facts
+from posttrain.settings.rules import unread
 from posttrain.settings.section import (
     Count,
     OptimConfig,
@@ -17,7 +18,6 @@ from posttrain.settings.section import (
     check_hyperparameters,
     registered,
 )
-from posttrain.settings.rules import unread
 from posttrain.settings.trainer_config import KLConfig, OffPolicyConfig
 
 

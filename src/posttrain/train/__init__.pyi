@@ -5,13 +5,14 @@ from .critic import critic_step, critic_values
 from .losses import RLTokens, rl_loss, sft_loss
 from .objective_steps import distill_step, preference_step, reward_model_step, sft_step
 from .protocol import PolicyTrainer
-from .rl_update import rl_step, rl_steps
+from .rl_update import PolicySteps, policy_steps
 from .schedule import build_optimizer, lr_factor
 from .shards import CheckpointMismatchError, is_sharded, whole_model
 from .trainer import Trainer, TrainingDivergedError
 
 __all__ = [
     "CheckpointMismatchError",
+    "PolicySteps",
     "PolicyTrainer",
     "RLTokens",
     "Trainer",
@@ -24,11 +25,10 @@ __all__ = [
     "latest_checkpoint",
     "load_checkpoint_state",
     "lr_factor",
+    "policy_steps",
     "preference_step",
     "reward_model_step",
     "rl_loss",
-    "rl_step",
-    "rl_steps",
     "save_checkpoint",
     "sft_loss",
     "sft_step",

@@ -18,10 +18,6 @@ R = TypeVar("R")
 @runtime_checkable
 class PolicyTrainer(Protocol):
     @property
-    def kl_coef(self) -> float | None:
-        """The adaptive KL controller's coefficient (None: the config's)."""
-
-    @property
     def model(self) -> torch.nn.Module: ...
 
     def compute_logprobs(self, batch: Batch, temperature: float = 1.0,
@@ -32,7 +28,7 @@ class PolicyTrainer(Protocol):
 
     def apply(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``fn(trainer, *args, **kwargs)`` on the ``Trainer`` itself, where it lives: an
-        objective's optimiser steps (``rl_steps``, ``sft_step``, ...)."""
+        objective's optimiser steps (``policy_steps``, ``sft_step``, ...)."""
 
     def named_weights(self) -> Iterable[tuple[str, torch.Tensor]]:
         """The whole (merged, unsharded) weights an engine loads."""

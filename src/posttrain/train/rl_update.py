@@ -1,15 +1,16 @@
 """One RL update from scored episodes, for the RL loop (sync and async alike):
 batch -> old / reference log-probs -> critic values -> advantages -> the actor's optimiser
-steps with its entropy and KL controllers (``rl_steps``, run where the trainer lives) -> the
-critic's. Tokens sampled more than ``max_staleness`` versions ago leave the loss mask
-(``staleness_mask``)."""
+steps with its entropy and KL controllers (``policy_steps``, run where the trainer lives, as
+``PolicySteps`` describes them; the controllers' state is the update's, kept on the trainer
+with its checkpoint) -> the critic's. Tokens sampled more than ``max_staleness`` versions ago
+leave the loss mask (``staleness_mask``)."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -30,37 +31,100 @@ from posttrain.train.protocol import PolicyTrainer
 from posttrain.train.trainer import Trainer, mean_metrics
 from posttrain.types import Batch, Episode
 
+RL_STATE = "rl"  # the controllers' state, kept where the trainer lives (``objective_state``)
 
-def rl_step(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
-            kl: KLConfig | None = None, offpolicy: OffPolicyConfig | None = None,
-            temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-            max_len: int | None = None) -> dict[str, float]:
-    """One optimiser step of the RL loss; ``batch`` carries advantages. Log-probs are over the
-    support the engine sampled from (``temperature``, ``top_k``, ``top_p``). The adaptive
-    entropy bonus applies the coefficient the previous step set and sets the next one.
 
-    Without ``batch.old_logprobs`` the step is on-policy: the policy's own log-probs (no
+@dataclass(frozen=True)
+class PolicySteps:
+    """How an RL update's optimiser steps run, made once from the config: ``epochs`` passes
+    over the batch in ``mini_batches`` steps each (PPO's mu), the ``actor``'s loss with ``kl``
+    (None: no KL term) and the ``offpolicy`` correction, over the support the engine sampled
+    from (``temperature``, ``top_k``, ``top_p``), lengths normalised to ``max_len`` where a
+    loss does."""
+
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    kl: KLConfig | None = None
+    offpolicy: OffPolicyConfig | None = None
+    epochs: int = 1
+    mini_batches: int = 1
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_len: int | None = None
+
+    @classmethod
+    def of(cls, cfg: RLConfig, algo: AlgoConfig, actor: ActorConfig) -> PolicySteps:
+        """The steps the ``rl`` and ``algo`` sections describe."""
+        return cls(actor, algo.kl if algo.kl.coef > 0 else None, algo.offpolicy, cfg.epochs,
+                   cfg.mini_batches, cfg.temperature, cfg.top_k, cfg.top_p, cfg.max_new_tokens)
+
+    def support(self) -> dict[str, float]:
+        return {"top_k": self.top_k, "top_p": self.top_p}
+
+
+def controllers(trainer: Trainer) -> dict:
+    """The RL controllers' state on ``trainer`` (checkpointed with it): the adaptive entropy
+    bonus's ``entropy_alpha`` and the coefficient the next step applies, ``entropy_next``, and
+    the adaptive KL coefficient ``kl_coef`` (None: the config's)."""
+    return trainer.objective_state.setdefault(
+        RL_STATE, {"entropy_alpha": 0.0, "entropy_next": 0.0, "kl_coef": None})
+
+
+def kl_coefficient(trainer: Trainer) -> float | None:
+    return controllers(trainer)["kl_coef"]
+
+
+def policy_steps(trainer: Trainer, batch: Batch, plan: PolicySteps = PolicySteps()
+                 ) -> dict[str, float]:
+    """``plan.epochs`` passes over ``batch`` (which carries advantages) in
+    ``plan.mini_batches`` optimiser steps each, all against the stored ``old_logprobs``, then
+    the adaptive KL controller's update of ``kl_coef`` from the measured KL; mean metrics. The
+    adaptive entropy bonus applies the coefficient the previous step set and sets the next
+    one.
+
+    Without ``batch.old_logprobs`` the update is on-policy: the policy's own log-probs (no
     gradient) stand in for them, so the ratio is exactly 1 and no separate log-prob pass is
-    needed. That is only right for the first optimiser step after the rollout.
+    needed. That is only right for a single optimiser step after the rollout.
     """
-    actor = actor or ActorConfig()
+    kl = plan.kl
     if batch.advantages is None:
-        raise ValueError("rl_step needs batch.advantages")
+        raise ValueError("policy_steps needs batch.advantages")
     if kl is not None and kl.coef > 0 and kl.placement == "in_loss" \
             and batch.ref_logprobs is None:
         raise ValueError("kl.coef > 0 needs batch.ref_logprobs")
-    bonus = actor.entropy_bonus
-    entropy_coef = trainer.entropy_next if bonus.adaptive else bonus.coef
+    if batch.old_logprobs is None and plan.epochs * plan.mini_batches > 1:
+        raise ValueError(
+            f"{plan.epochs} epochs x {plan.mini_batches} mini-batches need "
+            "batch.old_logprobs: after the first optimiser step the policy is no longer the "
+            "rollout policy")
+    state = controllers(trainer)
+    size = math.ceil(len(batch) / plan.mini_batches)
+    metrics = mean_metrics([_optimizer_step(trainer, part, plan, state)
+                            for _ in range(plan.epochs) for part in batch.split(size)])
+    if kl is not None and kl.coef > 0:
+        metrics["kl_coef"] = kl.coef
+        if kl.controller == "adaptive":
+            measured = metrics["ref_kl"] if kl.placement == "in_loss" else float(
+                token_kl(batch, kl.estimator).sum() / batch.loss_mask.sum().clamp(min=1))
+            state["kl_coef"] = adaptive_kl_coef(kl.coef, measured, kl.target)
+    return metrics
+
+
+def _optimizer_step(trainer: Trainer, batch: Batch, plan: PolicySteps, state: dict
+                    ) -> dict[str, float]:
+    """One optimiser step of the RL loss on ``batch``, its entropy controller updated."""
+    actor, bonus = plan.actor, plan.actor.entropy_bonus
+    entropy_coef = state["entropy_next"] if bonus.adaptive else bonus.coef
 
     def micro(mb: Batch, norm: StepNorm):
         aux = actor.router_aux_coef > 0
         with router_logits(trainer.model) if aux else contextlib.nullcontext() as gates:
-            logp, ent = trainer.token_logprobs(trainer.model, mb, temperature, True, top_k,
-                                               top_p, whole=aux)
+            logp, ent = trainer.token_logprobs(trainer.model, mb, plan.temperature, True,
+                                               plan.top_k, plan.top_p, whole=aux)
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
         tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask, mb.behaviour_logprobs,
                           mb.ref_logprobs)
-        loss, stats = rl_loss(tokens, norm, actor, kl, offpolicy, entropy_coef)
+        loss, stats = rl_loss(tokens, norm, actor, plan.kl, plan.offpolicy, entropy_coef)
         if aux:  # a mean over the micro-batch's tokens, weighted by its share of the rows
             balance = load_balancing_loss(trainer.model, gates, mb.attention_mask)
             share = len(mb) / norm.batch_size
@@ -68,63 +132,36 @@ def rl_step(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
             stats["router_aux_loss"] = balance.detach() * share
         return loss, stats
 
-    metrics = trainer.optimizer_step(batch, micro, max_len)
+    metrics = trainer.optimizer_step(batch, micro, plan.max_len)
     metrics["entropy_coef"] = entropy_coef
     if bonus.adaptive and "entropy" in metrics:
         ctl = AdaptiveEntropyCoef(bonus.target, bonus.delta)
-        ctl.alpha = trainer.entropy_alpha
-        trainer.entropy_next = ctl.step(metrics["entropy"])
-        trainer.entropy_alpha = ctl.alpha
+        ctl.alpha = state["entropy_alpha"]
+        state["entropy_next"] = ctl.step(metrics["entropy"])
+        state["entropy_alpha"] = ctl.alpha
     return metrics
 
 
-def rl_steps(trainer: Trainer, batch: Batch, actor: ActorConfig | None = None, *,
-             kl: KLConfig | None = None, offpolicy: OffPolicyConfig | None = None,
-             epochs: int = 1, mini_batches: int = 1, temperature: float = 1.0,
-             top_k: int = 0, top_p: float = 1.0, max_len: int | None = None
-             ) -> dict[str, float]:
-    """``epochs`` passes over ``batch`` split into ``mini_batches`` optimiser steps each, all
-    against the stored ``old_logprobs`` (PPO's mu > 1), then the adaptive KL controller's
-    update of ``trainer.kl_coef`` from the measured KL. Returns mean metrics.
-
-    ``old_logprobs`` may be omitted only when the update is a single optimiser step.
-    """
-    if batch.old_logprobs is None and epochs * mini_batches > 1:
-        raise ValueError(
-            f"{epochs} epochs x {mini_batches} mini-batches need batch.old_logprobs: "
-            "after the first optimiser step the policy is no longer the rollout policy")
-    size = math.ceil(len(batch) / mini_batches)
-    metrics = mean_metrics([
-        rl_step(trainer, part, actor, kl=kl, offpolicy=offpolicy, temperature=temperature,
-                top_k=top_k, top_p=top_p, max_len=max_len)
-        for _ in range(epochs) for part in batch.split(size)])
-    if kl is not None and kl.coef > 0:
-        metrics["kl_coef"] = kl.coef
-        if kl.controller == "adaptive":
-            measured = metrics["ref_kl"] if kl.placement == "in_loss" else float(
-                token_kl(batch, kl.estimator).sum() / batch.loss_mask.sum().clamp(min=1))
-            trainer.kl_coef = adaptive_kl_coef(kl.coef, measured, kl.target)
-    return metrics
-
-
-def update_critic(
-    critic: Trainer, batch: Batch, cfg: RLConfig, critic_cfg: CriticConfig, loss_agg_mode: str
-) -> dict[str, float]:
+def update_critic(critic: Trainer, batch: Batch, plan: PolicySteps, critic_cfg: CriticConfig
+                  ) -> dict[str, float]:
     """The critic's ``epochs x mini_batches`` optimiser steps on the step's returns; mean
     metrics."""
-    size = math.ceil(len(batch) / cfg.mini_batches)
+    size = math.ceil(len(batch) / plan.mini_batches)
     return mean_metrics([
-        critic_step(critic, part, critic_cfg.cliprange_value, loss_agg_mode, cfg.max_new_tokens)
-        for _ in range(cfg.epochs) for part in batch.split(size)
+        critic_step(critic, part, critic_cfg.cliprange_value, plan.actor.loss_agg_mode,
+                    plan.max_len)
+        for _ in range(plan.epochs) for part in batch.split(size)
     ])
 
 
-def old_token_stats(trainer: Trainer, batch: Batch, temperature: float, top_k: int,
-                    top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+def old_token_stats(trainer: Trainer, batch: Batch, plan: PolicySteps
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(log-probs, entropies)`` ``[B, T]`` of ``batch``'s loss-mask tokens at the current
-    (rollout) weights, no gradient, in one pass: ``taco``'s ``p_t`` and ``H_t``."""
+    (rollout) weights over ``plan``'s support, no gradient, in one pass: ``taco``'s ``p_t``
+    and ``H_t``."""
     stats = trainer.score_tokens(batch, trainer.model, lambda mb: torch.stack(
-        trainer.token_logprobs(trainer.model, mb, temperature, True, top_k, top_p), dim=-1))
+        trainer.token_logprobs(trainer.model, mb, plan.temperature, True, plan.top_k,
+                               plan.top_p), dim=-1))
     return stats[..., 0], stats[..., 1]
 
 
@@ -141,21 +178,21 @@ def staleness_metrics(batch: Batch, version: int) -> dict[str, float]:
             "staleness/mixed_versions": float(mixed)}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PolicyUpdate:
-    """The update step; ``critic`` (PPO) feeds GAE and trains on the returns."""
+    """The update step: ``steps`` (``PolicySteps``) on the batch of scored episodes, with
+    advantages by ``algo``; ``critic`` (PPO) feeds GAE and trains on the returns."""
 
     trainer: PolicyTrainer
-    cfg: RLConfig
     algo: AlgoConfig
-    actor: ActorConfig
+    steps: PolicySteps
     pad_token_id: int
     part_weights: dict[str, float]
     critic: Trainer | None = None
     critic_cfg: CriticConfig | None = None
     token_stats: int = 0  # episodes a step that get ``meta["token_stats"]`` (``record``)
 
-    def record(self, episodes: Sequence[Episode], batch: Batch, support: dict) -> None:
+    def record(self, episodes: Sequence[Episode], batch: Batch) -> None:
         """``token_stats`` episodes of the step, evenly spaced, get ``meta["token_stats"]``:
         per segment, each token's advantage and its log-prob and entropy (of the sampling
         distribution, nats) under the trainer's weights before the update (the weights that
@@ -170,8 +207,7 @@ class PolicyUpdate:
         chosen = list(range(0, len(episodes), every))[: self.token_stats]
         rows = [r for i in chosen for r in range(starts[i], starts[i + 1])]
         picked = batch.select(rows)
-        trainer_lp, entropy = self.trainer.apply(old_token_stats, picked, self.cfg.temperature,
-                                                 **support)
+        trainer_lp, entropy = self.trainer.apply(old_token_stats, picked, self.steps)
         at = 0
         for i in chosen:
             stats: dict[str, list[list[float]]] = {"advantage": [], "trainer_logprob": [],
@@ -188,12 +224,13 @@ class PolicyUpdate:
                  max_staleness: int | None = None) -> dict[str, float]:
         """Update on ``episodes``; with ``version``, mask tokens older than ``max_staleness``
         versions and report the staleness. Returns the update's metrics."""
-        cfg, algo, trainer, critic = self.cfg, self.algo, self.trainer, self.critic
-        kl_cfg = algo.kl if algo.kl.coef > 0 else None
-        kl = None if kl_cfg is None else kl_cfg.model_copy(
-            update={"coef": trainer.kl_coef if trainer.kl_coef is not None else kl_cfg.coef})
+        algo, trainer, critic, steps = self.algo, self.trainer, self.critic, self.steps
+        adapted = None if steps.kl is None else trainer.apply(kl_coefficient)
+        kl = None if steps.kl is None else steps.kl.model_copy(
+            update={"coef": steps.kl.coef if adapted is None else adapted})
+        plan = replace(steps, kl=kl)
         step_algo = algo.model_copy(update={"kl": kl or algo.kl})
-        on_policy = cfg.epochs * cfg.mini_batches == 1  # one optimiser step: no old pass
+        on_policy = steps.epochs * steps.mini_batches == 1  # one optimiser step: no old pass
         need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
         batch = Batch.from_episodes(episodes, pad_token_id=self.pad_token_id)
         metrics: dict[str, float] = {}
@@ -205,27 +242,23 @@ class PolicyUpdate:
             metrics["staleness/masked"] = float(1 - fresh.sum() / batch.loss_mask.sum().clamp(
                 min=1))
             batch = batch.replace(loss_mask=fresh)
-        support = {"top_k": cfg.top_k, "top_p": cfg.top_p}
         if algo.taco is not None:
-            old, entropy = trainer.apply(old_token_stats, batch, cfg.temperature, **support)
+            old, entropy = trainer.apply(old_token_stats, batch, steps)
             batch = batch.replace(old_logprobs=old, old_entropy=entropy)
         elif need_old:
-            batch = batch.replace(
-                old_logprobs=trainer.compute_logprobs(batch, cfg.temperature, **support))
+            batch = batch.replace(old_logprobs=trainer.compute_logprobs(
+                batch, steps.temperature, **steps.support()))
         if kl:
-            batch = batch.replace(
-                ref_logprobs=trainer.compute_logprobs(batch, cfg.temperature, True, **support))
+            batch = batch.replace(ref_logprobs=trainer.compute_logprobs(
+                batch, steps.temperature, True, **steps.support()))
         if critic is not None:
             batch = batch.replace(old_values=critic_values(critic, batch))
         adv = compute_advantages(batch, episodes, step_algo, self.part_weights)
         batch = batch.replace(advantages=adv)
-        self.record(episodes, batch, support)
+        self.record(episodes, batch)
         if critic is not None:
             batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
-        metrics |= trainer.apply(
-            rl_steps, batch, self.actor, kl=kl, offpolicy=algo.offpolicy, epochs=cfg.epochs,
-            mini_batches=cfg.mini_batches, temperature=cfg.temperature, **support,
-            max_len=cfg.max_new_tokens)
+        metrics |= trainer.apply(policy_steps, batch, plan)
         if critic is not None:
-            metrics |= update_critic(critic, batch, cfg, self.critic_cfg, self.actor.loss_agg_mode)
+            metrics |= update_critic(critic, batch, steps, self.critic_cfg)
         return metrics

@@ -12,6 +12,7 @@ optimiser state are fp32; ``trainer.precision`` sets the compute dtype (``train.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -94,9 +95,9 @@ class Trainer:
         self.optimizer_steps = self.micro_batches = 0  # attempted, skipped ones too
         self.bad_steps = 0
         self.consecutive_bad = 0
-        self.entropy_alpha = 0.0  # adaptive entropy bonus: the controller's alpha
-        self.entropy_next = 0.0  # and the coefficient the next step applies
-        self.kl_coef: float | None = None  # adaptive KL: the current coefficient
+        # what an objective keeps from step to step where the trainer lives, checkpointed
+        # with it (the RL controllers: ``rl_update.controllers``)
+        self.objective_state: dict[str, dict] = {}
 
     @property
     def sharded(self) -> bool:
@@ -248,9 +249,7 @@ class Trainer:
             "micro_batches": self.micro_batches,
             "bad_steps": self.bad_steps,
             "consecutive_bad": self.consecutive_bad,
-            "entropy_alpha": self.entropy_alpha,
-            "entropy_next": self.entropy_next,
-            "kl_coef": self.kl_coef,
+            "objective_state": copy.deepcopy(self.objective_state),
             "precision": self.precision.state_dict(),
             **({"adapter": adapter_state(self.model)} if is_lora(self.model) else {}),
         }
@@ -266,9 +265,8 @@ class Trainer:
         self.micro_batches = state.get("micro_batches", 0)
         self.bad_steps = state["bad_steps"]
         self.consecutive_bad = state["consecutive_bad"]
-        self.entropy_alpha = state["entropy_alpha"]
-        self.entropy_next = state["entropy_next"]
-        self.kl_coef = state["kl_coef"]
+        older = {k: state[k] for k in ("entropy_alpha", "entropy_next", "kl_coef") if k in state}
+        self.objective_state = copy.deepcopy(state.get("objective_state", {"rl": older}))
         self.precision.load_state_dict(state.get("precision", {}))
         if "adapter" in state:
             load_adapter_state(self.model, state["adapter"])

@@ -34,7 +34,7 @@ from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import rollout_metrics
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import ActorConfig, AlgoConfig, OPDConfig
-from posttrain.train import Trainer, distill_step, rl_steps
+from posttrain.train import PolicySteps, Trainer, distill_step, policy_steps
 from posttrain.train.episode_advantages import compute_advantages
 from posttrain.types import Batch
 from posttrain.types.sampling import step_seed
@@ -75,8 +75,8 @@ def distill_update(run: OPDRun, samples: Samples) -> dict[str, float]:
         r_max=lambda: cfg.r_max, alpha=lambda: cfg.alpha,
         orm_advantages=lambda: compute_advantages(batch, episodes, AlgoConfig(),
                                                   run.reward_fn.part_weights)))
-    metrics = trainer.apply(rl_steps, batch.replace(advantages=adv), run.actor,
-                            max_len=cfg.max_new_tokens)
+    metrics = trainer.apply(policy_steps, batch.replace(advantages=adv),
+                            PolicySteps(run.actor, max_len=cfg.max_new_tokens))
     metrics["sampled_rkl"] = sampled_rkl(logp, teacher_logp, batch.loss_mask)
     return metrics
 
