@@ -11,8 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from posttrain.cli.config_cmd import config_app
+from posttrain.cli.curate import filter_cmd, rejection_sample
 from posttrain.cli.env_cmd import env_app
 from posttrain.cli.harness_search_cmd import harness_search
+from posttrain.cli.options import ConfigFile, OutDir, Overrides, Overwrite, Resume
+from posttrain.cli.options import load_or_fail as _load
 from posttrain.cli.output import console
 from posttrain.cli.output import fail as _fail
 from posttrain.cli.serve_cmd import free_port_or_fail, serve
@@ -29,6 +32,8 @@ app.add_typer(config_app, name="config")
 app.add_typer(env_app, name="env")
 app.command(name="harness-search")(harness_search)
 app.command()(serve)
+app.command(name="filter")(filter_cmd)
+app.command(name="rejection-sample")(rejection_sample)
 
 
 def _version(shown: bool) -> None:
@@ -44,24 +49,6 @@ def _options(version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="print the version and exit")]
         = False) -> None:
     """Post-train language models: SFT, then RL with verifiable rewards. Runs on a CPU."""
-
-Overrides = Annotated[list[str] | None, typer.Argument(help="dotted.key=value overrides")]
-ConfigFile = Annotated[Path, typer.Argument(help="YAML config")]
-Resume = Annotated[bool, typer.Option(help="continue the run in the output directory from its "
-                                      "newest checkpoint")]
-Overwrite = Annotated[bool, typer.Option(help="replace the run already in the output directory")]
-OutDir = Annotated[str | None, typer.Option(help="output directory (the config's out_dir)")]
-
-
-def _load(config: Path | None, overrides: list[str] | None, **forced):
-    from posttrain.config import ConfigError, load_config
-
-    extra = [f"{k}={json.dumps(v)}" for k, v in forced.items() if v is not None]
-    try:
-        return load_config(config, list(overrides or []) + extra)
-    except ConfigError as e:
-        _fail(str(e))
-
 
 STAGE_EVALS = [("eval_before", "before"), ("eval_after_sft", "after SFT"),
                ("eval_after_pref", "after pref"), ("eval_after_distill", "after KD"),
@@ -221,80 +208,6 @@ def eval_(
         if out is not None:
             write_eval(out, episodes, parts.eval_tasks, cfg.eval.samples, result)
     typer.echo(json.dumps(result, indent=2))
-
-
-Model = Annotated[Path, typer.Option(help="local Hugging Face model directory to sample")]
-Out = Annotated[Path, typer.Option(help="JSONL file to write")]
-K = Annotated[int, typer.Option(min=1, help="samples per prompt")]
-NumPrompts = Annotated[int, typer.Option(min=1, help="train prompts to sample")]
-Temperature = Annotated[float, typer.Option(min=0.0, help="sampling temperature")]
-
-
-@app.command(name="filter")
-def filter_cmd(
-    config: ConfigFile,
-    model: Model,
-    out: Out,
-    overrides: Overrides = None,
-    k: K = 8,
-    num_prompts: NumPrompts = 200,
-    temperature: Temperature = 1.0,
-    min_pass: Annotated[float | None, typer.Option(
-        min=0.0, max=1.0, help="keep pass rate >= this (unset: > 0)")] = None,
-    max_pass: Annotated[float | None, typer.Option(
-        min=0.0, max=1.0, help="keep pass rate <= this (unset: < 1)")] = None,
-) -> None:
-    """Keep the train prompts whose pass rate over K samples lies in a range.
-
-    Samples MODEL K times on each train prompt of CONFIG's task and writes the kept prompts
-    as JSONL rows {messages, reference, pass_rate, passes, k}."""
-    from posttrain.data.curation import filter_row, in_range
-
-    _curate(_load(config, overrides), model, k, num_prompts, temperature, out, filter_row,
-            lambda row: in_range(row["pass_rate"], min_pass, max_pass))
-
-
-@app.command(name="rejection-sample")
-def rejection_sample(
-    config: ConfigFile,
-    model: Model,
-    out: Out,
-    overrides: Overrides = None,
-    k: K = 8,
-    num_prompts: NumPrompts = 200,
-    temperature: Temperature = 1.0,
-    threshold: Annotated[float, typer.Option(help="keep a best answer with reward >= this")]
-    = 1.0,
-) -> None:
-    """Keep the best of K samples per train prompt when its reward reaches THRESHOLD.
-
-    Samples MODEL on CONFIG's task and writes SFT rows {messages, reward, pass_rate}, usable
-    as sft.data."""
-    from posttrain.data.curation import best_row
-
-    cfg = _load(config, overrides)
-    if not cfg.single_turn:
-        _fail(f"rejection-sample writes single-turn answers; task.name={cfg.task.name} is an "
-              "agent task")
-    _curate(cfg, model, k, num_prompts, temperature, out, lambda s: best_row(s, threshold),
-            lambda row: True)
-
-
-def _curate(cfg, model: Path, k: int, num_prompts: int, temperature: float, out: Path,
-            to_row, keep) -> None:
-    """Sample, turn each prompt's samples into a row (or None), write the kept rows."""
-    from posttrain.cli.curate import sampled, write_rows
-    from posttrain.models import ModelNotFoundError
-
-    def rows():
-        try:
-            for s in sampled(cfg, model, k, num_prompts, temperature, console):
-                yield to_row(s)
-        except ModelNotFoundError as e:
-            _fail(str(e))
-
-    kept, seen = write_rows(out, rows(), keep)
-    console.print(f"kept {kept} of {seen} prompts -> {out}")
 
 
 @app.command(name="teacher-logits")

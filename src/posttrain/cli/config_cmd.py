@@ -4,13 +4,13 @@ stage will do (``config.explain``)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from posttrain.cli.options import ConfigFile, Overrides
 from posttrain.cli.output import console, fail
 
 config_app = typer.Typer(no_args_is_help=True,
@@ -21,9 +21,8 @@ SOURCE_STYLE = {"default": "dim", "file": "cyan", "override": "bold yellow"}
 
 @config_app.command()
 def explain(
-    config: Annotated[Path, typer.Argument(help="YAML config")],
-    overrides: Annotated[list[str] | None, typer.Argument(
-        help="dotted.key=value overrides")] = None,
+    config: ConfigFile,
+    overrides: Overrides = None,
     changed: Annotated[bool, typer.Option(
         help="list only the values the file or an override set")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON on stdout")] = False,

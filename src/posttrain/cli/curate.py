@@ -8,21 +8,25 @@ import os
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.progress import Progress
 
-from posttrain.config import RunConfig
-from posttrain.data.curation import Sampled, sample_prompts
-from posttrain.models import load_tokenizer
-from posttrain.recipes.placement import make_engine
-from posttrain.recipes.run_tasks import RunTasks
-from posttrain.types import SamplingParams
+from posttrain.cli.options import ConfigFile, Overrides, load_or_fail
+from posttrain.cli.output import console, fail
 
 
-def sampled(cfg: RunConfig, model: Path, k: int, num_prompts: int, temperature: float,
-            console: Console) -> Iterator[Sampled]:
+def sampled(cfg, model: Path, k: int, num_prompts: int, temperature: float,
+            console: Console) -> Iterator:
     """``k`` scored samples of ``num_prompts`` train prompts, with a progress bar."""
+    from posttrain.data.curation import sample_prompts
+    from posttrain.models import load_tokenizer
+    from posttrain.recipes.placement import make_engine
+    from posttrain.recipes.run_tasks import RunTasks
+    from posttrain.types import SamplingParams
+
     parts = RunTasks(cfg)
     tokenizer = load_tokenizer(model)
     engine = make_engine(cfg, model, tokenizer)
@@ -56,3 +60,74 @@ def write_rows(out: Path, rows: Iterator[dict | None], keep: Callable[[dict], bo
         raise
     os.replace(tmp, out)
     return kept, seen
+
+
+Model = Annotated[Path, typer.Option(help="local Hugging Face model directory to sample")]
+Out = Annotated[Path, typer.Option(help="JSONL file to write")]
+K = Annotated[int, typer.Option(min=1, help="samples per prompt")]
+NumPrompts = Annotated[int, typer.Option(min=1, help="train prompts to sample")]
+Temperature = Annotated[float, typer.Option(min=0.0, help="sampling temperature")]
+
+
+def filter_cmd(
+    config: ConfigFile,
+    model: Model,
+    out: Out,
+    overrides: Overrides = None,
+    k: K = 8,
+    num_prompts: NumPrompts = 200,
+    temperature: Temperature = 1.0,
+    min_pass: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="keep pass rate >= this (unset: > 0)")] = None,
+    max_pass: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="keep pass rate <= this (unset: < 1)")] = None,
+) -> None:
+    """Keep the train prompts whose pass rate over K samples lies in a range.
+
+    Samples MODEL K times on each train prompt of CONFIG's task and writes the kept prompts
+    as JSONL rows {messages, reference, pass_rate, passes, k}."""
+    from posttrain.data.curation import filter_row, in_range
+
+    _curate(load_or_fail(config, overrides), model, k, num_prompts, temperature, out, filter_row,
+            lambda row: in_range(row["pass_rate"], min_pass, max_pass))
+
+
+def rejection_sample(
+    config: ConfigFile,
+    model: Model,
+    out: Out,
+    overrides: Overrides = None,
+    k: K = 8,
+    num_prompts: NumPrompts = 200,
+    temperature: Temperature = 1.0,
+    threshold: Annotated[float, typer.Option(help="keep a best answer with reward >= this")]
+    = 1.0,
+) -> None:
+    """Keep the best of K samples per train prompt when its reward reaches THRESHOLD.
+
+    Samples MODEL on CONFIG's task and writes SFT rows {messages, reward, pass_rate}, usable
+    as sft.data."""
+    from posttrain.data.curation import best_row
+
+    cfg = load_or_fail(config, overrides)
+    if not cfg.single_turn:
+        fail(f"rejection-sample writes single-turn answers; task.name={cfg.task.name} is an "
+             "agent task")
+    _curate(cfg, model, k, num_prompts, temperature, out, lambda s: best_row(s, threshold),
+            lambda row: True)
+
+
+def _curate(cfg, model: Path, k: int, num_prompts: int, temperature: float, out: Path,
+            to_row, keep) -> None:
+    """Sample, turn each prompt's samples into a row (or None), write the kept rows."""
+    from posttrain.models import ModelNotFoundError
+
+    def rows():
+        try:
+            for s in sampled(cfg, model, k, num_prompts, temperature, console):
+                yield to_row(s)
+        except ModelNotFoundError as e:
+            fail(str(e))
+
+    kept, seen = write_rows(out, rows(), keep)
+    console.print(f"kept {kept} of {seen} prompts -> {out}")

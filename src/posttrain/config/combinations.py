@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from posttrain.harness.swarm import SWARM_PARTS
-from posttrain.models.presets import MOE_ARCHITECTURES
 from posttrain.rewards import ENV
 from posttrain.settings.rules import changed, sections, unread
 
@@ -19,11 +18,9 @@ def check_combinations(cfg) -> None:
     for section in sections(cfg):
         section.check(cfg)
     device_rules(cfg)
-    routing_rules(cfg)
     env_part_rules(cfg)
     unused_sections(cfg)
     stage_options(cfg)
-    data_rules(cfg)
     run_rules(cfg)
 
 
@@ -82,28 +79,6 @@ def device_rules(cfg) -> None:
                          "bf16")
 
 
-def routing_rules(cfg) -> None:
-    """``trainer.routing_replay`` needs the routing recorded: by the in-process torch engine,
-    on synchronous single-turn samples (the only ones that carry it); router options need a
-    mixture-of-experts model (known here for a preset)."""
-    dense = cfg.model.path is None and cfg.model.architecture not in MOE_ARCHITECTURES
-    for key, on in (("trainer.routing_replay", cfg.trainer.routing_replay),
-                    ("actor.router_aux_coef", cfg.actor.router_aux_coef > 0)):
-        if on and dense:
-            raise ValueError(f"{key} is set but cannot take effect: model.architecture="
-                             f"{cfg.model.architecture} has no experts")
-    if not cfg.trainer.routing_replay:
-        return
-    why = [reason for reason, broken in (
-        (f"engine.name is {cfg.engine.name} (it does not record routing)",
-         not cfg.engine.RECORDS_ROUTING),
-        ("dist.backend is ray (engine actors do not record it)", cfg.dist.backend == "ray"),
-        ("rl.mode is async", cfg.rl.mode == "async"),
-        (f"task.name={cfg.task.name} is an agent task", not cfg.single_turn)) if broken]
-    if why:
-        raise ValueError(f"trainer.routing_replay is set but cannot take effect: {why[0]}")
-
-
 def env_part_rules(cfg) -> None:
     """Reward parts scored by an environment (verifier ``env``) go with a task whose
     environment scores them, or ``task.env``."""
@@ -141,22 +116,6 @@ def stage_options(cfg) -> None:
            "(dist.trainer_actor), and the opd stage's teachers with opd.teacher_placement=ray "
            f"(one engine each); stages {cfg.stages} put "
            f"{'only the teachers' if ray_teachers else 'nothing'} on Ray")
-
-
-# stage section -> its options that shape the data it generates from the task
-GENERATED = {"sft": ("num_examples", "error_rate"), "distill": ("num_examples",),
-             "pref": ("num_pairs",), "rm": ("num_pairs",)}
-
-
-def data_rules(cfg) -> None:
-    """What shapes generated data goes without given data; GKD's sampling length with GKD;
-    the preference reference's timing with a loss that has a reference; the held-out share
-    with a task that holds out a share."""
-    for section, keys in GENERATED.items():
-        value = getattr(cfg, section)
-        if value.data is not None:
-            unread(value, section, keys, "the data generated from the task is not used: "
-                   f"{section}.data is set")
 
 
 OPTIMISED = ("sft", "pref", "rm", "distill", "opd", "rl", "critic")  # sections with an optim

@@ -12,7 +12,7 @@ from posttrain.config.combinations import check_combinations
 from posttrain.config.reward_config import RewardConfig
 from posttrain.config.skills_config import SkillsConfig
 from posttrain.models import PRESETS
-from posttrain.models.presets import ARCHITECTURES
+from posttrain.models.presets import ARCHITECTURES, MOE_ARCHITECTURES
 from posttrain.settings import (
     ActorConfig,
     AlgoConfig,
@@ -69,6 +69,27 @@ class ModelConfig(Section):
             raise ValueError("model.architecture shapes a tiny preset; model.path loads its "
                              "own architecture")
         return self
+
+    def check(self, cfg) -> None:
+        """Router options need a mixture-of-experts model (known here for a preset);
+        ``trainer.routing_replay`` needs the routing recorded: by an engine that records it,
+        in this process, on synchronous single-turn samples (the only ones that carry it)."""
+        dense = self.path is None and self.architecture not in MOE_ARCHITECTURES
+        for key, on in (("trainer.routing_replay", cfg.trainer.routing_replay),
+                        ("actor.router_aux_coef", cfg.actor.router_aux_coef > 0)):
+            if on and dense:
+                raise ValueError(f"{key} is set but cannot take effect: model.architecture="
+                                 f"{self.architecture} has no experts")
+        if not cfg.trainer.routing_replay:
+            return
+        why = [reason for reason, broken in (
+            (f"engine.name is {cfg.engine.name} (it does not record routing)",
+             not cfg.engine.RECORDS_ROUTING),
+            ("dist.backend is ray (engine actors do not record it)", cfg.dist.backend == "ray"),
+            ("rl.mode is async", cfg.rl.mode == "async"),
+            (f"task.name={cfg.task.name} is an agent task", not cfg.single_turn)) if broken]
+        if why:
+            raise ValueError(f"trainer.routing_replay is set but cannot take effect: {why[0]}")
 
 
 class RunConfig(Section):

@@ -149,6 +149,9 @@ class DistillConfig(StageConfig):
         if "distill" in cfg.stages and (self.teacher is None) == (self.logits is None):
             raise ValueError("the distill stage needs exactly one of distill.teacher (a model "
                              "directory) and distill.logits (stored teacher logits)")
+        if self.data is not None:
+            unread(self, "distill", ["num_examples"], "the data generated from the task is not "
+                   "used: distill.data is set")
         if self.lam == 0:
             unread(self, "distill", ["max_new_tokens"],
                    "it bounds GKD's student samples, and distill.lam is 0 (none are drawn)")

@@ -19,6 +19,8 @@ from posttrain.settings.section import (
     registered,
 )
 
+GIVEN = "the data generated from the task is not used: {}.data is set"
+
 
 class SFTConfig(BatchStageConfig):
     """Supervised fine-tuning on chat data (``data``: conversations in OpenAI, ShareGPT or TRL
@@ -34,6 +36,10 @@ class SFTConfig(BatchStageConfig):
     error_rate: float = Field(0.6, ge=0, le=1)
     optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=30)
     pack_tokens: int | None = Field(None, ge=2)
+
+    def check(self, cfg) -> None:
+        if self.data is not None:
+            unread(self, "sft", ["num_examples", "error_rate"], GIVEN.format("sft"))
 
 
 # preference losses on (chosen, rejected) pairs; kto sees the pairs' responses unpaired
@@ -55,11 +61,16 @@ class PairDataConfig(BatchStageConfig):
     generated from the task (the worked solution over the flawed one) and ``eval_pairs`` from
     its held-out split."""
 
+    KEY: ClassVar[str]  # the section's name in the config
     data: str | None = None
     num_pairs: Count = 4000
     eval_pairs: Count = 200
     steps: Steps = 200
     eval_every: Every = 50
+
+    def check(self, cfg) -> None:
+        if self.data is not None:
+            unread(self, self.KEY, ["num_pairs"], GIVEN.format(self.KEY))
 
 
 class PreferenceConfig(PairDataConfig):
@@ -68,11 +79,13 @@ class PreferenceConfig(PairDataConfig):
     (same numbers). The held-out pairs measure the implicit reward's accuracy every
     ``eval_every`` steps."""
 
+    KEY: ClassVar[str] = "pref"
     loss: PreferenceLossConfig = PreferenceLossConfig()
     reference: Literal["precompute", "on_the_fly"] = "precompute"
     optim: OptimConfig = OptimConfig(lr=1e-5, warmup_steps=10)
 
     def check(self, cfg) -> None:
+        super().check(cfg)
         if "pref" in cfg.stages and self.data is None and not cfg.task.PAIRS:
             raise ValueError("pref.data is null: generated preference pairs exist for "
                              f"task.name=arithmetic, not {cfg.task.name}")
@@ -87,5 +100,6 @@ class RewardModelConfig(PairDataConfig):
     per response) or ``pairwise_classifier`` (a score per comparison of two answers); ``steps``
     of ``batch_size`` pairs; held-out accuracy every ``eval_every`` steps."""
 
+    KEY: ClassVar[str] = "rm"
     loss: Literal["bradley_terry", "pairwise_classifier"] = "bradley_terry"
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=10)
