@@ -179,6 +179,24 @@ def test_a_key_the_saved_config_lacks_counts_only_away_from_its_default(tmp_path
     assert config_changes(saved, more) == ["reward.parts.extra"]
 
 
+def test_a_run_an_older_posttrain_saved_resumes(tmp_path):
+    """The config.yaml of a run started before task families and shown defaults (every task
+    key under task, the engine's kv_cache_gib, null for the loss's own defaults) trains the
+    same thing as today's config of that run."""
+    current = RunConfig().model_dump(mode="json")
+    older = yaml.safe_load(yaml.safe_dump(current))
+    older["task"] |= {"submissions": {"max_submissions": 3, "penalty": 0.1}, "dataset": None,
+                      "dataset_config": {}, "data": None}
+    older["engine"]["kv_cache_gib"] = 1
+    older["actor"]["policy_loss"] |= {"eps_low": None, "eps_high": None}
+    saved = tmp_path / "config.yaml"
+    saved.write_text(yaml.safe_dump(older))
+    assert config_changes(saved, current) == []
+    older["actor"]["policy_loss"]["eps_high"] = 0.28
+    saved.write_text(yaml.safe_dump(older))
+    assert config_changes(saved, current) == ["actor.policy_loss.eps_high"]
+
+
 def test_a_checkpoint_without_record_lengths_leaves_the_records_as_they_are(tmp_path):
     """A checkpoint written before records were measured resumes without cutting them."""
     out = tmp_path / "run"

@@ -146,6 +146,18 @@ def test_a_catalogue_functions_defaults_are_shown_and_follow_its_name():
     assert mine.actor.policy_loss.hyperparameters() == {"eps_low": 0.2, "eps_high": 0.28}
 
 
+def test_a_null_left_to_another_setting_is_shown_resolved_where_it_is_read():
+    quick = load_config("configs/quickstart.yaml")
+    assert (quick.rl.sync.tolerance, quick.eval.ks) == (1e-3, [1])
+    assert load_config(None, ["trainer.precision=bf16"]).rl.sync.tolerance == 2e-2
+    gae = load_config(None, ["algo.adv_estimator=gae", "critic.enabled=true"])
+    assert (gae.algo.gamma, gae.algo.lam, gae.algo.omega) == (1.0, 0.95, None)
+    assert load_config(None, ["eval.samples=4", "eval.temperature=1"]).eval.ks == [1, 4]
+    unread = load_config(None, ["stages=[sft]"]), load_config(None, ["rl.sync.probes=0"])
+    assert [c.rl.sync.tolerance for c in unread] == [None, None]  # no code reads it
+    assert build_config(gae.model_dump(mode="json", by_alias=True)) == gae  # as saved
+
+
 @pytest.mark.parametrize("path", sorted(__import__("pathlib").Path("configs").glob("*.yaml")))
 def test_every_shipped_recipe_loads(path, recipe_overrides):
     cfg = load_config(path, recipe_overrides(path))

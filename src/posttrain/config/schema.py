@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from posttrain.algos.registry import facts
 from posttrain.config.agent_config import AgentConfig
 from posttrain.config.combinations import check_combinations
 from posttrain.config.reward_config import RewardConfig
@@ -30,6 +31,7 @@ from posttrain.settings import (
 )
 from posttrain.settings.engine_family import EngineFamily
 from posttrain.settings.family import chosen, default_member
+from posttrain.settings.rl_config import ESTIMATOR_OPTIONS, SYNC_TOLERANCE
 from posttrain.settings.task_family import TaskFamily
 
 Task = chosen(TaskFamily, "arithmetic")  # the member ``task.name`` selects
@@ -158,4 +160,25 @@ class RunConfig(Section):
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:
         check_combinations(self)
+        return self
+
+    @model_validator(mode="after")
+    def _resolved(self) -> RunConfig:
+        """Values a null leaves to another setting, resolved where the run reads them (after
+        the rules, which compare against the defaults), so ``config explain`` and the saved
+        ``config.yaml`` show them: the sync probes' tolerance at ``trainer.precision``, the
+        advantage estimator's own options, and ``eval.ks``."""
+        if "rl" in self.stages:
+            rl, algo = self.rl, self.algo
+            if rl.sync.probes and rl.sync.tolerance is None:
+                tolerance = SYNC_TOLERANCE[self.trainer.precision]
+                self.__dict__["rl"] = rl.model_copy(
+                    update={"sync": rl.sync.model_copy(update={"tolerance": tolerance})})
+            own = facts("advantage", algo.adv_estimator).defaults()
+            options = {key: own[name] for key, (takers, name) in ESTIMATOR_OPTIONS.items()
+                       if algo.adv_estimator in takers and name in own
+                       and getattr(algo, key) is None}
+            self.__dict__["algo"] = algo.model_copy(update=options)
+        if self.eval.ks is None:
+            self.__dict__["eval"] = self.eval.model_copy(update={"ks": self.eval.pass_ks()})
         return self

@@ -130,11 +130,17 @@ def _lock(out: Path) -> IO:
 
 def config_changes(saved: Path, config: dict[str, Any]) -> list[str]:
     """Dotted keys whose values differ between the run's saved config and ``config``, but for
-    ``RESUMABLE`` ones (none when nothing was saved). A key the saved config lacks (a newer
+    ``RESUMABLE`` ones (none when nothing was saved). The saved config is read as this
+    version reads it, so a run an older posttrain started (nulls now shown as the values they
+    meant, keys of task families it did not use) resumes; a key it lacks (a newer
     posttrain's) counts as changed only when ``config`` sets it away from its default."""
     if not saved.is_file():
         return []
     old = yaml.safe_load(saved.read_text()) or {}
+    try:  # as this version reads it: its defaults shown, other members' keys dropped
+        old = RunConfig.model_validate(old).model_dump(mode="json")
+    except ValueError:
+        pass  # compared as written
     defaults = RunConfig().model_dump(mode="json")
     return [k for k in _diff(old, config, defaults)
             if not any(k == r or k.startswith(f"{r}.") for r in RESUMABLE)]

@@ -26,7 +26,14 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field, SerializeAsAny, ValidationError, WrapValidator, model_validator
+from pydantic import (
+    Field,
+    SerializeAsAny,
+    TypeAdapter,
+    ValidationError,
+    WrapValidator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails
 
 from posttrain.settings.extension import is_path, load_object
@@ -100,21 +107,33 @@ def member_of(family: str, name: str) -> Any:
 
 def _without_others_defaults(cls: type[Member], data: dict) -> dict:
     """``data`` less the keys this member lacks but other members of its family take, left at
-    those members' defaults (a full config file names another member's keys; switching
-    ``name`` keeps it valid). Set away from them, such a key is an error naming its members."""
+    those members' defaults or null (a full config file names another member's keys;
+    switching ``name`` keeps it valid). Set away from them, such a key is an error naming its members."""
     family, kept = getattr(cls, "FAMILY", None), dict(data)
     for key, value in data.items():
         if family is None or key in cls.model_fields:
             continue
         takers = {n: member_of(family, n).model_fields[key] for n in names(family)
                   if key in member_of(family, n).model_fields}
-        if takers and all(value == f.get_default(call_default_factory=True)
-                          for f in takers.values()):
+        if takers and all(_at_default(f, value) for f in takers.values()):
             del kept[key]
         elif takers:
             raise _at(key, f"applies to {cls.KEY} in ({', '.join(takers)}), not "
                            f"{data[cls.KEY]}")
     return kept
+
+
+def _at_default(field: Any, value: Any) -> bool:
+    """Whether ``value`` (as given in a config) is ``field``'s default, or null (unset)."""
+    if value is None or field.is_required():
+        return value is None
+    adapter = TypeAdapter(field.annotation)
+    try:
+        given = adapter.validate_python(value)
+    except ValueError:
+        return False
+    default = field.get_default(call_default_factory=True)
+    return adapter.dump_python(given, mode="json") == adapter.dump_python(default, mode="json")
 
 
 def chosen(base: type[Member], default: str) -> Any:
