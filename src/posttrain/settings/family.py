@@ -108,7 +108,8 @@ def member_of(family: str, name: str) -> Any:
 def _without_others_defaults(cls: type[Member], data: dict) -> dict:
     """``data`` less the keys this member lacks but other members of its family take, left at
     those members' defaults or null (a full config file names another member's keys;
-    switching ``name`` keeps it valid). Set away from them, such a key is an error naming its members."""
+    switching ``name`` keeps it valid). Set away from them, such a key is an error naming its
+    members."""
     family, kept = getattr(cls, "FAMILY", None), dict(data)
     for key, value in data.items():
         if family is None or key in cls.model_fields:
