@@ -17,8 +17,7 @@ from posttrain.harness.swarm import SUBAGENT_PROMPT, Swarm, SwarmSettings
 from posttrain.harness.tool_calls import format_tool_call
 from posttrain.recipes.build import RunParts
 from posttrain.rewards import RewardFunction
-from posttrain.rollout.evaluation import rollout_metrics
-from posttrain.rollout.reward_shaping import shape_rewards
+from posttrain.rollout.scoring import rollout_metrics, shape_rewards
 from posttrain.types import Batch, SamplingParams
 
 CODES = {"alpha": 17, "beta": 25, "gamma": 8}

@@ -9,7 +9,7 @@ from posttrain.config import ConfigError, load_config
 from posttrain.harness import ToolRegistry
 from posttrain.harness.guard import BLOCKED
 from posttrain.recipes.run_tasks import rollout_function
-from posttrain.rollout.evaluation import rollout_metrics
+from posttrain.rollout.scoring import rollout_metrics
 from posttrain.types import SamplingParams
 
 HISTORY = '<tool_call>{"name": "shell", "arguments": {"command": "git log"}}</tool_call>'

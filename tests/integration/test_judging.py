@@ -24,7 +24,7 @@ from posttrain.rollout.judged import (
     ScoreJudge,
     chat_compare,
 )
-from posttrain.rollout.missing import missing_metrics
+from posttrain.rollout.scoring import missing_metrics
 from posttrain.rollout.single_turn import rollout
 from posttrain.types import Episode, SamplingParams, Segment, read_episodes
 

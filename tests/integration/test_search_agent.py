@@ -7,7 +7,7 @@ from agent_helpers import ScriptedEngine
 from posttrain.envs import SearchTasks
 from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry
 from posttrain.rewards import RewardFunction
-from posttrain.rollout.agent import tool_use_rate
+from posttrain.rollout.scoring import tool_use_rate
 from posttrain.types import SamplingParams
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from posttrain.config import ConfigError, load_config
 from posttrain.envs import ArithmeticTasks, EffortTask
-from posttrain.rollout.reward_shaping import shape_rewards
+from posttrain.rollout.scoring import shape_rewards
 from posttrain.settings import ShapingRule
 from posttrain.types import Episode, Segment
 

@@ -12,7 +12,7 @@ import pytest
 
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.user_reward import Sample
-from posttrain.rollout.missing import fill_missing, missing_metrics
+from posttrain.rollout.scoring import fill_missing, missing_metrics
 from posttrain.types import Episode, Segment
 
 CODE = '''

@@ -37,3 +37,8 @@ def resolve_device(name: str, key: str = "device") -> torch.device:
     elif device.type != "cpu":
         raise ValueError(f"{key}: {name!r} is not auto, cpu, cuda or cuda:N")
     return device
+
+
+def full(t: torch.Tensor) -> torch.Tensor:
+    """A sharded (DTensor) value gathered whole; a plain tensor as is."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t

@@ -129,3 +129,14 @@ def token_distributions(
     flat = hidden[:, :-1].reshape(-1, hidden.shape[-1]).index_select(0, index)
     logits = model.get_output_embeddings()(flat).float() / temperature
     return torch.log_softmax(logits, dim=-1)
+
+
+class Scorer(torch.nn.Module):
+    """``sequence_logprobs(model, ...)`` as this module's forward."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options):
+        return sequence_logprobs(self.model, input_ids, attention_mask, **options)

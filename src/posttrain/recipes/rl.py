@@ -198,10 +198,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
         trainer = policy_trainer(cfg, model, cfg.rl.optim, cfg.rl.steps, ref)
         critic = critic_trainer(cfg, start_dir, ckpt)
         start = parts.resume(ckpt, trainer, critic)
-        sync = cfg.rl.sync.model_copy(update={"tolerance": cfg.rl.sync.limit(
-            cfg.trainer.precision)})  # null: the precision's default
-        rl_cfg = cfg.rl.model_copy(update={"sync": sync})
-        run = parts.loop_run(RLRun, trainer, tokenizer, start, evals, cfg=rl_cfg, algo=cfg.algo,
+        sync = cfg.rl.sync  # its tolerance resolved at trainer.precision (config.schema)
+        run = parts.loop_run(RLRun, trainer, tokenizer, start, evals, cfg=cfg.rl, algo=cfg.algo,
                              actor=cfg.actor, critic=critic, critic_cfg=cfg.critic,
                              shaping=cfg.reward.shaping, prompt_budgets=PromptBudgets(
                                  cfg.reward.accuracy_part, parts.out / PROMPT_BUDGETS),

@@ -44,7 +44,8 @@ class RewardFunction:
     from the episode's own environment verdict (``env_parts``); without one it scores 0. A
     ``judge`` part scores 0 here and is filled in after the rollout by its judge. With
     ``synthesis`` ``(name, {input: part})`` the reward is that catalogue function of the parts
-    instead of their weighted sum (``grs``; ``rewards.synthesis``).
+    instead of their weighted sum (``grs``; ``rewards.synthesis``). ``fallible_parts``: the
+    parts that can be missing (reward functions, ``math``, judges).
     """
 
     weights: Mapping[str, tuple[str, float]]
@@ -66,16 +67,15 @@ class RewardFunction:
                 )
         object.__setattr__(self, "_functions", functions)
         object.__setattr__(self, "_warned", set())  # parts whose first failure was logged
+        object.__setattr__(self, "_user", {n for n, (v, _) in self.weights.items()
+                                           if is_path(v)})  # parts a reward function scores
+        object.__setattr__(self, "fallible_parts", [  # the parts that can be missing
+            n for n, (v, _) in self.weights.items()
+            if n in self._user or v in FALLIBLE_VERIFIERS or v == JUDGE])
 
     def __reduce__(self):  # rebuilt from the spec (a file-loaded function pickles badly)
         return RewardFunction, (dict(self.weights), dict(self.keys), self.timeout_s,
                                 self.synthesis)
-
-    @property
-    def fallible_parts(self) -> list[str]:
-        """The parts that can be missing (reward functions, ``math``, judges)."""
-        return [n for n, (v, _) in self.weights.items()
-                if is_path(v) or v in FALLIBLE_VERIFIERS or v == JUDGE]
 
     def __call__(self, completion: str, reference: str,
                  env_parts: Mapping[str, float] | None = None) -> Scored:
@@ -93,7 +93,7 @@ class RewardFunction:
             parts: dict[str, float] = {}
             missing: dict[str, str] = {}
             for name, (verifier, _) in self.weights.items():
-                if is_path(verifier):
+                if name in self._user:
                     value = given[verifier][j]
                     if isinstance(value, dict):
                         key = self.keys.get(name)

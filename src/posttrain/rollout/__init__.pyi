@@ -2,11 +2,11 @@
 
 from .agent import AgentRollout
 from .async_source import AsyncEpisodes
-from .evaluation import evaluated, rollout_metrics
+from .evaluation import evaluated
 from .external import ExternalAgentRollout, command_agent
 from .greedy_baseline import GreedyBaseline
 from .judged import JudgedRollout
-from .reward_shaping import informative, shape_rewards
+from .scoring import informative, rollout_metrics, shape_rewards
 from .single_turn import SyncEpisodes, rollout
 
 __all__ = ["AgentRollout", "AsyncEpisodes", "ExternalAgentRollout", "GreedyBaseline",

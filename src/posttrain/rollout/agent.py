@@ -21,7 +21,7 @@ from posttrain.harness import (
     run_tree,
 )
 from posttrain.rewards import RewardFunction
-from posttrain.rollout.missing import fill_missing
+from posttrain.rollout.scoring import fill_missing
 from posttrain.types import Episode, SamplingParams
 
 
@@ -100,11 +100,3 @@ class AgentRollout:
         if self.task_env is None:
             return EpisodeItem(task.messages(), task.reference, group_id, tools)
         return EpisodeItem([], task.reference, group_id, tools, partial(self.task_env, task))
-
-
-def tool_use_rate(episodes: Sequence[Episode]) -> float:
-    """Share of episodes that made at least one tool call without an error."""
-    def used(e: Episode) -> bool:
-        return any(not err for r in e.meta.get("tool_records", []) for err in r["errors"])
-
-    return sum(used(e) for e in episodes) / max(len(episodes), 1)

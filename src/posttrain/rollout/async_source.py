@@ -18,9 +18,8 @@ from posttrain.rollout.async_loop import AsyncRollout, Worker
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, GroupSource
 from posttrain.rollout.external import ExternalAgentRollout
-from posttrain.rollout.missing import fill_missing
 from posttrain.rollout.prompt_budgets import PromptBudgets
-from posttrain.rollout.reward_shaping import informative, shape_rewards
+from posttrain.rollout.scoring import fill_missing, informative, shape_rewards
 from posttrain.rollout.single_turn import rollout
 from posttrain.rollout.worker import RolloutWorker
 from posttrain.settings import DynamicSamplingConfig, RLConfig, ShapingRule

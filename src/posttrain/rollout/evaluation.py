@@ -8,9 +8,8 @@ from collections.abc import Callable, Sequence
 from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.rewards import RewardFunction
-from posttrain.rollout.agent import tool_use_rate
-from posttrain.rollout.missing import missing_metrics
 from posttrain.rollout.sample_metrics import sample_metrics
+from posttrain.rollout.scoring import missing_metrics, swarm_metrics, tool_use_rate
 from posttrain.rollout.single_turn import rollout
 from posttrain.settings import EvalConfig
 from posttrain.types import Episode
@@ -103,32 +102,3 @@ def pass_rates(episodes: Sequence[Episode], samples: int, accuracy_part: str) ->
     """Each task's mean ``accuracy_part`` over its ``samples`` episodes."""
     return [sum(e.rewards[accuracy_part] for e in mine) / len(mine)
             for mine in per_task(episodes, samples)]
-
-
-def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:
-    n = len(episodes)
-    out = {"reward": sum(e.reward for e in episodes) / n}
-    for name in episodes[0].rewards:
-        out[f"reward/{name}"] = sum(e.rewards[name] for e in episodes) / n
-    out["accuracy"] = out[f"reward/{accuracy_part}"]
-    out["response_length"] = sum(e.segments[0].num_trainable for e in episodes) / n
-    out["truncated"] = sum(e.finish_reason in ("length", "max_tokens") for e in episodes) / n
-    out |= missing_metrics(episodes)
-    if any("tool_records" in e.meta for e in episodes):
-        out["tool_use"] = tool_use_rate(episodes)
-        for key in ("turns", "compactions", "guard_flags", "guard_blocks",
-                    "guard_judge_failures"):
-            out[key] = sum(e.meta[key] for e in episodes) / n
-    return out | swarm_metrics(episodes)
-
-
-def swarm_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Swarm episodes' means: ``swarm/subagents`` spawned, ``swarm/critical_steps`` (the
-    cost: the longest chain) and ``swarm/total_steps``, and ``swarm/spawning``, the share of
-    episodes that spawned at all; nothing for other episodes."""
-    if not episodes or "subagents" not in episodes[0].meta:
-        return {}
-    n = len(episodes)
-    out = {f"swarm/{k}": sum(e.meta[k] for e in episodes) / n
-           for k in ("subagents", "critical_steps", "total_steps")}
-    return out | {"swarm/spawning": sum(e.meta["subagents"] > 0 for e in episodes) / n}

@@ -31,7 +31,7 @@ from posttrain.rewards.judge import (
     question_of,
     score_messages,
 )
-from posttrain.rollout.missing import fill_missing, groups
+from posttrain.rollout.scoring import fill_missing, groups
 from posttrain.types import Batch, Episode
 
 Judge = Callable[[Sequence[Episode], Sequence[Task]], list[float | None]]

@@ -22,9 +22,8 @@ from posttrain.models import encode_prompt
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.compose import Scored
 from posttrain.rewards.user_reward import Sample
-from posttrain.rollout.missing import fill_missing
 from posttrain.rollout.prompt_budgets import PromptBudgets
-from posttrain.rollout.reward_shaping import informative, shape_rewards
+from posttrain.rollout.scoring import fill_missing, informative, shape_rewards
 from posttrain.settings import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.types import Episode, SamplingParams, Segment
 from posttrain.types.sampling import step_seed

@@ -6,9 +6,8 @@ from .losses import RLTokens, rl_loss, sft_loss
 from .objective_steps import distill_step, preference_step, reward_model_step, sft_step
 from .protocol import PolicyTrainer
 from .rl_update import PolicySteps, policy_steps
-from .schedule import build_optimizer, lr_factor
 from .shards import CheckpointMismatchError, is_sharded, whole_model
-from .trainer import Trainer, TrainingDivergedError
+from .trainer import Trainer, TrainingDivergedError, build_optimizer, lr_factor
 
 __all__ = [
     "CheckpointMismatchError",

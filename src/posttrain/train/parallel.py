@@ -24,25 +24,10 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from posttrain.models import sequence_logprobs
+from posttrain.models.devices import full
+from posttrain.models.logprobs import Scorer
 
 T = TypeVar("T")
-
-
-class Scorer(torch.nn.Module):
-    """``sequence_logprobs(model, ...)`` as this module's forward."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options):
-        return sequence_logprobs(self.model, input_ids, attention_mask, **options)
-
-
-def full(t: torch.Tensor) -> torch.Tensor:
-    """A sharded (DTensor) value gathered whole; a plain tensor as is."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 class DataParallel:

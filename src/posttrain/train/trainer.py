@@ -6,7 +6,16 @@ An optimiser step may span many micro-batches; losses use step-global normaliser
 update is the same for any micro-batch size (up to float rounding). A step whose loss or
 gradient norm is not finite is skipped (weights and optimiser untouched) and counted; more
 than ``max_bad_steps`` such steps in a row raise ``TrainingDivergedError``. Parameters and
-optimiser state are fp32; ``trainer.precision`` sets the compute dtype (``train.precision``).
+optimiser state are fp32; ``trainer.precision`` sets the compute dtype.
+
+Mixed precision (``Precision``): forward passes run under ``torch.autocast`` in bf16 or fp16
+over the fp32 master weights, and log-softmax and losses are computed in fp32 on top
+(``models.logprobs`` upcasts the logits). fp16 scales the loss (``GradScaler``): an
+overflowing step is skipped and the scale lowered, without counting as a bad step. fp32
+parameters under autocast rather than bf16 parameters with a separate fp32 copy: one copy of
+the weights, no custom optimiser step, every gradient reaching the fp32 weights unrounded; the
+price is that the matmuls cast the weights to bf16 on every forward, cheap next to the matmul.
+The optimiser is AdamW with linear warmup then cosine decay (``lr_factor``).
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ import torch
 
 from posttrain.algos import StepNorm
 from posttrain.models import frozen, prefix_lengths
-from posttrain.models.devices import resolve_device
+from posttrain.models.devices import full, resolve_device
+from posttrain.models.logprobs import Scorer
 from posttrain.models.lora import (
     adapter_state,
     add_lora,
@@ -32,16 +42,13 @@ from posttrain.models.lora import (
 )
 from posttrain.models.routing import replay
 from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.settings.trainer_config import COMPUTE_DTYPES
 from posttrain.train.parallel import (
     DataParallel,
-    Scorer,
-    full,
     full_optimizer_state,
     gathered_copy,
     load_full_optimizer_state,
 )
-from posttrain.train.precision import Precision
-from posttrain.train.schedule import build_optimizer
 from posttrain.types import Batch
 
 R = TypeVar("R")
@@ -52,6 +59,82 @@ def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:
     """Per-key mean over optimiser steps (a key a step lacks counts as 0)."""
     keys = {k for h in history for k in h}
     return {k: sum(h[k] for h in history if k in h) / len(history) for k in sorted(keys)}
+
+
+class Precision:
+    """The compute precision ``name`` (``fp32``, ``bf16``, ``fp16``) on ``device_type``."""
+
+    def __init__(self, name: str, device_type: str) -> None:
+        if name not in COMPUTE_DTYPES:
+            raise ValueError(f"unknown precision {name!r}; known: {', '.join(COMPUTE_DTYPES)}")
+        if name == "fp16" and device_type != "cuda":
+            raise ValueError("trainer.precision fp16 needs a CUDA device (loss scaling for "
+                             f"fp16 runs there); on {device_type} use bf16")
+        self.name, self.device_type = name, device_type
+        self.dtype = getattr(torch, COMPUTE_DTYPES[name])
+        self.scaler = torch.amp.GradScaler(device_type) if name == "fp16" else None
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Forward passes in the compute dtype (nothing for fp32)."""
+        if self.name == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.dtype)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+
+    def unscale(self, optimizer: torch.optim.Optimizer) -> None:
+        """Gradients back to their true size before clipping (fp16)."""
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
+
+    def overflowed(self, loss: float, grad_norm: float) -> bool:
+        """An fp16 step whose loss is finite but whose scaled gradients overflowed: the scale
+        is lowered and the step skipped (not a sign of divergence)."""
+        if self.scaler is None or not math.isfinite(loss) or math.isfinite(grad_norm):
+            return False
+        self.scaler.update()
+        return True
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.scaler is None:
+            optimizer.step()
+            return
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+    def state_dict(self) -> dict:
+        return {} if self.scaler is None else {"scaler": self.scaler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
+
+
+def lr_factor(step: int, total_steps: int, cfg: OptimConfig) -> float:
+    """Multiplier of ``cfg.lr`` at optimiser step ``step`` (0-based).
+
+    Warmup: ``(step + 1) / warmup_steps``. Then cosine from 1 to ``min_lr_ratio`` over the
+    remaining steps (``constant`` keeps 1).
+    """
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return 1.0
+    span = max(1, total_steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def build_optimizer(
+    model: torch.nn.Module, cfg: OptimConfig, total_steps: int
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(
+        params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total_steps, cfg))
+    return opt, sched
 
 
 class TrainingDivergedError(RuntimeError):

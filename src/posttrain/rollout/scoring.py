@@ -1,0 +1,163 @@
+"""What a rollout does with its scored episodes besides playing them: reward parts left
+missing are filled from their group, the shaping rules reshape the rewards, groups that carry
+no signal are told apart (``informative``), and a rollout's metrics.
+
+Reward parts left missing (a judge without a parsable verdict, a reward function that failed,
+a reference ``math`` cannot parse) are never scored 0 silently: ``meta["missing_parts"]``
+names the part, the part takes the mean of its group's scored samples (so a failure gives no
+advantage either way; 0 when none in the group was scored), and the metrics count the misses
+(``reward/<part>/missing``) for every part that can be missing (``meta["fallible_parts"]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+
+from posttrain.algos import LazyInputs, entry, get
+from posttrain.rewards import RewardFunction
+from posttrain.rollout.prompt_budgets import PromptBudgets
+from posttrain.settings import ShapingRule
+from posttrain.types import Episode
+
+
+def groups(episodes: Sequence[Episode]) -> dict[str, list[int]]:
+    """Row indices of each group, in order."""
+    out: dict[str, list[int]] = defaultdict(list)
+    for i, ep in enumerate(episodes):
+        out[ep.group_id].append(i)
+    return dict(out)
+
+
+def fill_missing(episodes: Sequence[Episode], reward_fn: RewardFunction) -> None:
+    """Every missing part takes its group's mean over the episodes that have it; each
+    total is recomputed with ``reward_fn``'s weights."""
+    for rows in groups(episodes).values():
+        missing = {p for r in rows for p in episodes[r].meta.get("missing_parts", ())}
+        for part in missing:
+            known = [episodes[r].rewards[part] for r in rows
+                     if part not in episodes[r].meta.get("missing_parts", ())]
+            fill = statistics.fmean(known) if known else 0.0
+            for r in rows:
+                if part in episodes[r].meta.get("missing_parts", ()):
+                    episodes[r].rewards[part] = fill
+        if missing:
+            for r in rows:
+                episodes[r].reward = reward_fn.total(episodes[r].rewards)
+
+
+def missing_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """``reward/<part>/missing``: the share of episodes that left ``part`` unscored, for
+    every part that can be missing."""
+    parts = episodes[0].meta.get("fallible_parts", ()) if episodes else ()
+    return {f"reward/{part}/missing": sum(part in e.meta.get("missing_parts", ())
+                                          for e in episodes) / len(episodes)
+            for part in parts}
+
+
+# -- reward shaping ----------------------------------------------------------------------
+def completion_lengths(episodes: Sequence[Episode]) -> torch.Tensor:
+    return torch.tensor([sum(s.num_trainable for s in e.segments) for e in episodes])
+
+
+def shape_rewards(
+    episodes: Sequence[Episode],
+    rules: Sequence[ShapingRule],
+    step: int,
+    efforts: Sequence[int] | None = None,
+    prompt_budgets: PromptBudgets | None = None,
+) -> list[Episode]:
+    """Episodes whose ``reward`` went through ``rules`` in order; the unshaped total stays in
+    ``meta["raw_reward"]`` and the named parts are unchanged. Each rule takes what it asks
+    for (``rewards``, ``lengths`` in completion tokens, ``group_ids``, ``efforts`` and the
+    ``effort_grid``, a swarm episode's ``parallel`` and ``finish`` parts, ``budgets`` from
+    the rule's ``budget``: one number, or ``auto``, each prompt's own from
+    ``prompt_budgets`` at percentile ``rho``; the ``step``) and its declared output is a
+    ``bonus`` to add, a ``cost`` to subtract ``coef`` times, or the new ``reward``."""
+    if not rules or not episodes:
+        return list(episodes)
+    rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)
+    groups = {g: i for i, g in enumerate(dict.fromkeys(e.group_id for e in episodes))}
+    fixed = {
+        "lengths": lambda: completion_lengths(episodes),
+        "group_ids": lambda: torch.tensor([groups[e.group_id] for e in episodes]),
+        "efforts": lambda: torch.tensor([e.meta["effort"] for e in episodes]),
+        "effort_grid": lambda: efforts,
+        "step": lambda: step,
+        **{part: lambda part=part: torch.tensor(  # PARL's parts of a swarm episode (else 0)
+            [e.meta.get("parl", {}).get(part, 0.0) for e in episodes], dtype=torch.float64)
+           for part in ("parallel", "finish")},
+    }
+    for rule in rules:
+        shaping, opts = entry("shaping", rule.name), rule.options()
+        coef, budget = opts.pop("coef", None), opts.pop("budget", None)
+        rho = opts.pop("rho", 50)
+        current = {"rewards": lambda r=rewards: r}
+        if budget == "auto":  # each prompt's own
+            if prompt_budgets is None:
+                raise ValueError(f"shaping {rule.name!r} with budget auto needs prompt_budgets")
+            current["budgets"] = lambda rho=rho: prompt_budgets.budgets(episodes, rho, step)
+        elif budget is not None:  # one budget for all prompts
+            current["budgets"] = lambda r=rewards, b=float(budget): torch.full_like(r, b)
+        value = shaping.call(LazyInputs(**fixed, **current), **opts)
+        if shaping.output == "bonus":
+            rewards = rewards + value
+        elif shaping.output == "cost":
+            rewards = rewards - coef * value
+        else:
+            rewards = value
+    return [dataclasses.replace(e, reward=float(r), meta={**e.meta, "raw_reward": e.reward})
+            for e, r in zip(episodes, rewards.tolist())]
+
+
+def informative(episodes: list[Episode]) -> list[Episode]:
+    """The episodes of groups whose rewards are not all equal (``dynamic_sampling``)."""
+    if not episodes:
+        return []
+    groups = {g: i for i, g in enumerate(dict.fromkeys(e.group_id for e in episodes))}
+    keep = get("shaping", "dynamic_sampling")(
+        rewards=torch.tensor([e.reward for e in episodes]),
+        group_ids=torch.tensor([groups[e.group_id] for e in episodes]))
+    return [e for e, k in zip(episodes, keep.tolist()) if k]
+
+
+# -- a rollout's metrics -------------------------------------------------------------------
+def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:
+    n = len(episodes)
+    out = {"reward": sum(e.reward for e in episodes) / n}
+    for name in episodes[0].rewards:
+        out[f"reward/{name}"] = sum(e.rewards[name] for e in episodes) / n
+    out["accuracy"] = out[f"reward/{accuracy_part}"]
+    out["response_length"] = sum(e.segments[0].num_trainable for e in episodes) / n
+    out["truncated"] = sum(e.finish_reason in ("length", "max_tokens") for e in episodes) / n
+    out |= missing_metrics(episodes)
+    if any("tool_records" in e.meta for e in episodes):
+        out["tool_use"] = tool_use_rate(episodes)
+        for key in ("turns", "compactions", "guard_flags", "guard_blocks",
+                    "guard_judge_failures"):
+            out[key] = sum(e.meta[key] for e in episodes) / n
+    return out | swarm_metrics(episodes)
+
+
+def swarm_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Swarm episodes' means: ``swarm/subagents`` spawned, ``swarm/critical_steps`` (the
+    cost: the longest chain) and ``swarm/total_steps``, and ``swarm/spawning``, the share of
+    episodes that spawned at all; nothing for other episodes."""
+    if not episodes or "subagents" not in episodes[0].meta:
+        return {}
+    n = len(episodes)
+    out = {f"swarm/{k}": sum(e.meta[k] for e in episodes) / n
+           for k in ("subagents", "critical_steps", "total_steps")}
+    return out | {"swarm/spawning": sum(e.meta["subagents"] > 0 for e in episodes) / n}
+
+
+def tool_use_rate(episodes: Sequence[Episode]) -> float:
+    """Share of episodes that made at least one tool call without an error."""
+    def used(e: Episode) -> bool:
+        return any(not err for r in e.meta.get("tool_records", []) for err in r["errors"])
+
+    return sum(used(e) for e in episodes) / max(len(episodes), 1)
