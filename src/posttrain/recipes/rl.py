@@ -168,9 +168,7 @@ def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
     Returns the evaluations made."""
     if entry("advantage", run.algo.adv_estimator).takes("baseline_rewards"):
         rollout_fn = GreedyBaseline(rollout_fn)  # remax: each prompt's greedy decode too
-    return rl_loop(run, SyncEpisodes(engine, run.tokenizer, run.tasks, run.reward_fn, run.cfg,
-                                     run.algo.dynamic_sampling, run.shaping, run.seed, efforts,
-                                     rollout_fn, run.prompt_budgets))
+    return rl_loop(run, SyncEpisodes(engine, run.rollout_plan(), efforts, rollout_fn))
 
 
 def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine],
@@ -181,9 +179,8 @@ def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine],
     ``run.tasks`` in the synchronous run's order, or of any ``groups`` source
     (``TaskMixer.groups`` mixes task families by ratio). Returns the evaluations made."""
     engines = [engine] if isinstance(engine, Engine) else list(engine)
-    return rl_loop(run, AsyncEpisodes(engines, run.tokenizer, run.tasks, run.reward_fn,
-                                      run.cfg, run.algo.dynamic_sampling, run.shaping, run.seed,
-                                      run.start_step, groups, run.prompt_budgets, agent))
+    return rl_loop(run, AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups,
+                                      agent))
 
 
 def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,

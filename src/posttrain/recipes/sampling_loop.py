@@ -17,6 +17,7 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout import rollout
 from posttrain.rollout.evaluation import evaluated
 from posttrain.rollout.prompt_budgets import PromptBudgets
+from posttrain.rollout.single_turn import RolloutPlan
 from posttrain.settings import (
     ActorConfig,
     AlgoConfig,
@@ -97,6 +98,12 @@ class RLRun(LoopRun):
     prompt_budgets: PromptBudgets | None = None
     sleep_engines: bool = False
     evolve: Callable[[int, Sequence[Episode]], dict[str, float]] | None = None
+
+    def rollout_plan(self) -> RolloutPlan:
+        """Where the loop's episodes come from and how they are scored."""
+        return RolloutPlan(self.tokenizer, self.tasks, self.reward_fn, self.cfg,
+                           self.algo.dynamic_sampling, self.shaping, self.seed,
+                           self.prompt_budgets)
 
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(

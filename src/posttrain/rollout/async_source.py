@@ -13,16 +13,13 @@ from typing import TypeVar
 
 from posttrain.engines import Engine, row_seeds
 from posttrain.envs import Task, seek_step
-from posttrain.rewards import RewardFunction
 from posttrain.rollout.async_loop import AsyncRollout, Worker
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, GroupSource
 from posttrain.rollout.external import ExternalAgentRollout
-from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.scoring import fill_missing, informative, shape_rewards
-from posttrain.rollout.single_turn import rollout
+from posttrain.rollout.single_turn import RolloutPlan, rollout
 from posttrain.rollout.worker import RolloutWorker
-from posttrain.settings import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.types import Episode
 from posttrain.types.sampling import step_seed
 
@@ -66,21 +63,18 @@ class AsyncEpisodes:
     title = "RL (async)"
     on_policy = False  # the update's mismatch includes the policy's lag behind the samples
 
-    def __init__(self, engines: Sequence[Engine], tokenizer, tasks, reward_fn: RewardFunction,
-                 cfg: RLConfig, dynamic: DynamicSamplingConfig, shaping: Sequence[ShapingRule],
-                 seed: int, start_step: int, groups: GroupSource | None = None,
-                 prompt_budgets: PromptBudgets | None = None,
+    def __init__(self, engines: Sequence[Engine], plan: RolloutPlan, start_step: int,
+                 groups: GroupSource | None = None,
                  agent: ExternalAgentRollout | None = None) -> None:
+        cfg, tokenizer, reward_fn = plan.cfg, plan.tokenizer, plan.reward_fn
         acfg, b, g = cfg.async_, cfg.prompts_per_step, cfg.group_size
-        self.prompt_budgets = prompt_budgets
-        self.cfg, self.dynamic, self.shaping, self.engines = cfg, dynamic, shaping, engines
-        self.reward_fn = reward_fn
+        self.plan, self.engines = plan, engines
         chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
         sampling = cfg.params((tokenizer.eos_token_id,))
         self.workers: list[Worker] = [
             RolloutWorker(e, tokenizer, reward_fn, sampling, chunk) if agent is None
             else agent.worker(e, tokenizer, reward_fn, sampling) for e in engines]
-        dispatcher = Dispatcher(groups or step_groups(tasks, seed, b, g), g, b,
+        dispatcher = Dispatcher(groups or step_groups(plan.tasks, plan.seed, b, g), g, b,
                                 acfg.max_staleness, acfg.max_inflight_per_group,
                                 start_group=start_step * b)
         self.buffer = RolloutBuffer(g, acfg.max_overtake)
@@ -105,21 +99,22 @@ class AsyncEpisodes:
     def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
         """Groups until ``B`` are kept or too many were dropped (a dropped group's capacity is
         released at once so a replacement starts); kept groups in dispatch order."""
-        loop, acfg, b = self.loop, self.cfg.async_, self.cfg.prompts_per_step
+        plan, loop = self.plan, self.loop
+        acfg, b, dynamic = plan.cfg.async_, plan.cfg.prompts_per_step, plan.dynamic
         self._marks = (loop.trainer_wait_s, loop.rollout_idle_s, self._generated())
         self.version = self.engines[0].version
         kept: list[list[Episode]] = []
         sampled: list[Episode] = []
         stale = discarded = 0
-        while len(kept) < b and stale + discarded < self.dynamic.max_rounds * b:
+        while len(kept) < b and stale + discarded < dynamic.max_rounds * b:
             (group,) = loop.wait_groups(1)
-            fill_missing(group, self.reward_fn)
-            group = shape_rewards(group, self.shaping, step, None, self.prompt_budgets)
+            fill_missing(group, plan.reward_fn)
+            group = shape_rewards(group, plan.shaping, step, None, plan.prompt_budgets)
             sampled += group
             if acfg.stale == "drop" and not fresh_enough(group, self.version,
                                                          acfg.max_staleness):
                 stale += 1
-            elif self.dynamic.enabled and not informative(group):
+            elif dynamic.enabled and not informative(group):
                 discarded += 1
             else:
                 kept.append(group)
@@ -131,11 +126,11 @@ class AsyncEpisodes:
             "discarded_groups": float(discarded)}
 
     def staleness(self) -> tuple:
-        return self.version, self.cfg.async_.max_staleness
+        return self.version, self.plan.cfg.async_.max_staleness
 
     def call(self, fn: Callable[[Engine], T], drain: bool = True) -> list[T]:
-        return self.loop.call(fn, drain=drain and not self.cfg.async_.partial_rollout,
-                              timeout=self.cfg.sync.timeout_s)
+        return self.loop.call(fn, drain=drain and not self.plan.cfg.async_.partial_rollout,
+                              timeout=self.plan.cfg.sync.timeout_s)
 
     def first(self, fn: Callable[[Engine], T]) -> T:
         (result,) = self.loop.call(fn, drain=False, workers=[0])

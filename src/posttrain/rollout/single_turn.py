@@ -102,17 +102,14 @@ def score_sample(
                           token_ids, logprobs, versions, finish_reason, group_id, task)
 
 
-@dataclass
-class SyncEpisodes:
-    """Step ``k`` samples ``prompts_per_step`` prompts drawn from ``(seed, k)`` alone (x the
-    ``efforts`` levels: one group per (prompt, effort)) with ``rollout_fn``; with dynamic
-    sampling it keeps the groups that carry signal and, in ``resample`` mode, draws fresh
-    prompts (round ``r`` from ``(seed, k, r)``) until ``prompts_per_step`` do or the rounds
-    run out. Tasks read as a stream draw from position ``k * prompts_per_step`` on
-    (``seek_step``; resampled rounds read ahead: the next step's first prompts). Behaviour
-    log-probs are the current weights' (``on_policy``)."""
+@dataclass(frozen=True)
+class RolloutPlan:
+    """Where an RL step's episodes come from and how they are scored, made once for the loop:
+    ``tasks`` encoded by ``tokenizer``, scored by ``reward_fn``; the loop's ``cfg``
+    (``prompts_per_step`` x ``group_size``, sampling, the async settings), ``dynamic``
+    sampling, the ``shaping`` rules (``prompt_budgets``: per-prompt budgets of those with
+    ``budget: auto``) and the run's ``seed``."""
 
-    engine: Engine
     tokenizer: Any
     tasks: Any
     reward_fn: RewardFunction
@@ -120,9 +117,23 @@ class SyncEpisodes:
     dynamic: DynamicSamplingConfig
     shaping: Sequence[ShapingRule]
     seed: int
+    prompt_budgets: PromptBudgets | None = None
+
+
+@dataclass
+class SyncEpisodes:
+    """Step ``k`` samples ``prompts_per_step`` prompts drawn from ``(seed, k)`` alone (x the
+    ``efforts`` levels: one group per (prompt, effort)) with ``rollout_fn`` on ``engine``, as
+    ``plan`` says; with dynamic sampling it keeps the groups that carry signal and, in
+    ``resample`` mode, draws fresh prompts (round ``r`` from ``(seed, k, r)``) until
+    ``prompts_per_step`` do or the rounds run out. Tasks read as a stream draw from position
+    ``k * prompts_per_step`` on (``seek_step``; resampled rounds read ahead: the next step's
+    first prompts). Behaviour log-probs are the current weights' (``on_policy``)."""
+
+    engine: Engine
+    plan: RolloutPlan
     efforts: Sequence[int] | None = None
     rollout_fn: Callable[..., list[Episode]] = rollout
-    prompt_budgets: PromptBudgets | None = None
     title = "RL"
     on_policy = True
     version: int = field(default=0, init=False)
@@ -134,19 +145,20 @@ class SyncEpisodes:
         pass
 
     def _sample(self, step: int, n: int, round_: int) -> list[Episode]:
-        problems = self.tasks.sample(n, random.Random(f"{self.seed}:rl:{step}:{round_}"))
+        plan = self.plan
+        problems = plan.tasks.sample(n, random.Random(f"{plan.seed}:rl:{step}:{round_}"))
         if self.efforts:
             problems = [EffortTask(p, b) for p in problems for b in self.efforts]
-        sampling = self.cfg.params((self.tokenizer.eos_token_id,),
-                                   step_seed(self.seed, step) + round_)
-        episodes = self.rollout_fn(self.engine, self.tokenizer, problems, self.reward_fn,
-                                   sampling, self.cfg.group_size, group_prefix=f"{round_}-")
-        return shape_rewards(episodes, self.shaping, step, self.efforts, self.prompt_budgets)
+        sampling = plan.cfg.params((plan.tokenizer.eos_token_id,),
+                                   step_seed(plan.seed, step) + round_)
+        episodes = self.rollout_fn(self.engine, plan.tokenizer, problems, plan.reward_fn,
+                                   sampling, plan.cfg.group_size, group_prefix=f"{round_}-")
+        return shape_rewards(episodes, plan.shaping, step, self.efforts, plan.prompt_budgets)
 
     def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
-        cfg, dynamic = self.cfg, self.dynamic
+        cfg, dynamic = self.plan.cfg, self.plan.dynamic
         self.version = step
-        seek_step(self.tasks, step, cfg.prompts_per_step)
+        seek_step(self.plan.tasks, step, cfg.prompts_per_step)
         first = self._sample(step, cfg.prompts_per_step, 0)
         if not dynamic.enabled:
             return first, first, {}
