@@ -20,7 +20,7 @@ from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout import informative
 from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, KLConfig, OptimConfig, RLConfig
 from posttrain.train import Trainer
-from posttrain.train.episode_advantages import compute_advantages
+from posttrain.train.episode_advantages import compute_advantages, estimator_options
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 TASKS = ArithmeticTasks(("+",), 1)
@@ -185,7 +185,7 @@ def test_reinforce_plus_plus_gets_outcome_rewards_and_the_token_kl_once():
     assert got == pytest.approx(expected, rel=1e-6)  # float32 of float64 arithmetic
     cfg = load_config(None, ["stages=[rl]", "algo.adv_estimator=reinforce_plus_plus",
                              "rl.group_size=1", "algo.gamma=0.9"])
-    assert cfg.algo.estimator_options() == {"gamma": 0.9}
+    assert estimator_options(cfg.algo) == {"gamma": 0.9}
     with pytest.raises(ConfigError, match="is an agent task"):
         load_config(None, ["task.name=calculator", "algo.adv_estimator=reinforce_plus_plus"])
 
@@ -201,7 +201,7 @@ def test_gd2po_options_reach_the_estimator_from_config():
                              "reward.parts.c.verifier=exact", "reward.parts.f.verifier=format",
                              "reward.accuracy_part=c", "algo.conflict_filter=snr",
                              "algo.tau=0.5", "algo.query_weight=false"])
-    assert cfg.algo.estimator_options() == {"filter": "snr", "tau": 0.5, "query_weight": False}
+    assert estimator_options(cfg.algo) == {"filter": "snr", "tau": 0.5, "query_weight": False}
     adv = compute_advantages(b, eps, cfg.algo, {"c": 1.0, "f": 1.0})
     direct = get("advantage", "gd2po")(
         rewards=torch.tensor([[p["c"], p["f"]] for p in parts], dtype=torch.float64),

@@ -182,11 +182,10 @@ def test_shipped_quickstart_yaml_lists_every_key():
 
 def test_every_stage_decides_when_to_log_and_evaluate_the_same_way():
     """``due``: every ``every`` steps and after the last step; never with ``every == 0``."""
-    from posttrain.settings import SFTConfig
+    from posttrain.recipes.sampling_loop import due
 
-    cfg = SFTConfig(steps=7)
-    assert [s + 1 for s in range(7) if cfg.due(3, s)] == [3, 6, 7]
-    assert not any(cfg.due(0, s) for s in range(7))
+    assert [s + 1 for s in range(7) if due(3, s, 7)] == [3, 6, 7]
+    assert not any(due(0, s, 7) for s in range(7))
 
 
 def test_a_partly_given_section_keeps_its_owners_defaults(tmp_path):

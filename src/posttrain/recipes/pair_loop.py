@@ -10,6 +10,7 @@ import torch
 
 from posttrain.data.conversations import batch_indices
 from posttrain.data.preference_pairs import PreferencePair, pair_batch
+from posttrain.recipes.sampling_loop import due
 from posttrain.reporting import Reporter
 from posttrain.settings import PairDataConfig
 from posttrain.types import Batch
@@ -58,11 +59,11 @@ def run_pairs(
     for k in range(start_step, cfg.steps):
         idx = batch_indices(k, cfg.batch_size, len(pairs), seed)
         metrics = step(make_batch(tokenizer, [pairs[i] for i in idx]), idx)
-        if evaluate is not None and cfg.due(cfg.eval_every, k):
+        if evaluate is not None and due(cfg.eval_every, k, cfg.steps):
             result = evaluate()
             metrics |= {f"eval/{name}": v for name, v in result.items()}
             evals.append({"step": k + 1, **result})
-        if cfg.due(cfg.log_every, k) or "eval/loss" in metrics:
+        if due(cfg.log_every, k, cfg.steps) or "eval/loss" in metrics:
             reporter.log(stage, k + 1, metrics)
         reporter.advance(k + 1, f"loss {metrics['loss']:.3f} "
                                 f"acc {metrics['reward_accuracy']:.2f}")

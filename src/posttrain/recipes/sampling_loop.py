@@ -31,6 +31,12 @@ from posttrain.train.rl_update import PolicySteps, PolicyUpdate
 from posttrain.types import Episode
 
 
+def due(every: int, step: int, steps: int) -> bool:
+    """Whether what runs every ``every`` steps (0: never) follows step ``step`` (0-based) of
+    ``steps``; it also follows the last step."""
+    return bool(every) and ((step + 1) % every == 0 or step + 1 == steps)
+
+
 @dataclass
 class LoopRun:
     """Steps ``start_step .. cfg.steps`` on ``tasks``, logged as ``STAGE``;
@@ -52,7 +58,7 @@ class LoopRun:
 
     def eval_due(self, step: int) -> bool:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
-        return self.cfg.due(self.cfg.eval_every, step)
+        return due(self.cfg.eval_every, step, self.cfg.steps)
 
     def held_out(self, engine: Engine, step: int, rollout_fn: Callable[..., list] = rollout
                  ) -> dict[str, float]:
@@ -102,6 +108,7 @@ class RLRun(LoopRun):
     def rollout_plan(self) -> RolloutPlan:
         """Where the loop's episodes come from and how they are scored."""
         return RolloutPlan(self.tokenizer, self.tasks, self.reward_fn, self.cfg,
+                           self.cfg.params((self.tokenizer.eos_token_id,)),
                            self.algo.dynamic_sampling, self.shaping, self.seed,
                            self.prompt_budgets)
 

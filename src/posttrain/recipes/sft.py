@@ -12,6 +12,7 @@ from pathlib import Path
 from posttrain.data.conversations import ChatData, ConversationSegments, batch_indices
 from posttrain.engines import Engine
 from posttrain.recipes.build import RunParts
+from posttrain.recipes.sampling_loop import due
 from posttrain.reporting import Reporter
 from posttrain.settings import SFTConfig
 from posttrain.train import Trainer, sft_step
@@ -38,7 +39,7 @@ def run_sft(
         batch = Batch.packed(rows, cfg.pack_tokens, pad) if cfg.pack_tokens \
             else Batch.from_episodes([Episode([s]) for s in rows], pad_token_id=pad)
         metrics = trainer.apply(sft_step, batch)
-        if cfg.due(cfg.log_every, step):
+        if due(cfg.log_every, step, cfg.steps):
             reporter.log("sft", step + 1, metrics)
         reporter.advance(step + 1, f"loss {metrics['loss']:.3f}")
         if on_step_end is not None:

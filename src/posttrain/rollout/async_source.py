@@ -70,7 +70,7 @@ class AsyncEpisodes:
         acfg, b, g = cfg.async_, cfg.prompts_per_step, cfg.group_size
         self.plan, self.engines = plan, engines
         chunk = cfg.max_new_tokens if acfg.chunk_tokens is None else acfg.chunk_tokens
-        sampling = cfg.params((tokenizer.eos_token_id,))
+        sampling = plan.sampling
         self.workers: list[Worker] = [
             RolloutWorker(e, tokenizer, reward_fn, sampling, chunk) if agent is None
             else agent.worker(e, tokenizer, reward_fn, sampling) for e in engines]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from posttrain.engines import Engine
@@ -105,15 +105,16 @@ def score_sample(
 @dataclass(frozen=True)
 class RolloutPlan:
     """Where an RL step's episodes come from and how they are scored, made once for the loop:
-    ``tasks`` encoded by ``tokenizer``, scored by ``reward_fn``; the loop's ``cfg``
-    (``prompts_per_step`` x ``group_size``, sampling, the async settings), ``dynamic``
-    sampling, the ``shaping`` rules (``prompt_budgets``: per-prompt budgets of those with
-    ``budget: auto``) and the run's ``seed``."""
+    ``tasks`` encoded by ``tokenizer``, sampled as ``sampling`` says (each step seeds it),
+    scored by ``reward_fn``; the loop's ``cfg`` (``prompts_per_step`` x ``group_size``, the
+    async settings), ``dynamic`` sampling, the ``shaping`` rules (``prompt_budgets``:
+    per-prompt budgets of those with ``budget: auto``) and the run's ``seed``."""
 
     tokenizer: Any
     tasks: Any
     reward_fn: RewardFunction
     cfg: RLConfig
+    sampling: SamplingParams
     dynamic: DynamicSamplingConfig
     shaping: Sequence[ShapingRule]
     seed: int
@@ -149,8 +150,7 @@ class SyncEpisodes:
         problems = plan.tasks.sample(n, random.Random(f"{plan.seed}:rl:{step}:{round_}"))
         if self.efforts:
             problems = [EffortTask(p, b) for p in problems for b in self.efforts]
-        sampling = plan.cfg.params((plan.tokenizer.eos_token_id,),
-                                   step_seed(plan.seed, step) + round_)
+        sampling = replace(plan.sampling, seed=step_seed(plan.seed, step) + round_)
         episodes = self.rollout_fn(self.engine, plan.tokenizer, problems, plan.reward_fn,
                                    sampling, plan.cfg.group_size, group_prefix=f"{round_}-")
         return shape_rewards(episodes, plan.shaping, step, self.efforts, plan.prompt_budgets)

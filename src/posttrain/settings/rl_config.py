@@ -275,10 +275,6 @@ class AlgoConfig(Section):
     def _set_options(self) -> list[str]:
         return [k for k in ESTIMATOR_OPTIONS if getattr(self, k) is not None]
 
-    def estimator_options(self) -> dict[str, Any]:
-        """The options set (not null), by the estimator's parameter names."""
-        return {ESTIMATOR_OPTIONS[k][1]: getattr(self, k) for k in self._set_options()}
-
     @model_validator(mode="after")
     def _options_act(self) -> AlgoConfig:
         if (self.adv_estimator == "gar") != (self.quality_part is not None):

@@ -170,11 +170,6 @@ class StageConfig(Section):
     steps: Steps = 100
     optim: OptimConfig = OptimConfig()
 
-    def due(self, every: int, step: int) -> bool:
-        """Whether what runs every ``every`` steps (0: never) follows step ``step`` (0-based);
-        it also follows the last step."""
-        return bool(every) and ((step + 1) % every == 0 or step + 1 == self.steps)
-
 
 class BatchStageConfig(StageConfig):
     """A stage on a fixed dataset: ``batch_size`` examples a step, metrics every

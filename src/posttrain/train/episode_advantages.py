@@ -11,11 +11,13 @@ declares its inputs and its output in the catalogue.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from posttrain.algos import LazyInputs, entry, get, long_success_penalty
 from posttrain.settings import AlgoConfig
+from posttrain.settings.rl_config import ESTIMATOR_OPTIONS
 from posttrain.types import Batch, Episode
 
 
@@ -137,6 +139,13 @@ TO_TOKENS = {
 }
 
 
+def estimator_options(algo: AlgoConfig) -> dict[str, Any]:
+    """The estimator's options ``algo`` sets (not null), by the estimator's parameter
+    names."""
+    return {name: getattr(algo, key) for key, (_, name) in ESTIMATOR_OPTIONS.items()
+            if getattr(algo, key) is not None}
+
+
 def compute_advantages(
     batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig, part_weights: dict[str, float]
 ) -> torch.Tensor:
@@ -145,7 +154,7 @@ def compute_advantages(
     how its result reaches the tokens."""
     estimator = entry("advantage", algo.adv_estimator)
     inputs = advantage_inputs(batch, episodes, algo, part_weights)
-    adv = estimator.call(inputs, **algo.estimator_options())
+    adv = estimator.call(inputs, **estimator_options(algo))
     return _modified(TO_TOKENS[estimator.output](adv, inputs, episodes, batch), episodes, batch,
                      algo)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -29,10 +31,11 @@ class RLTokens:
     ref_logp: torch.Tensor | None = None
 
 
-def _policy_term(t: RLTokens, mask: torch.Tensor, actor: ActorConfig):
+def _policy_term(t: RLTokens, mask: torch.Tensor, actor: ActorConfig,
+                 options: Mapping[str, Any] | None):
     inputs = {"logp": t.logp, "old_logp": t.old_logp, "advantages": t.advantages, "mask": mask}
     return entry("policy_loss", actor.policy_loss.name).call(
-        inputs, **actor.policy_loss.hyperparameters())
+        inputs, **(actor.policy_loss.hyperparameters() if options is None else options))
 
 
 def rl_loss(
@@ -42,8 +45,10 @@ def rl_loss(
     kl: KLConfig | None = None,
     offpolicy: OffPolicyConfig | None = None,
     entropy_coef: float = 0.0,
+    loss_options: Mapping[str, Any] | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``agg(w * policy loss) + [kl in loss] coef agg(KL) - entropy_coef agg(H)``.
+    """``agg(w * policy loss) + [kl in loss] coef agg(KL) - entropy_coef agg(H)``, the policy
+    loss with ``loss_options`` (None: ``actor.policy_loss``'s hyperparameters).
 
     ``w`` is the off-policy correction weight (1 without one); ``opsm`` removes drifted
     negative sequences from the policy term. Returns the loss and step-normalised
@@ -71,7 +76,7 @@ def rl_loss(
             weight = get("offpolicy", offpolicy.correction)(
                 old_logp=t.old_logp, behaviour_logp=t.behaviour_logp, mask=mask,
                 **offpolicy.weight_options())
-    per_tok, stats = _policy_term(t, policy_mask, actor)
+    per_tok, stats = _policy_term(t, policy_mask, actor, loss_options)
     pg = agg(weight * per_tok, policy_mask)
     loss = pg
     out = {"pg_loss": pg.detach(), "approx_kl": mean(t.old_logp - t.logp)}

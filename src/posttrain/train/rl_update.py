@@ -51,6 +51,10 @@ class PolicySteps:
     top_k: int = 0
     top_p: float = 1.0
     max_len: int | None = None
+    loss_options: dict = field(init=False)  # the policy loss's hyperparameters, read once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "loss_options", self.actor.policy_loss.hyperparameters())
 
     @classmethod
     def of(cls, cfg: RLConfig, algo: AlgoConfig, actor: ActorConfig) -> PolicySteps:
@@ -124,7 +128,8 @@ def _optimizer_step(trainer: Trainer, batch: Batch, plan: PolicySteps, state: di
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
         tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask, mb.behaviour_logprobs,
                           mb.ref_logprobs)
-        loss, stats = rl_loss(tokens, norm, actor, plan.kl, plan.offpolicy, entropy_coef)
+        loss, stats = rl_loss(tokens, norm, actor, plan.kl, plan.offpolicy, entropy_coef,
+                              plan.loss_options)
         if aux:  # a mean over the micro-batch's tokens, weighted by its share of the rows
             balance = load_balancing_loss(trainer.model, gates, mb.attention_mask)
             share = len(mb) / norm.batch_size
@@ -228,7 +233,7 @@ class PolicyUpdate:
         adapted = None if steps.kl is None else trainer.apply(kl_coefficient)
         kl = None if steps.kl is None else steps.kl.model_copy(
             update={"coef": steps.kl.coef if adapted is None else adapted})
-        plan = replace(steps, kl=kl)
+        plan = steps if kl is steps.kl else replace(steps, kl=kl)
         step_algo = algo.model_copy(update={"kl": kl or algo.kl})
         on_policy = steps.epochs * steps.mini_batches == 1  # one optimiser step: no old pass
         need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
