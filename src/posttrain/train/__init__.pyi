@@ -2,10 +2,10 @@
 
 from .checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
 from .critic import critic_step, critic_values
-from .losses import RLTokens, rl_loss, sft_loss
+from .losses import sft_loss
 from .objective_steps import distill_step, preference_step, reward_model_step, sft_step
 from .protocol import PolicyTrainer
-from .rl_update import PolicySteps, policy_steps
+from .rl_update import PolicySteps, RLTokens, policy_steps, rl_loss
 from .shards import CheckpointMismatchError, is_sharded, whole_model
 from .trainer import Trainer, TrainingDivergedError, build_optimizer, lr_factor
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
-from posttrain.algos import AdaptiveEntropyCoef, StepNorm, adaptive_kl_coef, get
+from posttrain.algos import AdaptiveEntropyCoef, StepNorm, adaptive_kl_coef, entry, get
 from posttrain.models.routing import load_balancing_loss, router_logits
 from posttrain.settings import (
     ActorConfig,
@@ -26,10 +27,94 @@ from posttrain.settings import (
 )
 from posttrain.train.critic import critic_step, critic_values
 from posttrain.train.episode_advantages import compute_advantages, token_kl
-from posttrain.train.losses import RLTokens, rl_loss
 from posttrain.train.protocol import PolicyTrainer
 from posttrain.train.trainer import Trainer, mean_metrics
 from posttrain.types import Batch, Episode
+
+
+@dataclass
+class RLTokens:
+    """One micro-batch's per-token tensors ``[B, T]``: current log-probs (with gradient) and
+    entropy, and the fixed ones the loss compares them with."""
+
+    logp: torch.Tensor
+    entropy: torch.Tensor | None
+    old_logp: torch.Tensor
+    advantages: torch.Tensor
+    mask: torch.Tensor
+    behaviour_logp: torch.Tensor | None = None
+    ref_logp: torch.Tensor | None = None
+
+
+def _policy_term(t: RLTokens, mask: torch.Tensor, actor: ActorConfig,
+                 options: Mapping[str, Any] | None):
+    inputs = {"logp": t.logp, "old_logp": t.old_logp, "advantages": t.advantages, "mask": mask}
+    return entry("policy_loss", actor.policy_loss.name).call(
+        inputs, **(actor.policy_loss.hyperparameters() if options is None else options))
+
+
+def rl_loss(
+    t: RLTokens,
+    norm: StepNorm,
+    actor: ActorConfig,
+    kl: KLConfig | None = None,
+    offpolicy: OffPolicyConfig | None = None,
+    entropy_coef: float = 0.0,
+    loss_options: Mapping[str, Any] | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``agg(w * policy loss) + [kl in loss] coef agg(KL) - entropy_coef agg(H)``, the policy
+    loss with ``loss_options`` (None: ``actor.policy_loss``'s hyperparameters).
+
+    ``w`` is the off-policy correction weight (1 without one); ``opsm`` removes drifted
+    negative sequences from the policy term. Returns the loss and step-normalised
+    (``token_mean``) statistics whose sums over the micro-batches of a step are the step's
+    values; with behaviour log-probs, ``mismatch = mean |old_logp - behaviour_logp|``.
+    """
+    aggregate = get("aggregation", actor.loss_agg_mode)
+    token_mean = get("aggregation", "token_mean")
+    mask = t.mask
+
+    def agg(values: torch.Tensor, m: torch.Tensor = mask) -> torch.Tensor:
+        return aggregate(loss=values, mask=m, norm=norm)
+
+    def mean(values: torch.Tensor) -> torch.Tensor:
+        return token_mean(loss=values.detach(), mask=mask, norm=norm)
+
+    policy_mask = mask
+    weight = torch.ones_like(t.logp)
+    if offpolicy is not None and t.behaviour_logp is not None:
+        if offpolicy.opsm_delta is not None:
+            policy_mask = get("offpolicy", "opsm")(
+                behaviour_logp=t.behaviour_logp, logp=t.logp, advantages=t.advantages,
+                mask=mask, delta=offpolicy.opsm_delta)
+        if offpolicy.correction is not None:
+            weight = get("offpolicy", offpolicy.correction)(
+                old_logp=t.old_logp, behaviour_logp=t.behaviour_logp, mask=mask,
+                **offpolicy.weight_options())
+    per_tok, stats = _policy_term(t, policy_mask, actor, loss_options)
+    pg = agg(weight * per_tok, policy_mask)
+    loss = pg
+    out = {"pg_loss": pg.detach(), "approx_kl": mean(t.old_logp - t.logp)}
+    if "clipped" in stats:
+        out["clip_frac"] = mean(stats["clipped"])
+    if t.behaviour_logp is not None:
+        out["mismatch"] = mean((t.old_logp - t.behaviour_logp).abs())
+    if offpolicy is not None and offpolicy.correction is not None:
+        out["is_weight"] = mean(weight)
+    if kl is not None and kl.coef > 0 and kl.placement == "in_loss":
+        if t.ref_logp is None:
+            raise ValueError("kl.coef > 0 needs reference log-probs")
+        kl_t = entry("kl", kl.estimator).call(
+            {"logp": t.logp, "ref_logp": t.ref_logp, "old_logp": t.old_logp})
+        loss = loss + kl.coef * agg(kl_t)
+        out["ref_kl"] = mean(kl_t)
+    if t.entropy is not None:
+        if entropy_coef > 0:
+            bonus, _ = get("policy_loss", "entropy_bonus")(entropy=t.entropy, coef=entropy_coef)
+            loss = loss + agg(bonus)
+        out["entropy"] = mean(t.entropy)
+    return loss, out
+
 
 RL_STATE = "rl"  # the controllers' state, kept where the trainer lives (``objective_state``)
 
