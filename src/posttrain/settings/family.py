@@ -1,7 +1,8 @@
-"""Families: the open sets of interchangeable pieces a config names by ``name`` (the task
-family, the rollout engine). A member is one module that owns its config section (a subclass
-of its family's base section, decorated ``@member(family, name)``), the cross-section rules
-that concern only it (``check``) and what it builds (``build``).
+"""Families: the open sets of interchangeable pieces a config names (``task.name``,
+``engine.name``, a judge's ``kind``, a reward part's ``verifier``). A member is one module that
+owns its config section (a subclass of its family's base section, decorated ``@member(family,
+name)``), the cross-section rules that concern only it (``check``) and what it builds
+(``build``); a verifier member is a decorated function.
 
 ``families.json`` maps each family's names to their sections (``module:Class``), so a config
 names a member without any other member's module being imported; a member's module imports
