@@ -26,6 +26,7 @@ class Doubles(TaskFamily):
     digits: int = Field(1, ge=1, le=6)
 
     def check(self, cfg) -> None:
+        super().check(cfg)  # the family's own rules
         if "rl" in cfg.stages and cfg.rl.max_new_tokens < self.digits + 20:
             raise ValueError(f"rl.max_new_tokens is too short for {self.digits}-digit sums")
 

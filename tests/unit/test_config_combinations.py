@@ -88,8 +88,9 @@ SHAPING = "reward.shaping=[{name: dapo_overlong, max_length: 32, cache_length: 8
     ([JUDGED, "reward.judges.j={kind: score, model: /m, endpoint_model: gpt}"],
      "reward.judges.j: endpoint_model is set .* served by no endpoint"),
     ([*TAU_USER, "task.tau.user={model: /u, api_key_env: KEY}"],
-     "task.tau.user.api_key_env is set .* served by no endpoint"),
-    ([*TAU, "task.tau.judge={model: /j, endpoint_model: gpt}"], "task.tau.judge.endpoint_model"),
+     "task.tau.user: api_key_env is set .* served by no endpoint"),
+    ([*TAU, "task.tau.judge={model: /j, endpoint_model: gpt}"],
+     "task.tau.judge: endpoint_model is set .* served by no endpoint"),
 ])
 def test_an_option_that_cannot_take_effect_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -14,7 +14,6 @@ from posttrain.rewards.synthesis import SYNTHESES
 from posttrain.settings import Section, ShapingRule
 from posttrain.settings.extension import is_path, load_extension
 from posttrain.settings.family import Member, chosen
-from posttrain.settings.rules import unread
 from posttrain.settings.section import Device
 from posttrain.settings.served import ServedModel
 
@@ -83,9 +82,6 @@ class ServedJudge(JudgeFamily, ServedModel):
     @model_validator(mode="after")
     def _served_once(self) -> ServedJudge:
         self.served_once("a judge")
-        if self.endpoint is None:
-            unread(self, "", ["endpoint_model", "api_key_env"], "the judge is served by no "
-                   "endpoint")
         return self
 
 

@@ -26,7 +26,7 @@ class DatasetTaskConfig(TaskFamily):
     data: DatasetConfig
 
     def check(self, cfg) -> None:
-        self.needs_data(cfg, "no conversations are generated for it")
+        super().check(cfg)
         if (self.data.eval_path, self.data.eval_split) != (None, None):
             unread(self, "task", ["eval_fraction"],
                    "task.data.eval_path or eval_split names the held-out rows")

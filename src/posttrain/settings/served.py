@@ -9,6 +9,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from posttrain.settings import Section
+from posttrain.settings.rules import unread
 from posttrain.settings.section import Device
 
 
@@ -28,13 +29,16 @@ class ServedModel(Section):
     device: Device = "auto"
 
     def served_once(self, what: str) -> None:
-        """Raise unless exactly one of ``model`` and ``endpoint`` is set; ``what`` names the
-        served thing in the error."""
+        """Raise unless exactly one of ``model`` and ``endpoint`` is set, and unless the keys
+        of the other are at their defaults; ``what`` names the served thing in the error."""
         if (self.model is None) == (self.endpoint is None):
             raise ValueError(f"{what} is served by exactly one of model and endpoint")
         if self.endpoint is not None and self.device != "auto":
             raise ValueError(f"{what}: device places a local model; this one is served by "
                              f"endpoint {self.endpoint}")
+        if self.endpoint is None:
+            unread(self, "", ["endpoint_model", "api_key_env"],
+                   f"{what} is served by no endpoint")
 
 
 class ChatServer(ServedModel):
@@ -61,19 +65,11 @@ class FunctionOrServed(ServedModel):
         if self.function is not None:
             if self.model is not None or self.endpoint is not None:
                 raise ValueError(f"a function {self.WHAT} is served by no model or endpoint")
-            self._unread((*self.PROMPTS, "endpoint_model", "api_key_env", "max_new_tokens",
-                          "temperature"), f"the {self.WHAT} is a function")
+            unread(self, "", [*self.PROMPTS, "endpoint_model", "api_key_env", "max_new_tokens",
+                              "temperature"], f"the {self.WHAT} is a function")
             return self
         self.served_once(f"a {self.WHAT} (or set function)")
-        if self.endpoint is None:
-            self._unread(("endpoint_model", "api_key_env"),
-                         f"the {self.WHAT} is served by no endpoint")
         return self
-
-    def _unread(self, keys: tuple[str, ...], why: str) -> None:
-        changed = [k for k in keys if getattr(self, k) != type(self).model_fields[k].default]
-        if changed:
-            raise ValueError(f"{', '.join(changed)} cannot take effect: {why}")
 
 
 def check_fields(template: str, key: str, **fields: str) -> None:

@@ -83,13 +83,15 @@ class TaskFamily(Member):
         """The task source, its tools and environment factory (``TaskParts``)."""
         raise NotImplementedError
 
-    def needs_data(self, cfg, why: str) -> None:
-        """The sft and distill stages of ``cfg`` need their ``data``: ``why`` none can be
-        generated from this task."""
+    def check(self, cfg) -> None:
+        """A task whose problems are not ``GENERATED`` has no conversations to generate: the
+        sft and distill stages of ``cfg`` need their ``data``."""
+        if self.GENERATED:
+            return
         for stage in ("sft", "distill"):
             if stage in cfg.stages and getattr(cfg, stage).data is None:
                 raise ValueError(f"the {stage} stage on task {self.name} needs {stage}.data "
-                                 f"({why})")
+                                 "(no conversations are generated for it)")
 
 
 @member("task", PATH)
@@ -100,9 +102,6 @@ class TaskSourceConfig(TaskFamily):
     SINGLE_TURN: ClassVar[bool] = True
     GENERATED: ClassVar[bool] = False
     name: Annotated[str, extension("tasks")]
-
-    def check(self, cfg) -> None:
-        self.needs_data(cfg, "no conversations are generated for it")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         return TaskParts(load_extension("tasks", self.name)(seed, self.eval_fraction))

@@ -156,17 +156,12 @@ class TauTaskConfig(TaskFamily):
         if self.tau.user is None and not self.tau.solo:
             raise ValueError("task.tau.user: tau episodes need a simulated user (a local "
                              "model or an endpoint), or task.tau.solo")
-        self.needs_data(cfg, "no conversations are generated for it")
+        super().check(cfg)
         if cfg.skills is not None:
             raise ValueError("skills are disclosed in a task's opening messages; tau episodes "
                              "open with their environment's own")
         unread(self, "task", ["eval_fraction"],
                "tau holds out its own split (task.tau.eval_split), not a share")
-        for role in ("user", "judge"):
-            server = getattr(self.tau, role)
-            if server is not None and server.endpoint is None:
-                unread(server, f"task.tau.{role}", ["endpoint_model", "api_key_env"],
-                       f"task.tau.{role} is served by no endpoint")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         tasks = self.tau.tasks(models)  # each episode's environment brings the domain's tools
