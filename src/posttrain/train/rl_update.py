@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import torch
 
@@ -46,11 +45,10 @@ class RLTokens:
     ref_logp: torch.Tensor | None = None
 
 
-def _policy_term(t: RLTokens, mask: torch.Tensor, actor: ActorConfig,
-                 options: Mapping[str, Any] | None):
+def _policy_term(t: RLTokens, mask: torch.Tensor, actor: ActorConfig):
     inputs = {"logp": t.logp, "old_logp": t.old_logp, "advantages": t.advantages, "mask": mask}
     return entry("policy_loss", actor.policy_loss.name).call(
-        inputs, **(actor.policy_loss.hyperparameters() if options is None else options))
+        inputs, **actor.policy_loss.hyperparameters())
 
 
 def rl_loss(
@@ -60,10 +58,8 @@ def rl_loss(
     kl: KLConfig | None = None,
     offpolicy: OffPolicyConfig | None = None,
     entropy_coef: float = 0.0,
-    loss_options: Mapping[str, Any] | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``agg(w * policy loss) + [kl in loss] coef agg(KL) - entropy_coef agg(H)``, the policy
-    loss with ``loss_options`` (None: ``actor.policy_loss``'s hyperparameters).
+    """``agg(w * policy loss) + [kl in loss] coef agg(KL) - entropy_coef agg(H)``.
 
     ``w`` is the off-policy correction weight (1 without one); ``opsm`` removes drifted
     negative sequences from the policy term. Returns the loss and step-normalised
@@ -91,7 +87,7 @@ def rl_loss(
             weight = get("offpolicy", offpolicy.correction)(
                 old_logp=t.old_logp, behaviour_logp=t.behaviour_logp, mask=mask,
                 **offpolicy.weight_options())
-    per_tok, stats = _policy_term(t, policy_mask, actor, loss_options)
+    per_tok, stats = _policy_term(t, policy_mask, actor)
     pg = agg(weight * per_tok, policy_mask)
     loss = pg
     out = {"pg_loss": pg.detach(), "approx_kl": mean(t.old_logp - t.logp)}
@@ -136,10 +132,6 @@ class PolicySteps:
     top_k: int = 0
     top_p: float = 1.0
     max_len: int | None = None
-    loss_options: dict = field(init=False)  # the policy loss's hyperparameters, read once
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "loss_options", self.actor.policy_loss.hyperparameters())
 
     @classmethod
     def of(cls, cfg: RLConfig, algo: AlgoConfig, actor: ActorConfig) -> PolicySteps:
@@ -213,8 +205,7 @@ def _optimizer_step(trainer: Trainer, batch: Batch, plan: PolicySteps, state: di
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
         tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask, mb.behaviour_logprobs,
                           mb.ref_logprobs)
-        loss, stats = rl_loss(tokens, norm, actor, plan.kl, plan.offpolicy, entropy_coef,
-                              plan.loss_options)
+        loss, stats = rl_loss(tokens, norm, actor, plan.kl, plan.offpolicy, entropy_coef)
         if aux:  # a mean over the micro-batch's tokens, weighted by its share of the rows
             balance = load_balancing_loss(trainer.model, gates, mb.attention_mask)
             share = len(mb) / norm.batch_size
@@ -315,10 +306,10 @@ class PolicyUpdate:
         """Update on ``episodes``; with ``version``, mask tokens older than ``max_staleness``
         versions and report the staleness. Returns the update's metrics."""
         algo, trainer, critic, steps = self.algo, self.trainer, self.critic, self.steps
-        adapted = None if steps.kl is None else trainer.apply(kl_coefficient)
-        kl = None if steps.kl is None else steps.kl.model_copy(
-            update={"coef": steps.kl.coef if adapted is None else adapted})
-        plan = steps if kl is steps.kl else replace(steps, kl=kl)
+        kl = steps.kl
+        if kl is not None and (adapted := trainer.apply(kl_coefficient)) is not None:
+            kl = kl.model_copy(update={"coef": adapted})  # the adaptive controller's
+        plan = replace(steps, kl=kl)
         step_algo = algo.model_copy(update={"kl": kl or algo.kl})
         on_policy = steps.epochs * steps.mini_batches == 1  # one optimiser step: no old pass
         need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
