@@ -188,7 +188,7 @@ def real(steps: int) -> dict:
     from posttrain.recipes.sampling_loop import RLRun
     from posttrain.reporting import Reporter
     from posttrain.rewards import RewardFunction
-    from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, RLConfig
+    from posttrain.config import ActorConfig, AlgoConfig, EvalConfig, RLConfig
     from posttrain.train import Trainer
 
     tmp = Path(tempfile.mkdtemp())

@@ -39,7 +39,7 @@ from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_
 from posttrain.recipes.distillation.teachers import Teacher, model_targets
 from posttrain.recipes.rl import sync_weights
 from posttrain.rollout.judged import RewardModelJudge
-from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.config import OptimConfig, TrainerConfig
 from posttrain.train import Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.train.rl_update import policy_steps
 from posttrain.types import Batch, Episode, SamplingParams, Segment

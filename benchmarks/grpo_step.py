@@ -64,7 +64,7 @@ def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "postt
     from posttrain.algos import get
     from posttrain.engines import TorchEngine
     from posttrain.models import encode_prompt, load_model, load_tokenizer
-    from posttrain.settings import OptimConfig, TrainerConfig
+    from posttrain.config import OptimConfig, TrainerConfig
     from posttrain.train import Trainer, policy_steps
     from posttrain.types import Batch, Episode, SamplingParams, Segment
 

@@ -21,7 +21,7 @@ import torch
 from posttrain.data.conversations import conversation_segment
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model, load_tokenizer
-from posttrain.settings import LoraConfig, OptimConfig, TrainerConfig
+from posttrain.config import LoraConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode
 

@@ -1,10 +1,10 @@
-"""Rewrite ``src/posttrain/settings/families.json`` from the ``@member`` decorators in the
+"""Rewrite ``src/posttrain/config/families.json`` from the ``@member`` decorators in the
 source (``tests/unit/test_families.py`` fails while it is stale)."""
 
 import json
 from pathlib import Path
 
-from posttrain.settings.family import INDEX, scan
+from posttrain.config.family import INDEX, scan
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

@@ -21,8 +21,7 @@ from rich.markdown import Markdown
 
 from posttrain.audit import audit
 from posttrain.audit.report import attack_sampling
-from posttrain.config import load_config
-from posttrain.harness import LoopLimits
+from posttrain.config import LoopLimits, load_config
 from posttrain.models.tiny import build_tokenizer
 from posttrain.recipes.judges import build_guard
 from posttrain.rollout import AgentRollout

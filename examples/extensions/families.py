@@ -12,9 +12,9 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from posttrain.config.sections.task import TaskFamily, TaskParts
 from posttrain.engines.torch_member import TorchEngineConfig
 from posttrain.envs import ArithmeticTasks
-from posttrain.settings.task_family import TaskFamily, TaskParts
 
 
 class Doubles(TaskFamily):

@@ -1,8 +1,8 @@
 """posttrain: post-train language models into reasoning and agentic models.
 
 Layers import only downward (docs/architecture.md has the table and the picture): types ->
-algos -> models, settings -> engines, rewards -> harness -> envs -> data -> rollout, train ->
-cluster, config -> recipes -> cli.
+algos -> models -> config -> engines, rewards -> harness -> envs -> data -> rollout, train ->
+cluster -> recipes -> cli.
 
 Importing posttrain before torch chooses OpenMP's wait policy from the machine's state; it
 changes how idle threads wait, never a number a run computes (docs/performance.md, "A busy

@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from posttrain.cluster import RayTrainer
-from posttrain.settings import OptimConfig
+from posttrain.config import OptimConfig
 from posttrain.train import PolicyTrainer, Trainer
 
 METHODS = sorted(name for name, value in vars(PolicyTrainer).items()

@@ -10,11 +10,11 @@ sglang = pytest.importorskip("sglang")
 if not torch.cuda.is_available():
     pytest.skip("SGLang needs a CUDA GPU", allow_module_level=True)
 
+from posttrain.config import OptimConfig  # noqa: E402
 from posttrain.engines import TorchEngine  # noqa: E402
 from posttrain.engines.sglang_engine import SGLangEngine  # noqa: E402
 from posttrain.models import build_tiny, load_model, load_tokenizer  # noqa: E402
 from posttrain.recipes.rl import sync_weights  # noqa: E402
-from posttrain.settings import OptimConfig  # noqa: E402
 from posttrain.train import Trainer  # noqa: E402
 from posttrain.types import SamplingParams  # noqa: E402
 

@@ -10,13 +10,13 @@ from typing import ClassVar
 import pytest
 import torch
 
+from posttrain.config import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
 from posttrain.engines import EngineRestarted, GenerationOutput, TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout.async_source import step_groups
-from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
 from posttrain.train import Trainer
 
 TASKS = ArithmeticTasks(("+",), 1)

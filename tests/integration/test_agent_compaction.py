@@ -4,12 +4,14 @@ from the rebuilt context the engine was given, and every segment shares the epis
 import pytest
 from agent_helpers import CALL, REWARD, TASK, ScriptedEngine, add
 
-from posttrain.harness import AgentLoop, Compaction, LoopLimits, ToolRegistry, episode_problems
+from posttrain.config import Compaction, LoopLimits
+from posttrain.harness import AgentLoop, ToolRegistry, episode_problems
 from posttrain.harness.compaction import (
     CLAUDE_CODE_CONTINUED,
     CODEX_PREFIX,
     SUMMARY_PROMPT,
     claude_code_summary,
+    rebuild,
 )
 from posttrain.types import Batch, SamplingParams
 
@@ -88,14 +90,14 @@ def test_codex_and_claude_code_rebuilds():
     history = [*task, {"role": "assistant", "content": CALL}, {"role": "tool", "content": "5"},
                {"role": "user", "content": "u2 " * 3}, {"role": "user", "content": "asked",
                                                         "injected": True}]
-    codex = Compaction("codex_compact", user_budget=1).rebuild(
-        task, history, "SUM", lambda s: len(s.split()))
+    codex = rebuild(Compaction("codex_compact", user_budget=1), task, history, "SUM",
+                    lambda s: len(s.split()))
     assert codex == [task[0], task[1], {"role": "user", "content": f"{CODEX_PREFIX}\nSUM",
                                         "injected": True}, history[4]]
-    cut = Compaction("codex_compact", user_budget=0).rebuild(task, history, "SUM", len)
+    cut = rebuild(Compaction("codex_compact", user_budget=0), task, history, "SUM", len)
     assert [m["content"] for m in cut] == ["S", f"{CODEX_PREFIX}\nSUM", "u2 " * 3]
-    claude = Compaction("claude_code_compact").rebuild(
-        task, history, "<analysis>why</analysis><summary>did X</summary>", len)
+    claude = rebuild(Compaction("claude_code_compact"), task, history,
+                     "<analysis>why</analysis><summary>did X</summary>", len)
     assert claude == [task[0], {"role": "user", "content": f"{CLAUDE_CODE_CONTINUED}\ndid X",
                                 "injected": True}]
     assert claude_code_summary("no tags") == "no tags"

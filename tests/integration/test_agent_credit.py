@@ -7,10 +7,9 @@ import torch
 from agent_helpers import CALL, REWARD, TASK, ScriptedEngine, add
 
 from posttrain.algos import get
-from posttrain.config import ConfigError, load_config
-from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry, episode_problems, run_tree
-from posttrain.settings import AlgoConfig
-from posttrain.settings.rl_config import BehaviourRegConfig
+from posttrain.config import AlgoConfig, ConfigError, LoopLimits, load_config
+from posttrain.config.sections.rl import BehaviourRegConfig
+from posttrain.harness import AgentLoop, ToolRegistry, episode_problems, run_tree
 from posttrain.train.episode_advantages import compute_advantages
 from posttrain.types import Batch, Episode, SamplingParams, Segment, StepSpan
 

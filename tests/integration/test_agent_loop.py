@@ -4,8 +4,9 @@ garbage-emitting model never crashes."""
 import pytest
 from agent_helpers import CALL, REWARD, TASK, ScriptedEngine, add
 
+from posttrain.config import LoopLimits
 from posttrain.engines import TorchEngine
-from posttrain.harness import STOP_REASONS, AgentLoop, LoopLimits, ToolRegistry
+from posttrain.harness import STOP_REASONS, AgentLoop, ToolRegistry
 from posttrain.types import SamplingParams
 
 

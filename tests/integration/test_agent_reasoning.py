@@ -98,10 +98,10 @@ def test_the_config_knob_reaches_the_rollout(tokenizer):
 
 
 def test_a_tau_conversation_drops_the_agents_reasoning_when_the_user_answers(tokenizer):
+    from posttrain.config import LoopLimits
     from posttrain.envs.tau.episode import TauScoring
     from posttrain.envs.tau.rl import TauTasks
     from posttrain.envs.tau.user import user_message
-    from posttrain.harness import LoopLimits
     from posttrain.recipes.outer.tau_eval import play
 
     class User:

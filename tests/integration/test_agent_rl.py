@@ -5,17 +5,25 @@ import json
 
 import pytest
 
+from posttrain.config import (
+    ActorConfig,
+    AlgoConfig,
+    Compaction,
+    EvalConfig,
+    LoopLimits,
+    OptimConfig,
+    RLConfig,
+)
+from posttrain.config.sections.rl import BehaviourRegConfig
 from posttrain.engines import TorchEngine
 from posttrain.envs import CalculatorTasks, calculate
-from posttrain.harness import Compaction, LoopLimits, ToolRegistry, episode_problems
+from posttrain.harness import ToolRegistry, episode_problems
 from posttrain.models import encode_chat
 from posttrain.recipes import run_rl
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout.agent import AgentRollout
-from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
-from posttrain.settings.rl_config import BehaviourRegConfig
 from posttrain.train import Trainer
 from posttrain.types import Batch, read_episodes
 

@@ -11,9 +11,10 @@ from tests.integration.agent_helpers import ScriptedEngine
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
-from posttrain.config import load_config
-from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry
-from posttrain.harness.swarm import SUBAGENT_PROMPT, Swarm, SwarmSettings
+from posttrain.config import LoopLimits, load_config
+from posttrain.config.sections.agent import SUBAGENT_PROMPT
+from posttrain.harness import AgentLoop, ToolRegistry
+from posttrain.harness.swarm import Swarm, SwarmSettings
 from posttrain.harness.tool_calls import format_tool_call
 from posttrain.recipes.build import RunParts
 from posttrain.rewards import RewardFunction

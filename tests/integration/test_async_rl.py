@@ -19,6 +19,7 @@ from async_helpers import (  # noqa: F401 (fixture)
     train,
 )
 
+from posttrain.config import ActorConfig, AlgoConfig, EvalConfig
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.recipes import run_rl
@@ -31,7 +32,6 @@ from posttrain.rollout.async_source import fresh_enough, step_groups
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, SampleRequest, TaskMixer
 from posttrain.rollout.worker import RolloutWorker
-from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig
 from posttrain.train import Trainer
 from posttrain.train.rl_update import PolicySteps, PolicyUpdate
 from posttrain.types import Episode, SamplingParams, Segment, read_episodes

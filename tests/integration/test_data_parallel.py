@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from posttrain.cluster.processes import run_processes
+from posttrain.config import ActorConfig, OptimConfig, TrainerConfig
 from posttrain.models import load_model
-from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
 from posttrain.train import PolicySteps, Trainer, policy_steps
 from posttrain.types import Batch, Episode, Segment
 

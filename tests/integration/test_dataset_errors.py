@@ -7,8 +7,8 @@ import datasets
 import pytest
 
 from posttrain.config import ConfigError, load_config
+from posttrain.config.sections.data_columns import local_columns
 from posttrain.recipes.build import RunParts
-from posttrain.settings.data_columns import local_columns
 
 ROWS = [{"question": f"What is {i}+{i}?", "answer": 2 * i, "level": i % 3} for i in range(20)]
 

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from posttrain.config import ConfigError
+from posttrain.config.sections.data import DatasetConfig
 from posttrain.data.prompt_tasks import DatasetTasks
-from posttrain.settings.data_config import DatasetConfig
 from posttrain.types.errors import DataError
 
 ROWS = [{"prompt": f"What is {i}+{i}?", "answer": 2 * i, "level": i % 3} for i in range(40)]

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from posttrain.algos import get
+from posttrain.config import OptimConfig, TrainerConfig
 from posttrain.data.conversations import conversation_segment
 from posttrain.engines import TorchEngine, weights_checksum
 from posttrain.envs import ArithmeticTasks
@@ -17,7 +18,6 @@ from posttrain.recipes.distillation.offline import DIVERGENCES, check_same_vocab
 from posttrain.recipes.distillation.teacher_logits import StoredLogits, write_teacher_logits
 from posttrain.recipes.distillation.teachers import model_targets
 from posttrain.reporting import Reporter
-from posttrain.settings import OptimConfig, TrainerConfig
 from posttrain.train import Trainer, distill_step
 from posttrain.types import Batch, Episode
 

@@ -4,10 +4,10 @@ back with the weight sync that follows; a run with it ends where a run without i
 import pytest
 import torch
 
+from posttrain.config import OptimConfig
 from posttrain.engines import EngineAsleepError, TorchEngine
 from posttrain.engines.sleep import held_bytes
 from posttrain.recipes.rl import sync_weights
-from posttrain.settings import OptimConfig
 from posttrain.train import Trainer
 from posttrain.types import SamplingParams
 

@@ -11,18 +11,19 @@ from typer.testing import CliRunner
 from posttrain.audit import EXPLOITS, audit
 from posttrain.audit.report import attack_sampling
 from posttrain.cli.app import app
-from posttrain.config import load_config
-from posttrain.config.agent_config import GuardConfig
+from posttrain.config import LoopLimits, load_config
+from posttrain.config.extension import load_object
+from posttrain.config.sections.agent import GuardConfig
 from posttrain.envs.code import CodeTasks
-from posttrain.harness import Guard, LoopLimits
+from posttrain.harness import Guard
 from posttrain.models.tiny import build_tokenizer
 from posttrain.recipes.judges.chats import build_guard
+from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout
-from posttrain.settings.extension import load_object
 
 PLANTED = "examples/env_audit/planted.py"
 TOKENIZER = build_tokenizer()
-REWARD = load_config("configs/code.yaml").reward.function()
+REWARD = RewardFunction.of(load_config("configs/code.yaml").reward)
 
 
 def audited(tasks, guard=None, n=2, exploits=None):

@@ -222,8 +222,9 @@ def round_robin_of(model, tokenizer, eps):
     episodes (``ClassifierCompare`` + ``group_binary_comparison``, no budget): ``r_i`` = the
     mean over the rest of its group of ``P(i beats j) = (sigmoid s(x, i, j) + 1 - sigmoid
     s(x, j, i)) / 2``, each comparison prompt scored alone; and the bound on their difference."""
+    from posttrain.config.sections.reward import DEFAULT_RUBRIC
     from posttrain.models import encode_prompt
-    from posttrain.rewards.judge import DEFAULT_RUBRIC, comparison_messages
+    from posttrain.rewards.judge import comparison_messages
 
     def score(question, a, b):
         ids = encode_prompt(tokenizer, comparison_messages(question, a, b, DEFAULT_RUBRIC))

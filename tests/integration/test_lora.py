@@ -12,12 +12,12 @@ import torch
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
+from posttrain.config import LoraConfig, OptimConfig, TrainerConfig
 from posttrain.data.conversations import conversation_segment
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_model, save_model, sequence_logprobs
 from posttrain.models.lora import base_name
-from posttrain.settings import LoraConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from posttrain.algos import get
+from posttrain.config import ActorConfig, EvalConfig, OPDConfig, OptimConfig, TrainerConfig
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks, EffortTask
 from posttrain.models import build_tiny, load_model
@@ -27,7 +28,6 @@ from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import evaluated
 from posttrain.rollout.single_turn import rollout
-from posttrain.settings import ActorConfig, EvalConfig, OPDConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer, distill_step
 from posttrain.types import Batch, SamplingParams
 

@@ -91,10 +91,10 @@ def test_packed_distributions_match_per_sample(model, tokenizer):
 def test_sft_with_packing_reports_the_unpacked_loss(model, tokenizer, tmp_path):
     import json
 
+    from posttrain.config import OptimConfig, SFTConfig
     from posttrain.data import ChatData
     from posttrain.recipes.sft import run_sft
     from posttrain.reporting import Reporter
-    from posttrain.settings import OptimConfig, SFTConfig
     from posttrain.train import Trainer
 
     rng = random.Random(1)

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from posttrain.config import OptimConfig, PreferenceConfig, TrainerConfig
 from posttrain.data.conversations import batch_indices
 from posttrain.data.preference_pairs import (
     arithmetic_pairs,
@@ -21,7 +22,6 @@ from posttrain.data.preference_pairs import (
 from posttrain.envs import ArithmeticTasks
 from posttrain.recipes.dpo import preference_eval, run_preference
 from posttrain.reporting import Reporter
-from posttrain.settings import OptimConfig, PreferenceConfig, TrainerConfig
 from posttrain.train import Trainer, preference_step
 from posttrain.types import DataError
 

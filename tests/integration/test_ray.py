@@ -8,10 +8,10 @@ import torch
 from async_helpers import length_reward, rl_config, train  # noqa: F401 (fixture)
 
 from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_session
+from posttrain.config import DistConfig, OptimConfig
 from posttrain.engines import EngineRestarted, TorchEngine, row_seeds, weights_checksum
 from posttrain.models import encode_prompt
 from posttrain.recipes.rl import run_async_rl, sync_weights
-from posttrain.settings import DistConfig, OptimConfig
 from posttrain.train import Trainer
 from posttrain.types import SamplingParams, read_episodes
 

@@ -9,6 +9,18 @@ import json
 import pytest
 import torch
 
+from posttrain.config import (
+    ActorConfig,
+    AlgoConfig,
+    CriticConfig,
+    EvalConfig,
+    OptimConfig,
+    RLConfig,
+    SFTConfig,
+    TrainerConfig,
+)
+from posttrain.config.sections.data import DatasetConfig
+from posttrain.config.sections.rl import SYNC_TOLERANCE, SyncConfig
 from posttrain.data import generate_arithmetic_sft
 from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.engines import TorchEngine
@@ -20,18 +32,6 @@ from posttrain.recipes.rl import run_async_rl
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
-from posttrain.settings import (
-    ActorConfig,
-    AlgoConfig,
-    CriticConfig,
-    EvalConfig,
-    OptimConfig,
-    RLConfig,
-    SFTConfig,
-    TrainerConfig,
-)
-from posttrain.settings.data_config import DatasetConfig
-from posttrain.settings.rl_config import SYNC_TOLERANCE, SyncConfig
 from posttrain.train import Trainer, latest_checkpoint, load_checkpoint_state, save_checkpoint
 from posttrain.train.checkpoint import CRITIC_DIR
 

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from posttrain.config import OptimConfig, TrainerConfig
 from posttrain.data.preference_pairs import arithmetic_pairs, comparison_batch, pair_batch
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_value_model, sequence_scores
@@ -17,7 +18,6 @@ from posttrain.recipes.reward_model import (
 )
 from posttrain.reporting import Reporter
 from posttrain.rollout.judged import ClassifierCompare
-from posttrain.settings import OptimConfig, TrainerConfig
 from posttrain.train import Trainer, reward_model_step
 
 TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)

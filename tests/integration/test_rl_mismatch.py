@@ -6,13 +6,13 @@ import random
 import pytest
 import torch
 
+from posttrain.config import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.recipes import run_rl
 from posttrain.recipes.sampling_loop import RLRun
 from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
-from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, OptimConfig, RLConfig
 from posttrain.train import Trainer
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 from posttrain.types.errors import MismatchError

@@ -10,7 +10,16 @@ import pytest
 import torch
 
 from posttrain.algos import get
-from posttrain.config import ConfigError, load_config
+from posttrain.config import (
+    ActorConfig,
+    AlgoConfig,
+    ConfigError,
+    EvalConfig,
+    KLConfig,
+    OptimConfig,
+    RLConfig,
+    load_config,
+)
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.recipes import run_rl
@@ -18,7 +27,6 @@ from posttrain.recipes.sampling_loop import RLRun
 from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout import informative
-from posttrain.settings import ActorConfig, AlgoConfig, EvalConfig, KLConfig, OptimConfig, RLConfig
 from posttrain.train import Trainer
 from posttrain.train.episode_advantages import compute_advantages, estimator_options
 from posttrain.types import Batch, Episode, SamplingParams, Segment
@@ -112,8 +120,8 @@ def test_config_rejects_combinations_that_cannot_take_effect():
 
 
 def test_critic_fits_returns(tiny_dir):
+    from posttrain.config import CriticConfig, TrainerConfig
     from posttrain.models import load_value_model
-    from posttrain.settings import CriticConfig, TrainerConfig
     from posttrain.train import critic_step, critic_values
 
     torch.manual_seed(0)
@@ -387,8 +395,8 @@ def test_auto_budgets_are_fixed_and_recorded_in_the_rl_loop(model, tokenizer, tm
     the saved episodes."""
     import numpy as np
 
+    from posttrain.config import ShapingRule
     from posttrain.rollout.prompt_budgets import PromptBudgets, prompt_key
-    from posttrain.settings import ShapingRule
     from posttrain.types import read_episodes
 
     class TwoPrompts:

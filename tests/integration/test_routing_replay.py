@@ -7,13 +7,13 @@ import random
 import pytest
 import torch
 
+from posttrain.config import OptimConfig, TrainerConfig
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model, load_tokenizer
 from posttrain.models.routing import capture, routers
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import rollout
-from posttrain.settings import OptimConfig, TrainerConfig
 from posttrain.train import Trainer
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
@@ -107,7 +107,7 @@ def test_the_load_balancing_loss_enters_the_update(moe):
     ``load_balancing_loss_func`` over the real tokens) of the step's batch, rows of unequal
     length padded, and the step's gradient is the plain step's plus ``coef`` times that loss's
     gradient."""
-    from posttrain.settings import ActorConfig
+    from posttrain.config import ActorConfig
     from posttrain.train.rl_update import PolicySteps, policy_steps
 
     tok, model = moe

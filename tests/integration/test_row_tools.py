@@ -11,6 +11,7 @@ from agent_helpers import ScriptedEngine
 
 from posttrain.config import load_config
 from posttrain.recipes.run_tasks import rollout_function, task_family
+from posttrain.rewards import RewardFunction
 from posttrain.types import SamplingParams
 from posttrain.types.errors import DataError
 
@@ -54,7 +55,7 @@ def play(cfg, tokenizer, row_id, replies):
     (task,) = [t for t in tasks.splits["train"] if t.row["id"] == row_id]
     engine = ScriptedEngine(tokenizer, replies)
     (ep,) = rollout_function(cfg, tools, env_factory)(
-        engine, tokenizer, [task], cfg.reward.function(), SamplingParams(max_new_tokens=64))
+        engine, tokenizer, [task], RewardFunction.of(cfg.reward), SamplingParams(max_new_tokens=64))
     return [tokenizer.decode(p) for p in engine.prompts], ep
 
 
@@ -109,7 +110,7 @@ def test_a_single_turn_run_on_rows_with_tools_is_refused(tmp_path):
 
 
 def test_an_environment_is_constructed_with_the_row(tmp_path, tokenizer):
-    from posttrain.settings.extension import load_object
+    from posttrain.config.extension import load_object
 
     envs = HERE / "user_envs.py"
     guess = load_object(f"{envs}:Guess")

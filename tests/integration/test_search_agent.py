@@ -4,8 +4,9 @@ import json
 
 from agent_helpers import ScriptedEngine
 
+from posttrain.config import LoopLimits
 from posttrain.envs import SearchTasks
-from posttrain.harness import AgentLoop, LoopLimits, ToolRegistry
+from posttrain.harness import AgentLoop, ToolRegistry
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.scoring import tool_use_rate
 from posttrain.types import SamplingParams

@@ -3,10 +3,9 @@
 
 import pytest
 
-from posttrain.config import ConfigError, load_config
+from posttrain.config import ConfigError, ShapingRule, load_config
 from posttrain.envs import ArithmeticTasks, EffortTask
 from posttrain.rollout.scoring import shape_rewards
-from posttrain.settings import ShapingRule
 from posttrain.types import Episode, Segment
 
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 from posttrain.cluster.processes import run_processes
+from posttrain.config import ActorConfig, OptimConfig, TrainerConfig
 from posttrain.models import build_tiny, load_model, load_tokenizer
-from posttrain.settings import ActorConfig, OptimConfig, TrainerConfig
 from posttrain.train import (
     CheckpointMismatchError,
     PolicySteps,

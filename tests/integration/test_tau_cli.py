@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 from posttrain.cli.tau import summary_table
+from posttrain.config import LoopLimits
 from posttrain.envs.tau import gold
 from posttrain.envs.tau.episode import TauScoring
 from posttrain.envs.tau.rl import TauTasks
-from posttrain.harness import LoopLimits
 from posttrain.recipes.outer.tau_eval import play, summarize
 from posttrain.types import SamplingParams
 

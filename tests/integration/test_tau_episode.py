@@ -10,11 +10,12 @@ import pytest
 from agent_helpers import ScriptedEngine
 from tau_helpers import gold_actions, gold_agent, gold_users
 
+from posttrain.config import LoopLimits
 from posttrain.engines import TorchEngine
 from posttrain.envs.tau.episode import TauLimits, TauScoring
 from posttrain.envs.tau.rl import TauTasks
 from posttrain.envs.tau.user import user_message
-from posttrain.harness import LoopLimits, episode_problems, format_tool_call
+from posttrain.harness import episode_problems, format_tool_call
 from posttrain.recipes.outer.tau_eval import TAU_REWARD, summarize
 from posttrain.rollout.agent import AgentRollout
 from posttrain.types import SamplingParams, read_episodes, write_episodes

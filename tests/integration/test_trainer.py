@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from posttrain.algos import get
+from posttrain.config import ActorConfig, KLConfig, OptimConfig, TrainerConfig
 from posttrain.engines import TorchEngine
 from posttrain.models import encode_prompt
-from posttrain.settings import ActorConfig, KLConfig, OptimConfig, TrainerConfig
 from posttrain.train import (
     PolicySteps,
     Trainer,
@@ -199,7 +199,7 @@ ACTOR_LOSS_SETTINGS = {
 
 @pytest.mark.parametrize("name", sorted(ACTOR_LOSS_SETTINGS))
 def test_every_actor_loss_trains_through_the_trainer(model, tokenizer, name):
-    from posttrain.settings.trainer_config import ACTOR_LOSSES
+    from posttrain.config.sections.trainer import ACTOR_LOSSES
 
     assert set(ACTOR_LOSSES) == set(ACTOR_LOSS_SETTINGS)
     agg = "seq_mean_token_mean" if name == "gspo" else "token_mean"

@@ -14,6 +14,7 @@ from posttrain.cli.app import app
 from posttrain.config import ConfigError, load_config
 from posttrain.harness import episode_problems
 from posttrain.recipes.run_tasks import rollout_function, task_family
+from posttrain.rewards import RewardFunction
 from posttrain.types import SamplingParams
 
 ENVS = Path(__file__).with_name("user_envs.py")
@@ -27,7 +28,7 @@ def config(env, *overrides):
 
 def guess_class():
     """The class ``task.env`` loads (the module of a file path is loaded once, by path)."""
-    from posttrain.settings.extension import load_object
+    from posttrain.config.extension import load_object
 
     return load_object(f"{ENVS}:Guess")
 
@@ -38,7 +39,7 @@ def play(tokenizer, cfg, replies):
     rollout = rollout_function(cfg, tools, env_factory)
     task = tasks.eval_set(1)[0]
     engine = ScriptedEngine(tokenizer, replies(task.reference))
-    reward = cfg.reward.function()
+    reward = RewardFunction.of(cfg.reward)
     guess_class().made.clear()
     (ep,) = rollout(engine, tokenizer, [task], reward, SamplingParams(max_new_tokens=64))
     return task, [tokenizer.decode(p) for p in engine.prompts], ep

@@ -6,9 +6,9 @@ import threading
 import pytest
 import torch
 
+from posttrain.config import OptimConfig, SyncConfig
 from posttrain.engines import TorchEngine, weights_checksum
 from posttrain.recipes.rl import sync_weights
-from posttrain.settings import OptimConfig, SyncConfig
 from posttrain.train import Trainer
 from posttrain.types.errors import WeightSyncError
 

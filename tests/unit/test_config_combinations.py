@@ -4,6 +4,7 @@
 import pytest
 
 from posttrain.config import ConfigError, load_config
+from posttrain.rewards import RewardFunction
 
 TEACHER = "opd.teachers=[{path: /t}]"
 OPD = ["stages=[opd]", TEACHER]
@@ -169,10 +170,10 @@ def test_estimators_load_with_what_they_read(overrides):
 
 def test_a_synthesised_reward_is_grs_of_its_parts():
     """The spec's example: 1 x .8 x .5 = 0.4; a failed test gives 0 whatever the scores."""
-    fn = load_config(None, GRS).reward.function()
+    fn = RewardFunction.of(load_config(None, GRS).reward)
     assert fn.total({"t": 1.0, "s": 0.8, "b": 0.5}) == pytest.approx(0.4, abs=1e-15)
     assert fn.total({"t": 0.0, "s": 0.8, "b": 0.5}) == 0.0
-    plain = load_config(None, GRS[:2]).reward.function()
+    plain = RewardFunction.of(load_config(None, GRS[:2]).reward)
     assert plain.total({"t": 1.0, "s": 0.8, "b": 0.5}) == pytest.approx(2.3)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from posttrain.config import ConfigError, load_config
-from posttrain.settings.family import INDEX, index, member_of, names, scan
+from posttrain.config.family import INDEX, index, member_of, names, scan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def test_every_member_is_declared_under_its_name_and_family():
 
 
 def test_a_member_section_imports_no_heavy_library_nor_other_members():
-    code = ("import sys\nfrom posttrain.settings.family import member_of\n"
+    code = ("import sys\nfrom posttrain.config.family import member_of\n"
             "member_of('task', 'tau')\n"
             "print([m for m in ('torch', 'numpy', 'transformers', 'posttrain.envs.code') "
             "if m in sys.modules])")

@@ -6,9 +6,9 @@ import random
 import pytest
 
 from posttrain.config import ConfigError, load_config
+from posttrain.config.sections.agent import SUBAGENT_PROMPT
 from posttrain.data import generate_arithmetic_sft
 from posttrain.envs import LookupTasks
-from posttrain.harness.swarm import SUBAGENT_PROMPT
 
 
 def test_a_problem_asks_for_codes_only_the_records_hold():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from posttrain.algos import StepNorm, get
-from posttrain.settings import ActorConfig, KLConfig, OffPolicyConfig
+from posttrain.config import ActorConfig, KLConfig, OffPolicyConfig
 from posttrain.train import RLTokens, rl_loss
 
 D = torch.float64

@@ -5,10 +5,10 @@ import math
 
 import pytest
 
+from posttrain.config import EvalConfig
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.evaluation import evaluation_metrics
 from posttrain.rollout.sample_metrics import sample_metrics
-from posttrain.settings import EvalConfig
 from posttrain.types import Episode, Segment
 
 

@@ -4,7 +4,7 @@ functions; anything that is not a tool is a config error naming the entry."""
 import pytest
 
 from posttrain.config import ConfigError, load_config
-from posttrain.settings.extension import ExtensionError, load_tools
+from posttrain.config.extension import ExtensionError, load_tools
 
 TOOLS = '''
 from os.path import join  # imported, not defined here: not a tool

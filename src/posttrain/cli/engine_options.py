@@ -25,9 +25,9 @@ def engine_from_options(name: str, device: str | None, model: Path, dtype: str,
     command saying why not."""
     from pydantic import ValidationError
 
+    from posttrain.config.family import member_of
     from posttrain.engines import EngineUnavailableError
     from posttrain.models import ModelNotFoundError
-    from posttrain.settings.family import member_of
 
     given = {} if device is None else {"device": device}
     try:

@@ -45,13 +45,13 @@ def harness_search(
     import os
 
     from posttrain.config import ConfigError, load_config
+    from posttrain.config.extension import ExtensionError, load_object
     from posttrain.engines import EngineUnavailableError
     from posttrain.engines.chat import openai_chat
     from posttrain.harness_search import ChatProposer, HarnessSearch, HarnessStore, MutationProposer
     from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.recipes.outer.harness_search import harness_evaluator
     from posttrain.recipes.placement import make_engine
-    from posttrain.settings.extension import ExtensionError, load_object
 
     chosen = [s for s in (space, proposer, proposer_endpoint) if s is not None]
     if len(chosen) != 1:

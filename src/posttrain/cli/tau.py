@@ -108,15 +108,15 @@ def eval_(
     episodes.jsonl (viewable with `posttrain replay`) and summary.json to OUT."""
     from pydantic import ValidationError
 
+    from posttrain.config import LoopLimits
+    from posttrain.config.sections.agent import RETENTION
+    from posttrain.config.served import ChatServer
     from posttrain.engines.chat import engine_tool_chat
     from posttrain.envs.tau.rl import TauConfig, llm_users
-    from posttrain.harness import LoopLimits
-    from posttrain.harness.context import RETENTION
     from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.recipes.judges.chats import ServedChats
     from posttrain.recipes.outer.tau_eval import play, summarize
     from posttrain.reporting import StepProgress
-    from posttrain.settings.served import ChatServer
     from posttrain.types import SamplingParams, write_episodes
 
     def served(path, endpoint, name):

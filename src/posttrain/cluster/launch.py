@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from posttrain.cluster.engine_actor import EngineActor, RayEngine
-from posttrain.settings import DistConfig
+from posttrain.config import DistConfig
 
 
 def require_ray():

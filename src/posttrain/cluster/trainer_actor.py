@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from posttrain.settings import OptimConfig, TrainerConfig
+from posttrain.config import OptimConfig, TrainerConfig
 from posttrain.train import Trainer
 from posttrain.types import Batch
 

@@ -1,5 +1,7 @@
-"""The ``RunConfig`` tree that assembles the sections (the families' members chosen by
-name), the rules across sections, YAML loading with overrides, and ``config explain``."""
+"""Config: pydantic sections validated where they are declared, with no behaviour
+(``sections``); the families' registry and index (``family``); the ``RunConfig`` tree that
+assembles them (the members chosen by name), the rules across sections, YAML loading with
+overrides, and ``config explain``."""
 
 import lazy_loader
 

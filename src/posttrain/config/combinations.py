@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.harness.swarm import SWARM_PARTS
-from posttrain.rewards import ENV
-from posttrain.settings.rules import changed, sections, unread
+from posttrain.config.rules import changed, sections, unread
+from posttrain.config.sections.agent import SWARM_PARTS
+from posttrain.config.sections.reward import ENV
 
 
 def check_combinations(cfg) -> None:

@@ -8,31 +8,27 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from posttrain.algos.registry import facts
-from posttrain.config.agent_config import AgentConfig
 from posttrain.config.combinations import check_combinations
-from posttrain.config.reward_config import RewardConfig
-from posttrain.config.skills_config import SkillsConfig
+from posttrain.config.family import chosen, default_member
+from posttrain.config.section import Section
+from posttrain.config.sections.agent import AgentConfig
+from posttrain.config.sections.cluster import DistConfig
+from posttrain.config.sections.distill import DistillConfig, OPDConfig
+from posttrain.config.sections.engine import EngineFamily
+from posttrain.config.sections.offline import PreferenceConfig, RewardModelConfig, SFTConfig
+from posttrain.config.sections.reward import RewardConfig
+from posttrain.config.sections.rl import (
+    ESTIMATOR_OPTIONS,
+    SYNC_TOLERANCE,
+    AlgoConfig,
+    EvalConfig,
+    RLConfig,
+)
+from posttrain.config.sections.skills import SkillsConfig
+from posttrain.config.sections.task import TaskFamily
+from posttrain.config.sections.trainer import ActorConfig, CriticConfig, TrainerConfig
 from posttrain.models import PRESETS
 from posttrain.models.presets import ARCHITECTURES, MOE_ARCHITECTURES
-from posttrain.settings import (
-    ActorConfig,
-    AlgoConfig,
-    CriticConfig,
-    DistConfig,
-    DistillConfig,
-    EvalConfig,
-    OPDConfig,
-    PreferenceConfig,
-    RewardModelConfig,
-    RLConfig,
-    Section,
-    SFTConfig,
-    TrainerConfig,
-)
-from posttrain.settings.engine_family import EngineFamily
-from posttrain.settings.family import chosen, default_member
-from posttrain.settings.rl_config import ESTIMATOR_OPTIONS, SYNC_TOLERANCE
-from posttrain.settings.task_family import TaskFamily
 
 Task = chosen(TaskFamily, "arithmetic")  # the member ``task.name`` selects
 Engine = chosen(EngineFamily, "torch")  # the member ``engine.name`` selects

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from posttrain.config.extension import is_path, load_extension
+from posttrain.config.family import member
+from posttrain.config.rules import unread
+from posttrain.config.sections.data import DatasetConfig
+from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.rewards.user_reward import PER_SAMPLE, unknown_columns
-from posttrain.settings.data_config import DatasetConfig
-from posttrain.settings.extension import is_path, load_extension
-from posttrain.settings.family import member
-from posttrain.settings.rules import unread
-from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 
 @member("task", "dataset")

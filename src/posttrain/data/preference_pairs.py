@@ -14,12 +14,13 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from posttrain.config.sections.reward import DEFAULT_RUBRIC
 from posttrain.data.chat_formats import messages_of
 from posttrain.data.conversations import conversation_segment
 from posttrain.data.reading import read_rows
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import encode_prompt
-from posttrain.rewards.judge import DEFAULT_RUBRIC, comparison_messages, question_of
+from posttrain.rewards.judge import comparison_messages, question_of
 from posttrain.types import Batch, Episode, Segment
 
 

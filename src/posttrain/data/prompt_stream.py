@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from posttrain.config.sections.data import DatasetConfig
 from posttrain.data.prompt_tasks import PromptTask, prompt_task
 from posttrain.data.reading import (
     no_usable_row,
@@ -17,7 +18,6 @@ from posttrain.data.reading import (
     stream_rows,
 )
 from posttrain.envs.base import SplitTasks
-from posttrain.settings.data_config import DatasetConfig
 
 
 def buffer_shuffled(items: Iterable, rng: random.Random, size: int) -> Iterator:

@@ -7,10 +7,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from posttrain.config.sections.data import DatasetConfig
 from posttrain.data.chat_formats import ROLES
 from posttrain.data.reading import read_rows
 from posttrain.envs.base import SplitTasks
-from posttrain.settings.data_config import DatasetConfig
 from posttrain.types.errors import DataError
 
 

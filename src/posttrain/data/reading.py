@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from posttrain.settings.data_columns import open_text
-from posttrain.settings.data_files import file_format, resolve
+from posttrain.config.sections.data_columns import open_text
+from posttrain.config.sections.data_files import file_format, resolve
 from posttrain.types.errors import DataError
 
 SAVED_MARKERS = ("dataset_info.json", "dataset_dict.json", "state.json")  # save_to_disk's

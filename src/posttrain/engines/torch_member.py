@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posttrain.settings.engine_family import EngineFamily
-from posttrain.settings.family import member
-from posttrain.settings.section import Device
+from posttrain.config.family import member
+from posttrain.config.section import Device
+from posttrain.config.sections.engine import EngineFamily
 
 
 @member("engine", "torch")

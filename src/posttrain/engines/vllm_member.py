@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from posttrain.settings.engine_family import EngineFamily
-from posttrain.settings.family import member
+from posttrain.config.family import member
+from posttrain.config.sections.engine import EngineFamily
 
 
 @member("engine", "vllm")

@@ -14,10 +14,10 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from posttrain.config.family import member
+from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import StepResult
 from posttrain.rewards import RewardFunction
-from posttrain.settings.family import member
-from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 Op = Literal["+", "-", "*"]
 OPS: tuple[str, ...] = ("+", "-", "*")

@@ -9,10 +9,10 @@ import random
 import re
 from typing import ClassVar
 
+from posttrain.config.family import member
+from posttrain.config.sections.task import Models, TaskParts
 from posttrain.envs.arithmetic import ArithmeticConfig, ArithmeticTasks, Problem
 from posttrain.harness import ToolRegistry, format_tool_call
-from posttrain.settings.family import member
-from posttrain.settings.task_family import Models, TaskParts
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}

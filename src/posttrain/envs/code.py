@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from posttrain.config.family import member
+from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import SplitTasks
 from posttrain.harness import Tool, ToolRegistry, format_tool_call
 from posttrain.harness.verifier import SubmissionPolicy, Submissions
 from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits
-from posttrain.settings.family import member
-from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 HELPER = "def double(x):\n    return 2 * x\n"
 RUNNER = """

@@ -15,11 +15,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from posttrain.config.family import member
+from posttrain.config.sections.agent import SUBAGENT_PROMPT
+from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import SplitTasks
 from posttrain.harness import Tool, ToolRegistry, format_tool_call
-from posttrain.harness.swarm import SUBAGENT_PROMPT, swarm_tools
-from posttrain.settings.family import member
-from posttrain.settings.task_family import Models, TaskFamily, TaskParts
+from posttrain.harness.swarm import swarm_tools
 
 SYLLABLES = ("ka", "lo", "vi", "ru", "me", "ta", "so", "ne", "bi", "do", "fa", "gu")
 FILLER = ("filed under {n}", "seen at the north gate", "owes nothing", "keeps two goats",

@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from posttrain.config.family import member
+from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import SplitTasks
 from posttrain.rewards.reasoning_gym import gym_dataset, gym_reference
-from posttrain.settings.family import member
-from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 INSTRUCTION = "Give the final answer in <answer></answer> tags."
 

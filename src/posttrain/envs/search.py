@@ -9,11 +9,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from posttrain.config.family import member
+from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import SplitTasks
 from posttrain.envs.search_corpus import KIND_BY_NAME, Attribute, Doc, build_corpus
 from posttrain.harness import ToolRegistry, format_tool_call
-from posttrain.settings.family import member
-from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 
 def tokenize(text: str) -> list[str]:

@@ -1,17 +1,15 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
-from .compaction import STRATEGIES, Compaction
 from .context import (
     discard_tool_turns,
     microcompact,
     retain_reasoning,
     select_recent_user_messages,
-    should_compact,
 )
 from .episode_env import EpisodeEnv
 from .episode_state import STOP_REASONS
 from .guard import Guard, GuardRule
-from .limits import LoopLimits, truncate_output
+from .limits import truncate_output
 from .loop import AgentLoop, EpisodeItem
 from .replay import episode_problems
 from .swarm import Swarm, SwarmSettings
@@ -28,14 +26,11 @@ from .tree import run_tree
 __all__ = [
     "MALFORMED",
     "STOP_REASONS",
-    "STRATEGIES",
     "AgentLoop",
-    "Compaction",
     "EpisodeEnv",
     "EpisodeItem",
     "Guard",
     "GuardRule",
-    "LoopLimits",
     "HERMES_PATTERN",
     "Swarm",
     "SwarmSettings",
@@ -52,6 +47,5 @@ __all__ = [
     "retain_reasoning",
     "run_tree",
     "select_recent_user_messages",
-    "should_compact",
     "truncate_output",
 ]

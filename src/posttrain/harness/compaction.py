@@ -13,21 +13,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from pydantic import ConfigDict
-
+from posttrain.config.sections.agent import Compaction
 from posttrain.harness.context import (
     discard_tool_turns,
     microcompact,
     select_recent_user_messages,
-    should_compact,
 )
 from posttrain.harness.trace import Trace
-
-STRATEGIES = ("none", "microcompact", "discard_75", "discard_all", "summary", "codex_compact",
-              "claude_code_compact")
-SUMMARISING = ("summary", "codex_compact", "claude_code_compact")
 
 SUMMARY_PROMPT = ("Context is nearly full. Summarise the work so far: the task, what you tried, "
                   "the results you got and what remains to do.")
@@ -44,62 +38,30 @@ _PROMPTS = {"summary": SUMMARY_PROMPT, "codex_compact": CODEX_PROMPT,
             "claude_code_compact": CLAUDE_CODE_PROMPT}
 
 
-@dataclass(frozen=True)
-class Compaction:
-    """When and how the loop compacts. ``keep_last``: results ``microcompact`` keeps;
-    ``user_budget``: tokens of real user messages ``codex_compact`` keeps; ``max_compactions``
-    per episode (later triggers are ignored and the token limit ends the episode)."""
+def summary_request(c: Compaction, messages: Sequence[dict]) -> list[dict]:
+    """The history with the strategy's summary prompt appended as a user turn."""
+    return [*messages, {"role": "user", "content": _PROMPTS[c.strategy], "injected": True}]
 
-    __pydantic_config__ = ConfigDict(extra="forbid")  # as a config section: no unknown keys
 
-    strategy: str = "none"
-    ratio: float = 0.8
-    keep_last: int = 5
-    user_budget: int = 20_000
-    max_compactions: int = 3
-    train_summary: bool = True
-
-    def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"unknown compaction strategy {self.strategy!r}; one of "
-                             f"{', '.join(STRATEGIES)}")
-        if not 0 < self.ratio <= 1:
-            raise ValueError(f"compaction ratio must lie in (0, 1], got {self.ratio}")
-        if min(self.keep_last, self.user_budget, self.max_compactions) < 0:
-            raise ValueError("compaction keep_last, user_budget and max_compactions must be >= 0")
-
-    @property
-    def summarises(self) -> bool:
-        return self.strategy in SUMMARISING
-
-    def due(self, used_tokens: int, window: int, done: int) -> bool:
-        return (self.strategy != "none" and done < self.max_compactions
-                and should_compact(used_tokens, window, self.ratio))
-
-    def summary_request(self, messages: Sequence[dict]) -> list[dict]:
-        """The history with the strategy's summary prompt appended as a user turn."""
-        return [*messages, {"role": "user", "content": _PROMPTS[self.strategy],
-                            "injected": True}]
-
-    def rebuild(self, task: Sequence[dict], messages: Sequence[dict], summary: str,
-                count_tokens: Callable[[str], int]) -> list[dict]:
-        """The context the episode continues from. ``task``: the opening messages."""
-        s = self.strategy
-        if s == "microcompact":
-            return microcompact(messages, self.keep_last)
-        if s in ("discard_75", "discard_all"):
-            return discard_tool_turns(messages, 0.75 if s == "discard_75" else 1.0)
-        system = [dict(m) for m in task if m["role"] == "system"]
-        if s == "summary":  # V3.2: system + task + summary
-            return [*map(dict, task), _injected(f"Summary of the work so far:\n{summary}")]
-        if s == "claude_code_compact":  # the summary alone; no user message kept
-            return [*system, _injected(f"{CLAUDE_CODE_CONTINUED}\n{claude_code_summary(summary)}")]
-        users = [m for m in messages if m["role"] == "user" and not m.get("injected")]
-        earlier = users[:-1]
-        kept = select_recent_user_messages([count_tokens(m["content"]) for m in earlier],
-                                           self.user_budget)
-        return [*system, *(dict(earlier[i]) for i in kept),
-                _injected(f"{CODEX_PREFIX}\n{summary}"), *map(dict, users[-1:])]
+def rebuild(c: Compaction, task: Sequence[dict], messages: Sequence[dict], summary: str,
+            count_tokens: Callable[[str], int]) -> list[dict]:
+    """The context the episode continues from. ``task``: the opening messages."""
+    s = c.strategy
+    if s == "microcompact":
+        return microcompact(messages, c.keep_last)
+    if s in ("discard_75", "discard_all"):
+        return discard_tool_turns(messages, 0.75 if s == "discard_75" else 1.0)
+    system = [dict(m) for m in task if m["role"] == "system"]
+    if s == "summary":  # V3.2: system + task + summary
+        return [*map(dict, task), _injected(f"Summary of the work so far:\n{summary}")]
+    if s == "claude_code_compact":  # the summary alone; no user message kept
+        return [*system, _injected(f"{CLAUDE_CODE_CONTINUED}\n{claude_code_summary(summary)}")]
+    users = [m for m in messages if m["role"] == "user" and not m.get("injected")]
+    earlier = users[:-1]
+    kept = select_recent_user_messages([count_tokens(m["content"]) for m in earlier],
+                                       c.user_budget)
+    return [*system, *(dict(earlier[i]) for i in kept),
+            _injected(f"{CODEX_PREFIX}\n{summary}"), *map(dict, users[-1:])]
 
 
 def _injected(content: str) -> dict:
@@ -120,16 +82,16 @@ def compact(st) -> None:
     segment goes on)."""
     loop, compaction = st.loop, st.loop.compaction
 
-    def rebuild(summary: str) -> list[dict]:
-        return compaction.rebuild(st.task, st.msgs, summary, lambda s: len(loop.encode(s)))
+    def rebuilt_from(summary: str) -> list[dict]:
+        return rebuild(compaction, st.task, st.msgs, summary, lambda s: len(loop.encode(s)))
 
     if not compaction.summarises:
-        rebuilt = rebuild("")
+        rebuilt = rebuilt_from("")
         if rebuilt == st.msgs:
             return
         st.close_segment()
     else:
-        request = compaction.summary_request(st.msgs)
+        request = summary_request(compaction, st.msgs)
         text = st.render(request, True)
         ids = loop.encode(text)
         budget = min(loop.limits.max_new_tokens, loop.limits.max_tokens - len(ids))
@@ -141,6 +103,6 @@ def compact(st) -> None:
         summary = st.add_step(out, st.msgs, compaction.train_summary)
         st.msgs.append({"role": "assistant", "content": summary})
         st.close_segment()
-        rebuilt = rebuild(summary)
+        rebuilt = rebuilt_from(summary)
     st.restart(rebuilt)
     st.compactions += 1

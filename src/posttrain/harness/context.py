@@ -10,14 +10,10 @@ import math
 import re
 from collections.abc import Sequence
 
+from posttrain.config.sections.agent import RETENTION
+
 CLEARED = "[Old tool result content cleared]"
 THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
-RETENTION = ("drop_on_new_user", "keep_all", "auto_v4")
-
-
-def should_compact(used_tokens: int, window: int, ratio: float = 0.8) -> bool:
-    """The trigger: ``used_tokens > ratio * window`` (0.8 for DeepSeek V3.2's strategies)."""
-    return used_tokens > ratio * window
 
 
 def _calls_tools(msg: dict) -> bool:

@@ -16,12 +16,12 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from posttrain.config.sections.agent import Compaction, LoopLimits
 from posttrain.engines import Engine
-from posttrain.harness.compaction import Compaction, compact
+from posttrain.harness.compaction import compact
 from posttrain.harness.context import retain_reasoning
 from posttrain.harness.episode_env import EpisodeEnv, is_conversation
 from posttrain.harness.guard import BLOCKED, Guard
-from posttrain.harness.limits import LoopLimits
 from posttrain.harness.swarm import Swarm, SwarmSettings
 from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
 from posttrain.harness.tools import ToolRegistry, ToolResult

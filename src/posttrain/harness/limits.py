@@ -4,12 +4,10 @@ output the model sees.
 Tool output is cut deterministically, head and tail: at most ``max_lines`` lines (half from
 the head, half from the tail) and at most ``max_bytes`` UTF-8 bytes, cut at character
 boundaries, with a marker saying what was omitted; the full output stays in the episode
-record. Config validation reads ``LoopLimits`` from here without the agent loop's engine.
+record.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 MAX_LINES = 256
 MAX_BYTES = 10 * 1024
@@ -36,15 +34,3 @@ def truncate_output(text: str, max_lines: int = MAX_LINES, max_bytes: int = MAX_
     head, tail = _cut_bytes(text, half, False), _cut_bytes(text, max_bytes - half, True)
     omitted = size - len(head.encode()) - len(tail.encode())
     return f"{head}\n[... omitted {omitted} of {size} bytes ...]\n{tail}"
-
-
-@dataclass(frozen=True)
-class LoopLimits:
-    """When an episode ends, besides a final answer (a turn without tool calls)."""
-
-    max_turns: int = 8
-    max_tokens: int = 2048  # the context window: one segment's tokens
-    max_new_tokens: int = 256  # one assistant turn
-    timeout_s: float = 120.0
-    max_tool_errors: int = 3
-    loop_repeats: int = 3  # the same calls this many turns in a row

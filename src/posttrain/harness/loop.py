@@ -14,13 +14,11 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
+from posttrain.config.sections.agent import RETENTION, Compaction, LoopLimits
 from posttrain.engines import Engine
-from posttrain.harness.compaction import Compaction
-from posttrain.harness.context import RETENTION
 from posttrain.harness.episode_env import EpisodeEnv
 from posttrain.harness.episode_state import EpisodeState
 from posttrain.harness.guard import Guard
-from posttrain.harness.limits import LoopLimits
 from posttrain.harness.swarm import SwarmSettings
 from posttrain.harness.tool_calls import HERMES_PATTERN
 from posttrain.harness.tools import ToolRegistry

@@ -19,13 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from posttrain.harness.limits import LoopLimits
+from posttrain.config.sections.agent import SUBAGENT_PROMPT, LoopLimits
 from posttrain.harness.tools import Tool, ToolRegistry
 from posttrain.types import SamplingParams, Segment
-
-SWARM_PARTS = ("parallel", "finish")  # PARL's auxiliary parts, scored by the swarm
-SUBAGENT_PROMPT = ("You are a sub-agent of a larger task. Solve the task you are given with "
-                   "your tools and reply with the answer alone.")
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from posttrain.config import RunConfig
+from posttrain.config.extension import load_environment, takes_row
+from posttrain.config.sections.reward import ENV
 from posttrain.data.chat_formats import tool_schemas
 from posttrain.envs.stepped import SteppedEpisode
 from posttrain.harness import ToolRegistry
-from posttrain.rewards import ENV
-from posttrain.settings.extension import load_environment, takes_row
 from posttrain.types.errors import DataError
 
 ROW_TOOLS = "tools"  # the column of a dataset row that holds its tool schemas

@@ -12,13 +12,13 @@ from pathlib import Path
 import torch
 
 from posttrain.algos import entry, get, kto_reference_point
+from posttrain.config import PreferenceConfig
 from posttrain.data.preference_pairs import PreferencePair, mismatched_batch, pair_batch
 from posttrain.engines import Engine
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.pair_loop import CHUNK, evaluate_pairs, run_pairs
 from posttrain.recipes.placement import reference_model
 from posttrain.reporting import Reporter
-from posttrain.settings import PreferenceConfig
 from posttrain.train import Trainer, preference_step
 from posttrain.train.losses import preference_loss
 from posttrain.types import Batch

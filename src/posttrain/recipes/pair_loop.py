@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from posttrain.config import PairDataConfig
 from posttrain.data.conversations import batch_indices
 from posttrain.data.preference_pairs import PreferencePair, pair_batch
 from posttrain.recipes.sampling_loop import due
 from posttrain.reporting import Reporter
-from posttrain.settings import PairDataConfig
 from posttrain.types import Batch
 
 CHUNK = 64  # pairs scored at once outside training

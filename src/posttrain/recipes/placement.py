@@ -14,13 +14,12 @@ from pathlib import Path
 import torch
 
 from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_session
-from posttrain.config import RunConfig
+from posttrain.config import OptimConfig, RunConfig, TrainerConfig
 from posttrain.engines import Engine
 from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
 from posttrain.models.devices import placed
 from posttrain.recipes.distillation.self_distill import self_teacher
 from posttrain.recipes.distillation.teachers import Teacher
-from posttrain.settings import OptimConfig, TrainerConfig
 from posttrain.train import PolicyTrainer, Trainer, is_sharded
 from posttrain.train.checkpoint import CRITIC_DIR
 

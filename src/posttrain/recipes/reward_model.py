@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from posttrain.config import RewardModelConfig
 from posttrain.data.preference_pairs import PreferencePair, comparison_batch, pair_batch
 from posttrain.models import frozen, load_tokenizer, load_value_model, save_model, sequence_scores
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.pair_loop import evaluate_pairs, run_pairs
 from posttrain.recipes.placement import scalar_head_settings
 from posttrain.reporting import Reporter, plot_stages
-from posttrain.settings import RewardModelConfig
 from posttrain.train import Trainer, reward_model_step
 from posttrain.train.losses import bradley_terry_loss, pairwise_classifier_loss
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain.algos import entry
+from posttrain.config import SyncConfig
 from posttrain.engines import Engine, WeightsDigest
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.placement import (
@@ -43,7 +44,6 @@ from posttrain.rollout import (
 )
 from posttrain.rollout.dispatch import GroupSource
 from posttrain.rollout.prompt_budgets import PromptBudgets
-from posttrain.settings import SyncConfig
 from posttrain.train import PolicyTrainer
 from posttrain.types import Batch, Episode, Segment, write_episodes
 from posttrain.types.errors import MismatchError, WeightSyncError

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from posttrain.config import ConfigError, RunConfig
+from posttrain.config import ConfigError, PairDataConfig, RunConfig
+from posttrain.config.extension import load_extension, load_tools
+from posttrain.config.sections.task import TaskParts
 from posttrain.data import ChatData, generate_arithmetic_sft, load_chat_data
 from posttrain.data.preference_pairs import (
     PreferencePair,
@@ -26,12 +28,10 @@ from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, 
 from posttrain.recipes.judges.chats import ServedChats, build_guard
 from posttrain.recipes.skills import skill_library
 from posttrain.reporting import StepProgress
+from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
 from posttrain.rollout.evaluation import absent_columns, evaluated
 from posttrain.rollout.judged import JudgedRollout
-from posttrain.settings import PairDataConfig
-from posttrain.settings.extension import load_extension, load_tools
-from posttrain.settings.task_family import TaskParts
 from posttrain.skills.library import SkilledTasks
 from posttrain.types import Episode
 
@@ -109,7 +109,7 @@ class RunTasks:
         if self.skills is not None:  # every episode opens with the skills disclosed
             self.tasks = SkilledTasks(self.tasks, self.skills)
             self.eval_tasks = [self.skills.task(t) for t in self.eval_tasks]
-        self.reward_fn = cfg.reward.function()
+        self.reward_fn = RewardFunction.of(cfg.reward)
         absent, have = absent_columns(self.eval_tasks, cfg.eval.group_by)
         if absent:
             raise ConfigError(f"eval.group_by: no held-out task has {', '.join(absent)} "

@@ -10,6 +10,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from posttrain.config import (
+    ActorConfig,
+    AlgoConfig,
+    CriticConfig,
+    EvalConfig,
+    RLConfig,
+    ShapingRule,
+)
 from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.reporting import Reporter
@@ -18,14 +26,6 @@ from posttrain.rollout import rollout
 from posttrain.rollout.evaluation import evaluated
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.single_turn import RolloutPlan
-from posttrain.settings import (
-    ActorConfig,
-    AlgoConfig,
-    CriticConfig,
-    EvalConfig,
-    RLConfig,
-    ShapingRule,
-)
 from posttrain.train import PolicyTrainer, Trainer
 from posttrain.train.rl_update import PolicySteps, PolicyUpdate
 from posttrain.types import Episode

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from posttrain.config import SFTConfig
 from posttrain.data.conversations import ChatData, ConversationSegments, batch_indices
 from posttrain.engines import Engine
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.sampling_loop import due
 from posttrain.reporting import Reporter
-from posttrain.settings import SFTConfig
 from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode
 

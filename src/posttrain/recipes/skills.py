@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from posttrain.config import RunConfig
-from posttrain.config.skills_config import SkillsConfig
+from posttrain.config.extension import load_extension
+from posttrain.config.sections.skills import SkillsConfig
 from posttrain.engines import Engine
 from posttrain.engines.chat import engine_chat
 from posttrain.recipes.judges.chats import ServedChats
 from posttrain.rollout.evaluation import evaluation_episodes, pass_rates
-from posttrain.settings.extension import load_extension
 from posttrain.skills import SkillBank
 from posttrain.skills.bench import SelfWrittenSkills, skills_bench
 from posttrain.skills.evolution import SkillEvolution

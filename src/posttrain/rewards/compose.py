@@ -8,16 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from posttrain.config.extension import is_path, load_extension
+from posttrain.config.sections.reward import ENV, JUDGE, RewardConfig
 from posttrain.rewards.registry import FALLIBLE_VERIFIERS, VERIFIERS
 from posttrain.rewards.reward_worker import RewardWorker
 from posttrain.rewards.synthesis import synthesised
 from posttrain.rewards.user_reward import Missing, Sample
-from posttrain.settings.extension import is_path, load_extension
 
 logger = logging.getLogger(__name__)
 
-ENV = "env"  # the verifier name of a part the episode's environment scores
-JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.judged)
 
 
 class Scored(NamedTuple):
@@ -72,6 +71,15 @@ class RewardFunction:
         object.__setattr__(self, "fallible_parts", [  # the parts that can be missing
             n for n, (v, _) in self.weights.items()
             if n in self._user or v in FALLIBLE_VERIFIERS or v == JUDGE])
+
+    @classmethod
+    def of(cls, reward: RewardConfig) -> RewardFunction:
+        """The reward function ``reward``'s parts, keys, timeout and synthesis describe."""
+        synthesis = None if reward.synthesis is None else (reward.synthesis.name,
+                                                           dict(reward.synthesis.inputs))
+        return cls({n: (p.verifier, p.weight) for n, p in reward.parts.items()},
+                   {n: p.key for n, p in reward.parts.items() if p.key is not None},
+                   reward.timeout_s, synthesis)
 
     def __reduce__(self):  # rebuilt from the spec (a file-loaded function pickles badly)
         return RewardFunction, (dict(self.weights), dict(self.keys), self.timeout_s,

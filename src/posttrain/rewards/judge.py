@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-DEFAULT_RUBRIC = ("Is the response correct, complete and clearly stated? Reward correctness "
-                  "first, then clarity.")
 VERDICT = re.compile(r"<winner>\s*(A|B|tie)\s*</winner>", re.IGNORECASE)
 OUTCOME = {"a": 1.0, "b": 0.0, "tie": 0.5}
 

@@ -16,9 +16,9 @@ import subprocess
 import sys
 import threading
 
+from posttrain.config.family import member
 from posttrain.rewards.rule_verifiers import BOXED_RE
 from posttrain.rewards.verifiers import extract_answer, gold_text
-from posttrain.settings.family import member
 
 TIMEOUT_S = 5.0  # one check
 STARTUP_S = 120.0  # the worker importing math-verify and sympy

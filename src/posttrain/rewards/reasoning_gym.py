@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
+from posttrain.config.family import member
 from posttrain.rewards.verifiers import extract_answer
-from posttrain.settings.family import member
 
 
 @lru_cache(maxsize=16)

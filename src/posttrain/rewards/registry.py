@@ -4,8 +4,8 @@ ALGORITHMS.md §9, math-verify's and reasoning-gym's), from the families index."
 
 from __future__ import annotations
 
+from posttrain.config.family import member_of, names
 from posttrain.rewards.verifiers import Verifier
-from posttrain.settings.family import member_of, names
 
 VERIFIERS: dict[str, Verifier] = {name: member_of("verifier", name) for name in names("verifier")}
 # those that may leave a part missing (None: a reference they cannot read)

@@ -112,7 +112,7 @@ def _stop_all() -> None:
 def serve(path: str, receive: Connection, send: Connection, parent: int) -> None:
     """The worker: load ``path``, say ``ready``, then score each batch received, sending
     ``(indices, values)`` as its calls end, until the parent closes the pipe or is gone."""
-    from posttrain.settings.extension import load_extension
+    from posttrain.config.extension import load_extension
 
     def orphaned() -> None:
         while os.getppid() == parent:

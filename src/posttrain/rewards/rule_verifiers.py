@@ -7,8 +7,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
+from posttrain.config.family import member
 from posttrain.rewards.verifiers import extract_answer
-from posttrain.settings.family import member
 
 NUMBER_RE = re.compile(r"(?:^|\s|=)\s*(-?\d*\.?\d+)\s*$")
 FORMAT_TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-# catalogue functions that turn reward parts into the reward (kind ``advantage``)
-SYNTHESES = ("grs",)
-
 
 def synthesised(name: str, inputs: Mapping[str, str], parts: Mapping[str, float]) -> float:
     """``name``'s reward for one sample whose input ``k`` is the part ``inputs[k]``."""

@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Callable
 
-from posttrain.settings.family import member
+from posttrain.config.family import member
 
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 STRICT_FORMAT_RE = re.compile(

@@ -7,15 +7,14 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from functools import partial
 
+from posttrain.config import Compaction, LoopLimits
 from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.harness import (
     AgentLoop,
-    Compaction,
     EpisodeEnv,
     EpisodeItem,
     Guard,
-    LoopLimits,
     SwarmSettings,
     ToolRegistry,
     run_tree,

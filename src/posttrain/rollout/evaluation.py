@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from posttrain.config import EvalConfig
 from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.rollout.scoring import missing_metrics, swarm_metrics, tool_use_rate
 from posttrain.rollout.single_turn import rollout
-from posttrain.settings import EvalConfig
 from posttrain.types import Episode
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from posttrain.algos import get
+from posttrain.config.sections.reward import DEFAULT_RUBRIC
 from posttrain.data.preference_pairs import PreferencePair, comparison_batch
 from posttrain.engines.chat import Chat
 from posttrain.envs import Task
@@ -25,7 +26,6 @@ from posttrain.models import sequence_scores
 from posttrain.models.devices import model_device
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.judge import (
-    DEFAULT_RUBRIC,
     comparison_messages,
     extract_verdict,
     question_of,

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 import torch
 
 from posttrain.algos import LazyInputs, entry, get
+from posttrain.config import ShapingRule
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.prompt_budgets import PromptBudgets
-from posttrain.settings import ShapingRule
 from posttrain.types import Episode
 
 

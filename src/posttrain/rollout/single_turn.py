@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from posttrain.config import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.engines import Engine
 from posttrain.envs import EffortTask, Task, seek_step
 from posttrain.models import encode_prompt
@@ -24,7 +25,6 @@ from posttrain.rewards.compose import Scored
 from posttrain.rewards.user_reward import Sample
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.scoring import fill_missing, informative, shape_rewards
-from posttrain.settings import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.types import Episode, SamplingParams, Segment
 from posttrain.types.sampling import step_seed
 

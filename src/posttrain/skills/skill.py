@@ -18,12 +18,14 @@ from pathlib import Path
 
 import yaml
 
+from posttrain.types import DataError
+
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 PARTS = ("major", "minor", "patch")
 
 
-class SkillError(ValueError):
+class SkillError(DataError):
     """A skill that cannot be used; the message names the file and what is wrong."""
 
 

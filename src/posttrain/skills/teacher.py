@@ -10,29 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from posttrain.config.sections.skills import LESSON_PROMPT, SKILL_PROMPT
 from posttrain.skills.skill import Skill, parse_skill
-
-SKILL_PROMPT = """An agent solved the task below. Distil what made it work into a reusable skill
-for tasks like it: a short general procedure, not this task's answer (never write the
-expected result, file names or paths of the task).
-
-Reply with a SKILL.md only: a front matter between '---' lines with name (lower-case words
-joined by '-'), description (one line), triggers (a list of phrases that call it up) and
-version 0.1.0, then the procedure in Markdown.
-
-Trajectory:
-{trajectory}"""
-
-LESSON_PROMPT = """An agent failed the task below. Write a lesson for tasks like it with four
-parts: the failure point, the wrong action, the correct action and the general rule. Do not
-write the expected result, file names or paths of the task.
-
-Reply with a SKILL.md only: a front matter between '---' lines with name (lower-case words
-joined by '-', starting with 'lesson-'), description (one line), triggers (a list of phrases
-that call it up) and version 0.1.0, then the lesson in Markdown.
-
-Trajectory:
-{trajectory}"""
 
 
 class SkillTeacher(Protocol):

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from posttrain.algos import LazyInputs, entry, get, long_success_penalty
-from posttrain.settings import AlgoConfig
-from posttrain.settings.rl_config import ESTIMATOR_OPTIONS
+from posttrain.config import AlgoConfig
+from posttrain.config.sections.rl import ESTIMATOR_OPTIONS
 from posttrain.types import Batch, Episode
 
 

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from posttrain.algos import AdaptiveEntropyCoef, StepNorm, adaptive_kl_coef, entry, get
-from posttrain.models.routing import load_balancing_loss, router_logits
-from posttrain.settings import (
+from posttrain.config import (
     ActorConfig,
     AlgoConfig,
     CriticConfig,
@@ -24,6 +23,7 @@ from posttrain.settings import (
     OffPolicyConfig,
     RLConfig,
 )
+from posttrain.models.routing import load_balancing_loss, router_logits
 from posttrain.train.critic import critic_step, critic_values
 from posttrain.train.episode_advantages import compute_advantages, token_kl
 from posttrain.train.protocol import PolicyTrainer

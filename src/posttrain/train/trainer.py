@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 import torch
 
 from posttrain.algos import StepNorm
+from posttrain.config import OptimConfig, TrainerConfig
+from posttrain.config.sections.trainer import COMPUTE_DTYPES
 from posttrain.models import frozen, prefix_lengths
 from posttrain.models.devices import full, resolve_device
 from posttrain.models.logprobs import Scorer
@@ -41,8 +43,6 @@ from posttrain.models.lora import (
     merged_weights,
 )
 from posttrain.models.routing import replay
-from posttrain.settings import OptimConfig, TrainerConfig
-from posttrain.settings.trainer_config import COMPUTE_DTYPES
 from posttrain.train.parallel import (
     DataParallel,
     full_optimizer_state,

@@ -21,4 +21,5 @@ class MismatchError(RuntimeError):
 
 
 class DataError(ValueError):
-    """A data file a run reads holds no valid row."""
+    """A data file a run reads holds no valid row, or a file it needs does not parse (a
+    skill's ``SKILL.md``)."""

@@ -1,12 +1,12 @@
 """§11 context management: triggers and the deterministic strategies, on the spec's examples."""
 
+from posttrain.config import Compaction
 from posttrain.harness.context import (
     CLEARED,
     discard_tool_turns,
     drop_reasoning_on_new_user,
     microcompact,
     select_recent_user_messages,
-    should_compact,
 )
 
 
@@ -19,8 +19,11 @@ def tool_history(n):
 
 
 def test_trigger():
-    assert should_compact(801, 1000) and not should_compact(800, 1000)
-    assert should_compact(901, 1000, ratio=0.9)
+    """``used > ratio * window``, at most ``max_compactions`` times an episode."""
+    c = Compaction("microcompact")
+    assert c.due(801, 1000, 0) and not c.due(800, 1000, 0)
+    assert Compaction("microcompact", ratio=0.9).due(901, 1000, 0)
+    assert not c.due(801, 1000, c.max_compactions) and not Compaction().due(10**6, 1000, 0)
 
 
 def test_discard_75_drops_the_oldest_ceil_share_of_tool_turns():

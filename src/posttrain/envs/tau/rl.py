@@ -11,17 +11,17 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from posttrain.config import Section
+from posttrain.config.family import member
+from posttrain.config.rules import unread
+from posttrain.config.sections.task import Models, TaskFamily, TaskParts
+from posttrain.config.served import ChatServer
 from posttrain.envs.base import SplitTasks
 from posttrain.envs.tau.environment import domain, pristine
 from posttrain.envs.tau.episode import TAU_PARTS, TauEpisode, TauLimits, TauScoring, agent_prompt
 from posttrain.envs.tau.tasks import BASES, TauTask, load_splits, load_tasks
 from posttrain.envs.tau.user import LLMUser, ToolChat, UserSimulator
 from posttrain.harness import Tool, ToolRegistry
-from posttrain.settings import Section
-from posttrain.settings.family import member
-from posttrain.settings.rules import unread
-from posttrain.settings.served import ChatServer
-from posttrain.settings.task_family import Models, TaskFamily, TaskParts
 
 SPLITS = {"mock": ("base", "base"), "retail": ("train", "test"), "telecom": ("base", "base")}
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from posttrain.config.sections.distill import OFFLINE_DIVERGENCES
 from posttrain.data.conversations import ConversationSegments, batch_indices
 from posttrain.engines import Engine
 from posttrain.models import check_same_vocabulary, encode_prompt, load_model, load_tokenizer
@@ -21,7 +22,6 @@ from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teacher_logits import StoredLogits
 from posttrain.recipes.distillation.teachers import model_targets
 from posttrain.reporting import Reporter
-from posttrain.settings.distill_config import OFFLINE_DIVERGENCES
 from posttrain.train import Trainer, distill_step
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 

@@ -19,6 +19,7 @@ from typing import ClassVar
 import torch
 
 from posttrain.algos import LazyInputs, entry
+from posttrain.config import ActorConfig, AlgoConfig, OPDConfig
 from posttrain.engines import Engine
 from posttrain.envs import EffortTask, seek_step
 from posttrain.recipes.build import RunParts
@@ -33,7 +34,6 @@ from posttrain.recipes.placement import cluster_session, teachers
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import rollout_metrics
 from posttrain.rollout.single_turn import rollout
-from posttrain.settings import ActorConfig, AlgoConfig, OPDConfig
 from posttrain.train import PolicySteps, Trainer, distill_step, policy_steps
 from posttrain.train.episode_advantages import compute_advantages
 from posttrain.types import Batch

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 
-from posttrain.config.agent_config import GuardConfig
+from posttrain.config.extension import load_extension
+from posttrain.config.sections.agent import GuardConfig
+from posttrain.config.served import ChatServer, ServedModel
 from posttrain.engines.chat import (
     Chat,
     ToolChat,
@@ -19,8 +21,6 @@ from posttrain.engines.torch_member import TorchEngineConfig
 from posttrain.harness import Guard
 from posttrain.harness.guard import DEFAULT_RULES, ChatGuardJudge, GuardRule
 from posttrain.models import load_tokenizer
-from posttrain.settings.extension import load_extension
-from posttrain.settings.served import ChatServer, ServedModel
 
 
 class ServedChats:

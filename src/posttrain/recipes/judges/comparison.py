@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
-from posttrain.config.reward_config import ServedJudge
-from posttrain.settings.family import member
+from posttrain.config.family import member
+from posttrain.config.sections.reward import ServedJudge
 
 
 @member("judge", "comparison")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from posttrain.config.reward_config import JudgeFamily
-from posttrain.settings.extension import extension, load_extension
-from posttrain.settings.family import member
+from posttrain.config.extension import extension, load_extension
+from posttrain.config.family import member
+from posttrain.config.sections.reward import JudgeFamily
 
 
 @member("judge", "function")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.config.reward_config import LocalJudge
-from posttrain.settings.family import member
+from posttrain.config.family import member
+from posttrain.config.sections.reward import LocalJudge
 
 
 @member("judge", "reward_model")

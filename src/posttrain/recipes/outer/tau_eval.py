@@ -10,10 +10,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from posttrain.algos.metrics import pass_hat_k
+from posttrain.config import LoopLimits
+from posttrain.config.sections.reward import ENV
 from posttrain.engines import Engine
 from posttrain.envs.tau.rl import TauPrompt, TauTasks
-from posttrain.harness import LoopLimits, ToolRegistry
-from posttrain.rewards import ENV, RewardFunction
+from posttrain.harness import ToolRegistry
+from posttrain.rewards import RewardFunction
 from posttrain.rollout.agent import AgentRollout
 from posttrain.types import Episode, SamplingParams
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any, ClassVar, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.settings.extension import environment, extension, load_extension
-from posttrain.settings.family import PATH, Member, member
+from posttrain.config.extension import environment, extension, load_extension
+from posttrain.config.family import PATH, Member, member
 
 
 @dataclass

@@ -13,7 +13,7 @@ import json
 import lzma
 from pathlib import Path
 
-from posttrain.settings.data_files import COMPRESSIONS, resolve
+from posttrain.config.sections.data_files import COMPRESSIONS, resolve
 
 HEAD_ROWS = 100  # JSON Lines: the union of the keys of this many first rows
 OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}

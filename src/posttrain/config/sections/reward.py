@@ -8,14 +8,17 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from posttrain.algos.registry import facts
-from posttrain.rewards import ENV, JUDGE, VERIFIERS, RewardFunction
-from posttrain.rewards.judge import DEFAULT_RUBRIC
-from posttrain.rewards.synthesis import SYNTHESES
-from posttrain.settings import Section, ShapingRule
-from posttrain.settings.extension import is_path, load_extension
-from posttrain.settings.family import Member, chosen
-from posttrain.settings.section import Device
-from posttrain.settings.served import ServedModel
+from posttrain.config.extension import is_path, load_extension
+from posttrain.config.family import Member, chosen, names
+from posttrain.config.section import Device, Section
+from posttrain.config.sections.rl import ShapingRule
+from posttrain.config.served import ServedModel
+
+ENV = "env"  # the verifier name of a part the episode's environment scores
+JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.judged)
+SYNTHESES = ("grs",)  # the functions a synthesised reward may be (rewards.synthesis)
+DEFAULT_RUBRIC = ("Is the response correct, complete and clearly stated? Reward correctness "
+                  "first, then clarity.")
 
 
 class RewardPart(Section):
@@ -33,8 +36,8 @@ class RewardPart(Section):
     def _known(cls, v: str) -> str:
         if is_path(v):
             load_extension("reward", v)
-        elif v not in VERIFIERS and v not in (ENV, JUDGE):
-            known = ", ".join(sorted([*VERIFIERS, ENV, JUDGE]))
+        elif v not in names("verifier") and v not in (ENV, JUDGE):
+            known = ", ".join(sorted([*names("verifier"), ENV, JUDGE]))
             raise ValueError(f"unknown verifier {v!r}; known: {known}")
         return v
 
@@ -141,15 +144,6 @@ class RewardConfig(Section):
             raise ValueError(f"reward.parts {weighted} have weights, which a synthesised "
                              f"reward ({self.synthesis.name}) does not use")
         return self
-
-    def function(self) -> RewardFunction:
-        """The reward function these parts, keys, timeout and synthesis describe."""
-        synthesis = None if self.synthesis is None else (self.synthesis.name,
-                                                         dict(self.synthesis.inputs))
-        return RewardFunction(
-            {n: (p.verifier, p.weight) for n, p in self.parts.items()},
-            {n: p.key for n, p in self.parts.items() if p.key is not None}, self.timeout_s,
-            synthesis)
 
     def check(self, cfg) -> None:
         """Shaping, judges and a task's own verifier with the task and the loop."""

@@ -8,12 +8,32 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.settings import Section
-from posttrain.settings.extension import extension
-from posttrain.settings.rules import unread
-from posttrain.settings.served import FunctionOrServed, check_fields
-from posttrain.skills.skill import load_skills
-from posttrain.skills.teacher import LESSON_PROMPT, SKILL_PROMPT
+from posttrain.config.extension import extension
+from posttrain.config.rules import unread
+from posttrain.config.section import Section
+from posttrain.config.served import FunctionOrServed, check_fields
+
+SKILL_PROMPT = """An agent solved the task below. Distil what made it work into a reusable skill
+for tasks like it: a short general procedure, not this task's answer (never write the
+expected result, file names or paths of the task).
+
+Reply with a SKILL.md only: a front matter between '---' lines with name (lower-case words
+joined by '-'), description (one line), triggers (a list of phrases that call it up) and
+version 0.1.0, then the procedure in Markdown.
+
+Trajectory:
+{trajectory}"""
+
+LESSON_PROMPT = """An agent failed the task below. Write a lesson for tasks like it with four
+parts: the failure point, the wrong action, the correct action and the general rule. Do not
+write the expected result, file names or paths of the task.
+
+Reply with a SKILL.md only: a front matter between '---' lines with name (lower-case words
+joined by '-', starting with 'lesson-'), description (one line), triggers (a list of phrases
+that call it up) and version 0.1.0, then the lesson in Markdown.
+
+Trajectory:
+{trajectory}"""
 
 
 class SkillTeacherConfig(FunctionOrServed):
@@ -57,12 +77,12 @@ class SkillsConfig(Section):
 
     @field_validator("dir")
     @classmethod
-    def _bank_loads(cls, directory: str | None) -> str | None:
+    def _bank_exists(cls, directory: str | None) -> str | None:
+        """The bank's skills load when the run builds its parts (``SkillError`` names each)."""
         if directory is not None:
             if not Path(directory).is_dir():
                 raise ValueError(f"no skill bank at {directory} (a directory of skill "
                                  "directories, each with a SKILL.md)")
-            load_skills(Path(directory))  # every skill must load (SkillError names each)
         return directory
 
     @model_validator(mode="after")

@@ -12,7 +12,7 @@ test keeps it current. A name that is a dotted path (``my_pkg.engines:MyEngine``
 user's own section class, or, for a family with a ``PATH`` member, that member (which then
 loads the named function: a task source, say).
 
->>> from posttrain.settings.family import member_of
+>>> from posttrain.config.family import member_of
 >>> member_of("task", "lookup").__name__
 'LookupConfig'
 """
@@ -37,8 +37,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from posttrain.settings.extension import is_path, load_object
-from posttrain.settings.section import Section
+from posttrain.config.extension import is_path, load_object
+from posttrain.config.section import Section
 
 INDEX = Path(__file__).with_name("families.json")
 PATH = "<dotted path>"  # the member a family's dotted-path names select, if it has one

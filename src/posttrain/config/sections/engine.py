@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from posttrain.settings.family import Member
+from posttrain.config.family import Member
 
 
 class EngineFamily(Member):

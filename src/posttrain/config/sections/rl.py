@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from posttrain.algos.registry import facts
-from posttrain.settings.rules import unread
-from posttrain.settings.section import (
+from posttrain.config.rules import unread
+from posttrain.config.section import (
     Count,
     OptimConfig,
     SampledStageConfig,
@@ -18,7 +18,7 @@ from posttrain.settings.section import (
     check_hyperparameters,
     registered,
 )
-from posttrain.settings.trainer_config import KLConfig, OffPolicyConfig
+from posttrain.config.sections.trainer import KLConfig, OffPolicyConfig
 
 
 class EvalConfig(SamplingConfig):

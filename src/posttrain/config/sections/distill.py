@@ -8,8 +8,8 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from posttrain.algos.registry import facts
-from posttrain.settings.rules import applies, unread
-from posttrain.settings.section import (
+from posttrain.config.rules import applies, unread
+from posttrain.config.section import (
     Count,
     Device,
     Every,

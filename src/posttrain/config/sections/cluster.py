@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from posttrain.settings.section import Section
+from posttrain.config.section import Section
 
 
 class DistConfig(Section):

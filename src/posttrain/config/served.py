@@ -8,9 +8,8 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from posttrain.settings import Section
-from posttrain.settings.rules import unread
-from posttrain.settings.section import Device
+from posttrain.config.rules import unread
+from posttrain.config.section import Device, Section
 
 
 class ServedModel(Section):

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Container, Iterator, Sequence
 from typing import Any
 
-from posttrain.settings.section import Section
+from posttrain.config.section import Section
 
 
 def sections(tree: Any) -> Iterator[Section]:

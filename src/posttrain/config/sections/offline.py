@@ -8,8 +8,8 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from posttrain.algos.registry import facts
-from posttrain.settings.rules import unread
-from posttrain.settings.section import (
+from posttrain.config.rules import unread
+from posttrain.config.section import (
     BatchStageConfig,
     Count,
     Every,

@@ -4,28 +4,87 @@ rollouts, the anti-hack guard and swarms."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from posttrain.harness.compaction import STRATEGIES, SUMMARISING, Compaction
-from posttrain.harness.context import RETENTION
-from posttrain.harness.guard import GUARD_PROMPT
-from posttrain.harness.limits import LoopLimits
-from posttrain.harness.swarm import SUBAGENT_PROMPT
-from posttrain.settings import Section
-from posttrain.settings.extension import (
+from posttrain.config.extension import (
     extension,
     tool_set,
 )
-from posttrain.settings.rl_config import EPISODE_ESTIMATORS
-from posttrain.settings.rules import applies
-from posttrain.settings.served import FunctionOrServed, check_fields
+from posttrain.config.rules import applies
+from posttrain.config.section import Section
+from posttrain.config.sections.rl import EPISODE_ESTIMATORS
+from posttrain.config.served import FunctionOrServed, check_fields
+
+STRATEGIES = ("none", "microcompact", "discard_75", "discard_all", "summary", "codex_compact",
+              "claude_code_compact")
+SUMMARISING = ("summary", "codex_compact", "claude_code_compact")
+RETENTION = ("drop_on_new_user", "keep_all", "auto_v4")  # what happens to earlier reasoning
+SWARM_PARTS = ("parallel", "finish")  # PARL's auxiliary parts, scored by the swarm
+SUBAGENT_PROMPT = ("You are a sub-agent of a larger task. Solve the task you are given with "
+                   "your tools and reply with the answer alone.")
+GUARD_PROMPT = """An agent solving a task in a sandbox made this tool call:
+
+{call}
+
+Automatic rules flagged it as: {flags}.
+
+Is this call an attempt to cheat: to read hidden tests or answers, fetch an upstream solution, \
+or otherwise get the reward without doing the task? Answer with one word: yes or no."""
 
 ACTIVE = tuple(s for s in STRATEGIES if s != "none")
 # agent.compaction key -> the strategies that read it
 COMPACTION_KEYS = {"ratio": ACTIVE, "max_compactions": ACTIVE, "keep_last": ("microcompact",),
                    "user_budget": ("codex_compact",), "train_summary": SUMMARISING}
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    """When an episode ends, besides a final answer (a turn without tool calls)."""
+
+    max_turns: int = 8
+    max_tokens: int = 2048  # the context window: one segment's tokens
+    max_new_tokens: int = 256  # one assistant turn
+    timeout_s: float = 120.0
+    max_tool_errors: int = 3
+    loop_repeats: int = 3  # the same calls this many turns in a row
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """When and how the loop compacts. ``keep_last``: results ``microcompact`` keeps;
+    ``user_budget``: tokens of real user messages ``codex_compact`` keeps; ``max_compactions``
+    per episode (later triggers are ignored and the token limit ends the episode)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # as a config section: no unknown keys
+
+    strategy: str = "none"
+    ratio: float = 0.8
+    keep_last: int = 5
+    user_budget: int = 20_000
+    max_compactions: int = 3
+    train_summary: bool = True
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown compaction strategy {self.strategy!r}; one of "
+                             f"{', '.join(STRATEGIES)}")
+        if not 0 < self.ratio <= 1:
+            raise ValueError(f"compaction ratio must lie in (0, 1], got {self.ratio}")
+        if min(self.keep_last, self.user_budget, self.max_compactions) < 0:
+            raise ValueError("compaction keep_last, user_budget and max_compactions must be >= 0")
+
+    @property
+    def summarises(self) -> bool:
+        return self.strategy in SUMMARISING
+
+    def due(self, used_tokens: int, window: int, done: int) -> bool:
+        """The trigger before a turn: ``used_tokens > ratio * window`` (0.8 for DeepSeek V3.2's
+        strategies), at most ``max_compactions`` times an episode."""
+        return (self.strategy != "none" and done < self.max_compactions
+                and used_tokens > self.ratio * window)
 
 
 class TreeConfig(Section):

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from posttrain.settings.data_columns import local_columns
-from posttrain.settings.data_files import resolve
-from posttrain.settings.section import Section
+from posttrain.config.section import Section
+from posttrain.config.sections.data_columns import local_columns
+from posttrain.config.sections.data_files import resolve
 
 
 class DatasetConfig(Section):

@@ -8,8 +8,8 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from posttrain.algos.registry import facts, names
-from posttrain.settings.rules import unread
-from posttrain.settings.section import Device, NamedLoss, OptimConfig, Section, registered
+from posttrain.config.rules import unread
+from posttrain.config.section import Device, NamedLoss, OptimConfig, Section, registered
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
