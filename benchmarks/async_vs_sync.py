@@ -180,6 +180,7 @@ def simulation(steps: int, max_staleness: int) -> dict:
 
 def real(steps: int) -> dict:
     """Tiny-model runs of both loops (quickstart RL settings, SFT skipped)."""
+    from posttrain.config import ActorConfig, AlgoConfig, EvalConfig, RLConfig
     from posttrain.engines import TorchEngine
     from posttrain.envs import ArithmeticTasks
     from posttrain.models import build_tiny, load_model, load_tokenizer
@@ -188,7 +189,6 @@ def real(steps: int) -> dict:
     from posttrain.recipes.sampling_loop import RLRun
     from posttrain.reporting import Reporter
     from posttrain.rewards import RewardFunction
-    from posttrain.config import ActorConfig, AlgoConfig, EvalConfig, RLConfig
     from posttrain.train import Trainer
 
     tmp = Path(tempfile.mkdtemp())

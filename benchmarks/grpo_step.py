@@ -62,9 +62,9 @@ def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "postt
 
     # isort: on
     from posttrain.algos import get
+    from posttrain.config import OptimConfig, TrainerConfig
     from posttrain.engines import TorchEngine
     from posttrain.models import encode_prompt, load_model, load_tokenizer
-    from posttrain.config import OptimConfig, TrainerConfig
     from posttrain.train import Trainer, policy_steps
     from posttrain.types import Batch, Episode, SamplingParams, Segment
 

@@ -18,10 +18,10 @@ import time
 
 import torch
 
+from posttrain.config import LoraConfig, OptimConfig, TrainerConfig
 from posttrain.data.conversations import conversation_segment
 from posttrain.envs import ArithmeticTasks
 from posttrain.models import build_tiny, load_model, load_tokenizer
-from posttrain.config import LoraConfig, OptimConfig, TrainerConfig
 from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode
 

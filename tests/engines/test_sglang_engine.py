@@ -14,7 +14,7 @@ from posttrain.config import OptimConfig  # noqa: E402
 from posttrain.engines import TorchEngine  # noqa: E402
 from posttrain.engines.sglang_engine import SGLangEngine  # noqa: E402
 from posttrain.models import build_tiny, load_model, load_tokenizer  # noqa: E402
-from posttrain.recipes.rl import sync_weights  # noqa: E402
+from posttrain.recipes.sampling_loop import sync_weights  # noqa: E402
 from posttrain.train import Trainer  # noqa: E402
 from posttrain.types import SamplingParams  # noqa: E402
 

@@ -18,7 +18,7 @@ from posttrain.config import OptimConfig  # noqa: E402
 from posttrain.engines import EngineUnavailableError, TorchEngine  # noqa: E402
 from posttrain.engines.vllm_engine import EngineReloadError, VLLMEngine  # noqa: E402
 from posttrain.models import build_tiny, load_model, load_tokenizer  # noqa: E402
-from posttrain.recipes.rl import sync_weights  # noqa: E402
+from posttrain.recipes.sampling_loop import sync_weights  # noqa: E402
 from posttrain.train import Trainer  # noqa: E402
 from posttrain.types import Batch, Episode, SamplingParams, Segment  # noqa: E402
 from posttrain.types.errors import WeightSyncError  # noqa: E402

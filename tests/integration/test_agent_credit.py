@@ -10,7 +10,7 @@ from posttrain.algos import get
 from posttrain.config import AlgoConfig, ConfigError, LoopLimits, load_config
 from posttrain.config.sections.rl import BehaviourRegConfig
 from posttrain.harness import AgentLoop, ToolRegistry, episode_problems, run_tree
-from posttrain.train.episode_advantages import compute_advantages
+from posttrain.train.rl_update import compute_advantages
 from posttrain.types import Batch, Episode, SamplingParams, Segment, StepSpan
 
 

@@ -7,7 +7,7 @@ import torch
 from posttrain.config import OptimConfig
 from posttrain.engines import EngineAsleepError, TorchEngine
 from posttrain.engines.sleep import held_bytes
-from posttrain.recipes.rl import sync_weights
+from posttrain.recipes.sampling_loop import sync_weights
 from posttrain.train import Trainer
 from posttrain.types import SamplingParams
 

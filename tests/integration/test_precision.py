@@ -10,7 +10,7 @@ from posttrain.config import OptimConfig, TrainerConfig
 from posttrain.config.sections.rl import SYNC_TOLERANCE, SyncConfig
 from posttrain.engines import TorchEngine
 from posttrain.models.logprobs import naive_sequence_logprobs
-from posttrain.recipes.rl import sync_weights
+from posttrain.recipes.sampling_loop import sync_weights
 from posttrain.train import Trainer
 from posttrain.train.objective_steps import sft_step
 from posttrain.types import Batch, Episode, SamplingParams, Segment

@@ -11,7 +11,8 @@ from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_ses
 from posttrain.config import DistConfig, OptimConfig
 from posttrain.engines import EngineRestarted, TorchEngine, row_seeds, weights_checksum
 from posttrain.models import encode_prompt
-from posttrain.recipes.rl import run_async_rl, sync_weights
+from posttrain.recipes.rl import run_async_rl
+from posttrain.recipes.sampling_loop import sync_weights
 from posttrain.train import Trainer
 from posttrain.types import SamplingParams, read_episodes
 

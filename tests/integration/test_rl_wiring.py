@@ -28,7 +28,7 @@ from posttrain.reporting import Reporter
 from posttrain.rewards import VERIFIERS, RewardFunction
 from posttrain.rollout import informative
 from posttrain.train import Trainer
-from posttrain.train.episode_advantages import compute_advantages, estimator_options
+from posttrain.train.rl_update import compute_advantages, estimator_options
 from posttrain.types import Batch, Episode, SamplingParams, Segment
 
 TASKS = ArithmeticTasks(("+",), 1)
@@ -246,11 +246,11 @@ def test_old_token_stats_are_the_rollout_policys_log_probs_and_entropies(model, 
     """One no-gradient pass gives taco's p_t and H_t: equal to the reference computation that
     materialises the full logits (float32 either way, a V-term sum: 1e-5)."""
     from posttrain.models.logprobs import naive_sequence_logprobs
-    from posttrain.train.rl_update import PolicySteps, old_token_stats
+    from posttrain.train.token_stats import old_token_stats
 
     seg = Segment.from_prompt_completion([5, 6, 7], [8, 9, 10, 11], [-1.0] * 4)
     b = Batch.from_episodes([Episode([seg], reward=1.0)], tokenizer.pad_token_id)
-    logp, ent = old_token_stats(Trainer(model, OptimConfig(), 1), b, PolicySteps(temperature=0.8))
+    logp, ent = old_token_stats(Trainer(model, OptimConfig(), 1), b, 0.8, 0, 1.0)
     ref_logp, ref_ent = naive_sequence_logprobs(model, b.input_ids, b.attention_mask, 0.8)
     m = b.loss_mask > 0
     torch.testing.assert_close(logp[m], ref_logp[m], atol=1e-5, rtol=0)

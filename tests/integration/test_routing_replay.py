@@ -159,7 +159,7 @@ def test_the_sync_probes_go_through_the_engines_experts_when_the_trainer_replays
     engine that records routing gives it to the probes (free routers tipped the other way on
     near ties made a bf16 MoE with replay fail the sync check at 0.0241 > 0.02 after 30 SFT
     steps). With the engine's routers perturbed as above, the routed probes differ far less."""
-    from posttrain.recipes.rl import probe_mismatch
+    from posttrain.recipes.sampling_loop import probe_mismatch
 
     tokenizer, model = moe
     tilted = tilted_routers(model)

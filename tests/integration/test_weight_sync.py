@@ -8,7 +8,7 @@ import torch
 
 from posttrain.config import OptimConfig, SyncConfig
 from posttrain.engines import TorchEngine, weights_checksum
-from posttrain.recipes.rl import sync_weights
+from posttrain.recipes.sampling_loop import sync_weights
 from posttrain.train import Trainer
 from posttrain.types.errors import WeightSyncError
 

@@ -1,7 +1,7 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
 from .arithmetic import ArithmeticEnv, ArithmeticTasks, Problem
-from .base import Environment, SplitTasks, StepResult, Task, seek_step
+from .base import Environment, SplitTasks, StepResult, Task
 from .calculator import CalculatorTasks, calculate
 from .code import CodeEnv, CodeProblem, CodeTasks
 from .effort import EffortTask, prepend_system
@@ -32,5 +32,4 @@ __all__ = [
     "calculate",
     "make_search_tool",
     "prepend_system",
-    "seek_step",
 ]

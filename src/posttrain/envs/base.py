@@ -60,13 +60,3 @@ class SplitTasks:
             raise ValueError(f"eval set of {n} asked, the eval split has "
                              f"{len(self.splits['eval'])} problems; raise task.eval_fraction")
         return self.splits["eval"][:n]
-
-
-def seek_step(tasks: Any, step: int, prompts_per_step: int) -> None:
-    """Point tasks read as a stream (those with a ``seek``, e.g. a streamed dataset) at step
-    ``step``'s first prompt, number ``step * prompts_per_step`` of the stream: the step number
-    is their data cursor, as ``(seed, step)`` is for tasks drawn at random, so a resumed run
-    draws what an uninterrupted one did. Other tasks need nothing."""
-    seek = getattr(tasks, "seek", None)
-    if seek is not None:
-        seek(step * prompts_per_step)

@@ -16,14 +16,12 @@ import torch
 from posttrain.config import RunConfig
 from posttrain.engines import Engine
 from posttrain.models import build_tiny
-from posttrain.recipes.run_dir import CHECKPOINTS, record_sizes
+from posttrain.recipes.run_dir import CHECKPOINTS
 from posttrain.recipes.run_tasks import RunTasks
-from posttrain.recipes.sampling_loop import LoopRun
+from posttrain.recipes.sampling_loop import SKILL_BANK, Checkpointer, LoopRun
 from posttrain.reporting import Reporter
-from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state, save_checkpoint
+from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state
 from posttrain.train.parallel import by_writer
-
-SKILL_BANK = "skill_bank"  # the checkpoint cursor's copy of an evolving bank
 
 
 def seed_everything(seed: int) -> None:
@@ -88,28 +86,9 @@ class RunParts(RunTasks):
         return cursor["step"]
 
     def checkpointer(self, trainer: PolicyTrainer, tokenizer, stage: str, evals: dict,
-                     critic: Trainer | None = None) -> Callable[[int], None]:
-        """``on_step_end``: the stage's ``counters`` (the trainer's optimiser steps and
-        micro-batches, the checkpoints written), and a checkpoint every ``checkpoint_every``
-        steps. Its cursor holds the stage, its step, the evaluations and counters so far, the
-        records' lengths and each process's seconds."""
-        every = self.cfg.checkpoint_every
-
-        def on_step_end(step: int) -> None:
-            counts = self.counters.setdefault(stage, {"checkpoints": 0})
-            counts |= trainer.apply(Trainer.counters)
-            if every and step % every == 0:
-                counts["checkpoints"] += 1
-                cursor = {"stage": stage, "step": step, "evals": evals,
-                          "counters": self.counters, "records": record_sizes(self.out),
-                          "process_seconds": self.process_seconds()}
-                if self.cfg.skills is not None and self.cfg.skills.teacher is not None:
-                    cursor[SKILL_BANK] = self.skills.snapshot()  # the bank evolves
-                save_checkpoint(self.ckpt_dir, trainer, tokenizer, cursor, f"{stage}-{step:06d}",
-                                critic, write=self.rank == 0, keep_last=self.cfg.keep_last,
-                                sharded=self.cfg.checkpoint_format == "sharded")
-
-        return on_step_end
+                     critic: Trainer | None = None) -> Checkpointer:
+        """``on_step_end`` of ``stage``: its counters and checkpoints (``Checkpointer``)."""
+        return Checkpointer(self, trainer, tokenizer, stage, evals, critic)
 
     def process_seconds(self) -> list[float]:
         """Wall seconds of each process of the run so far: the earlier ones' up to the

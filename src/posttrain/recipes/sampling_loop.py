@@ -1,11 +1,27 @@
-"""``LoopRun``: what a sampling training loop (RL, on-policy distillation) needs besides its
-own settings — the trainer, the tasks and their reward, held-out evaluation, where results go
-and where to start. Each loop's run adds its settings as keyword-only fields, among them
-``cfg`` with ``steps`` and ``eval_every``: ``RLRun`` (the sync and async RL loops) here,
-``OPDRun`` beside on-policy distillation."""
+"""The training loops' step machinery, and the RL loop on it.
+
+``LoopRun``: what a sampling training loop (RL, on-policy distillation) needs besides its own
+settings — the trainer, the tasks and their reward, held-out evaluation, where results go and
+where to start; each loop's run adds its settings as keyword-only fields, among them ``cfg``
+with ``steps`` and ``eval_every`` (``RLRun`` here, ``OPDRun`` beside on-policy distillation).
+``Checkpointer``: what every stage runs after a step (counters, checkpoints).
+
+``rl_loop``: one loop for sync and async RL: episodes -> update -> verified weight sync to the
+engines -> periodic eval -> log and checkpoint; where the episodes come from is the only
+difference (``rollout.SyncEpisodes`` or ``rollout.AsyncEpisodes``). Every weight sync carries
+a version and a checksum of the trainer's weights; it must finish within a timeout; the engine
+must then report the same checksum; and trainer and engine score the same probe sequences,
+their mean |log-prob difference| logged and bounded. Any failure is a ``WeightSyncError``
+naming the versions, never a silent stall or a drifting run. Step ``k`` draws its prompts and
+sampling seed from ``(seed, k)`` alone, so the step number is the data cursor and a resumed run
+repeats the uninterrupted one exactly; at ``max_staleness: 0`` the async run samples the
+synchronous run's tokens (tests/integration/test_async_rl.py).
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -17,24 +33,62 @@ from posttrain.config import (
     EvalConfig,
     RLConfig,
     ShapingRule,
+    SyncConfig,
 )
-from posttrain.engines import Engine
+from posttrain.config.sections.rl import SYNC_TOLERANCE
+from posttrain.engines import Engine, WeightsDigest
 from posttrain.envs import Task
+from posttrain.recipes.run_dir import record_sizes
 from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
-from posttrain.rollout import rollout
+from posttrain.rollout import AsyncEpisodes, SyncEpisodes, rollout, rollout_metrics
 from posttrain.rollout.evaluation import evaluated
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.single_turn import RolloutPlan
-from posttrain.train import PolicyTrainer, Trainer
+from posttrain.train import PolicyTrainer, Trainer, save_checkpoint
 from posttrain.train.rl_update import PolicySteps, PolicyUpdate
-from posttrain.types import Episode
+from posttrain.types import Batch, Episode, Segment, write_episodes
+from posttrain.types.errors import MismatchError, WeightSyncError
+
+SKILL_BANK = "skill_bank"  # the checkpoint cursor's copy of an evolving bank
 
 
 def due(every: int, step: int, steps: int) -> bool:
     """Whether what runs every ``every`` steps (0: never) follows step ``step`` (0-based) of
     ``steps``; it also follows the last step."""
     return bool(every) and ((step + 1) % every == 0 or step + 1 == steps)
+
+
+@dataclass
+class Checkpointer:
+    """``on_step_end`` of ``stage`` in the run ``parts`` (a ``RunParts``): the stage's
+    ``parts.counters`` (the trainer's optimiser steps and micro-batches, the checkpoints
+    written), and a checkpoint every ``checkpoint_every`` steps. Its cursor holds the stage,
+    its step, the evaluations and counters so far, the records' lengths and each process's
+    seconds."""
+
+    parts: Any
+    trainer: PolicyTrainer
+    tokenizer: Any
+    stage: str
+    evals: dict
+    critic: Trainer | None = None
+
+    def __call__(self, step: int) -> None:
+        parts, cfg = self.parts, self.parts.cfg
+        counts = parts.counters.setdefault(self.stage, {"checkpoints": 0})
+        counts |= self.trainer.apply(Trainer.counters)
+        if not cfg.checkpoint_every or step % cfg.checkpoint_every:
+            return
+        counts["checkpoints"] += 1
+        cursor = {"stage": self.stage, "step": step, "evals": self.evals,
+                  "counters": parts.counters, "records": record_sizes(parts.out),
+                  "process_seconds": parts.process_seconds()}
+        if cfg.skills is not None and cfg.skills.teacher is not None:
+            cursor[SKILL_BANK] = parts.skills.snapshot()  # the bank evolves
+        save_checkpoint(parts.ckpt_dir, self.trainer, self.tokenizer, cursor,
+                        f"{self.stage}-{step:06d}", self.critic, write=parts.rank == 0,
+                        keep_last=cfg.keep_last, sharded=cfg.checkpoint_format == "sharded")
 
 
 @dataclass
@@ -119,3 +173,116 @@ class RLRun(LoopRun):
             pad_token_id=self.tokenizer.pad_token_id, part_weights=self.reward_fn.part_weights,
             critic=self.critic, critic_cfg=self.critic_cfg,
             token_stats=self.cfg.token_stats if self.cfg.save_episodes else 0)
+
+
+def check_mismatch(value: float, tolerance: float) -> None:
+    """``value`` is the mean |trainer - engine| log-prob of the sampled tokens (the update's
+    ``mismatch`` metric); above ``tolerance`` the engine is not sampling from the policy."""
+    if value > tolerance:
+        raise MismatchError(
+            f"train/inference log-prob mismatch {value:.4g} > rl.mismatch_tolerance={tolerance}"
+        )
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    version: int
+    checksum: str
+    mismatch: float  # mean |trainer - engine| log-prob over the probes' tokens (0 without)
+    seconds: float
+
+    def metrics(self) -> dict[str, float]:
+        return {"sync/mismatch": self.mismatch, "sync/seconds": self.seconds}
+
+
+def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
+                 probes: Sequence[Sequence[int]] = (), cfg: SyncConfig = SyncConfig()
+                 ) -> SyncReport:
+    """Send the trainer's weights to ``engine`` as ``version`` and verify them."""
+    start = time.perf_counter()
+    sent = WeightsDigest()  # the weights stream to the engine one at a time, fingerprinted
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(engine.update_weights, sent.passing(trainer.named_weights()),
+                    version).result(timeout=cfg.timeout_s)
+    except concurrent.futures.TimeoutError:
+        raise WeightSyncError(f"weight sync to version {version} did not finish within "
+                              f"{cfg.timeout_s:g} s (engine still at version "
+                              f"{engine.version})") from None
+    finally:
+        pool.shutdown(wait=False)
+    held, checksum = engine.weights_checksum(), sent.hexdigest()
+    if held != checksum:
+        raise WeightSyncError(f"weight sync to version {version}: the engine holds weights "
+                              f"with checksum {held}, the trainer sent {checksum}")
+    mismatch = probe_mismatch(trainer, engine, probes) if probes else 0.0
+    tolerance = SYNC_TOLERANCE["fp32"] if cfg.tolerance is None else cfg.tolerance
+    if mismatch > tolerance:
+        raise WeightSyncError(
+            f"after the sync to version {version} (engine version {engine.version}) the engine's "
+            f"log-probs differ from the trainer's by {mismatch:.3g} > rl.sync.tolerance "
+            f"{tolerance} (a mean over rl.sync.probes sequences; the default follows "
+            "trainer.precision)")
+    return SyncReport(version, checksum, mismatch, time.perf_counter() - start)
+
+
+def probe_mismatch(trainer: PolicyTrainer, engine: Engine,
+                   probes: Sequence[Sequence[int]]) -> float:
+    """Mean |trainer - engine| log-prob over every token of ``probes`` but the first. An
+    engine that records its routing gives it to the probes, so a trainer that replays routing
+    (``trainer.routing_replay``) is compared through the same experts, as its update is: in
+    bf16, free routers pick other experts on near ties, a gap no update sees."""
+    theirs, routing = engine.score_routed(probes) if getattr(engine, "record_routing", False) \
+        else (engine.score(probes), None)
+    segments = [Segment(list(p), [0] + [1] * (len(p) - 1), [0.0] * len(p), [-1] * len(p),
+                        routing=None if routing is None else routing[i])
+                for i, p in enumerate(probes)]
+    batch = Batch.from_episodes([Episode([s]) for s in segments], pad_token_id=0)
+    ours = trainer.compute_logprobs(batch)
+    total, count = 0.0, 0
+    for i, p in enumerate(probes):
+        for t in range(1, len(p)):
+            total += abs(float(ours[i, t]) - theirs[i][t])
+            count += 1
+    return total / max(count, 1)
+
+
+def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, float]]:
+    """The RL loop, sync or async: each step takes its episodes from ``source``, updates the
+    policy, syncs the engines (version, checksum, probes), evaluates when due, logs and
+    checkpoints. Returns the evaluations made."""
+    cfg, evals = run.cfg, []
+    update = run.policy_update()
+    run.reporter.start(source.title, cfg.steps, run.start_step)
+    with source:
+        for step in range(run.start_step, cfg.steps):
+            started = time.perf_counter()
+            episodes, sampled, counts = source.take(step)
+            metrics = rollout_metrics(sampled, run.accuracy_part) | counts
+            if episodes:
+                if run.sleep_engines:  # the update gets the engines' memory; the sync wakes them
+                    source.call(lambda e: e.sleep())
+                metrics |= update(episodes, *source.staleness())
+                if source.on_policy:
+                    check_mismatch(metrics["mismatch"], cfg.mismatch_tolerance)
+                probes = [s.token_ids for e in episodes for s in e.segments][: cfg.sync.probes]
+                reports = source.call(lambda e: sync_weights(
+                    run.trainer, e, source.version + 1, probes, cfg.sync))
+                metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
+            if run.evolve is not None:
+                metrics |= run.evolve(step, sampled)
+            if cfg.save_episodes:  # after the update: some carry its token stats
+                for episode in sampled:  # the viewer's step filter and group view
+                    episode.meta["step"] = step + 1
+                write_episodes(run.reporter.path.parent / "episodes.jsonl", sampled,
+                               append=True)
+            source.release(len(episodes) // cfg.group_size)
+            seconds = time.perf_counter() - started  # sampling (or waiting), update, sync
+            tokens = sum(s.num_trainable for e in sampled for s in e.segments)
+            metrics |= {"perf/step_s": seconds, "perf/sampled_tokens_per_s": tokens / seconds}
+            if run.eval_due(step):
+                result = source.first(lambda e: run.held_out(e, step, source.rollout_fn))
+                metrics |= run.record_eval(step, result, evals)
+            run.finish_step(step, metrics | source.stats())
+    run.reporter.finish()
+    return evals

@@ -1,5 +1,5 @@
 """``AsyncEpisodes``: where an asynchronous RL step's episodes come from, for the one RL loop
-(``recipes.rl.rl_loop``; the synchronous twin is ``single_turn.SyncEpisodes``). Rollout
+(``recipes.sampling_loop.rl_loop``; the synchronous twin is ``single_turn.SyncEpisodes``). Rollout
 threads generate continuously under a staleness bound (single-turn samples or an external
 agent's sessions, sample-level dispatch, partial rollout; docs/async.md); a step takes complete
 groups from them."""
@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from posttrain.engines import Engine, row_seeds
-from posttrain.envs import Task, seek_step
+from posttrain.envs import Task
 from posttrain.rollout.async_loop import AsyncRollout, Worker
 from posttrain.rollout.buffer import RolloutBuffer
 from posttrain.rollout.dispatch import Dispatcher, GroupSource
 from posttrain.rollout.external import ExternalAgentRollout
 from posttrain.rollout.scoring import fill_missing, informative, shape_rewards
-from posttrain.rollout.single_turn import RolloutPlan, rollout
+from posttrain.rollout.single_turn import RolloutPlan, rollout, seek_step
 from posttrain.rollout.worker import RolloutWorker
 from posttrain.types import Episode
 from posttrain.types.sampling import step_seed

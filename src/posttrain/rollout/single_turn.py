@@ -1,12 +1,13 @@
 """Synchronous sampling: ``rollout`` generates completions for tasks and scores them into
 ``Episode``s (``score_sample`` scores one); ``SyncEpisodes`` samples an RL step's groups with
-the current weights, with this or any rollout function (agent, judged).
+the current weights, with this or any rollout function (agent, judged); ``seek_step`` moves
+tasks read as a stream to a step's prompts.
 
 ``SyncEpisodes`` and ``async_source.AsyncEpisodes`` answer the one RL loop
-(``recipes.rl.rl_loop``) alike: ``take(step)`` gives the groups to train on, every episode
-sampled and the counts; ``call(fn)`` runs ``fn(engine)`` on every engine (a weight sync),
-``first(fn)`` on the first (an evaluation); ``release(n)`` frees the capacity of ``n`` trained
-groups; ``stats()`` reports the step's rollout figures."""
+(``recipes.sampling_loop.rl_loop``) alike: ``take(step)`` gives the groups to train on, every
+episode sampled and the counts; ``call(fn)`` runs ``fn(engine)`` on every engine (a weight
+sync), ``first(fn)`` on the first (an evaluation); ``release(n)`` frees the capacity of ``n``
+trained groups; ``stats()`` reports the step's rollout figures."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from posttrain.config import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.engines import Engine
-from posttrain.envs import EffortTask, Task, seek_step
+from posttrain.envs import EffortTask, Task
 from posttrain.models import encode_prompt
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.compose import Scored
@@ -29,6 +30,16 @@ from posttrain.types import Episode, SamplingParams, Segment
 from posttrain.types.sampling import step_seed
 
 T = TypeVar("T")
+
+
+def seek_step(tasks: Any, step: int, prompts_per_step: int) -> None:
+    """Point tasks read as a stream (those with a ``seek``, e.g. a streamed dataset) at step
+    ``step``'s first prompt, number ``step * prompts_per_step`` of the stream: the step number
+    is their data cursor, as ``(seed, step)`` is for tasks drawn at random, so a resumed run
+    draws what an uninterrupted one did. Other tasks need nothing."""
+    seek = getattr(tasks, "seek", None)
+    if seek is not None:
+        seek(step * prompts_per_step)
 
 
 def rollout(

@@ -1,12 +1,14 @@
-"""PPO's critic: one ``value_clip`` optimiser step of a value model on GAE returns."""
+"""PPO's critic: ``value_clip`` optimiser steps of a value model on GAE returns."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from posttrain.algos import StepNorm, get
 from posttrain.models import sequence_values
-from posttrain.train.trainer import Trainer
+from posttrain.train.trainer import Trainer, mean_metrics
 from posttrain.types import Batch
 
 
@@ -41,3 +43,13 @@ def critic_step(
 
     metrics = critic.optimizer_step(batch, micro, max_len)
     return {f"critic/{k}": v for k, v in metrics.items() if k not in ("lr", "bad_steps")}
+
+
+def update_critic(critic: Trainer, batch: Batch, epochs: int, mini_batches: int,
+                  cliprange_value: float, loss_agg_mode: str, max_len: int | None
+                  ) -> dict[str, float]:
+    """The critic's ``epochs x mini_batches`` optimiser steps on the step's returns; mean
+    metrics."""
+    size = math.ceil(len(batch) / mini_batches)
+    return mean_metrics([critic_step(critic, part, cliprange_value, loss_agg_mode, max_len)
+                         for _ in range(epochs) for part in batch.split(size)])

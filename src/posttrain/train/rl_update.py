@@ -1,20 +1,34 @@
-"""One RL update from scored episodes, for the RL loop (sync and async alike):
-batch -> old / reference log-probs -> critic values -> advantages -> the actor's optimiser
-steps with its entropy and KL controllers (``policy_steps``, run where the trainer lives, as
-``PolicySteps`` describes them; the controllers' state is the update's, kept on the trainer
-with its checkpoint) -> the critic's. Tokens sampled more than ``max_staleness`` versions ago
-leave the loss mask (``staleness_mask``)."""
+"""One RL update from scored episodes, for the RL loop (sync and async alike): batch -> old /
+reference log-probs -> critic values -> advantages -> the actor's optimiser steps with its
+entropy and KL controllers (``policy_steps``, run where the trainer lives, as ``PolicySteps``
+says; the controllers' state is the update's, checkpointed with the trainer) -> the critic's.
 
+Advantages: KL in the reward, the configured estimator, then the per-token modifiers. Group
+estimators count episodes, not segments (ALGORITHMS.md §11): one row per episode, its mask
+holding the episode's trainable-token count; the episode's advantage reaches every trainable
+token of its segments. ``gae`` runs per segment on the critic's values; ``gigpo`` gives each
+step's tokens their own advantage. Each estimator declares its inputs and output in the
+catalogue; none is named here.
+"""
 from __future__ import annotations
 
 import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
-from posttrain.algos import AdaptiveEntropyCoef, StepNorm, adaptive_kl_coef, entry, get
+from posttrain.algos import (
+    AdaptiveEntropyCoef,
+    LazyInputs,
+    StepNorm,
+    adaptive_kl_coef,
+    entry,
+    get,
+    long_success_penalty,
+)
 from posttrain.config import (
     ActorConfig,
     AlgoConfig,
@@ -23,12 +37,170 @@ from posttrain.config import (
     OffPolicyConfig,
     RLConfig,
 )
+from posttrain.config.sections.rl import ESTIMATOR_OPTIONS
 from posttrain.models.routing import load_balancing_loss, router_logits
-from posttrain.train.critic import critic_step, critic_values
-from posttrain.train.episode_advantages import compute_advantages, token_kl
+from posttrain.train.critic import critic_values, update_critic
 from posttrain.train.protocol import PolicyTrainer
+from posttrain.train.staleness import fresh_tokens
+from posttrain.train.token_stats import old_token_stats, record_token_stats
 from posttrain.train.trainer import Trainer, mean_metrics
 from posttrain.types import Batch, Episode
+
+
+def token_kl(batch: Batch, estimator: str) -> torch.Tensor:
+    """``KL_t(old, ref)`` with ``estimator`` on the loss-mask tokens."""
+    kl = get("kl", estimator)(logp=batch.old_logprobs, ref_logp=batch.ref_logprobs)
+    return kl * batch.loss_mask
+
+
+def episode_rows(episodes: Sequence[Episode]) -> torch.Tensor:
+    """``[B]``: the episode of every batch row (one row per segment)."""
+    return torch.tensor([i for i, ep in enumerate(episodes) for _ in ep.segments],
+                        dtype=torch.long)
+
+
+def per_episode(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
+    """Sum per-row ``values`` over each episode's rows."""
+    return torch.zeros(n, dtype=values.dtype).index_add_(0, rows, values)
+
+
+def _episode_mask(batch: Batch, rows: torch.Tensor, n: int) -> torch.Tensor:
+    """``[E, max n_e]``: row ``e`` holds ``n_e`` ones, ``n_e`` the episode's trainable tokens."""
+    counts = per_episode(batch.loss_mask.sum(dim=1), rows, n).long()
+    width = max(int(counts.max()), 1)
+    return (torch.arange(width)[None, :] < counts[:, None]).to(batch.loss_mask.dtype)
+
+
+def _group_index(keys: Sequence[str]) -> torch.Tensor:
+    index: dict[str, int] = {}
+    return torch.tensor([index.setdefault(k, len(index)) for k in keys], dtype=torch.long)
+
+
+def step_tokens(step_values: Sequence[torch.Tensor], episodes: Sequence[Episode],
+                batch: Batch) -> torch.Tensor:
+    """``[B, T]``: value ``k`` of an episode on the tokens of its ``k``-th step (steps counted
+    over its segments in order), masked to trainable tokens."""
+    out = torch.zeros_like(batch.loss_mask)
+    row = 0
+    for ep, values in zip(episodes, step_values):
+        k = 0
+        for seg in ep.segments:
+            for span in seg.steps:
+                out[row, span.start:span.end] = float(values[k])
+                k += 1
+            row += 1
+    return out * batch.loss_mask
+
+
+def error_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
+    """``[B, T]``: 1 on the tokens of steps whose tool calls were malformed."""
+    flags = [torch.tensor(ep.meta["step_errors"], dtype=torch.float32) for ep in episodes]
+    return step_tokens(flags, episodes, batch)
+
+
+def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
+                     part_weights: dict[str, float]) -> LazyInputs:
+    """What the pipeline can feed an estimator, by input name. Per episode: ``rewards``
+    (``behaviour_reg``'s reward rule applied, then minus ``coef sum_t KL_t(old, ref)`` with the
+    KL in the reward), ``group_ids``, ``mask`` (``[E, max
+    n_e]``, ``n_e`` ones), ``reward_parts`` ``[E, K]`` and ``part_weights``, ``tree_ids``,
+    ``step_states``, ``baseline_rewards`` (its prompt's greedy decode: ``GreedyBaseline``),
+    ``grader_quality`` (the reward part ``algo.quality_part``);
+    per row: ``outcome_rewards`` (its episode's reward, no KL: estimators that take ``kl`` per
+    token add it themselves); per token: ``token_rewards``, ``values``, ``loss_mask``, ``kl``
+    (in the reward only) and ``kl_coef``."""
+    rows, n = episode_rows(episodes), len(episodes)
+    in_reward = algo.kl.coef > 0 and algo.kl.placement == "in_reward"
+    names = list(part_weights)
+
+    def rewards() -> torch.Tensor:
+        r = torch.tensor([ep.reward for ep in episodes], dtype=torch.float32)
+        rule = algo.behaviour_reg.reward_rule() if algo.behaviour_reg else None
+        if rule is not None:
+            r = long_success_penalty(
+                rewards=r, lengths=per_episode(batch.loss_mask.sum(dim=1), rows, n),
+                group_ids=_group_index([ep.group_id for ep in episodes]), **rule)
+        if in_reward:
+            kl = token_kl(batch, algo.kl.estimator).sum(dim=1)
+            r = r - algo.kl.coef * per_episode(kl, rows, n)
+        return r
+
+    return LazyInputs(
+        rewards=rewards,
+        group_ids=lambda: _group_index([ep.group_id for ep in episodes]),
+        mask=lambda: _episode_mask(batch, rows, n),
+        reward_parts=lambda: torch.tensor([[ep.rewards[k] for k in names] for ep in episodes],
+                                          dtype=torch.float64),
+        part_weights=lambda: [part_weights[k] for k in names],
+        tree_ids=lambda: _group_index([ep.meta["tree_id"] for ep in episodes]),
+        step_states=lambda: [ep.meta["state_keys"] for ep in episodes],
+        outcome_rewards=lambda: torch.tensor([ep.reward for ep in episodes],
+                                             dtype=torch.float32)[rows],
+        baseline_rewards=lambda: torch.tensor([ep.meta["baseline_reward"] for ep in episodes],
+                                              dtype=torch.float32),
+        grader_quality=lambda: torch.tensor([ep.rewards[algo.quality_part] for ep in episodes],
+                                            dtype=torch.float64),
+        token_rewards=lambda: batch.rewards,
+        values=lambda: batch.old_values,
+        loss_mask=lambda: batch.loss_mask,
+        kl=lambda: token_kl(batch, algo.kl.estimator) if in_reward else None,
+        kl_coef=lambda: algo.kl.coef,
+    )
+
+
+def _episode_tokens(adv: torch.Tensor, inputs: LazyInputs, episodes: Sequence[Episode],
+                    batch: Batch) -> torch.Tensor:
+    """An episode's advantage (the mean over its row of ``adv [E, max n_e]``) on every
+    trainable token of its segments."""
+    mask = inputs["mask"]
+    scalar = (adv.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).to(batch.loss_mask.dtype)
+    return scalar[episode_rows(episodes)][:, None] * batch.loss_mask
+
+
+# an estimator's result, by its declared output, as [B, T] token advantages
+TO_TOKENS = {
+    "token": lambda adv, inputs, episodes, batch: adv,
+    "step": lambda adv, inputs, episodes, batch: step_tokens(adv, episodes, batch),
+    "episode": _episode_tokens,
+}
+
+
+def estimator_options(algo: AlgoConfig) -> dict[str, Any]:
+    """The estimator's options ``algo`` sets (not null), by the estimator's parameter
+    names."""
+    return {name: getattr(algo, key) for key, (_, name) in ESTIMATOR_OPTIONS.items()
+            if getattr(algo, key) is not None}
+
+
+def compute_advantages(
+    batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig, part_weights: dict[str, float]
+) -> torch.Tensor:
+    """``[B, T]`` advantages of ``batch`` (built from ``episodes``) under ``algo``: the
+    estimator takes what it asks for from ``advantage_inputs`` and its declared output says
+    how its result reaches the tokens."""
+    estimator = entry("advantage", algo.adv_estimator)
+    inputs = advantage_inputs(batch, episodes, algo, part_weights)
+    adv = estimator.call(inputs, **estimator_options(algo))
+    return _modified(TO_TOKENS[estimator.output](adv, inputs, episodes, batch), episodes, batch,
+                     algo)
+
+
+def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
+              algo: AlgoConfig) -> torch.Tensor:
+    """The per-token modifiers applied to ``adv``: ``taco`` (on ``batch.old_logprobs`` and
+    ``batch.old_entropy``), then ``behaviour_reg``."""
+    if algo.taco is not None:
+        if batch.old_logprobs is None or batch.old_entropy is None:
+            raise ValueError("taco needs batch.old_logprobs and batch.old_entropy")
+        mask = batch.loss_mask > 0  # outside it log-probs are 0: no tail there
+        adv = torch.where(mask, get("advantage", "taco")(
+            advantages=adv, old_logp=batch.old_logprobs, old_entropy=batch.old_entropy,
+            **algo.taco.model_dump()), adv)
+    if algo.behaviour_reg is not None:
+        adv = get("advantage", "behaviour_reg")(
+            advantages=adv, error_mask=error_tokens(episodes, batch),
+            **algo.behaviour_reg.token_rule())
+    return adv
 
 
 @dataclass
@@ -139,9 +311,6 @@ class PolicySteps:
         return cls(actor, algo.kl if algo.kl.coef > 0 else None, algo.offpolicy, cfg.epochs,
                    cfg.mini_batches, cfg.temperature, cfg.top_k, cfg.top_p, cfg.max_new_tokens)
 
-    def support(self) -> dict[str, float]:
-        return {"top_k": self.top_k, "top_p": self.top_p}
-
 
 def controllers(trainer: Trainer) -> dict:
     """The RL controllers' state on ``trainer`` (checkpointed with it): the adaptive entropy
@@ -223,42 +392,6 @@ def _optimizer_step(trainer: Trainer, batch: Batch, plan: PolicySteps, state: di
     return metrics
 
 
-def update_critic(critic: Trainer, batch: Batch, plan: PolicySteps, critic_cfg: CriticConfig
-                  ) -> dict[str, float]:
-    """The critic's ``epochs x mini_batches`` optimiser steps on the step's returns; mean
-    metrics."""
-    size = math.ceil(len(batch) / plan.mini_batches)
-    return mean_metrics([
-        critic_step(critic, part, critic_cfg.cliprange_value, plan.actor.loss_agg_mode,
-                    plan.max_len)
-        for _ in range(plan.epochs) for part in batch.split(size)
-    ])
-
-
-def old_token_stats(trainer: Trainer, batch: Batch, plan: PolicySteps
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(log-probs, entropies)`` ``[B, T]`` of ``batch``'s loss-mask tokens at the current
-    (rollout) weights over ``plan``'s support, no gradient, in one pass: ``taco``'s ``p_t``
-    and ``H_t``."""
-    stats = trainer.score_tokens(batch, trainer.model, lambda mb: torch.stack(
-        trainer.token_logprobs(trainer.model, mb, plan.temperature, True, plan.top_k,
-                               plan.top_p), dim=-1))
-    return stats[..., 0], stats[..., 1]
-
-
-def staleness_metrics(batch: Batch, version: int) -> dict[str, float]:
-    """Mean and max ``version - v_t`` over the trainable tokens, and the share of samples whose
-    tokens come from more than one version (partial rollouts that crossed a weight update)."""
-    mask = batch.loss_mask > 0
-    lag = (version - batch.versions)[mask].float()
-    vers = batch.versions.masked_fill(~mask, -1)
-    lo = vers.masked_fill(~mask, 2**62).min(dim=1).values
-    mixed = ((vers.max(dim=1).values != lo) & mask.any(dim=1)).float().mean()
-    return {"staleness/mean": float(lag.mean()) if lag.numel() else 0.0,
-            "staleness/max": float(lag.max()) if lag.numel() else 0.0,
-            "staleness/mixed_versions": float(mixed)}
-
-
 @dataclass(kw_only=True)
 class PolicyUpdate:
     """The update step: ``steps`` (``PolicySteps``) on the batch of scored episodes, with
@@ -271,35 +404,7 @@ class PolicyUpdate:
     part_weights: dict[str, float]
     critic: Trainer | None = None
     critic_cfg: CriticConfig | None = None
-    token_stats: int = 0  # episodes a step that get ``meta["token_stats"]`` (``record``)
-
-    def record(self, episodes: Sequence[Episode], batch: Batch) -> None:
-        """``token_stats`` episodes of the step, evenly spaced, get ``meta["token_stats"]``:
-        per segment, each token's advantage and its log-prob and entropy (of the sampling
-        distribution, nats) under the trainer's weights before the update (the weights that
-        sampled it, synchronous RL), 0 where the token is not trained; what ``posttrain
-        view`` colours tokens by."""
-        if not self.token_stats:
-            return
-        starts = [0]
-        for episode in episodes:
-            starts.append(starts[-1] + len(episode.segments))
-        every = max(1, len(episodes) // self.token_stats)
-        chosen = list(range(0, len(episodes), every))[: self.token_stats]
-        rows = [r for i in chosen for r in range(starts[i], starts[i + 1])]
-        picked = batch.select(rows)
-        trainer_lp, entropy = self.trainer.apply(old_token_stats, picked, self.steps)
-        at = 0
-        for i in chosen:
-            stats: dict[str, list[list[float]]] = {"advantage": [], "trainer_logprob": [],
-                                                   "entropy": []}
-            for seg in episodes[i].segments:
-                n = len(seg.token_ids)
-                stats["advantage"].append(picked.advantages[at, :n].tolist())
-                stats["trainer_logprob"].append(trainer_lp[at, :n].tolist())
-                stats["entropy"].append(entropy[at, :n].tolist())
-                at += 1
-            episodes[i].meta["token_stats"] = stats
+    token_stats: int = 0  # episodes a step that get ``meta["token_stats"]``
 
     def __call__(self, episodes: Sequence[Episode], version: int | None = None,
                  max_staleness: int | None = None) -> dict[str, float]:
@@ -314,32 +419,30 @@ class PolicyUpdate:
         on_policy = steps.epochs * steps.mini_batches == 1  # one optimiser step: no old pass
         need_old = not on_policy or (kl is not None and kl.placement == "in_reward")
         batch = Batch.from_episodes(episodes, pad_token_id=self.pad_token_id)
-        metrics: dict[str, float] = {}
-        if version is not None:
-            metrics |= staleness_metrics(batch, version)
-            fresh = get("offpolicy", "staleness_mask")(
-                versions=batch.versions, mask=batch.loss_mask, current_version=version,
-                max_off_policy_steps=max_staleness)
-            metrics["staleness/masked"] = float(1 - fresh.sum() / batch.loss_mask.sum().clamp(
-                min=1))
-            batch = batch.replace(loss_mask=fresh)
+        batch, metrics = (batch, {}) if version is None else fresh_tokens(batch, version,
+                                                                          max_staleness)
         if algo.taco is not None:
-            old, entropy = trainer.apply(old_token_stats, batch, steps)
+            old, entropy = trainer.apply(old_token_stats, batch, steps.temperature, steps.top_k,
+                                         steps.top_p)
             batch = batch.replace(old_logprobs=old, old_entropy=entropy)
         elif need_old:
             batch = batch.replace(old_logprobs=trainer.compute_logprobs(
-                batch, steps.temperature, **steps.support()))
+                batch, steps.temperature, False, steps.top_k, steps.top_p))
         if kl:
             batch = batch.replace(ref_logprobs=trainer.compute_logprobs(
-                batch, steps.temperature, True, **steps.support()))
+                batch, steps.temperature, True, steps.top_k, steps.top_p))
         if critic is not None:
             batch = batch.replace(old_values=critic_values(critic, batch))
         adv = compute_advantages(batch, episodes, step_algo, self.part_weights)
         batch = batch.replace(advantages=adv)
-        self.record(episodes, batch)
+        if self.token_stats:
+            record_token_stats(trainer, episodes, batch, self.token_stats, steps.temperature,
+                               steps.top_k, steps.top_p)
         if critic is not None:
             batch = batch.replace(returns=(adv + batch.old_values) * batch.loss_mask)
         metrics |= trainer.apply(policy_steps, batch, plan)
         if critic is not None:
-            metrics |= update_critic(critic, batch, steps, self.critic_cfg)
+            metrics |= update_critic(critic, batch, steps.epochs, steps.mini_batches,
+                                     self.critic_cfg.cliprange_value, steps.actor.loss_agg_mode,
+                                     steps.max_len)
         return metrics

@@ -112,7 +112,7 @@ def test_a_missing_input_names_what_is_needed():
 
 def test_every_estimator_and_shaping_rule_the_pipeline_feeds_declares_its_output():
     from posttrain.config.sections.rl import ADV_ESTIMATORS, SHAPING_RULES
-    from posttrain.train.episode_advantages import TO_TOKENS
+    from posttrain.train.rl_update import TO_TOKENS
 
     for name in ADV_ESTIMATORS:
         assert entry("advantage", name).output in TO_TOKENS, name

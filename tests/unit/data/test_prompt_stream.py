@@ -13,8 +13,8 @@ from bad_data import write_bad_case, write_jsonl
 from posttrain.config.sections.data import DatasetConfig
 from posttrain.data.prompt_stream import StreamedDatasetTasks, buffer_shuffled
 from posttrain.data.prompt_tasks import DatasetTasks
-from posttrain.envs import seek_step
 from posttrain.rollout.async_source import step_groups
+from posttrain.rollout.single_turn import seek_step
 from posttrain.types.errors import DataError
 
 ROWS = [{"question": f"What is {i}+1?", "answer": i + 1} for i in range(40)]

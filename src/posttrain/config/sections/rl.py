@@ -57,15 +57,12 @@ SYNC_TOLERANCE = {"fp32": 1e-3, "bf16": 2e-2, "fp16": 2e-2}
 class SyncConfig(Section):
     """``timeout_s`` per sync; ``probes`` sequences (taken from the step's rollouts) scored by
     both sides; above ``tolerance`` (mean |trainer - engine| log-prob; null: the default of
-    ``trainer.precision``, ``SYNC_TOLERANCE``) the run stops."""
+    ``trainer.precision``, ``SYNC_TOLERANCE``, which a run's config fills in; fp32's for a
+    ``SyncConfig`` of its own) the run stops."""
 
     timeout_s: float = Field(120.0, gt=0)
     probes: int = Field(4, ge=0)
     tolerance: float | None = Field(None, gt=0)
-
-    def limit(self, precision: str = "fp32") -> float:
-        """The tolerance in force at ``precision``."""
-        return self.tolerance if self.tolerance is not None else SYNC_TOLERANCE[precision]
 
 
 class AsyncConfig(Section):
@@ -98,7 +95,7 @@ class RLConfig(SampledStageConfig):
     (``posttrain replay`` checks them; ``posttrain view`` shows them), ``token_stats`` of them a
     step with each token's advantage, trainer log-prob and entropy; ``sync`` verifies every
     weight sync
-    (``recipes.rl.sync_weights``)."""
+    (``recipes.sampling_loop.sync_weights``)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
                               serialize_by_alias=True)

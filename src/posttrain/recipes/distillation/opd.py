@@ -21,7 +21,7 @@ import torch
 from posttrain.algos import LazyInputs, entry
 from posttrain.config import ActorConfig, AlgoConfig, OPDConfig
 from posttrain.engines import Engine
-from posttrain.envs import EffortTask, seek_step
+from posttrain.envs import EffortTask
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teachers import (
     Samples,
@@ -33,9 +33,9 @@ from posttrain.recipes.distillation.teachers import (
 from posttrain.recipes.placement import cluster_session, teachers
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import rollout_metrics
-from posttrain.rollout.single_turn import rollout
+from posttrain.rollout.single_turn import rollout, seek_step
 from posttrain.train import PolicySteps, Trainer, distill_step, policy_steps
-from posttrain.train.episode_advantages import compute_advantages
+from posttrain.train.rl_update import compute_advantages
 from posttrain.types import Batch
 from posttrain.types.sampling import step_seed
 
