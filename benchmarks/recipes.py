@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from posttrain.config import load_config
-from posttrain.recipes.stages import Recipe
+from posttrain.recipes.stages import Stages
 from posttrain.reporting import Reporter
 
 RECIPES = ["quickstart", "ppo", "dr_grpo", "dapo", "gspo", "kimi_k25"]
@@ -35,7 +35,7 @@ def main() -> None:
     sft_model = a.sft_model
     if sft_model is None:
         sft_cfg = load_config(None, [f"out_dir={out / 'sft'}", "stages=[sft]"])
-        Recipe(sft_cfg, Reporter(out / "sft", quiet=True)).run()
+        Stages(sft_cfg, Reporter(out / "sft", quiet=True)).run()
         sft_model = str(out / "sft" / "sft_model")
     results = {}
     for name in RECIPES + FULL_RECIPES:
@@ -44,7 +44,7 @@ def main() -> None:
         cfg = load_config(Path("configs") / f"{name}.yaml",
                           [f"out_dir={out / name}", f"rl.steps={a.steps}", *from_sft])
         start = time.time()
-        summary = Recipe(cfg, Reporter(out / name, quiet=True)).run()
+        summary = Stages(cfg, Reporter(out / name, quiet=True)).run()
         after_sft = summary.get("eval_after_sft", summary["eval_before"])
         results[name] = {"after_sft": after_sft["accuracy"],
                          "after_rl": summary["eval_after_rl"]["accuracy"],

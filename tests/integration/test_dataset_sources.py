@@ -81,7 +81,7 @@ def test_an_empty_file_and_an_empty_cell_are_said_as_such(tmp_path):
 
 def test_the_skipped_rows_reach_the_summary(tmp_path):
     from posttrain.config import load_config
-    from posttrain.recipes.stages import Recipe
+    from posttrain.recipes.stages import Stages
 
     rows = [dict(r) for r in ROWS]
     rows[2]["prompt"] = ""
@@ -91,7 +91,7 @@ def test_the_skipped_rows_reach_the_summary(tmp_path):
         "model.preset=nano", "rl.steps=1", "rl.prompts_per_step=2", "rl.group_size=2",
         "rl.max_new_tokens=4", "eval.num_problems=2", "eval.max_new_tokens=4",
         "task.data.shuffle=false", f"out_dir={tmp_path / 'run'}"])
-    summary = Recipe(cfg).run()
+    summary = Stages(cfg).run()
     assert summary["skipped_rows"] == {"train prompt": {
         "count": 1, "rows": [2], "first_reason": "the prompt is empty"}}
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["skipped_rows"] == \

@@ -26,7 +26,7 @@ from posttrain.recipes.distillation.teachers import (
 )
 from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
-from posttrain.rollout import evaluated
+from posttrain.rollout import evaluate
 from posttrain.rollout.single_turn import rollout
 from posttrain.train import Trainer, distill_step
 from posttrain.types import Batch, SamplingParams
@@ -168,7 +168,7 @@ def test_on_policy_distillation_closes_the_gap(loss, opts, model, tokenizer, tea
 def test_evaluation_reports_accuracy_per_domain(model, tokenizer):
     tasks = TASKS.eval_set(40)
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    _, result = evaluated(engine, tokenizer, tasks, REWARD, EvalConfig(temperature=1.0),
+    _, result = evaluate(engine, tokenizer, tasks, REWARD, EvalConfig(temperature=1.0),
                           "correct")
     n = {d: sum(t.domain == d for t in tasks) for d in ("addition", "subtraction")}
     assert min(n.values()) > 0

@@ -444,18 +444,18 @@ def test_a_stage_whose_last_step_was_evaluated_is_not_evaluated_again(tmp_path, 
     """``rl.eval_every`` that divides the steps evaluates the final weights in the loop: that
     evaluation is the run's ``eval_after_rl`` (the same weights were evaluated twice)."""
     from posttrain.recipes import run_tasks, sampling_loop
-    from posttrain.recipes.stages import Recipe
+    from posttrain.recipes.stages import Stages
 
     calls = []
     for module in (run_tasks, sampling_loop):
-        real = module.evaluated
-        monkeypatch.setattr(module, "evaluated",
+        real = module.evaluate
+        monkeypatch.setattr(module, "evaluate",
                             lambda *a, real=real, **k: calls.append(1) or real(*a, **k))
     cfg = load_config("configs/quickstart.yaml", [
         "model.preset=nano", "stages=[rl]", "rl.steps=2", "rl.eval_every=2",
         "rl.prompts_per_step=2", "rl.group_size=2", "rl.max_new_tokens=8",
         "eval.num_problems=4", "eval.max_new_tokens=8", f"out_dir={tmp_path / 'run'}"])
-    summary = Recipe(cfg).run()
+    summary = Stages(cfg).run()
     assert len(calls) == 2  # before RL, and after its last step
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     (last,) = [r for r in rows if "eval/accuracy" in r]

@@ -7,7 +7,7 @@ import pytest
 
 from posttrain.config import EvalConfig
 from posttrain.rewards import RewardFunction
-from posttrain.rollout.evaluation import evaluation_metrics
+from posttrain.rollout.evaluation import eval_metrics
 from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.types import Episode, Segment
 
@@ -73,7 +73,7 @@ class Row:
 
 def test_evaluation_splits_by_a_column():
     cfg = EvalConfig(samples=4, temperature=1.0, group_by=["level"])
-    got = evaluation_metrics(A + B, [Row("easy"), Row("hard")],
+    got = eval_metrics(A + B, [Row("easy"), Row("hard")],
                              RewardFunction({"correct": ("exact", 1.0)}), cfg, "correct")
     assert got["accuracy"] == 0.25 and got["pass@4"] == 0.5
     assert got["accuracy/level=easy"] == 0.5 and got["accuracy/level=hard"] == 0.0

@@ -204,7 +204,7 @@ def eval_(
             out.mkdir(parents=True, exist_ok=True)
             (out / "skills_bench.json").write_text(json.dumps(result, indent=2) + "\n")
     else:
-        episodes, result = parts.evaluation(engine, tok)
+        episodes, result = parts.evaluate(engine, tok)
         if out is not None:
             write_eval(out, episodes, parts.eval_tasks, cfg.eval.samples, result)
     typer.echo(json.dumps(result, indent=2))

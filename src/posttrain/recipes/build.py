@@ -47,10 +47,10 @@ class RunParts(RunTasks):
         self.ckpt_dir = self.out / CHECKPOINTS
         super().__init__(cfg, self.reporter, self.out)
 
-    def evaluate(self, engine: Engine, tokenizer, name: str | None = None
+    def evaluate_logged(self, engine: Engine, tokenizer, name: str | None = None
                  ) -> dict[str, float]:
-        """``evaluation``'s metrics; with a ``name``, its samples go to the trackers as it."""
-        episodes, metrics = self.evaluation(engine, tokenizer)
+        """``evaluate``'s metrics; with a ``name``, its samples go to the trackers as it."""
+        episodes, metrics = self.evaluate(engine, tokenizer)
         if name is not None:
             self.reporter.samples(name, episodes, tokenizer)
         return metrics

@@ -26,7 +26,7 @@ from posttrain.cluster.processes import (
 from posttrain.config import RunConfig
 from posttrain.models.devices import resolve_device
 from posttrain.recipes.run_dir import RunDirError, claim_run_dir
-from posttrain.recipes.stages import Recipe, run_rank
+from posttrain.recipes.stages import Stages, run_rank
 
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
@@ -53,7 +53,7 @@ def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
         if cfg.dist.trainer_processes > 1:
             return run_processes(run_rank, cfg.dist.trainer_processes, cfg, resume,
                                  threads=cfg.threads, backend=backend)
-        return Recipe(cfg).run(resume=resume)
+        return Stages(cfg).run(resume=resume)
     finally:
         if lock is not None:
             lock.close()

@@ -30,7 +30,7 @@ from posttrain.recipes.skills import skill_library
 from posttrain.reporting import StepProgress
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
-from posttrain.rollout.evaluation import absent_columns, evaluated
+from posttrain.rollout.evaluation import absent_columns, evaluate
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.skills.library import SkilledTasks
 from posttrain.types import Episode
@@ -123,9 +123,9 @@ class RunTasks:
                 part: j.build(tokenizer, self.cfg.trainer.compute_dtype, self.cfg.seed)
                 for part, j in judges.items()})
 
-    def evaluation(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
+    def evaluate(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
         """The held-out episodes (``eval.samples`` a problem) and their metrics."""
-        return evaluated(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
+        return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
                          self.cfg.reward.accuracy_part, self.cfg.seed, self.rollout_fn)
 
     # -- data --------------------------------------------------------------------------------

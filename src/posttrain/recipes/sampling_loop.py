@@ -42,7 +42,7 @@ from posttrain.recipes.run_dir import record_sizes
 from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import AsyncEpisodes, SyncEpisodes, rollout, rollout_metrics
-from posttrain.rollout.evaluation import evaluated
+from posttrain.rollout.evaluation import evaluate
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.single_turn import RolloutPlan
 from posttrain.train import PolicyTrainer, Trainer, save_checkpoint
@@ -114,11 +114,11 @@ class LoopRun:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
         return due(self.cfg.eval_every, step, self.cfg.steps)
 
-    def held_out(self, engine: Engine, step: int, rollout_fn: Callable[..., list] = rollout
+    def evaluate(self, engine: Engine, step: int, rollout_fn: Callable[..., list] = rollout
                  ) -> dict[str, float]:
         """Held-out evaluation of the weights ``engine`` holds after step ``step`` (0-based);
         its samples go to the trackers as ``<stage>_step_<n>``."""
-        episodes, metrics = evaluated(engine, self.tokenizer, self.eval_tasks, self.reward_fn,
+        episodes, metrics = evaluate(engine, self.tokenizer, self.eval_tasks, self.reward_fn,
                                       self.eval_cfg, self.accuracy_part, self.seed, rollout_fn)
         self.reporter.samples(f"{self.STAGE}_step_{step + 1}", episodes, self.tokenizer)
         return metrics
@@ -281,7 +281,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
             tokens = sum(s.num_trainable for e in sampled for s in e.segments)
             metrics |= {"perf/step_s": seconds, "perf/sampled_tokens_per_s": tokens / seconds}
             if run.eval_due(step):
-                result = source.first(lambda e: run.held_out(e, step, source.rollout_fn))
+                result = source.first(lambda e: run.evaluate(e, step, source.rollout_fn))
                 metrics |= run.record_eval(step, result, evals)
             run.finish_step(step, metrics | source.stats())
     run.reporter.finish()

@@ -13,7 +13,7 @@ from posttrain.config.sections.skills import SkillsConfig
 from posttrain.engines import Engine
 from posttrain.engines.chat import engine_chat
 from posttrain.recipes.judges.chats import ServedChats
-from posttrain.rollout.evaluation import evaluation_episodes, pass_rates
+from posttrain.rollout.evaluation import eval_episodes, pass_rates
 from posttrain.skills import SkillBank
 from posttrain.skills.bench import SelfWrittenSkills, skills_bench
 from posttrain.skills.evolution import SkillEvolution
@@ -54,7 +54,7 @@ def run_skills_bench(parts, engine: Engine, tokenizer, max_new_tokens: int = 256
         raise ValueError("the skills protocol needs a skills section (skills.dir: the bank)")
 
     def played(tasks) -> list[float]:
-        episodes = evaluation_episodes(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
+        episodes = eval_episodes(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
                                        cfg.seed, parts.rollout_fn)
         return pass_rates(episodes, cfg.eval.samples, cfg.reward.accuracy_part)
 

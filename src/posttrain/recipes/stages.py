@@ -31,7 +31,7 @@ STAGES = {"sft": sft_stage, "pref": preference_stage, "distill": distill_stage,
           "opd": opd_stage, "rl": rl_stage}
 
 
-class Recipe(RunParts):
+class Stages(RunParts):
     """The run's shared parts (``RunParts``) and ``run``, which plays its stages."""
 
     def run(self, resume: bool = False) -> dict[str, Any]:
@@ -81,7 +81,7 @@ class Recipe(RunParts):
         if skipped:
             self.reporter.message(f"[yellow]no held-out evaluation: {skipped}")
         elif "eval_before" not in evals:
-            evals["eval_before"] = self.evaluate(engine, tokenizer, "eval_before")
+            evals["eval_before"] = self.evaluate_logged(engine, tokenizer, "eval_before")
         stages = cfg.stages
         if cursor["stage"] is not None:
             stages = stages[stages.index(cursor["stage"]):]
@@ -91,7 +91,7 @@ class Recipe(RunParts):
             self.on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
             if not skipped and f"eval_after_{stage}" not in evals:  # (a loop's last step did)
-                evals[f"eval_after_{stage}"] = self.evaluate(engine, tokenizer,
+                evals[f"eval_after_{stage}"] = self.evaluate_logged(engine, tokenizer,
                                                              f"eval_after_{stage}")
         seconds = self.process_seconds()
         summary = {**evals, "wall_seconds": sum(seconds), "process_seconds": seconds,
@@ -108,4 +108,4 @@ class Recipe(RunParts):
 
 def run_rank(cfg: RunConfig, resume: bool) -> dict[str, Any]:
     """One process of a ``dist.trainer_processes`` run (inside its process group)."""
-    return Recipe(cfg, rank=torch.distributed.get_rank()).run(resume=resume)
+    return Stages(cfg, rank=torch.distributed.get_rank()).run(resume=resume)

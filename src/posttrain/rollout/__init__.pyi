@@ -2,7 +2,7 @@
 
 from .agent import AgentRollout
 from .async_source import AsyncEpisodes
-from .evaluation import evaluated
+from .evaluation import evaluate
 from .external import ExternalAgentRollout, command_agent
 from .greedy_baseline import GreedyBaseline
 from .judged import JudgedRollout
@@ -10,5 +10,5 @@ from .scoring import informative, rollout_metrics, shape_rewards
 from .single_turn import SyncEpisodes, rollout
 
 __all__ = ["AgentRollout", "AsyncEpisodes", "ExternalAgentRollout", "GreedyBaseline",
-           "JudgedRollout", "SyncEpisodes", "command_agent", "evaluated", "informative",
+           "JudgedRollout", "SyncEpisodes", "command_agent", "evaluate", "informative",
            "rollout", "rollout_metrics", "shape_rewards"]

@@ -15,32 +15,25 @@ from posttrain.rollout.single_turn import rollout
 from posttrain.types import Episode
 
 
-def evaluated(
-    engine: Engine,
-    tokenizer,
-    tasks: Sequence[Task],
-    reward_fn: RewardFunction,
-    cfg: EvalConfig,
-    accuracy_part: str,
-    seed: int = 0,
-    rollout_fn: Callable[..., list[Episode]] = rollout,
-) -> tuple[list[Episode], dict[str, float]]:
-    """``evaluation_episodes`` and their ``evaluation_metrics``."""
-    episodes = evaluation_episodes(engine, tokenizer, tasks, reward_fn, cfg, seed, rollout_fn)
-    return episodes, evaluation_metrics(episodes, tasks, reward_fn, cfg, accuracy_part)
+def evaluate(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
+             cfg: EvalConfig, accuracy_part: str, seed: int = 0,
+             rollout_fn: Callable[..., list[Episode]] = rollout
+             ) -> tuple[list[Episode], dict[str, float]]:
+    """``eval_episodes`` and their ``eval_metrics``."""
+    episodes = eval_episodes(engine, tokenizer, tasks, reward_fn, cfg, seed, rollout_fn)
+    return episodes, eval_metrics(episodes, tasks, reward_fn, cfg, accuracy_part)
 
 
-def evaluation_episodes(engine: Engine, tokenizer, tasks: Sequence[Task],
-                        reward_fn: RewardFunction, cfg: EvalConfig, seed: int = 0,
-                        rollout_fn: Callable[..., list[Episode]] = rollout) -> list[Episode]:
+def eval_episodes(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
+                  cfg: EvalConfig, seed: int = 0,
+                  rollout_fn: Callable[..., list[Episode]] = rollout) -> list[Episode]:
     """``cfg.samples`` scored episodes of each task, task ``k``'s at ``[k n, (k+1) n)``."""
     sampling = cfg.params((tokenizer.eos_token_id,), seed)
     return rollout_fn(engine, tokenizer, tasks, reward_fn, sampling, cfg.samples)
 
 
-def evaluation_metrics(episodes: Sequence[Episode], tasks: Sequence[Task],
-                       reward_fn: RewardFunction, cfg: EvalConfig, accuracy_part: str
-                       ) -> dict[str, float]:
+def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: RewardFunction,
+                 cfg: EvalConfig, accuracy_part: str) -> dict[str, float]:
     """``{"accuracy", "reward", <part>...}`` averaged over every sample (plus ``tool_use`` for
     agent episodes, and ``accuracy/<domain>`` when the tasks span several domains); with
     ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the
@@ -94,7 +87,7 @@ def column_of(task: Task, column: str):
 
 
 def per_task(episodes: Sequence[Episode], samples: int) -> list[Sequence[Episode]]:
-    """Each task's episodes: ``samples`` in a row a task (``evaluation_episodes``' order)."""
+    """Each task's episodes: ``samples`` in a row a task (``eval_episodes``' order)."""
     return [episodes[k:k + samples] for k in range(0, len(episodes), samples)]
 
 

@@ -102,7 +102,7 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
             metrics |= distill_update(run, samples)
             engine.update_weights(run.trainer.named_weights(), step + 1)
         if run.eval_due(step):
-            metrics |= run.record_eval(step, run.held_out(engine, step), evals)
+            metrics |= run.record_eval(step, run.evaluate(engine, step), evals)
         run.finish_step(step, metrics)
     run.reporter.finish()
     return evals

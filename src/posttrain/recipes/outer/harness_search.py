@@ -13,7 +13,7 @@ from posttrain.engines import Engine
 from posttrain.harness_search import Candidate, HarnessStore, Result
 from posttrain.harness_search.loop import Evaluate
 from posttrain.recipes.run_tasks import RunTasks
-from posttrain.rollout.evaluation import evaluation_episodes, pass_rates
+from posttrain.rollout.evaluation import eval_episodes, pass_rates
 from posttrain.types import Episode
 
 
@@ -29,7 +29,7 @@ def harness_evaluator(config: Path, overrides: list[str], store: HarnessStore, e
         parts = RunTasks(cfg)
         parts.attach_judges(tokenizer)
         tasks = parts.eval_tasks[:search] if split == "search" else parts.eval_tasks[search:]
-        episodes = evaluation_episodes(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
+        episodes = eval_episodes(engine, tokenizer, tasks, parts.reward_fn, cfg.eval,
                                        cfg.seed, parts.rollout_fn)
         n, part = cfg.eval.samples, cfg.reward.accuracy_part
         outcomes = pass_rates(episodes, n, part)
