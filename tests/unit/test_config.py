@@ -146,6 +146,24 @@ def test_a_catalogue_functions_defaults_are_shown_and_follow_its_name():
     assert mine.actor.policy_loss.hyperparameters() == {"eps_low": 0.2, "eps_high": 0.28}
 
 
+def test_off_policy_bounds_are_shown_and_follow_the_correction():
+    """Null bounds take the correction's own defaults (tis_*: C_min, C_max = 0, 2; mis_*: C_lo,
+    C_hi = 0.5, 5); resolved bounds follow a change of correction or its removal; bounds of
+    the user's own stay, and without a correction they are an error."""
+    tis = load_config(None, ["algo.offpolicy.correction=tis_token"])
+    assert tis.algo.offpolicy.weight_options() == {"c_min": 0.0, "c_max": 2.0}
+    saved = tis.model_dump(mode="json", by_alias=True)
+    saved["algo"]["offpolicy"]["correction"] = "icepop"
+    assert build_config(saved).algo.offpolicy.weight_options() == {"c_lo": 0.5, "c_hi": 5.0}
+    saved["algo"]["offpolicy"]["correction"] = None
+    assert build_config(saved).algo.offpolicy.bounds is None
+    mine = load_config(None, ["algo.offpolicy.correction=mis_seq",
+                              "algo.offpolicy.bounds=[0.2, 3.0]"])
+    assert mine.algo.offpolicy.weight_options() == {"c_lo": 0.2, "c_hi": 3.0}
+    with pytest.raises(ConfigError, match="offpolicy.bounds is set but offpolicy.correction"):
+        load_config(None, ["algo.offpolicy.bounds=[0.2, 3.0]"])
+
+
 def test_a_null_left_to_another_setting_is_shown_resolved_where_it_is_read():
     quick = load_config("configs/quickstart.yaml")
     assert (quick.rl.sync.tolerance, quick.eval.ks) == (1e-3, [1])

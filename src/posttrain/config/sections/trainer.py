@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -61,15 +61,37 @@ class KLConfig(Section):
         return self
 
 
+def _default_bounds(correction: str) -> tuple[float, float]:
+    return tuple(facts("offpolicy", correction).defaults().values())  # type: ignore[return-value]
+
+
 class OffPolicyConfig(Section):
     """Train/inference mismatch correction (ALGORITHMS.md §5): ``correction`` weights the
     per-token loss by ``tis_*``/``mis_*`` of ``old - behaviour`` log-probs within ``bounds``
-    (``(C_min, C_max)`` or ``(C_lo, C_hi)``; null: the spec's defaults); ``opsm_delta`` drops
-    negative-advantage sequences that drifted more than it."""
+    (``(C_min, C_max)`` or ``(C_lo, C_hi)``; left null, the function's defaults, filled in so
+    the saved config shows them); ``opsm_delta`` drops negative-advantage sequences that
+    drifted more than it. Bounds equal to another correction's defaults follow a change of
+    ``correction`` (a full config file lists them, and changing only the name keeps it
+    valid)."""
 
     correction: Annotated[str, registered("offpolicy", MISMATCH_WEIGHTS)] | None = None
     bounds: tuple[float, float] | None = None
     opsm_delta: float | None = Field(None, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounds_shown(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        try:
+            own = None if data.get("correction") is None else \
+                _default_bounds(data["correction"])
+        except KeyError:
+            return data  # the name's own validator reports it
+        bounds = None if data.get("bounds") is None else tuple(data["bounds"])
+        if bounds is None or (bounds != own and bounds in map(_default_bounds, MISMATCH_WEIGHTS)):
+            return {**data, "bounds": own}
+        return data
 
     @model_validator(mode="after")
     def _bounds(self) -> OffPolicyConfig:
@@ -82,10 +104,8 @@ class OffPolicyConfig(Section):
         return self
 
     def weight_options(self) -> dict[str, float]:
-        if self.bounds is None:
-            return {}
-        names = ("c_min", "c_max") if self.correction.startswith("tis") else ("c_lo", "c_hi")
-        return dict(zip(names, self.bounds))
+        """The correction's bounds by its parameter names."""
+        return dict(zip(facts("offpolicy", self.correction).defaults(), self.bounds))
 
 
 class EntropyBonusConfig(Section):
