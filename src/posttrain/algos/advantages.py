@@ -11,9 +11,8 @@ from posttrain.algos.tensors import EPS, group_stats, normalise, per_token, requ
 
 
 @register("advantage", "grpo", aliases=("group_norm",), source="S21, S22", output="episode")
-def grpo(
-    *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor, eps: float = EPS
-) -> torch.Tensor:
+def grpo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
+         eps: float = EPS) -> torch.Tensor:
     """``A_i = (r_i - mean_g) / (std_g + eps)``, std unbiased (ddof=1).
 
     A group of size 1, or whose rewards are all equal, gives 0.
@@ -36,9 +35,8 @@ def dr_grpo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tenso
 
 @register("advantage", "mean_baseline", aliases=("k2_5", "composer"), source="PT (Kimi K2.5), S03",
           output="episode")
-def mean_baseline(
-    *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor
-) -> torch.Tensor:
+def mean_baseline(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor
+                  ) -> torch.Tensor:
     """``A_i = r_i - mean_g`` (as ``dr_grpo``), meant for ``token_mean`` aggregation."""
     return dr_grpo(rewards=rewards, group_ids=group_ids, mask=mask)
 
@@ -60,20 +58,15 @@ def _whiten(values: torch.Tensor, mask: torch.Tensor, where: str) -> torch.Tenso
     if n < 2:
         raise ValueError(f"{where}: whitening needs at least 2 valid tokens, got {n}")
     x = values[valid]
-    out = (values - x.mean()) / torch.sqrt(x.var(unbiased=True) + 1e-8)
-    return out * mask
+    return (values - x.mean()) / torch.sqrt(x.var(unbiased=True) + 1e-8) * mask
 
 
 @register("advantage", "reinforce_plus_plus", aliases=("reinforce",),
           source="standard (REINFORCE++, arXiv 2501.03262)",
           feeds={"rewards": "outcome_rewards", "mask": "loss_mask"}, output="token")
 def reinforce_plus_plus(
-    *,
-    rewards: torch.Tensor,
-    mask: torch.Tensor,
-    kl: torch.Tensor | None = None,
-    kl_coef: float = 0.0,
-    gamma: float = 1.0,
+    *, rewards: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0, gamma: float = 1.0,
 ) -> torch.Tensor:
     """``r_t = -beta k1_t + 1[t = T_i] R_i``; ``G_t = sum_{s >= t} gamma^(s-t) r_s``; whitened
     over all valid tokens of the batch: ``A = (G - mu) / sqrt(v + 1e-8)``.
@@ -116,14 +109,8 @@ def remax(
 @register("advantage", "gae", aliases=("ppo",), source="S21, S27, S26",
           feeds={"rewards": "token_rewards", "mask": "loss_mask"}, output="token")
 def gae(
-    *,
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    mask: torch.Tensor,
-    kl: torch.Tensor | None = None,
-    kl_coef: float = 0.0,
-    gamma: float = 1.0,
-    lam: float = 0.95,
+    *, rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+    kl: torch.Tensor | None = None, kl_coef: float = 0.0, gamma: float = 1.0, lam: float = 0.95,
     reward_clip: float | None = None,
 ) -> torch.Tensor:
     """``r_t = -beta KL_t + 1[t = T_i] clip(R_i, +-c)``; ``delta_t = r_t + gamma V_{t+1} - V_t``
@@ -132,9 +119,7 @@ def gae(
     Holes in the mask (tool output) are skipped: ``V_{t+1}`` is the next valid token's value.
     """
     require_finite("gae", rewards=rewards, values=values, kl=kl)
-    m = mask.to(torch.float64)
-    v = values.to(torch.float64)
-    r = rewards.to(torch.float64)
+    m, v, r = (t.to(torch.float64) for t in (mask, values, rewards))
     if reward_clip is not None:
         r = r.clamp(-reward_clip, reward_clip)
     token_r = torch.zeros_like(m) if kl is None else -kl_coef * kl.to(torch.float64) * m
@@ -154,13 +139,8 @@ def gae(
 
 @register("advantage", "opd", source="S18, S14, PT (Kimi K3, MiMo)")
 def opd(
-    *,
-    teacher_logp: torch.Tensor,
-    logp: torch.Tensor,
-    mask: torch.Tensor,
-    clip: float | None = None,
-    alpha: float = 0.0,
-    orm_advantages: torch.Tensor | None = None,
+    *, teacher_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor,
+    clip: float | None = None, alpha: float = 0.0, orm_advantages: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``A_t = sg(logp_T - logp)``, optionally clipped to ``[-R_max, R_max]`` (``opd_clip``),
     plus ``alpha * A_ORM_i`` (``mopd``)."""

@@ -27,12 +27,9 @@ class StepNorm:
     @classmethod
     def from_mask(cls, mask: torch.Tensor, max_len: int | None = None) -> StepNorm:
         n = mask.sum(dim=1)
-        return cls(
-            num_tokens=float(n.sum().item()),
-            num_seqs=float((n > 0).sum().item()),
-            batch_size=float(mask.shape[0]),
-            max_len=float(max_len if max_len is not None else mask.shape[1]),
-        )
+        return cls(num_tokens=float(n.sum().item()), num_seqs=float((n > 0).sum().item()),
+                   batch_size=float(mask.shape[0]),
+                   max_len=float(max_len if max_len is not None else mask.shape[1]))
 
 
 def _safe(x: torch.Tensor, denom: float) -> torch.Tensor:
@@ -48,8 +45,7 @@ def token_mean(*, loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> tor
 @register("aggregation", "seq_mean_token_mean", aliases=("grpo",), source="GRPO, S22")
 def seq_mean_token_mean(*, loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
     """``W = 1 / (N_seq * n_i)``: every sequence weighs the same."""
-    n = mask.sum(dim=1)
-    per_seq = (loss * mask).sum(dim=1) / n.clamp(min=1)
+    per_seq = (loss * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
     return _safe(per_seq.sum(), norm.num_seqs)
 
 

@@ -16,16 +16,10 @@ from posttrain.algos.tensors import EPS, group_stats, normalise, per_token, requ
 
 @register("advantage", "gigpo", source="S00, standard (GiGPO paper)", output="step")
 def gigpo(
-    *,
-    rewards: torch.Tensor,
-    group_ids: torch.Tensor,
-    step_states: Sequence[Sequence[Hashable]],
+    *, rewards: torch.Tensor, group_ids: torch.Tensor, step_states: Sequence[Sequence[Hashable]],
     step_rewards: Sequence[Sequence[float]] | None = None,
-    step_actions: Sequence[Sequence[Hashable]] | None = None,
-    gamma: float = 0.95,
-    omega: float = 1.0,
-    merge_same_action: bool = False,
-    eps: float = EPS,
+    step_actions: Sequence[Sequence[Hashable]] | None = None, gamma: float = 0.95,
+    omega: float = 1.0, merge_same_action: bool = False, eps: float = EPS,
 ) -> list[torch.Tensor]:
     """``A_t = A_E(tau) + omega A_S(a_t)``: ``A_E`` = ``grpo`` on episode rewards; ``A_S`` =
     the step return ``R_t = sum_{k>=t} gamma^(k-t) r_k`` normalised within its anchor group
@@ -41,6 +35,7 @@ def gigpo(
         raise ValueError("gigpo: merge_same_action needs step_actions")
     episode = grpo(rewards=rewards, group_ids=group_ids, mask=torch.ones(n, 1))[:, 0]
     returns: list[list[float]] = []
+    anchors: dict[tuple, list[tuple[int, int]]] = {}
     for i, states in enumerate(step_states):
         rs = list(step_rewards[i]) if step_rewards is not None else [0.0] * (len(states) - 1) + [
             float(rewards[i])]
@@ -49,8 +44,6 @@ def gigpo(
             acc = r + gamma * acc
             out.append(acc)
         returns.append(out[::-1])
-    anchors: dict[tuple, list[tuple[int, int]]] = {}
-    for i, states in enumerate(step_states):
         for t, s in enumerate(states):
             anchors.setdefault((int(group_ids[i]), s), []).append((i, t))
     step_adv = [torch.zeros(len(s), dtype=torch.float64) for s in step_states]
@@ -69,11 +62,7 @@ def gigpo(
 
 @register("advantage", "tree_grpo", source="S00 (Tree-GRPO)", output="episode")
 def tree_grpo(
-    *,
-    rewards: torch.Tensor,
-    tree_ids: torch.Tensor,
-    group_ids: torch.Tensor,
-    mask: torch.Tensor,
+    *, rewards: torch.Tensor, tree_ids: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
     eps: float = EPS,
 ) -> torch.Tensor:
     """``A = grpo over the trajectories of the same tree + grpo over all G of the prompt``.
@@ -84,11 +73,7 @@ def tree_grpo(
 
 @register("advantage", "taco", source="S00 (TACO)")
 def taco(
-    *,
-    advantages: torch.Tensor,
-    old_logp: torch.Tensor,
-    old_entropy: torch.Tensor,
-    alpha: float,
+    *, advantages: torch.Tensor, old_logp: torch.Tensor, old_entropy: torch.Tensor, alpha: float,
     lam: float,
 ) -> torch.Tensor:
     """Positive advantages of tail tokens shrink: ``r_t = -log p_t - H_t + log alpha``;
@@ -104,18 +89,14 @@ def taco(
 
 @register("advantage", "gar", source="PT (MiMo V2.6)", output="episode")
 def gar(
-    *,
-    rewards: torch.Tensor,
-    group_ids: torch.Tensor,
-    mask: torch.Tensor,
+    *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
     grader_quality: torch.Tensor,
 ) -> torch.Tensor:
     """``A_i = R_i - mean_g``; on the passing rows P of a mixed group,
     ``A'_i = lambda f_i A_i`` with ``lambda = sum_P A / sum_P f A`` (keeps the positive mass and
     the zero group sum). ``f`` of passing rows must lie in (0, 1]."""
     require_finite("gar", rewards=rewards, grader_quality=grader_quality)
-    r = rewards.to(torch.float64)
-    f = grader_quality.to(torch.float64)
+    r, f = rewards.to(torch.float64), grader_quality.to(torch.float64)
     passed = r == 1
     if bool(((f[passed] <= 0) | (f[passed] > 1)).any()):
         raise ValueError("gar: grader_quality of passing rows must lie in (0, 1]")
@@ -130,11 +111,7 @@ def gar(
 
 @register("advantage", "behaviour_reg", source="PT (MiMo V2.6)")
 def behaviour_reg(
-    *,
-    advantages: torch.Tensor,
-    error_mask: torch.Tensor,
-    k_err: float,
-    up: float = 0.0,
+    *, advantages: torch.Tensor, error_mask: torch.Tensor, k_err: float, up: float = 0.0,
     down: float = 0.0,
 ) -> torch.Tensor:
     """Tokens of flagged error segments (``e = 1``) lose positive credit and get ``k_err``
@@ -143,20 +120,14 @@ def behaviour_reg(
     require_finite("behaviour_reg", advantages=advantages)
     if k_err <= 1:
         raise ValueError(f"behaviour_reg: k_err must be > 1, got {k_err}")
-    err = error_mask > 0
-    pos = advantages > 0
+    err, pos = error_mask > 0, advantages > 0
     scale = torch.where(err, torch.where(pos, 0.0, k_err), torch.where(pos, 1 + up, 1 - down))
     return scale.to(advantages.dtype) * advantages
 
 
 def long_success_penalty(
-    *,
-    rewards: torch.Tensor,
-    lengths: torch.Tensor,
-    group_ids: torch.Tensor,
-    c_long: float,
-    l_thr: int,
-    s_min: float,
+    *, rewards: torch.Tensor, lengths: torch.Tensor, group_ids: torch.Tensor, c_long: float,
+    l_thr: int, s_min: float,
 ) -> torch.Tensor:
     """``behaviour_reg``'s reward rule: ``R <- R - c_long`` if ``R = 1``, ``|y| > L_thr`` and
     the group's success rate (its share of ``R = 1``) is ``>= s_min`` (no penalty while the

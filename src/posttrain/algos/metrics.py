@@ -23,13 +23,9 @@ def pass_at_k(*, n: Sequence[int], c: Sequence[int], k: int) -> float:
     """``1 - C(n - c, k) / C(n, k)`` (1 if ``n - c < k``), computed as ``1 - prod_{j=n-c+1}^{n}
     (1 - k / j)``."""
     _check(n, c, k, "pass_at_k")
-    total = 0.0
-    for ni, ci in zip(n, c):
-        if ni - ci < k:
-            total += 1.0
-        else:
-            total += 1.0 - math.prod(1.0 - k / j for j in range(ni - ci + 1, ni + 1))
-    return total / len(n)
+    return sum(1.0 if ni - ci < k
+               else 1.0 - math.prod(1.0 - k / j for j in range(ni - ci + 1, ni + 1))
+               for ni, ci in zip(n, c)) / len(n)
 
 
 @register("metric", "pass_hat_k", aliases=("pass^k",), source="S01 (tau-bench)")

@@ -35,33 +35,22 @@ def _weights(weights: Sequence[float] | None, k: int) -> torch.Tensor:
 @register("advantage", "gdpo", aliases=("normalize_then_sum",), source="S00 (NVIDIA GDPO)",
           feeds=PARTS, output="episode")
 def gdpo(
-    *,
-    rewards: torch.Tensor,
-    group_ids: torch.Tensor,
-    mask: torch.Tensor,
-    weights: Sequence[float] | None = None,
-    eps: float = EPS,
+    *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
+    weights: Sequence[float] | None = None, eps: float = EPS,
 ) -> torch.Tensor:
     """``A_k`` = each reward normalised in its group; ``S = sum_k w_k A_k``; ``A = (S - mean) /
     (std + eps)`` over the whole batch."""
     a, _ = _per_reward(rewards, group_ids, eps)
     s = a @ _weights(weights, a.shape[1])
-    batch = torch.zeros_like(group_ids)
-    mean, std, _ = group_stats(s, batch)
+    mean, std, _ = group_stats(s, torch.zeros_like(group_ids))  # over the whole batch
     return per_token(normalise(s, mean, std, eps), mask)
 
 
 @register("advantage", "gd2po", source="S00 (GD2PO)", feeds=PARTS, output="episode")
 def gd2po(
-    *,
-    rewards: torch.Tensor,
-    group_ids: torch.Tensor,
-    mask: torch.Tensor,
-    weights: Sequence[float] | None = None,
-    filter: str = "hard",
-    tau: float = 0.8,
-    query_weight: bool = True,
-    eps: float = EPS,
+    *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
+    weights: Sequence[float] | None = None, filter: str = "hard", tau: float = 0.8,
+    query_weight: bool = True, eps: float = EPS,
 ) -> torch.Tensor:
     """GDPO terms ``c_jk = w_k A_jk`` with a conflict filter: ``hard`` drops a row whose terms
     have both signs; ``snr`` keeps it iff ``|sum c| / (sum |c| + eps) >= tau``. Kept rows get
@@ -72,10 +61,8 @@ def gd2po(
     a, _ = _per_reward(rewards, group_ids, eps)
     c = a * _weights(weights, a.shape[1])
     total = c.sum(dim=1)
-    if filter == "hard":
-        keep = ~(((c > 0).any(dim=1)) & ((c < 0).any(dim=1)))
-    else:
-        keep = total.abs() / (c.abs().sum(dim=1) + eps) >= tau
+    keep = (~((c > 0).any(dim=1) & (c < 0).any(dim=1)) if filter == "hard"
+            else total.abs() / (c.abs().sum(dim=1) + eps) >= tau)
     kept = keep.to(torch.float64)
     q = group_stats(kept, group_ids)[0] if query_weight else torch.ones_like(kept)
     return per_token(q * kept * total, mask)
@@ -83,12 +70,8 @@ def gd2po(
 
 @register("advantage", "dvao", source="S00 (DVAO)", feeds=PARTS, output="episode")
 def dvao(
-    *,
-    rewards: torch.Tensor,
-    group_ids: torch.Tensor,
-    mask: torch.Tensor,
-    weights: Sequence[float] | None = None,
-    eps: float = EPS,
+    *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
+    weights: Sequence[float] | None = None, eps: float = EPS,
 ) -> torch.Tensor:
     """``A = sum_k w~_k A_k`` with ``w~_k = w_k std_k / sum_l w_l std_l`` (group stds): saturated,
     low-variance rewards are down-weighted. All stds 0 gives 0."""
@@ -101,10 +84,7 @@ def dvao(
 
 @register("advantage", "grs", source="PT (MiMo V2.6)")
 def grs(
-    *,
-    test_rewards: torch.Tensor,
-    solution_scores: torch.Tensor,
-    behaviour_scores: torch.Tensor,
+    *, test_rewards: torch.Tensor, solution_scores: torch.Tensor, behaviour_scores: torch.Tensor,
 ) -> torch.Tensor:
     """Groupwise reward synthesis: ``R_i = R_test S_sol S_beh`` if ``R_test = 1``, else 0
     (``S`` in [0, 1]). Returns rewards ``[B]``."""

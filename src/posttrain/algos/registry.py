@@ -175,8 +175,7 @@ def index_rows(catalogue: list[Entry]) -> dict[str, dict[str, dict]]:
     rows: dict[str, dict[str, dict]] = {kind: {} for kind in KINDS}
     for e in catalogue:
         f = e.facts()
-        rows[e.kind][e.name] = {"aliases": list(f.aliases), "module": f.module,
-                                "output": f.output,
+        rows[e.kind][e.name] = {"aliases": list(f.aliases), "module": f.module, "output": f.output,
                                 "parameters": [[p.name, p.required, p.data, p.default]
                                                for p in f.parameters]}
     return rows

@@ -31,14 +31,8 @@ def dapo_overlong(*, lengths: torch.Tensor, max_length: int, cache_length: int) 
 
 @register("shaping", "effort_length_penalty", source="PT (DeepSeek V4.1)", output="bonus")
 def effort_length_penalty(
-    *,
-    lengths: torch.Tensor,
-    efforts: torch.Tensor,
-    effort_grid: Sequence[float],
-    k_p: float,
-    lam: float,
-    c_max: float,
-    l_norm: float,
+    *, lengths: torch.Tensor, efforts: torch.Tensor, effort_grid: Sequence[float], k_p: float,
+    lam: float, c_max: float, l_norm: float,
 ) -> torch.Tensor:
     """Penalty to add: ``-min(C_max, k(b) l / L_norm)`` with ``k(b) = k_p exp(-(b - b_min) /
     tau)``, ``tau = lam * mean spacing of the effort grid``. Group by (prompt, effort)."""
@@ -52,11 +46,7 @@ def effort_length_penalty(
 
 @register("shaping", "budget_penalty", source="PT (Kimi K3)", output="reward")
 def budget_penalty(
-    *,
-    rewards: torch.Tensor,
-    lengths: torch.Tensor,
-    budgets: torch.Tensor,
-    tau: float,
+    *, rewards: torch.Tensor, lengths: torch.Tensor, budgets: torch.Tensor, tau: float,
     mode: str = "replace",
 ) -> torch.Tensor:
     """``R <- -1`` (``mode=replace``) or ``R - 1`` (``add``) if ``T(y) > tau b_0(x)``."""
@@ -78,14 +68,8 @@ def toggle_budget(correct_lengths: Sequence[int], rho: float = 50) -> float:
 
 @register("shaping", "toggle", source="PT (Kimi K2.5)", output="reward")
 def toggle(
-    *,
-    rewards: torch.Tensor,
-    lengths: torch.Tensor,
-    group_ids: torch.Tensor,
-    budgets: torch.Tensor,
-    step: int,
-    m: int,
-    lam: float,
+    *, rewards: torch.Tensor, lengths: torch.Tensor, group_ids: torch.Tensor, budgets: torch.Tensor,
+    step: int, m: int, lam: float,
 ) -> torch.Tensor:
     """Phase ``floor(step / m) mod 2``. Phase 0: a group whose mean reward reaches ``lam`` keeps
     only rewards of samples within the budget ``B(x)``; phase 1: rewards unchanged."""
@@ -132,9 +116,7 @@ def dynamic_sampling(*, rewards: torch.Tensor, group_ids: torch.Tensor) -> torch
     (``max > min``; for binary rewards, ``0 < #correct < G``)."""
     require_finite("dynamic_sampling", rewards=rewards)
     _, inverse = torch.unique(group_ids, return_inverse=True)
-    g = int(inverse.max()) + 1
-    hi = torch.full((g,), -math.inf, dtype=torch.float64).scatter_reduce(
-        0, inverse, rewards.to(torch.float64), "amax")
-    lo = torch.full((g,), math.inf, dtype=torch.float64).scatter_reduce(
-        0, inverse, rewards.to(torch.float64), "amin")
+    g, r = int(inverse.max()) + 1, rewards.to(torch.float64)
+    hi, lo = (torch.full((g,), start, dtype=torch.float64).scatter_reduce(0, inverse, r, how)
+              for start, how in ((-math.inf, "amax"), (math.inf, "amin")))
     return (hi > lo)[inverse]

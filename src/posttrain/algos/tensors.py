@@ -28,8 +28,7 @@ def group_stats(
     _, inverse = torch.unique(group_ids, return_inverse=True)
     g = int(inverse.max()) + 1
     shape = (g, *values.shape[1:])
-    ones = torch.ones_like(values)
-    size = torch.zeros(shape, dtype=values.dtype).index_add_(0, inverse, ones)
+    size = torch.zeros(shape, dtype=values.dtype).index_add_(0, inverse, torch.ones_like(values))
     mean = torch.zeros(shape, dtype=values.dtype).index_add_(0, inverse, values) / size
     dev2 = (values - mean[inverse]) ** 2
     ss = torch.zeros(shape, dtype=values.dtype).index_add_(0, inverse, dev2)

@@ -29,8 +29,7 @@ class AttackerEngine:
         return [self._one(list(p)) for p in prompts]
 
     def _one(self, prompt: list[int]) -> GenerationOutput:
-        known = [(ids, a) for ids, a in self.attempts if prompt[:len(ids)] == ids]
-        if known:
+        if known := [(ids, a) for ids, a in self.attempts if prompt[:len(ids)] == ids]:
             ids, attempt = max(known, key=lambda k: len(k[0]))
             self.attempts.remove((ids, attempt))
             new = self.tokenizer.decode(prompt[len(ids):])

@@ -75,9 +75,8 @@ class AuditReport:
                           "| episodes blocked |", "|---|---|---|---|---|", *rows])
 
 
-def audit(env: str, tools: Sequence[dict], tasks: Sequence[Any], play: Play,
-          accuracy_part: str, tokenizer, exploits: Sequence[Exploit] | None = None
-          ) -> AuditReport:
+def audit(env: str, tools: Sequence[dict], tasks: Sequence[Any], play: Play, accuracy_part: str,
+          tokenizer, exploits: Sequence[Exploit] | None = None) -> AuditReport:
     """Each exploit (all built-in ones by default) whose tools ``tools`` (the task's tool
     schemas) has, played once on every task of ``tasks`` by ``play(engine, tasks)`` (the
     run's rollout on the attacker's engine)."""
@@ -85,8 +84,7 @@ def audit(env: str, tools: Sequence[dict], tasks: Sequence[Any], play: Play,
     names = [t["function"]["name"] for t in tools]
     findings, skipped = [], {}
     for exploit in exploits or EXPLOITS.values():
-        missing = [t for t in exploit.needs if t not in names]
-        if missing:
+        if missing := [t for t in exploit.needs if t not in names]:
             skipped[exploit.name] = f"no {', '.join(missing)} tool"
             continue
         engine = AttackerEngine(tokenizer, exploit, docs)
@@ -96,8 +94,7 @@ def audit(env: str, tools: Sequence[dict], tasks: Sequence[Any], play: Play,
             exploit.name, exploit.what, len(episodes), len(passed),
             sum(bool(e.meta.get("guard_flags")) for e in episodes),
             sum(bool(e.meta.get("guard_blocks")) for e in episodes),
-            sorted({str(e.meta.get("reference", "")) for e in passed}),
-            sorted(engine.paths()),
+            sorted({str(e.meta.get("reference", "")) for e in passed}), sorted(engine.paths()),
             [{"name": r.name, "pattern": r.pattern} for r in exploit.rules]))
     return AuditReport(env, names, findings, skipped)
 

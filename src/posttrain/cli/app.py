@@ -16,16 +16,13 @@ from posttrain.cli.env_cmd import env_app
 from posttrain.cli.harness_search_cmd import harness_search
 from posttrain.cli.options import ConfigFile, OutDir, Overrides, Overwrite, Resume
 from posttrain.cli.options import load_or_fail as _load
-from posttrain.cli.output import console
+from posttrain.cli.output import console, fail_on
 from posttrain.cli.output import fail as _fail
 from posttrain.cli.serve_cmd import free_port_or_fail, serve
 from posttrain.cli.tau import tau_app
 from posttrain.cli.template import template_app
 
-app = typer.Typer(
-    add_completion=False, no_args_is_help=True,
-    help="Post-train language models: SFT, then RL with verifiable rewards. Runs on a CPU.",
-)
+app = typer.Typer(add_completion=False, no_args_is_help=True)  # help: the callback's docstring
 app.add_typer(tau_app, name="tau")
 app.add_typer(template_app, name="template")
 app.add_typer(config_app, name="config")
@@ -87,12 +84,7 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
     from posttrain.recipes.launch import train
     from posttrain.recipes.run_dir import CHECKPOINTS, RunDirError
     from posttrain.train import CheckpointMismatchError, TrainingDivergedError, latest_checkpoint
-    from posttrain.types import (
-        DataError,
-        MismatchError,
-        TeacherMismatchError,
-        WeightSyncError,
-    )
+    from posttrain.types import DataError, MismatchError, TeacherMismatchError, WeightSyncError
 
     try:
         summary = train(cfg, resume, overwrite, announce=console.print)
@@ -120,37 +112,23 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
 
 
 @app.command()
-def quickstart(
-    out: Annotated[str, typer.Option(help="output directory")] = "runs/quickstart",
-    resume: Resume = False,
-    overwrite: Overwrite = False,
-) -> None:
+def quickstart(out: Annotated[str, typer.Option(help="output directory")] = "runs/quickstart",
+               resume: Resume = False, overwrite: Overwrite = False) -> None:
     """Build a tiny model, SFT it on imperfect arithmetic data, then GRPO it with a verifier."""
     _run(_load(None, None, out_dir=out), resume, overwrite, ["quickstart", "--out", out])
 
 
 @app.command()
-def train(
-    config: ConfigFile,
-    overrides: Overrides = None,
-    out: OutDir = None,
-    resume: Resume = False,
-    overwrite: Overwrite = False,
-) -> None:
+def train(config: ConfigFile, overrides: Overrides = None, out: OutDir = None,
+          resume: Resume = False, overwrite: Overwrite = False) -> None:
     """Run the stages of CONFIG (SFT, preference optimisation, RL)."""
     cfg = _load(config, overrides, out_dir=out)
-    _run(cfg, resume, overwrite, ["train", str(config), *(overrides or []),
-                                  "--out", cfg.out_dir])
+    _run(cfg, resume, overwrite, ["train", str(config), *(overrides or []), "--out", cfg.out_dir])
 
 
 @app.command()
-def sft(
-    config: ConfigFile,
-    overrides: Overrides = None,
-    out: OutDir = None,
-    resume: Resume = False,
-    overwrite: Overwrite = False,
-) -> None:
+def sft(config: ConfigFile, overrides: Overrides = None, out: OutDir = None,
+        resume: Resume = False, overwrite: Overwrite = False) -> None:
     """Run only the SFT stage of CONFIG (validated with all its stages)."""
     cfg = _load(config, overrides, out_dir=out)
     if "sft" not in cfg.stages:
@@ -185,15 +163,12 @@ def eval_(
 
     cfg = _load(config, overrides)
     if out is not None and (mark := run_in(out)):
-        _fail(f"--out {out} holds a training run ({mark}): give the evaluation a folder of "
-              "its own")
+        _fail(f"--out {out} holds a training run ({mark}): give the evaluation a folder of its own")
     if skills_bench and cfg.skills is None:
         _fail("--skills-bench needs a skill bank: set skills.dir")
-    try:
+    with fail_on(ModelNotFoundError, EngineUnavailableError):
         tok = load_tokenizer(model)
         engine = make_engine(cfg, model, tok)
-    except (ModelNotFoundError, EngineUnavailableError) as e:
-        _fail(str(e))
     parts = RunTasks(cfg)
     parts.attach_judges(tok)
     if skills_bench:
@@ -231,29 +206,21 @@ def teacher_logits(
     cfg = _load(config, overrides, stages=["distill"])  # the command scores distill's data
     if cfg.distill.teacher is None:
         _fail("teacher-logits scores with distill.teacher: set it (a model directory)")
-    try:
+    with fail_on(ModelNotFoundError):
         tok = load_tokenizer(cfg.distill.teacher)
         teacher = placed(load_model(cfg.distill.teacher, cfg.trainer.compute_dtype),
                          cfg.distill.teacher_device)
-    except ModelNotFoundError as e:
-        _fail(str(e))
     data = RunTasks(cfg).distill_data()
-    try:
+    with fail_on(ValueError):
         path = write_teacher_logits(teacher, tok, data.conversations, out, topk,
                                     reporter=Reporter(out.parent, console), tools=data.tools)
-    except ValueError as e:
-        _fail(str(e))
     console.print(f"stored top-{topk} teacher log-probs of {len(data.conversations)} "
                   f"conversations -> {path}")
 
 
 @app.command(name="reward-model")
-def reward_model(
-    config: ConfigFile,
-    overrides: Overrides = None,
-    out: OutDir = None,
-    overwrite: Overwrite = False,
-) -> None:
+def reward_model(config: ConfigFile, overrides: Overrides = None, out: OutDir = None,
+                 overwrite: Overwrite = False) -> None:
     """Train a Bradley-Terry reward model, usable as a reward_model judge.
 
     Trains CONFIG's model on the rm section's pairs (rm.data, or pairs generated from the
@@ -269,18 +236,12 @@ def reward_model(
     if cfg.rm.data is None and not cfg.task.PAIRS:
         _fail(f"rm.data is null: generated preference pairs exist for task.name=arithmetic, "
               f"not {cfg.task.name}")
-    try:
+    with fail_on(RunDirError):
         lock = claim_run_dir(Path(cfg.out_dir), cfg.model_dump(mode="json"), False, overwrite)
-    except RunDirError as e:
-        _fail(str(e))
-    try:
+    with lock, fail_on(ModelNotFoundError, FileNotFoundError, DataError):
         parts = RunParts(cfg)
         model_dir = parts.out / "rm_model"
         evals = train_reward_model(parts, parts.base_model_dir(), model_dir)
-    except (ModelNotFoundError, FileNotFoundError, DataError) as e:
-        _fail(str(e))
-    finally:
-        lock.close()
     last = evals[-1] if evals else {}
     console.print(f"reward model -> {model_dir}; held-out " + ", ".join(
         f"{k} {v:.3f}" for k, v in last.items() if k != "step"))
@@ -340,11 +301,9 @@ def export(
     from posttrain.models import ModelNotFoundError, load_model, load_tokenizer, save_model
     from posttrain.train import CheckpointMismatchError, is_sharded, whole_model
 
-    try:
+    with fail_on(ModelNotFoundError, CheckpointMismatchError, OSError, ValueError):
         model = whole_model(checkpoint) if is_sharded(checkpoint) else load_model(checkpoint)
         save_model(model, load_tokenizer(checkpoint), out)
-    except (ModelNotFoundError, CheckpointMismatchError, OSError, ValueError) as e:
-        _fail(str(e))
     console.print(f"wrote {out}")
 
 
@@ -365,8 +324,7 @@ def view(
 
     under = {folder: runs_under(folder) for folder in runs}
     found = [run for folder in runs for run in under[folder]]
-    missing = [str(folder) for folder in runs if not under[folder]]
-    if missing:
+    if missing := [str(folder) for folder in runs if not under[folder]]:
         _fail(f"no run (a folder with metrics.jsonl) in: {', '.join(missing)}")
     free_port_or_fail(host, port)
     console.print(f"posttrain view of {len(found)} run(s) at http://{host}:{port}/")
@@ -386,11 +344,9 @@ def replay(
     from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.types import read_episodes
 
-    try:
+    with fail_on(ModelNotFoundError, FileNotFoundError, ValueError):
         tok = load_tokenizer(model) if model is not None else None
         checked = [(i, episode_problems(ep, tok)) for i, ep in enumerate(read_episodes(episodes))]
-    except (ModelNotFoundError, FileNotFoundError, ValueError) as e:
-        _fail(str(e))
     bad = [(i, p) for i, p in checked if p]
     for i, problems in bad:
         console.print(f"episode {i}: " + "; ".join(problems))

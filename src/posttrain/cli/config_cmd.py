@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from posttrain.cli.options import ConfigFile, Overrides
-from posttrain.cli.output import console, fail
+from posttrain.cli.output import console, fail_on
 
 config_app = typer.Typer(no_args_is_help=True,
                          help="configs: the resolved values and what a run will do.")
@@ -35,17 +35,14 @@ def explain(
     from posttrain.config.explain import plan, sources
     from posttrain.config.loading import read_tree
 
-    try:
+    with fail_on(ConfigError):
         tree = read_tree(config)
         cfg = build_config(tree, list(overrides or []))
-    except ConfigError as e:
-        fail(str(e))
     where = sources(cfg.model_dump(mode="json", by_alias=True), tree, overrides or [])
     plans = plan(cfg)
     if as_json:
-        print(json.dumps({
-            "config": {k: {"value": v, "source": s} for k, (v, s) in where.items()},
-            "stages": [p.as_dict() for p in plans]}, indent=2))
+        print(json.dumps({"config": {k: {"value": v, "source": s} for k, (v, s) in where.items()},
+                          "stages": [p.as_dict() for p in plans]}, indent=2))
         return
     console.print(stage_table(plans))
     for p in plans:
@@ -56,8 +53,7 @@ def explain(
         listing.add_column(col, overflow="fold")
     for key, (value, source) in where.items():
         if source != "default" or not changed:
-            style = SOURCE_STYLE[source]
-            listing.add_row(key, escape(json.dumps(value)), f"[{style}]{source}")
+            listing.add_row(key, escape(json.dumps(value)), f"[{SOURCE_STYLE[source]}]{source}")
     console.print(listing)
 
 
@@ -67,20 +63,14 @@ def stage_table(plans) -> Table:
     table.add_column("")
     for p in plans:
         table.add_column(p.stage, justify="right")
-    rows = [
-        ("steps", lambda p: p.steps),
-        ("rows per step", lambda p: p.rows_per_step),
-        ("optimiser steps per step", lambda p: p.optimizer_steps_per_step),
-        ("micro-batches per optimiser step, per process",
-         lambda p: p.micro_batches_per_process),
-        ("optimiser steps in all", lambda p: p.optimizer_steps),
-        ("micro-batches in all", lambda p: p.micro_batches),
-        ("sampled tokens per step, at most",
-         lambda p: "-" if p.sampled_tokens_per_step is None else p.sampled_tokens_per_step),
-        ("checkpoints written", lambda p: p.checkpoints),
-        ("evaluations during the stage", lambda p: p.evals),
-    ]
-    for name, value in rows:
-        cells = [value(p) for p in plans]
-        table.add_row(name, *(f"{c:,}" if isinstance(c, int) else c for c in cells))
+    rows = [("steps", "steps"), ("rows per step", "rows_per_step"),
+            ("optimiser steps per step", "optimizer_steps_per_step"),
+            ("micro-batches per optimiser step, per process", "micro_batches_per_process"),
+            ("optimiser steps in all", "optimizer_steps"),
+            ("micro-batches in all", "micro_batches"),
+            ("sampled tokens per step, at most", "sampled_tokens_per_step"),  # None: samples none
+            ("checkpoints written", "checkpoints"), ("evaluations during the stage", "evals")]
+    for name, attr in rows:
+        cells = [getattr(p, attr) for p in plans]
+        table.add_row(name, *("-" if c is None else f"{c:,}" for c in cells))
     return table

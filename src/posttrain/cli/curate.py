@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from posttrain.cli.options import ConfigFile, Overrides, load_or_fail
-from posttrain.cli.output import console, fail
+from posttrain.cli.output import console, fail, fail_on
 
 
 def sampled(cfg, model: Path, k: int, num_prompts: int, temperature: float,
@@ -123,11 +123,9 @@ def _curate(cfg, model: Path, k: int, num_prompts: int, temperature: float, out:
     from posttrain.models import ModelNotFoundError
 
     def rows():
-        try:
+        with fail_on(ModelNotFoundError):
             for s in sampled(cfg, model, k, num_prompts, temperature, console):
                 yield to_row(s)
-        except ModelNotFoundError as e:
-            fail(str(e))
 
     kept, seen = write_rows(out, rows(), keep)
     console.print(f"kept {kept} of {seen} prompts -> {out}")

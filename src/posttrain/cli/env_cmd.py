@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from posttrain.cli.output import console, fail
+from posttrain.cli.output import console, fail, fail_on
 
 env_app = typer.Typer(no_args_is_help=True,
                       help="environments: audit a verifier and guard with scripted exploits.")
@@ -42,18 +42,15 @@ def audit(
     from posttrain.models.tiny import build_tokenizer
     from posttrain.recipes.run_tasks import RunTasks
 
-    unknown = sorted(set(exploit or []) - set(EXPLOITS))
-    if unknown:
+    if unknown := sorted(set(exploit or []) - set(EXPLOITS)):
         fail(f"unknown exploits {', '.join(unknown)}; known: {', '.join(EXPLOITS)}")
-    try:
+    with fail_on(ConfigError, ValueError):
         cfg = load_config(config, list(overrides or []))
         if not cfg.single_turn:  # the attacker's context is not the model's to budget
             cfg = cfg.model_copy(update={"agent": cfg.agent.model_copy(update={
                 "max_tokens": 16 * TURN_TOKENS, "max_turns": max(cfg.agent.max_turns, 4)})})
         parts = RunTasks(cfg.model_copy(update={"eval": cfg.eval.model_copy(
             update={"num_problems": num_tasks, "samples": 1})}))
-    except (ConfigError, ValueError) as e:
-        fail(str(e))
     tokenizer = build_tokenizer()  # ChatML: what the scripted attacker reads
     sampling = attack_sampling(TURN_TOKENS, tokenizer.eos_token_id)
     report = run_audit(
@@ -62,23 +59,23 @@ def audit(
                                                sampling, 1),
         cfg.reward.accuracy_part, tokenizer, [EXPLOITS[e] for e in exploit or EXPLOITS])
     console.print(report.markdown(), soft_wrap=True, markup=False, highlight=False)  # rows whole
-    fix = report.guard_fix()
-    for f in report.holes():
+    holes = report.holes()
+    fix = yaml.safe_dump({"agent": {"guard": report.guard_fix()}}, sort_keys=False)
+    for f in holes:
         console.print(f"[red]hole: {f.exploit}[/red] passed {f.passed} of {f.tasks} tasks "
                       f"({', '.join(f.passed_tasks)}); " + (
                           "the guard settings below block it" if f.guardable else
                           "it makes no call a guard could block: the verifier must change"))
-    if any(f.guardable for f in report.holes()):
-        console.print(yaml.safe_dump({"agent": {"guard": fix}}, sort_keys=False))
-    if not report.holes():
+    if any(f.guardable for f in holes):
+        console.print(fix)
+    if not holes:
         console.print("[green]no exploit passed a task without solving it[/green]")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "audit.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
         (out / "audit.md").write_text(report.markdown() + "\n")
-        (out / "guard_fix.yaml").write_text(yaml.safe_dump({"agent": {"guard": fix}},
-                                                           sort_keys=False))
-    if report.holes():
+        (out / "guard_fix.yaml").write_text(fix)
+    if holes:
         raise typer.Exit(code=1)
 
 

@@ -6,17 +6,15 @@ completion, rewards and missing parts) and ``summary.json`` (the metrics), each 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from posttrain.cli.curate import write_rows
 from posttrain.envs import Task
-from posttrain.types import Episode
+from posttrain.types import Episode, write_atomic
 
 
-def sample_rows(episodes: Sequence[Episode], tasks: Sequence[Task], samples: int
-                ) -> Iterator[dict]:
+def sample_rows(episodes: Sequence[Episode], tasks: Sequence[Task], samples: int) -> Iterator[dict]:
     """One row a sample: problem ``k``'s samples are episodes ``[k n, (k+1) n)``."""
     for i, e in enumerate(episodes):
         task = tasks[i // samples]
@@ -39,6 +37,4 @@ def write_eval(out: Path, episodes: Sequence[Episode], tasks: Sequence[Task], sa
                metrics: dict[str, float]) -> None:
     """``out/samples.jsonl`` and ``out/summary.json``."""
     write_rows(out / "samples.jsonl", sample_rows(episodes, tasks, samples), lambda row: True)
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(metrics, indent=2, default=str) + "\n")
-    os.replace(tmp, out / "summary.json")
+    write_atomic(out / "summary.json", json.dumps(metrics, indent=2, default=str) + "\n")

@@ -11,7 +11,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from posttrain.cli.output import console, fail
+from posttrain.cli.output import console, fail, fail_on
 
 
 def harness_search(
@@ -53,13 +53,13 @@ def harness_search(
     from posttrain.recipes.outer.harness_search import harness_evaluator
     from posttrain.recipes.placement import make_engine
 
-    chosen = [s for s in (space, proposer, proposer_endpoint) if s is not None]
-    if len(chosen) != 1:
+    if sum(s is not None for s in (space, proposer, proposer_endpoint)) != 1:
         fail("name one proposer: --space FILE, --proposer module:fn or --proposer-endpoint URL")
     store = HarnessStore(out)
     if store.dir.exists() and not resume:
         fail(f"{out} holds a search: --resume continues it, or choose another --out")
-    try:
+    with fail_on(ConfigError, ModelNotFoundError, EngineUnavailableError, ExtensionError, OSError,
+                 ValueError):
         cfg = load_config(config, list(overrides or []))
         tok = load_tokenizer(model)
         engine = make_engine(cfg, model, tok)
@@ -71,13 +71,9 @@ def harness_search(
         else:
             propose = ChatProposer(openai_chat(proposer_endpoint, proposer_model,
                                                os.environ.get("OPENAI_API_KEY"), 2048, 0.7))
-    except (ConfigError, ModelNotFoundError, EngineUnavailableError, ExtensionError, OSError,
-            ValueError) as e:
-        fail(str(e))
-    start = {}  # the starting harness: what the proposers read and change
-    for o in overrides or []:
-        key, _, value = o.partition("=")
-        start[key.strip()] = yaml.safe_load(value) if value.strip() else None
+    # the starting harness: what the proposers read and change
+    start = {key.strip(): yaml.safe_load(value) if value.strip() else None
+             for key, _, value in (o.partition("=") for o in overrides or [])}
     evaluate = harness_evaluator(config, [], store, engine, tok, search_tasks, test_tasks)
     def shown(c, r) -> None:
         console.print(f"{c.id} ({c.note or 'start'}): " + (

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from posttrain.cli.output import fail
+from posttrain.cli.output import fail_on
 
 Overrides = Annotated[list[str] | None, typer.Argument(help="dotted.key=value overrides")]
 ConfigFile = Annotated[Path, typer.Argument(help="YAML config")]
@@ -25,7 +25,5 @@ def load_or_fail(config: Path | None, overrides: list[str] | None, **forced):
     from posttrain.config import ConfigError, load_config
 
     extra = [f"{k}={json.dumps(v)}" for k, v in forced.items() if v is not None]
-    try:
+    with fail_on(ConfigError):
         return load_config(config, list(overrides or []) + extra)
-    except ConfigError as e:
-        fail(str(e))

@@ -4,6 +4,9 @@ inserted; exit code 2)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import typer
 from rich.console import Console
 
@@ -15,3 +18,12 @@ def fail(message: str) -> None:
 
     console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code=2)
+
+
+@contextlib.contextmanager
+def fail_on(*errors: type[Exception]) -> Iterator[None]:
+    """Fail the command with the message of any of ``errors`` the ``with`` body raises."""
+    try:
+        yield
+    except errors as e:
+        fail(str(e))

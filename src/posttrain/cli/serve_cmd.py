@@ -19,7 +19,7 @@ from posttrain.cli.engine_options import (
     context_window,
     engine_from_options,
 )
-from posttrain.cli.output import console, fail
+from posttrain.cli.output import console, fail, fail_on
 
 
 def free_port_or_fail(host: str, port: int) -> None:
@@ -91,20 +91,16 @@ def serve(
     if tool_format != "auto" and tool_format not in FORMATS:
         fail(f"--tool-format: {tool_format!r} is not auto, {', '.join(FORMATS)}")
     sessions = Sessions()
-    try:
+    with fail_on(RecordError):
         recorder = None if record is None else Recorder(record, sessions, record_every,
                                                         session_idle_s)
-    except RecordError as e:
-        fail(str(e))
     free_port_or_fail(host, port)
     if api_key is None and not loopback(host):
         console.print(f"[bold yellow]warning:[/] listening on {host} without --api-key: "
                       "anyone who reaches it can use the model, read every transcript and "
                       "set rewards")
-    try:
+    with fail_on(ModelNotFoundError):
         tokenizer = load_tokenizer(model)
-    except ModelNotFoundError as e:
-        fail(str(e))
     engine = engine_from_options(engine_name, device, model, "float32", tokenizer)
     completer = Completer(engine, tokenizer, context_window(model) or 4096, max_tokens,
                           tool_format=FORMATS.get(tool_format))

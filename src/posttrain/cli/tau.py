@@ -14,7 +14,7 @@ from posttrain.cli.engine_options import (
     context_window,
     engine_from_options,
 )
-from posttrain.cli.output import console, fail
+from posttrain.cli.output import console, fail, fail_on
 
 tau_app = typer.Typer(no_args_is_help=True,
                       help="tau-bench customer-service environments: check and evaluate.")
@@ -32,20 +32,16 @@ def check(
 ) -> None:
     """Replay every task's gold actions from its initial state.
 
-    Prints one JSON line per task on stdout (final hashes, each action's output and error
-    flag, the reward under the domain's state basis); exit code 1 if any replay does not earn
-    reward 1."""
+    Prints one JSON line per task on stdout (final hashes, each action's output and error flag, the
+    reward under the domain's state basis); exit code 1 if any replay does not earn reward 1."""
     from posttrain.envs.tau.gold import gold_check
     from posttrain.envs.tau.tasks import load_tasks
     from posttrain.reporting import StepProgress
 
-    try:
+    with fail_on(ValueError):
         tasks = load_tasks(domain)
-    except ValueError as e:
-        fail(str(e))
     if task:
-        unknown = sorted(set(task) - {t.id for t in tasks})
-        if unknown:
+        if unknown := sorted(set(task) - {t.id for t in tasks}):
             fail(f"unknown task ids for {domain}: {', '.join(unknown)}")
         tasks = [t for t in tasks if t.id in task]
     failed = []
@@ -120,9 +116,8 @@ def eval_(
     from posttrain.types import SamplingParams, write_episodes
 
     def served(path, endpoint, name):
-        if path is None and endpoint is None:
-            return None
-        return ChatServer(model=path, endpoint=endpoint, endpoint_model=name)
+        return None if path is None and endpoint is None else ChatServer(
+            model=path, endpoint=endpoint, endpoint_model=name)
 
     if retain_reasoning not in RETENTION:
         fail(f"--retain-reasoning: {retain_reasoning!r} is not one of {', '.join(RETENTION)}")

@@ -10,36 +10,30 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from posttrain.cli.output import console, fail
+from posttrain.cli.output import console, fail_on
 
 template_app = typer.Typer(no_args_is_help=True,
                            help="chat templates: audit multi-turn prefix stability.")
 
 
 @template_app.command()
-def check(
-    model: Annotated[Path, typer.Argument(help="a model or tokenizer directory")],
-) -> None:
+def check(model: Annotated[Path, typer.Argument(help="a model or tokenizer directory")]) -> None:
     """Report which constructs break bridging across turns.
 
-    Plain turns, a system prompt, a tool call and its result, a reasoning block, and JSON
-    booleans and numbers that a client parses and serialises again; exit code 1 if any
-    breaks."""
+    Plain turns, a system prompt, a tool call and its result, a reasoning block, and JSON booleans
+    and numbers that a client parses and serialises again; exit code 1 if any breaks."""
     from posttrain.models import ModelNotFoundError, load_tokenizer
     from posttrain.serve.template_check import check_template
 
-    try:
+    with fail_on(ModelNotFoundError):
         verdicts = check_template(load_tokenizer(model))
-    except ModelNotFoundError as e:
-        fail(str(e))
     table = Table(title=f"chat template of {model}")
     for col in ("construct", "bridges", "where the turns part"):
         table.add_column(col, overflow="fold")
     for v in verdicts:
         table.add_row(v.name, "[green]yes" if v.bridges else "[red]no", escape(v.detail))
     console.print(table)
-    broken = [v.name for v in verdicts if not v.bridges]
-    if broken:
+    if broken := [v.name for v in verdicts if not v.bridges]:
         console.print(f"{len(broken)} of {len(verdicts)} constructs start a new segment in "
                       "posttrain serve: " + ", ".join(broken))
         raise typer.Exit(code=1)

@@ -1,15 +1,13 @@
 """Rollout engines as Ray actors, behind the ``Engine`` protocol.
 
-``EngineActor`` is a torch engine (``engine.name: torch``) in its own process, built from a
-model directory.
-``RayEngine`` is the client the pipelines hold: every protocol call becomes a remote call.
-Weights travel through the object store in buckets of about ``bucket_bytes``: the sender
-holds one bucket at a time and the actor loads them one at a time, so neither side makes a
-whole extra copy in its own memory (the object store holds them, spilling to disk if it must).
-``RayEngine`` keeps the last weights' bucket references; when the actor dies mid-call, Ray
-restarts it (it comes back with the directory's weights), ``RayEngine`` sends those weights
-and their version again and raises ``EngineRestarted`` so the caller dispatches the lost work
-again.
+``EngineActor`` is a torch engine (``engine.name: torch``) in its own process, built from a model
+directory. ``RayEngine`` is the client the pipelines hold: every protocol call becomes a remote
+call. Weights travel through the object store in buckets of about ``bucket_bytes``: the sender holds
+one bucket at a time and the actor loads them one at a time, so neither side makes a whole extra
+copy in its own memory (the object store holds them, spilling to disk if it must). ``RayEngine``
+keeps the last weights' bucket references; when the actor dies mid-call, Ray restarts it (it comes
+back with the directory's weights), ``RayEngine`` sends those weights and their version again and
+raises ``EngineRestarted`` so the caller dispatches the lost work again.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ class EngineActor:
         torch.set_flush_denormal(True)
         self.engine = TorchEngineConfig(device=device).build(model_dir, dtype, pad_token_id,
                                                              eos_token_id)
-        self.calls = 0
-        self.fail_at_call, self.fail_marker = fail_at_call, fail_marker
+        self.calls, self.fail_at_call, self.fail_marker = 0, fail_at_call, fail_marker
 
     def generate(self, prompts, sampling, seeds) -> list[GenerationOutput]:
         self.calls += 1
@@ -59,8 +56,7 @@ class EngineActor:
         loaded one after the other."""
         import ray
 
-        self.engine.update_weights((item for ref in buckets for item in ray.get(ref)),
-                                   version)
+        self.engine.update_weights((item for ref in buckets for item in ray.get(ref)), version)
         return version
 
     def version(self) -> int:
@@ -91,10 +87,8 @@ class RayEngine:
         """``group``: the placement group the actor was placed in, if any."""
         import ray
 
-        self._ray = ray
-        self.actor, self.group = actor, group
-        self.bucket_bytes = bucket_bytes
-        self.restart_timeout_s = restart_timeout_s
+        self._ray, self.actor, self.group = ray, actor, group
+        self.bucket_bytes, self.restart_timeout_s = bucket_bytes, restart_timeout_s
         self._version = ray.get(actor.version.remote())
         self._last: tuple[list, int] | None = None  # the last weights' bucket refs, version
 

@@ -41,9 +41,8 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
     bundle each of a placement group (``engine_placement``). ``close_engines`` ends them."""
     ray = require_ray()
     actor_cls = ray.remote(max_restarts=cfg.max_restarts, max_task_retries=0)(EngineActor)
-    group = None
     if cfg.placement == "colocated":
-        options, threads, device = [{"num_cpus": 0}] * cfg.engines, 1, "cpu"
+        options, threads, device, group = [{"num_cpus": 0}] * cfg.engines, 1, "cpu", None
     else:
         group, options = engine_placement(cfg)
         threads = max(1, int(cfg.cpus_per_engine))

@@ -1,8 +1,7 @@
-"""Process groups for data-parallel trainers (``posttrain.train.parallel``): NCCL where the
-trainers compute on CUDA, gloo on the CPU. ``run_processes`` spawns ``world_size`` local
-processes the way ``torchrun`` would; ``join_launched_group`` joins the group of a process
-``torchrun`` started (``env://``: ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``;
-one node or many)."""
+"""Process groups for data-parallel trainers (``posttrain.train.parallel``): NCCL where the trainers
+compute on CUDA, gloo on the CPU. ``run_processes`` spawns ``world_size`` local processes the way
+``torchrun`` would; ``join_launched_group`` joins the group of a process ``torchrun`` started
+(``env://``: ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``; one node or many)."""
 
 from __future__ import annotations
 
@@ -25,7 +24,6 @@ def free_port() -> int:
 
 
 def backend_for(device_type: str) -> str:
-    """The collective backend for trainers on ``device_type``."""
     return "nccl" if device_type == "cuda" else "gloo"
 
 

@@ -1,11 +1,10 @@
 """The policy trainer as a Ray actor, behind the part of ``Trainer`` the pipelines use.
 
 ``TrainerActor`` holds a ``Trainer`` in its own process. ``RayTrainer`` is the driver's handle:
-``apply(fn, ...)`` ships ``fn`` (an objective's steps) to the actor and runs it on the
-``Trainer`` there; ``compute_logprobs``, ``named_weights``, ``state_dict`` /
-``load_state_dict`` are such calls. ``export_model`` (and ``model``) is a
-driver-side copy of the actor's model, refreshed from the actor's weights on every call
-(checkpoints and the stage's end read it).
+``apply(fn, ...)`` ships ``fn`` (an objective's steps) to the actor and runs it on the ``Trainer``
+there; ``compute_logprobs``, ``named_weights``, ``state_dict`` / ``load_state_dict`` are such calls.
+``export_model`` (and ``model``) is a driver-side copy of the actor's model, refreshed from the
+actor's weights on every call (checkpoints and the stage's end read it).
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ R = TypeVar("R")
 
 class TrainerActor:
     def __init__(self, model: torch.nn.Module, optim: OptimConfig, total_steps: int,
-                 settings: TrainerConfig, ref_model: torch.nn.Module | None,
-                 threads: int) -> None:
+                 settings: TrainerConfig, ref_model: torch.nn.Module | None, threads: int) -> None:
         torch.set_num_threads(threads)
         torch.set_flush_denormal(True)
         self.trainer = Trainer(model, optim, total_steps, settings, ref_model=ref_model)
@@ -44,19 +42,16 @@ class RayTrainer:
     """Driver-side handle of a ``TrainerActor``."""
 
     def __init__(self, model: torch.nn.Module, optim: OptimConfig, total_steps: int,
-                 settings: TrainerConfig | None = None,
-                 ref_model: torch.nn.Module | None = None, threads: int | None = None,
-                 num_cpus: float = 0) -> None:
+                 settings: TrainerConfig | None = None, ref_model: torch.nn.Module | None = None,
+                 threads: int | None = None, num_cpus: float = 0) -> None:
         """``model`` is sent to the actor and stays the driver-side copy; ``threads``: torch
         threads of the actor (default: this process's)."""
         import ray
 
-        self._ray = ray
-        actor_cls = ray.remote(TrainerActor)
-        self.actor = actor_cls.options(num_cpus=num_cpus).remote(
+        self._ray, self._model = ray, model
+        self.actor = ray.remote(TrainerActor).options(num_cpus=num_cpus).remote(
             model, optim, total_steps, settings or TrainerConfig(), ref_model,
             threads or torch.get_num_threads())
-        self._model = model
 
     def apply(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         return self._ray.get(self.actor.apply.remote(fn, *args, **kwargs))
@@ -70,9 +65,8 @@ class RayTrainer:
     def model(self) -> torch.nn.Module:
         return self.export_model()
 
-    def compute_logprobs(self, batch: Batch, temperature: float = 1.0,
-                         reference: bool = False, top_k: int = 0,
-                         top_p: float = 1.0) -> torch.Tensor:
+    def compute_logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False,
+                         top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
         return self.apply(Trainer.compute_logprobs, batch, temperature, reference, top_k, top_p)
 
     def named_weights(self) -> list[tuple[str, torch.Tensor]]:

@@ -25,9 +25,8 @@ def check_combinations(cfg) -> None:
 
 
 # section -> the stages that read it
-SECTION_STAGES = {"sft": ("sft",), "pref": ("pref",), "distill": ("distill",),
-                  "opd": ("opd",), "rl": ("rl",), "algo": ("rl",), "critic": ("rl",),
-                  "actor": ("rl", "opd")}
+SECTION_STAGES = {"sft": ("sft",), "pref": ("pref",), "distill": ("distill",), "opd": ("opd",),
+                  "rl": ("rl",), "algo": ("rl",), "critic": ("rl",), "actor": ("rl", "opd")}
 
 
 def unused_sections(cfg) -> None:
@@ -64,19 +63,16 @@ def device_keys(tree: Any, prefix: str = "") -> dict[str, str]:
 
 def device_rules(cfg) -> None:
     """A CUDA device any ``device`` key names exists; fp16 computes on CUDA only. (torch is
-    imported for this only when a key names CUDA or fp16: other configs validate without
-    it.)"""
+    imported for this only when a key names CUDA or fp16: other configs validate without it.)"""
     named = device_keys(cfg.model_dump())
-    if cfg.trainer.precision != "fp16" and not any(v.startswith("cuda")
-                                                   for v in named.values()):
+    if cfg.trainer.precision != "fp16" and not any(v.startswith("cuda") for v in named.values()):
         return
     from posttrain.models.devices import resolve_device
 
     devices = {key: resolve_device(value, key) for key, value in named.items()}
     if cfg.trainer.precision == "fp16" and devices["trainer.device"].type != "cuda":
-        raise ValueError(f"trainer.precision fp16 needs a CUDA device (loss scaling runs "
-                         f"there); trainer.device {cfg.trainer.device} is the CPU here: use "
-                         "bf16")
+        raise ValueError("trainer.precision fp16 needs a CUDA device (loss scaling runs there); "
+                         f"trainer.device {cfg.trainer.device} is the CPU here: use bf16")
 
 
 def env_part_rules(cfg) -> None:

@@ -47,8 +47,7 @@ def sources(resolved: dict, file_tree: dict, overrides: Sequence[str]
     from_file = [key for key, _ in leaves(file_tree)]
 
     def under(key: str, keys: list[str]) -> bool:
-        return any(key == k or key.startswith(f"{k}.") or k.startswith(f"{key}.")
-                   for k in keys)
+        return any(key == k or key.startswith(f"{k}.") or k.startswith(f"{key}.") for k in keys)
 
     return {key: (value, "override" if under(key, overridden)
                   else "file" if under(key, from_file) else "default")

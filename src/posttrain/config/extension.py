@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,8 +87,7 @@ def load_module(where: str, spec: str):
     try:
         return _module_of_file(Path(where)) if from_file else importlib.import_module(where)
     except Exception as e:  # the user's module failed to import: say why
-        raise ExtensionError(f"{spec!r}: cannot import {where!r}: "
-                             f"{type(e).__name__}: {e}") from e
+        raise ExtensionError(f"{spec!r}: cannot import {where!r}: {type(e).__name__}: {e}") from e
 
 
 def load_object(spec: str) -> Any:
@@ -190,31 +190,26 @@ def _binds(spec: str, shape: str, what: str, fn: Any, *args: Any, **kwargs: Any)
         pass
 
 
-def environment() -> AfterValidator:
-    """Field annotation: the value names an environment class (``load_environment``)."""
+def _loads(load: Callable[[str], Any]) -> AfterValidator:
+    """Field annotation: the value is kept if ``load(value)`` raises nothing."""
 
     def check(spec: str) -> str:
-        load_environment(spec)
+        load(spec)
         return spec
 
     return AfterValidator(check)
+
+
+def environment() -> AfterValidator:
+    """Field annotation: the value names an environment class (``load_environment``)."""
+    return _loads(load_environment)
 
 
 def tool_set() -> AfterValidator:
     """Field annotation: the value names tools (``load_tools``)."""
-
-    def check(spec: str) -> str:
-        load_tools(spec)
-        return spec
-
-    return AfterValidator(check)
+    return _loads(load_tools)
 
 
 def extension(kind: str) -> AfterValidator:
     """Field annotation: the value is a dotted path to an extension of ``kind``."""
-
-    def check(spec: str) -> str:
-        load_extension(kind, spec)
-        return spec
-
-    return AfterValidator(check)
+    return _loads(lambda spec: load_extension(kind, spec))

@@ -108,9 +108,8 @@ def member_of(family: str, name: str) -> Any:
 
 def _without_others_defaults(cls: type[Member], data: dict) -> dict:
     """``data`` less the keys this member lacks but other members of its family take, left at
-    those members' defaults or null (a full config file names another member's keys;
-    switching ``name`` keeps it valid). Set away from them, such a key is an error naming its
-    members."""
+    those members' defaults or null (a full config file names another member's keys; switching
+    ``name`` keeps it valid). Set away from them, such a key is an error naming its members."""
     family, kept = getattr(cls, "FAMILY", None), dict(data)
     for key, value in data.items():
         if family is None or key in cls.model_fields:
@@ -120,8 +119,7 @@ def _without_others_defaults(cls: type[Member], data: dict) -> dict:
         if takers and all(_at_default(f, value) for f in takers.values()):
             del kept[key]
         elif takers:
-            raise _at(key, f"applies to {cls.KEY} in ({', '.join(takers)}), not "
-                           f"{data[cls.KEY]}")
+            raise _at(key, f"applies to {cls.KEY} in ({', '.join(takers)}), not {data[cls.KEY]}")
     return kept
 
 

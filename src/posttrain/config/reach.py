@@ -26,14 +26,12 @@ SWITCHED = {
     ("shaping", "dynamic_sampling"): "`algo.dynamic_sampling`",
     ("divergence", "gkd"): "`distill.lam` (each example is a student sample with probability "
                            "lam: the mixture in expectation)",
-    ("divergence", "multi_teacher"): "`opd.teachers` (routing by `domains`/`efforts`, "
-                                     "`weight`)",
+    ("divergence", "multi_teacher"): "`opd.teachers` (routing by `domains`/`efforts`, `weight`)",
     ("divergence", "self_distill"): "`opd.self_distill`",
     ("reward_model", "bradley_terry"): "`rm.loss`; judges of kind `reward_model`",
     ("reward_model", "pairwise_classifier"): "`rm.loss`; judges of kind `pairwise_model`",
     ("reward_model", "genrm"): "judges of kind `score` (`reward.judges`)",
-    ("reward_model", "group_binary_comparison"): "judges of kind `comparison`, "
-                                                 "`pairwise_model`",
+    ("reward_model", "group_binary_comparison"): "judges of kind `comparison`, `pairwise_model`",
     ("metric", "pass_at_k"): "`eval.samples`, `eval.ks`",
     ("metric", "maj_at_k"): "`eval.samples`, `eval.ks`",
     ("metric", "mean_at_k"): "`eval.samples`",
@@ -42,9 +40,8 @@ SWITCHED = {
 
 # entries no run applies, on purpose
 FUNCTION_ONLY = {
-    ("reward_model", "bt_token_span"): "function only: reward models here score the last "
-                                       "token (`rm.loss`); a per-token value head is not "
-                                       "trained",
+    ("reward_model", "bt_token_span"): "function only: reward models here score the last token "
+                                       "(`rm.loss`); a per-token value head is not trained",
 }
 
 

@@ -49,8 +49,7 @@ def unread(section, prefix: str, keys: Sequence[str] | None, why: str) -> None:
                          f"cannot take effect: {why}")
 
 
-def applies(section, prefix: str, table: dict[str, Container], current: str, what: str
-            ) -> None:
+def applies(section, prefix: str, table: dict[str, Container], current: str, what: str) -> None:
     """Each key of ``table`` set away from its default acts only when ``what`` (whose value
     is ``current``) is one of the key's entries."""
     for name in changed(section, prefix, list(table)):

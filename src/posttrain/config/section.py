@@ -124,11 +124,10 @@ class OptimConfig(Section):
 
 class NamedLoss(Section):
     """A catalogue function of kind ``KIND`` chosen by ``name``, its hyperparameters as extra
-    keys, each left out or null filled with the function's own default (so a dumped config
-    shows the value used); a value it does not take, or a missing required one, is an error.
-    With another function than the section's default, keys equal to the default function's
-    defaults are dropped first: a full config file lists them, and changing only ``name``
-    keeps it valid."""
+    keys, each left out or null filled with the function's own default (so a dumped config shows
+    the value used); a value it does not take, or a missing required one, is an error. With
+    another function than the section's default, keys equal to the default function's defaults
+    are dropped first: a full config file lists them, and changing only ``name`` keeps it valid."""
 
     KIND: ClassVar[str]
     LABEL: ClassVar[str]  # how errors name it: "policy loss"
@@ -189,8 +188,7 @@ class SamplingConfig(Section):
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0)
 
-    def params(self, stop_token_ids: tuple[int, ...], seed: int | None = None
-               ) -> SamplingParams:
+    def params(self, stop_token_ids: tuple[int, ...], seed: int | None = None) -> SamplingParams:
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                               top_p=self.top_p, top_k=self.top_k,
                               stop_token_ids=stop_token_ids, seed=seed)

@@ -36,8 +36,7 @@ class ServedModel(Section):
             raise ValueError(f"{what}: device places a local model; this one is served by "
                              f"endpoint {self.endpoint}")
         if self.endpoint is None:
-            unread(self, "", ["endpoint_model", "api_key_env"],
-                   f"{what} is served by no endpoint")
+            unread(self, "", ["endpoint_model", "api_key_env"], f"{what} is served by no endpoint")
 
 
 class ChatServer(ServedModel):

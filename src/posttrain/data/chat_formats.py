@@ -42,6 +42,14 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
+def _json(text: str, error: str) -> Any:
+    """``text`` parsed; ``ValueError(f"{error} (why)")`` if it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{error} ({e})") from None
+
+
 def tool_call(call: Any) -> dict:
     """A tool call as ``{"type": "function", "function": {"name", "arguments": {...}}}``
     (arguments as an object: what chat templates render)."""
@@ -51,13 +59,8 @@ def tool_call(call: Any) -> dict:
     name, arguments = fn.get("name"), fn.get("arguments", {})
     if not isinstance(name, str) or not name:
         raise ValueError(f"a tool call needs a name, got {call!r}")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}")
-        except json.JSONDecodeError as e:
-            raise ValueError(f"tool call {name!r}: arguments are not JSON ({e})") from None
-    else:
-        arguments = without_nulls(arguments)
+    arguments = (_json(arguments or "{}", f"tool call {name!r}: arguments are not JSON")
+                 if isinstance(arguments, str) else without_nulls(arguments))
     if not isinstance(arguments, dict):
         raise ValueError(f"tool call {name!r}: arguments must be an object")
     out = {"type": "function", "function": {"name": name, "arguments": arguments}}
@@ -81,10 +84,8 @@ def message(m: Any) -> dict:
         if m["role"] != "assistant" or not isinstance(calls, list):
             raise ValueError("tool_calls belong to an assistant message, as a list")
         out["tool_calls"] = [tool_call(c) for c in calls]
-    for key in ("reasoning_content", "tool_call_id", "name"):
-        if isinstance(m.get(key), str):
-            out[key] = m[key]
-    return out
+    return out | {k: m[k] for k in ("reasoning_content", "tool_call_id", "name")
+                  if isinstance(m.get(k), str)}
 
 
 def messages_of(value: Any, what: str) -> list[dict]:
@@ -107,10 +108,7 @@ def _sharegpt(turns: Any) -> list[dict]:
             raise ValueError(f"a ShareGPT turn needs 'from' in {sorted(SHAREGPT_ROLES)} and a "
                              f"string 'value', got {t!r}")
         if t["from"] == "function_call":
-            try:
-                call = json.loads(t["value"])
-            except json.JSONDecodeError as e:
-                raise ValueError(f"a function_call value is not JSON ({e})") from None
+            call = _json(t["value"], "a function_call value is not JSON")
             out.append({"role": "assistant", "content": "", "tool_calls": [tool_call(call)]})
         else:
             out.append({"role": SHAREGPT_ROLES[t["from"]], "content": t["value"]})
@@ -123,10 +121,7 @@ def tool_schemas(value: Any) -> list[dict] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"tools are not JSON ({e})") from None
+        value = _json(value, "tools are not JSON")
     if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
         raise ValueError("tools must be a list of tool schemas")
     return without_nulls(value) or None

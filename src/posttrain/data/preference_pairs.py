@@ -2,10 +2,9 @@
 
 A row (of any file ``datasets`` reads) is ``{"prompt", "chosen", "rejected"}``: the prompt a
 string (one user turn) or a list of messages, each response a string or a list with one
-assistant message; or the
-conversational form ``{"chosen": [messages], "rejected": [messages]}``, two conversations that
-share every message but the last, an assistant turn (TRL's two preference forms). Malformed
-rows are skipped and their indices and reasons kept.
+assistant message; or the conversational form ``{"chosen": [messages], "rejected":
+[messages]}``, two conversations that share every message but the last, an assistant turn
+(TRL's two preference forms). Malformed rows are skipped and their indices and reasons kept.
 """
 
 from __future__ import annotations
@@ -99,9 +98,8 @@ def pair_batch(tokenizer, pairs: list[PreferencePair]) -> Batch:
 def mismatched_batch(tokenizer, pairs: list[PreferencePair]) -> Batch:
     """Row ``i``: pair ``i``'s prompt with pair ``i + 1``'s chosen response (cyclically) —
     KTO's sample of unrelated (prompt, response) pairs for its reference point."""
-    shifted = pairs[1:] + pairs[:1]
     convs = [[*p.prompt, {"role": "assistant", "content": q.chosen}]
-             for p, q in zip(pairs, shifted)]
+             for p, q in zip(pairs, pairs[1:] + pairs[:1])]
     return Batch.from_episodes([Episode([conversation_segment(tokenizer, c)]) for c in convs],
                                tokenizer.pad_token_id)
 

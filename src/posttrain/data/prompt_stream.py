@@ -11,12 +11,7 @@ from typing import Any
 
 from posttrain.config.sections.data import DatasetConfig
 from posttrain.data.prompt_tasks import PromptTask, prompt_task
-from posttrain.data.reading import (
-    no_usable_row,
-    require_columns,
-    stream_dataset,
-    stream_rows,
-)
+from posttrain.data.reading import no_usable_row, require_columns, stream_dataset, stream_rows
 from posttrain.envs.base import SplitTasks
 
 

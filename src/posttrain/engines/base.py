@@ -46,18 +46,15 @@ class Engine(Protocol):
     def version(self) -> int: ...
 
     def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        sampling: SamplingParams,
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
         seeds: Sequence[int] | None = None,
     ) -> list[GenerationOutput]:
         """One completion a prompt. ``seeds[i]`` (default: derived from ``sampling.seed`` and
         ``i``) fixes row ``i``'s random draws, independently of the batch it shares."""
         ...
 
-    def update_weights(
-        self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
-    ) -> None: ...
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]],
+                       version: int) -> None: ...
 
     def weights_checksum(self) -> str:
         """``weights_checksum`` of the weights the engine holds."""

@@ -55,11 +55,9 @@ class HFDecoder:
         return self._forward(tokens[:, None], self.pos)
 
     def _forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        return self.model(
-            input_ids=ids, attention_mask=self.attn, position_ids=pos,
-            **cache_argument(self.model, self.cache),
-            use_cache=True, logits_to_keep=1,
-        ).logits[:, -1]
+        return self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos,
+                          **cache_argument(self.model, self.cache), use_cache=True,
+                          logits_to_keep=1).logits[:, -1]
 
 
 def _fuse(*linears: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -73,11 +71,8 @@ def _fuse(*linears: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]
             fused.append(None)
             continue
         whole = torch.cat([p.detach() for p in parts])
-        offset = 0
-        for lin, p in zip(linears, parts):
-            view = whole[offset : offset + p.shape[0]]
+        for lin, view in zip(linears, whole.split([p.shape[0] for p in parts])):
             setattr(lin, attr, torch.nn.Parameter(view, requires_grad=False))
-            offset += p.shape[0]
         fused.append(whole)
     return fused[0], fused[1]
 
@@ -99,30 +94,23 @@ class LlamaDecoder:
     @staticmethod
     def supports(model: PreTrainedModel) -> bool:
         cfg = model.config
-        return (
-            cfg.model_type in ("llama", "qwen2", "qwen3")
-            and not getattr(cfg, "use_sliding_window", False)
-            and cfg.hidden_act == "silu"
-            and getattr(cfg, "pretraining_tp", 1) == 1
-        )
+        return (cfg.model_type in ("llama", "qwen2", "qwen3")
+                and not getattr(cfg, "use_sliding_window", False) and cfg.hidden_act == "silu"
+                and getattr(cfg, "pretraining_tp", 1) == 1)
 
     def __init__(self, model: PreTrainedModel) -> None:
-        if not self.supports(model):
-            raise ValueError(
-                f"LlamaDecoder does not support model_type {model.config.model_type!r}"
-            )
         cfg = model.config
+        if not self.supports(model):
+            raise ValueError(f"LlamaDecoder does not support model_type {cfg.model_type!r}")
         self.base = model.get_decoder()
         self.head = model.get_output_embeddings()
         self.n_heads, self.n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
         self.qk_norm = cfg.model_type == "qwen3"
-        self.layers = []
-        for layer in self.base.layers:
-            a, m = layer.self_attn, layer.mlp
-            self.layers.append(
-                (layer, _fuse(a.q_proj, a.k_proj, a.v_proj), _fuse(m.gate_proj, m.up_proj))
-            )
+        self.layers = [(layer, _fuse(layer.self_attn.q_proj, layer.self_attn.k_proj,
+                                     layer.self_attn.v_proj),
+                        _fuse(layer.mlp.gate_proj, layer.mlp.up_proj))
+                       for layer in self.base.layers]
 
     def prefill(self, ids: torch.Tensor, valid: torch.Tensor, max_new: int) -> torch.Tensor:
         b, s = ids.shape

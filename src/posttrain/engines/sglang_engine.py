@@ -63,8 +63,7 @@ class SGLangEngine:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         self._check_awake()
-        params = [self._params(sampling, s)
-                  for s in resolve_seeds(len(prompts), sampling, seeds)]
+        params = [self._params(sampling, s) for s in resolve_seeds(len(prompts), sampling, seeds)]
         outs = self._engine.generate(input_ids=[list(p) for p in prompts],
                                      sampling_params=params, return_logprob=True)
         results = []
@@ -98,8 +97,7 @@ class SGLangEngine:
             self._asleep = False
         self._engine.update_weights_from_tensor(named_tensors=named)
         self._engine.flush_cache()
-        self._checksum = weights_checksum(named)
-        self._version = version
+        self._checksum, self._version = weights_checksum(named), version
 
     def sleep(self) -> None:
         """Release the weights' and the cache's GPU memory until the next

@@ -33,15 +33,9 @@ class TorchEngine:
     """
 
     def __init__(
-        self,
-        model: PreTrainedModel,
-        pad_token_id: int,
-        eos_token_id: int | None = None,
-        max_batch_size: int = 256,
-        version: int = 0,
-        fast: bool = True,
-        dtype: torch.dtype | None = None,
-        record_routing: bool = False,
+        self, model: PreTrainedModel, pad_token_id: int, eos_token_id: int | None = None,
+        max_batch_size: int = 256, version: int = 0, fast: bool = True,
+        dtype: torch.dtype | None = None, record_routing: bool = False,
         device: torch.device | str = "cpu",
     ) -> None:
         self.device = torch.device(device)
@@ -56,14 +50,10 @@ class TorchEngine:
         for p in self.model.parameters():
             p.requires_grad_(False)
         # built before parameters are listed: LlamaDecoder turns projections into fused views
-        self._decoder: Decoder = (
-            LlamaDecoder(self.model) if fast and LlamaDecoder.supports(self.model)
-            else HFDecoder(self.model)
-        )
-        self.pad_token_id = pad_token_id
-        self.eos_token_id = eos_token_id
-        self.max_batch_size = max_batch_size
-        self._version = version
+        fast = fast and LlamaDecoder.supports(self.model)
+        self._decoder: Decoder = LlamaDecoder(self.model) if fast else HFDecoder(self.model)
+        self.pad_token_id, self.eos_token_id = pad_token_id, eos_token_id
+        self.max_batch_size, self._version = max_batch_size, version
         self._params = dict(self.model.named_parameters())
         self._received: str | None = None  # checksum of cast weights, as they were sent
         self._freed: FreedStorage | None = None  # while asleep
@@ -73,9 +63,8 @@ class TorchEngine:
     def version(self) -> int:
         return self._version
 
-    def update_weights(
-        self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int
-    ) -> None:
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]],
+                       version: int) -> None:
         """Copy new weights in place as they come (one at a time: a stream of gathered shards
         is never whole), cast to the engine's dtype; an unknown name or shape raises
         ``KeyError`` or ``ValueError``. A sleeping engine wakes first, and computes again
@@ -91,9 +80,8 @@ class TorchEngine:
                     raise KeyError(f"engine has no parameter {name!r}")
                 target = self._params[name]
                 if target.shape != tensor.shape:
-                    raise ValueError(
-                        f"{name}: shape {tuple(tensor.shape)} != {tuple(target.shape)}"
-                    )
+                    raise ValueError(f"{name}: shape {tuple(tensor.shape)} != "
+                                     f"{tuple(target.shape)}")
                 target.copy_(tensor)
                 written.add(name)
                 cast |= tensor.dtype != target.dtype
@@ -150,9 +138,7 @@ class TorchEngine:
 
     @torch.inference_mode()
     def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        sampling: SamplingParams,
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
         seeds: Sequence[int] | None = None,
     ) -> list[GenerationOutput]:
         if any(len(p) == 0 for p in prompts):
@@ -211,8 +197,7 @@ class TorchEngine:
             tokens[active, t], logps[active, t] = tok, lp
             hit = torch.isin(tok, stop_ids)
             if bool(hit.any()):
-                lengths[active[hit]] = t + 1
-                stopped[active[hit]] = True
+                lengths[active[hit]], stopped[active[hit]] = t + 1, True
                 keep = (~hit).nonzero().squeeze(-1)
                 if len(keep) == 0:
                     break
@@ -229,14 +214,8 @@ class TorchEngine:
             prompt = prefill_routing[group[i], ids.shape[1] - len(p):]
             return torch.cat([prompt, new_routing[i, : lengths[i]]]).cpu()
 
-        return [
-            GenerationOutput(
-                prompt_ids=list(p),
-                token_ids=tokens[i, : lengths[i]].tolist(),
-                logprobs=logps[i, : lengths[i]].tolist(),
-                finish_reason="stop" if bool(stopped[i]) else "length",
-                version=self._version,
-                routing=routing(i, p),
-            )
-            for i, p in enumerate(prompts)
-        ]
+        return [GenerationOutput(prompt_ids=list(p), token_ids=tokens[i, : lengths[i]].tolist(),
+                                 logprobs=logps[i, : lengths[i]].tolist(),
+                                 finish_reason="stop" if bool(stopped[i]) else "length",
+                                 version=self._version, routing=routing(i, p))
+                for i, p in enumerate(prompts)]

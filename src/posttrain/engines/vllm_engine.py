@@ -58,9 +58,8 @@ def require_vllm():
 
 class VLLMEngine:
     def __init__(self, model_dir: str | Path, dtype: str = "float32",
-                 max_model_len: int | None = None,
-                 kv_cache_gib: int = 1, repair_tied_head: bool = True,
-                 version: int = 0, sleep: bool = False) -> None:
+                 max_model_len: int | None = None, kv_cache_gib: int = 1,
+                 repair_tied_head: bool = True, version: int = 0, sleep: bool = False) -> None:
         for key, value in IN_PROCESS.items():
             os.environ.setdefault(key, value)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
@@ -98,8 +97,7 @@ class VLLMEngine:
         self._check_awake()
         from vllm.inputs import TokensPrompt
 
-        params = [self._sampling(sampling, s)
-                  for s in resolve_seeds(len(prompts), sampling, seeds)]
+        params = [self._sampling(sampling, s) for s in resolve_seeds(len(prompts), sampling, seeds)]
         outs = self._llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
                                   params, use_tqdm=False)
         results = []
@@ -230,7 +228,4 @@ def _checkpoint_tensors(model_dir: Path) -> dict[str, torch.Tensor]:
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"no safetensors weights in {str(model_dir)!r}")
-    out: dict[str, torch.Tensor] = {}
-    for f in files:
-        out |= load_file(str(f))
-    return out
+    return {name: t for f in files for name, t in load_file(str(f)).items()}

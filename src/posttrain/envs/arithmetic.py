@@ -2,14 +2,14 @@
 
 Answers use the format ``<answer>42</answer>``. ``flawed_answer`` is a systematic student error
 (addition without carrying, subtraction without borrowing, multiplication with one extra group)
-used to make deliberately imperfect SFT data.
-"""
+used to make deliberately imperfect SFT data."""
 
 from __future__ import annotations
 
 import hashlib
 import random
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -53,13 +53,9 @@ class Problem:
         """The answer of a student who never carries/borrows (``*``: adds one extra ``a``)."""
         if self.op == "*":
             return self.a * self.b + self.a
-        da, db = str(self.a)[::-1], str(self.b)[::-1]
-        digits = []
-        for i in range(max(len(da), len(db))):
-            x = int(da[i]) if i < len(da) else 0
-            y = int(db[i]) if i < len(db) else 0
-            digits.append((x + y) % 10 if self.op == "+" else abs(x - y))
-        value = int("".join(str(d) for d in reversed(digits)))
+        digits = [(x + y) % 10 if self.op == "+" else abs(x - y)
+                  for x, y in _columns(self.a, self.b)]
+        value = int("".join(map(str, reversed(digits))))
         return -value if self.op == "-" and self.a < self.b else value
 
     @property
@@ -88,22 +84,16 @@ class Problem:
         return ""
 
     def _addition_columns(self, carry: bool) -> list[str]:
-        da, db = str(self.a)[::-1], str(self.b)[::-1]
         steps, c = [], 0
-        for i in range(max(len(da), len(db))):
-            x = int(da[i]) if i < len(da) else 0
-            y = int(db[i]) if i < len(db) else 0
+        for x, y in _columns(self.a, self.b):
             s = x + y + c
             steps.append(f"{x}+{y}+{c}={s}" if c else f"{x}+{y}={s}")
             c = s // 10 if carry else 0
         return steps
 
     def _subtraction_columns(self, borrow: bool) -> list[str]:
-        big, small = max(self.a, self.b), min(self.a, self.b)
-        da, db = str(big)[::-1], str(small)[::-1]
         steps, b = [], 0
-        for i in range(len(da)):
-            x, y = int(da[i]), int(db[i]) if i < len(db) else 0
+        for x, y in _columns(max(self.a, self.b), min(self.a, self.b)):
             if not borrow:
                 steps.append(f"{max(x, y)}-{min(x, y)}={abs(x - y)}")
                 continue
@@ -111,6 +101,11 @@ class Problem:
             steps.append(f"{top}-{y}-{b}={top - y - b}" if b else f"{top}-{y}={top - y}")
             b = 1 if top != x else 0
         return steps
+
+
+def _columns(a: int, b: int) -> list[tuple[int, int]]:
+    """The digit pairs of ``a`` and ``b``, units first, the shorter padded with zeros."""
+    return [(int(x), int(y)) for x, y in zip_longest(str(a)[::-1], str(b)[::-1], fillvalue="0")]
 
 
 def _is_eval(p: Problem, seed: int, eval_fraction: float) -> bool:
@@ -123,16 +118,10 @@ class ArithmeticTasks:
 
     Operands are uniform in ``[0, 10**digits)`` and written with ``digits`` digits (fixed width
     makes digit positions learnable by a tiny model). A problem belongs to the eval split when a
-    seeded hash of it falls below ``eval_fraction``; the train sampler rejects eval problems.
-    """
+    seeded hash of it falls below ``eval_fraction``; the train sampler rejects eval problems."""
 
-    def __init__(
-        self,
-        ops: tuple[str, ...] = ("+", "-"),
-        digits: int = 2,
-        seed: int = 0,
-        eval_fraction: float = 0.1,
-    ) -> None:
+    def __init__(self, ops: tuple[str, ...] = ("+", "-"), digits: int = 2, seed: int = 0,
+                 eval_fraction: float = 0.1) -> None:
         if not ops or any(o not in OPS for o in ops):
             raise ValueError(f"ops must be a non-empty subset of {OPS}, got {ops}")
         if digits < 1:

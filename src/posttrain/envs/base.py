@@ -6,6 +6,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from posttrain.harness import format_tool_call
+
 
 @dataclass
 class StepResult:
@@ -19,9 +21,8 @@ class StepResult:
 
 
 class Task(Protocol):
-    """A single-turn task: the opening messages and the reference a verifier checks against.
-    An optional ``domain`` attribute (e.g. ``Problem.domain``) routes the task to its teacher in
-    multi-teacher distillation."""
+    """A single-turn task: its opening messages and the reference a verifier checks; an optional
+    ``domain`` (e.g. ``Problem.domain``) routes it to its teacher in multi-teacher distillation."""
 
     @property
     def reference(self) -> str: ...
@@ -54,9 +55,19 @@ class SplitTasks:
         return [rng.choice(self.splits[split]) for _ in range(n)]
 
     def eval_set(self, n: int) -> list:
-        """The first ``n`` held-out problems (a fixed order); more than the split holds
-        raises."""
+        """The first ``n`` held-out problems (a fixed order); more than the split holds raises."""
         if n > len(self.splits["eval"]):
             raise ValueError(f"eval set of {n} asked, the eval split has "
                              f"{len(self.splits['eval'])} problems; raise task.eval_fraction")
         return self.splits["eval"][:n]
+
+
+def tool_turns(calls: list[tuple[str, dict]], results: list[str]) -> list[dict]:
+    """SFT turns: the assistant making ``calls`` (``(tool, arguments)``), a tool turn per result."""
+    return [{"role": "assistant", "content": "".join(format_tool_call(*c) for c in calls)},
+            *({"role": "tool", "content": r} for r in results)]
+
+
+def answer_turn(answer: Any) -> dict:
+    """The final assistant turn: ``<answer>answer</answer>``."""
+    return {"role": "assistant", "content": f"<answer>{answer}</answer>"}

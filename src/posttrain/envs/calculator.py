@@ -12,7 +12,8 @@ from typing import ClassVar
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskParts
 from posttrain.envs.arithmetic import ArithmeticConfig, ArithmeticTasks, Problem
-from posttrain.harness import ToolRegistry, format_tool_call
+from posttrain.envs.base import answer_turn, tool_turns
+from posttrain.harness import ToolRegistry
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -53,14 +54,10 @@ class CalculatorTasks(ArithmeticTasks):
         """Call the tool on the expression and answer with its result; with probability
         ``error_rate`` answer a guess (the flawed solver's) without calling it."""
         if rng.random() < error_rate:
-            return p.messages() + [{"role": "assistant",
-                                    "content": f"<answer>{p.flawed_answer}</answer>"}]
-        call = format_tool_call("calculate", {"expression": f"{p.a}{p.op}{p.b}"})
-        return p.messages() + [
-            {"role": "assistant", "content": call},
-            {"role": "tool", "content": calculate(f"{p.a}{p.op}{p.b}")},
-            {"role": "assistant", "content": f"<answer>{p.answer}</answer>"},
-        ]
+            return [*p.messages(), answer_turn(p.flawed_answer)]
+        expression = f"{p.a}{p.op}{p.b}"
+        return [*p.messages(), *tool_turns([("calculate", {"expression": expression})],
+                                           [calculate(expression)]), answer_turn(p.answer)]
 
 
 @member("task", "calculator")

@@ -7,8 +7,7 @@ module, read the feedback). Tests run the submitted module alone, in a fresh san
 tests decide the reward on the last submission, SWE-style: fail-to-pass (``f2p``: the new
 function, failing on the stub) and pass-to-pass (``p2p``: ``double``, which must keep
 working). The hidden expected values never enter the sandbox: the jailed runner only reports
-what each call returned, and the comparison happens outside.
-"""
+what each call returned, and the comparison happens outside."""
 
 from __future__ import annotations
 
@@ -20,8 +19,8 @@ from typing import ClassVar
 
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
-from posttrain.envs.base import SplitTasks
-from posttrain.harness import Tool, ToolRegistry, format_tool_call
+from posttrain.envs.base import SplitTasks, tool_turns
+from posttrain.harness import Tool, ToolRegistry
 from posttrain.harness.verifier import SubmissionPolicy, Submissions
 from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits
 
@@ -103,9 +102,8 @@ class CodeProblem:
         return module(self.signature, self.body)
 
     def messages(self) -> list[dict]:
-        return [{"role": "user", "content": (
-            f"In solution.py write {self.signature}: it {self.description}. Keep double "
-            "working; submit the whole module.")}]
+        return [{"role": "user", "content": f"In solution.py write {self.signature}: it "
+                 f"{self.description}. Keep double working; submit the whole module."}]
 
 
 def make_problem(name: str, rng: random.Random) -> CodeProblem:
@@ -253,15 +251,12 @@ class CodeTasks(SplitTasks):
                 results = compare(p.public, [(True, got) for _, got in expected(wrong, calls)])
                 if not all(ok for ok, _ in results):
                     break
-            turns += _submit_turns(wrong, f"submission 1/{limit}: {feedback(results)}")
+            turns += tool_turns([("submit", {"solution": wrong})],
+                                [f"submission 1/{limit}: {feedback(results)}"])
         passed = feedback([(True, "")] * len(p.public))
-        turns += _submit_turns(p.solution, f"submission {len(turns) // 2 + 1}/{limit}: {passed}")
+        turns += tool_turns([("submit", {"solution": p.solution})],
+                            [f"submission {len(turns) // 2 + 1}/{limit}: {passed}"])
         return p.messages() + turns + [{"role": "assistant", "content": "Submitted."}]
-
-
-def _submit_turns(solution: str, feedback: str) -> list[dict]:
-    return [{"role": "assistant", "content": format_tool_call("submit", {"solution": solution})},
-            {"role": "tool", "content": feedback}]
 
 
 def _off_by_one(body: str) -> str:
@@ -274,10 +269,9 @@ def _off_by_one(body: str) -> str:
 
 @member("task", "code")
 class CodeConfig(TaskFamily):
-    """``code``: write a function in a sandbox with the ``run_python`` and ``submit`` tools;
-    hidden tests decide the reward parts ``correct``, ``f2p``, ``p2p`` and ``submissions``,
-    scored with verifier ``env``. ``submissions`` caps submissions, each after the first
-    costing ``penalty``."""
+    """``code``: write a function in a sandbox with the ``run_python`` and ``submit`` tools; hidden
+    tests decide the reward parts ``correct``, ``f2p``, ``p2p`` and ``submissions`` (verifier
+    ``env``). ``submissions`` caps submissions, each after the first costing ``penalty``."""
 
     SCORED_PARTS: ClassVar[tuple[str, ...]] = VERDICT_PARTS
     submissions: SubmissionPolicy = SubmissionPolicy()

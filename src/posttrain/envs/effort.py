@@ -39,8 +39,6 @@ class EffortTask:
 
 def prepend_system(messages: list[dict], text: str) -> list[dict]:
     """``messages`` with ``text`` first in the system message (added when there is none)."""
-    messages = list(messages)
     if messages and messages[0]["role"] == "system":
-        return [{"role": "system", "content": f"{text}\n{messages[0]['content']}"},
-                *messages[1:]]
+        return [{"role": "system", "content": f"{text}\n{messages[0]['content']}"}, *messages[1:]]
     return [{"role": "system", "content": text}, *messages]

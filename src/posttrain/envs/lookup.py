@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from posttrain.config.family import member
 from posttrain.config.sections.agent import SUBAGENT_PROMPT
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
-from posttrain.envs.base import SplitTasks
-from posttrain.harness import Tool, ToolRegistry, format_tool_call
+from posttrain.envs.base import SplitTasks, answer_turn, tool_turns
+from posttrain.harness import Tool, ToolRegistry
 from posttrain.harness.swarm import swarm_tools
 
 SYLLABLES = ("ka", "lo", "vi", "ru", "me", "ta", "so", "ne", "bi", "do", "fa", "gu")
@@ -62,10 +62,8 @@ class LookupTasks(SplitTasks):
         self.codes = {n: rng.randint(1, 99) for n in sorted(people)}
         self.record_lines = record_lines
         pool = sorted(self.codes)
-        problems = []
-        for _ in range(n_problems):
-            chosen = tuple(rng.sample(pool, rng.randint(*names)))
-            problems.append(LookupProblem(chosen, tuple(self.codes[n] for n in chosen)))
+        draws = (tuple(rng.sample(pool, rng.randint(*names))) for _ in range(n_problems))
+        problems = [LookupProblem(c, tuple(self.codes[n] for n in c)) for c in draws]
         n_eval = self.held_out(n_problems, eval_fraction)
         self.splits = {"train": problems[:-n_eval], "eval": problems[-n_eval:]}
         self.tool = Tool(self.lookup_tool())
@@ -109,32 +107,26 @@ class LookupTasks(SplitTasks):
             name = rng.choice(p.names)
             return [{"role": "system", "content": SUBAGENT_PROMPT},
                     {"role": "user", "content": subagent_task(name)},
-                    {"role": "assistant", "content": format_tool_call("lookup", {"name": name})},
-                    {"role": "tool", "content": self.record(name)},
+                    *tool_turns([("lookup", {"name": name})], [self.record(name)]),
                     {"role": "assistant", "content": str(self.codes[name])}]
         codes = list(p.codes)
         codes[0] += 1 if rng.random() < error_rate else 0
         answer = " ".join(map(str, codes))
         if kind == 0:  # the orchestrator looks every name up itself
-            turns = [{"role": "assistant", "content": "".join(
-                format_tool_call("lookup", {"name": n}) for n in p.names)}]
-            turns += [{"role": "tool", "content": self.record(n)} for n in p.names]
+            turns = tool_turns([("lookup", {"name": n}) for n in p.names],
+                               [self.record(n) for n in p.names])
         else:  # a sub-agent a name
             handles = [f"agent-{i + 1}" for i in range(len(p.names))]
-            turns = [{"role": "assistant", "content": "".join(
-                format_tool_call("spawn", {"task": subagent_task(n)}) for n in p.names)}]
-            turns += [{"role": "tool", "content": f"spawned {h}"} for h in handles]
-            turns += [{"role": "assistant", "content": format_tool_call(
-                "wait", {"handles": handles})},
-                {"role": "tool", "content": "\n".join(
-                    f"{h}: {c}" for h, c in zip(handles, p.codes))}]
-        return p.messages() + turns + [{"role": "assistant",
-                                        "content": f"<answer>{answer}</answer>"}]
+            turns = tool_turns([("spawn", {"task": subagent_task(n)}) for n in p.names],
+                               [f"spawned {h}" for h in handles])
+            turns += tool_turns([("wait", {"handles": handles})],
+                                ["\n".join(f"{h}: {c}" for h, c in zip(handles, p.codes))])
+        return p.messages() + turns + [answer_turn(answer)]
 
 
 @member("task", "lookup")
 class LookupConfig(TaskFamily):
-    """``lookup``: sums of codes a ``lookup`` tool reads from long records, the agent-swarm
+    """``lookup``: the codes a ``lookup`` tool reads from long records, the agent-swarm
     task family (it needs ``agent.swarm``)."""
 
     def check(self, cfg) -> None:

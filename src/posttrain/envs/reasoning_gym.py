@@ -1,6 +1,5 @@
-"""Adapter for reasoning-gym's procedural generators: single-turn tasks scored by the
-dataset's own ``score_answer`` (verifier ``reasoning_gym``). Optional: ``pip install
-'posttrain[rgym]'``."""
+"""Adapter for reasoning-gym's procedural generators: single-turn tasks scored by the dataset's
+own ``score_answer`` (verifier ``reasoning_gym``). Optional: ``pip install 'posttrain[rgym]'``."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from pydantic import Field
 
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
-from posttrain.envs.base import SplitTasks
+from posttrain.envs.base import SplitTasks, answer_turn
 from posttrain.rewards.reasoning_gym import gym_dataset, gym_reference
 
 INSTRUCTION = "Give the final answer in <answer></answer> tags."
@@ -47,14 +46,13 @@ class ReasoningGymTasks(SplitTasks):
                          rng: random.Random) -> list[dict]:
         """The gold answer; with probability ``error_rate`` another train problem's answer."""
         answer = rng.choice(self.splits["train"]).answer if rng.random() < error_rate else p.answer
-        return p.messages() + [{"role": "assistant", "content": f"<answer>{answer}</answer>"}]
+        return [*p.messages(), answer_turn(answer)]
 
 
 @member("task", "reasoning_gym")
 class ReasoningGymConfig(TaskFamily):
-    """``reasoning_gym``: single-turn problems of reasoning-gym's ``dataset`` (its
-    ``dataset_config`` as keyword arguments), scored by the verifier ``reasoning_gym`` (plus
-    ``format``, if wanted)."""
+    """``reasoning_gym``: single-turn problems of reasoning-gym's ``dataset`` (``dataset_config``:
+    its keyword arguments), scored by verifier ``reasoning_gym`` (plus ``format``, if wanted)."""
 
     SINGLE_TURN: ClassVar[bool] = True
     dataset: str

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
-from posttrain.envs.base import SplitTasks
+from posttrain.envs.base import SplitTasks, answer_turn, tool_turns
 from posttrain.envs.search_corpus import KIND_BY_NAME, Attribute, Doc, build_corpus
-from posttrain.harness import ToolRegistry, format_tool_call
+from posttrain.harness import ToolRegistry
 
 
 def tokenize(text: str) -> list[str]:
@@ -77,8 +77,7 @@ class SearchProblem:
     @property
     def spec(self) -> Attribute:
         """The asked attribute's question and range."""
-        return next(a for a in KIND_BY_NAME[self.doc.kind].attributes
-                    if a.name == self.attribute)
+        return next(a for a in KIND_BY_NAME[self.doc.kind].attributes if a.name == self.attribute)
 
     @property
     def question(self) -> str:
@@ -114,20 +113,15 @@ class SearchTasks(SplitTasks):
         """Search for the card's title and answer the value from the result; with probability
         ``error_rate`` answer a guess without searching."""
         if rng.random() < error_rate:
-            return p.messages() + [{"role": "assistant",
-                                    "content": f"<answer>{p.guess(rng)}</answer>"}]
-        call = format_tool_call("search", {"query": p.doc.title})
-        return p.messages() + [
-            {"role": "assistant", "content": call},
-            {"role": "tool", "content": self.tool(p.doc.title)},
-            {"role": "assistant", "content": f"<answer>{p.answer}</answer>"},
-        ]
+            return [*p.messages(), answer_turn(p.guess(rng))]
+        title = p.doc.title
+        return [*p.messages(), *tool_turns([("search", {"query": title})], [self.tool(title)]),
+                answer_turn(p.answer)]
 
 
 @member("task", "search")
 class SearchConfig(TaskFamily):
-    """``search``: questions about fictional fact cards, answered through the agent loop with
-    a BM25 ``search`` tool over the cards."""
+    """``search``: fact-card questions answered in the agent loop with a BM25 ``search`` tool."""
 
     def build(self, seed: int, models: Models) -> TaskParts:
         tasks = SearchTasks(seed, self.eval_fraction)

@@ -2,8 +2,7 @@
 
 Cards describe invented cities, people, elements and rivers with three numeric attributes each,
 so no answer can be known without reading the card. The corpus is code, not a data file: the
-same ``(n_docs, seed)`` always builds the same cards, and every name is unique across the corpus.
-"""
+same ``(n_docs, seed)`` always builds the same cards, and every name is unique in the corpus."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ calls is an action: ``step(text)`` answers with a ``StepResult``; ``done`` ends 
 (stop reason ``answer``, the text is the final answer the verifiers score), otherwise its
 ``observation`` messages are appended and the policy goes on. Tool calls are run by the loop
 with the episode's tools (the task's, plus the environment's own ``tools`` attribute, if any).
-The reward parts of the steps are summed; a part with verifier ``env`` takes its sum.
-"""
+The reward parts of the steps are summed; a part with verifier ``env`` takes its sum."""
 
 from __future__ import annotations
 
@@ -78,9 +77,8 @@ class SteppedEpisode:
         return None
 
     def info(self) -> dict:
-        return {"env": self.name, "steps": self.steps, "done": self.done,
-                "reward": self.reward, "reward_parts": dict(self.totals),
-                "info": self.last_info}
+        return {"env": self.name, "steps": self.steps, "done": self.done, "reward": self.reward,
+                "reward_parts": dict(self.totals), "info": self.last_info}
 
     def verdict(self, final: str) -> dict[str, float]:
         missing = [p for p in self.parts if p not in self.totals]
@@ -98,11 +96,7 @@ class SteppedEpisode:
 
 def _own_tools(env: Any) -> list:
     own = getattr(env, "tools", None)
-    if own is None:
-        return []
-    if isinstance(own, ToolRegistry):
-        return list(own.tools.values())
-    return list(own)
+    return list(own.tools.values()) if isinstance(own, ToolRegistry) else list(own or [])
 
 
 def _number(value: Any, where: str) -> float:
@@ -112,8 +106,7 @@ def _number(value: Any, where: str) -> float:
 
 
 def _messages(value: Any, roles: tuple[str, ...], where: str) -> list[dict]:
-    """``value`` checked as a non-empty list of chat messages with a role of ``roles`` and
-    string content."""
+    """``value`` checked as a non-empty list of chat messages, each a role of ``roles`` and text."""
     if not isinstance(value, list) or not value:
         raise TypeError(f"{where} returned {value!r}, not a non-empty list of chat messages")
     for m in value:

@@ -1,11 +1,6 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
-from .context import (
-    discard_tool_turns,
-    microcompact,
-    retain_reasoning,
-    select_recent_user_messages,
-)
+from .context import discard_tool_turns, microcompact, retain_reasoning, select_recent_user_messages
 from .episode_env import EpisodeEnv
 from .episode_state import STOP_REASONS
 from .guard import Guard, GuardRule
@@ -23,29 +18,8 @@ from .tool_calls import (
 from .tools import MALFORMED, Tool, ToolRegistry, ToolResult
 from .tree import run_tree
 
-__all__ = [
-    "MALFORMED",
-    "STOP_REASONS",
-    "AgentLoop",
-    "EpisodeEnv",
-    "EpisodeItem",
-    "Guard",
-    "GuardRule",
-    "HERMES_PATTERN",
-    "Swarm",
-    "SwarmSettings",
-    "Tool",
-    "ToolCall",
-    "ToolRegistry",
-    "ToolResult",
-    "discard_tool_turns",
-    "episode_problems",
-    "format_tool_call",
-    "microcompact",
-    "parse_tool_calls",
-    "strip_tool_calls",
-    "retain_reasoning",
-    "run_tree",
-    "select_recent_user_messages",
-    "truncate_output",
-]
+__all__ = ["MALFORMED", "STOP_REASONS", "AgentLoop", "EpisodeEnv", "EpisodeItem", "Guard",
+           "GuardRule", "HERMES_PATTERN", "Swarm", "SwarmSettings", "Tool", "ToolCall",
+           "ToolRegistry", "ToolResult", "discard_tool_turns", "episode_problems",
+           "format_tool_call", "microcompact", "parse_tool_calls", "strip_tool_calls",
+           "retain_reasoning", "run_tree", "select_recent_user_messages", "truncate_output"]

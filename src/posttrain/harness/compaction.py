@@ -16,11 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from posttrain.config.sections.agent import Compaction
-from posttrain.harness.context import (
-    discard_tool_turns,
-    microcompact,
-    select_recent_user_messages,
-)
+from posttrain.harness.context import discard_tool_turns, microcompact, select_recent_user_messages
 from posttrain.harness.trace import Trace
 
 SUMMARY_PROMPT = ("Context is nearly full. Summarise the work so far: the task, what you tried, "
@@ -58,8 +54,7 @@ def rebuild(c: Compaction, task: Sequence[dict], messages: Sequence[dict], summa
         return [*system, _injected(f"{CLAUDE_CODE_CONTINUED}\n{claude_code_summary(summary)}")]
     users = [m for m in messages if m["role"] == "user" and not m.get("injected")]
     earlier = users[:-1]
-    kept = select_recent_user_messages([count_tokens(m["content"]) for m in earlier],
-                                       c.user_budget)
+    kept = select_recent_user_messages([count_tokens(m["content"]) for m in earlier], c.user_budget)
     return [*system, *(dict(earlier[i]) for i in kept),
             _injected(f"{CODEX_PREFIX}\n{summary}"), *map(dict, users[-1:])]
 

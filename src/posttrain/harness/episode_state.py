@@ -10,7 +10,6 @@ tokens); the three lists stay aligned over the episode's segments.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -23,13 +22,15 @@ from posttrain.harness.context import retain_reasoning
 from posttrain.harness.episode_env import EpisodeEnv, is_conversation
 from posttrain.harness.guard import BLOCKED, Guard
 from posttrain.harness.swarm import Swarm, SwarmSettings
-from posttrain.harness.tool_calls import ToolCall, parse_tool_calls
+from posttrain.harness.tool_calls import ToolCall, parse_tool_calls, strip_tool_calls
 from posttrain.harness.tools import ToolRegistry, ToolResult
 from posttrain.harness.trace import Trace
 from posttrain.rewards import RewardFunction
 from posttrain.types import ChatTemplateError, Episode, SamplingParams, Segment, StepSpan
 
 STOP_REASONS = ("answer", "max_turns", "max_tokens", "timeout", "loop", "tool_errors")
+# what a step's snapshot keeps of the episode's counters, and a branch from it restores
+COUNTERS = ("turns", "errors", "repeats", "last", "flags", "blocks", "judge_failures", "hacked")
 
 
 class LoopView(Protocol):
@@ -55,28 +56,20 @@ class LoopView(Protocol):
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The state at the start of a step: lengths of the records and the counters."""
+    """The state at the start of a step: lengths of the records and the ``COUNTERS``."""
 
     segment: int
     ids: int
     text: int
     msgs: int
     records: int
-    turns: int
-    errors: int
-    repeats: int
-    last: Any
-    flags: int
-    blocks: int
-    judge_failures: int
-    hacked: bool
+    counters: dict[str, Any]
 
     @classmethod
     def of(cls, st: EpisodeState) -> Snapshot:
         t = st.trace
         return cls(len(st.closed), len(t.ids), len(t.text), len(st.msgs), len(st.records),
-                   st.turns, st.errors, st.repeats, st.last, st.flags, st.blocks,
-                   st.judge_failures, st.hacked)
+                   {k: getattr(st, k) for k in COUNTERS})
 
 
 class EpisodeState:
@@ -89,10 +82,8 @@ class EpisodeState:
                  make_env: Callable[[], EpisodeEnv] | None = None) -> None:
         self.loop, self.task, self.reference, self.group_id = loop, list(task), reference, group_id
         self.sampling = sampling
-        if make_env is None and loop.env_factory is not None:
-            self.env = loop.env_factory(reference)
-        else:
-            self.env = make_env() if make_env is not None else None
+        self.env = make_env() if make_env is not None else (
+            loop.env_factory(reference) if loop.env_factory is not None else None)
         own = loop.tools if tools is None else tools
         self.tools = own if self.env is None else self.env.tools
         self.swarm = None if loop.swarm is None else Swarm(
@@ -103,10 +94,8 @@ class EpisodeState:
                                       self.tools.max_output_lines, self.tools.max_output_bytes)
         self.conversation = is_conversation(self.env)
         if self.conversation:
-            task = self.task = [*self.task, *self.env.opening()]
-        self.msgs = retain_reasoning(task, loop.retain_reasoning)
-        text = self.render(self.msgs, True)
-        self.trace = Trace(loop.encode(text), text)
+            self.task = [*self.task, *self.env.opening()]
+        self.restart(retain_reasoning(self.task, loop.retain_reasoning))
         self.closed: list[tuple[Segment, list[dict]]] = []  # segment, its conversation
         self.stop: str | None = None
         self.final, self.errors, self.repeats, self.last, self.turns = "", 0, 0, None, 0
@@ -173,7 +162,7 @@ class EpisodeState:
             self._answered(content)
             return
         if self.conversation:  # the turn's own words, for the other party's record
-            self.env.calls_text(re.sub(loop.call_pattern, "", content, flags=re.DOTALL).strip())
+            self.env.calls_text(strip_tool_calls(content, loop.call_pattern).strip())
         results = self._execute(calls)
         self.step_errors[-1] = any(r.malformed for r in results)
         self.errors += sum(r.error for r in results)
@@ -184,22 +173,17 @@ class EpisodeState:
         self.repeats, self.last = (self.repeats + 1 if key == self.last else 1), key
         if self.errors > limits.max_tool_errors:
             self.stop = "tool_errors"
-            return
-        if self.repeats >= limits.loop_repeats:
+        elif self.repeats >= limits.loop_repeats:
             self.stop = "loop"
-            return
-        if self.conversation and (reason := self.env.stop_reason()):
+        elif self.conversation and (reason := self.env.stop_reason()):
             self.stop = reason
-            return
-        self._observe([{"role": "tool", "content": r.output} for r in results])
+        else:
+            self._observe([{"role": "tool", "content": r.output} for r in results])
 
     def _answered(self, content: str) -> None:
         """A turn without tool calls: the final answer, or (in a conversation) a message to
         the other party, whose reply continues the episode."""
-        if not self.conversation:
-            self.stop, self.final = "answer", content
-            return
-        message, reason = self.env.reply(content)
+        message, reason = self.env.reply(content) if self.conversation else (None, "answer")
         if reason is not None:
             self.stop, self.final = reason, content
             return
@@ -243,7 +227,6 @@ class EpisodeState:
                 if c.call_id in blocked else next(ran) for c in calls]
 
     def close_segment(self) -> None:
-        """Close the current segment with its conversation."""
         self.closed.append((self.trace.segment(), [dict(m) for m in self.msgs]))
 
     def restart(self, messages: list[dict]) -> None:

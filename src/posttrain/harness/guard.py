@@ -60,8 +60,7 @@ class Guard:
                  on_hack: str = "block") -> None:
         if on_hack not in ("block", "zero_reward"):
             raise ValueError(f"on_hack must be 'block' or 'zero_reward', got {on_hack!r}")
-        extra = [GuardRule("protected_path", re.escape(p)) for p in protected_paths]
-        self.rules = [*rules, *extra]
+        self.rules = [*rules, *(GuardRule("protected_path", re.escape(p)) for p in protected_paths)]
         self.judge, self.on_hack = judge, on_hack
 
     def inspect(self, call: ToolCall) -> Verdict:
@@ -77,7 +76,6 @@ class Guard:
         confirmed = bool(flags) and (failed or answer)
         return Verdict(call.call_id, flags, confirmed, confirmed and self.on_hack == "block",
                        failed)
-
 
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)

@@ -49,56 +49,36 @@ class AgentLoop:
     and its verdict gives the reward parts scored by the ``env`` verifier. With ``swarm``
     every episode is an orchestrator that may spawn sub-agents (``harness.swarm``)."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        tokenizer,
-        tools: ToolRegistry,
-        limits: LoopLimits = LoopLimits(),
-        call_pattern: str = HERMES_PATTERN,
-        state_key: Callable[[list[dict]], Hashable] | None = None,
-        guard: Guard | None = None,
-        compaction: Compaction = Compaction(),
-        env_factory: Callable[[str], EpisodeEnv] | None = None,
-        retain_reasoning: str = "keep_all",
-        swarm: SwarmSettings | None = None,
-    ) -> None:
+    def __init__(self, engine: Engine, tokenizer, tools: ToolRegistry,
+                 limits: LoopLimits = LoopLimits(), call_pattern: str = HERMES_PATTERN,
+                 state_key: Callable[[list[dict]], Hashable] | None = None,
+                 guard: Guard | None = None, compaction: Compaction = Compaction(),
+                 env_factory: Callable[[str], EpisodeEnv] | None = None,
+                 retain_reasoning: str = "keep_all", swarm: SwarmSettings | None = None) -> None:
         if retain_reasoning not in RETENTION:
             raise ValueError(f"unknown reasoning retention {retain_reasoning!r}; one of "
                              f"{', '.join(RETENTION)}")
-        self.retain_reasoning = retain_reasoning
         self.engine, self.tokenizer, self.tools = engine, tokenizer, tools
         self.limits, self.call_pattern, self.state_key = limits, call_pattern, state_key
         self.guard, self.compaction, self.env_factory = guard, compaction, env_factory
-        self.swarm = swarm
+        self.retain_reasoning, self.swarm = retain_reasoning, swarm
 
     def render(self, messages: list[dict], generation_prompt: bool,
                tools: ToolRegistry | None = None) -> str:
-        schemas = (tools or self.tools).schemas()
         return self.tokenizer.apply_chat_template(
-            messages, tools=schemas or None, tokenize=False,
+            messages, tools=(tools or self.tools).schemas() or None, tokenize=False,
             add_generation_prompt=generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def run(
-        self,
-        messages: Sequence[dict],
-        sampling: SamplingParams,
-        reward_fn: RewardFunction,
-        reference: str,
-        group_id: str = "",
-    ) -> Episode:
+    def run(self, messages: Sequence[dict], sampling: SamplingParams, reward_fn: RewardFunction,
+            reference: str, group_id: str = "") -> Episode:
         """Play one episode and score its final answer (empty when there is none)."""
         return self.run_many([(messages, reference, group_id)], sampling, reward_fn)[0]
 
-    def run_many(
-        self,
-        items: Sequence[EpisodeItem | tuple],
-        sampling: SamplingParams,
-        reward_fn: RewardFunction,
-    ) -> list[Episode]:
+    def run_many(self, items: Sequence[EpisodeItem | tuple], sampling: SamplingParams,
+                 reward_fn: RewardFunction) -> list[Episode]:
         """Play the episodes of ``items`` (``EpisodeItem``) in lockstep."""
         states = self.start(items, sampling)
         try:

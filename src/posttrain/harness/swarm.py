@@ -102,8 +102,7 @@ class Swarm:
         unknown one says which handles exist)."""
         known = [h for h in dict.fromkeys(handles) if h in self.agents]
         with self._lock:  # two waits in one turn: each plays its own, one after the other
-            running = [self.agents[h] for h in known if self.agents[h].stop is None]
-            if running:
+            if running := [self.agents[h] for h in known if self.agents[h].stop is None]:
                 self.loop.play(running, self.sampling)
                 self.waits.append(max(st.turns for st in running))
         spawned = ", ".join(self.agents) or "none"

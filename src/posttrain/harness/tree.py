@@ -21,15 +21,9 @@ from posttrain.rewards import RewardFunction
 from posttrain.types import Episode, SamplingParams
 
 
-def run_tree(
-    loop: AgentLoop,
-    items: Sequence[tuple[Sequence[dict], str, str]],
-    sampling: SamplingParams,
-    reward_fn: RewardFunction,
-    branches: int,
-    rounds: int,
-    seed: int = 0,
-) -> list[Episode]:
+def run_tree(loop: AgentLoop, items: Sequence[tuple[Sequence[dict], str, str]],
+             sampling: SamplingParams, reward_fn: RewardFunction, branches: int, rounds: int,
+             seed: int = 0) -> list[Episode]:
     """One tree per item (an item is one backbone). Episodes carry ``meta["tree_id"]``
     (``"<group>/<tree>"``) and ``meta["branched_at"]`` (the parent's step, or None)."""
     if branches < 1 or rounds < 1:
@@ -77,13 +71,11 @@ def branch(st: EpisodeState, step: int) -> EpisodeState:
         raise ValueError("cannot branch an episode that has its own environment state")
     s = st.snapshots[step]
     b = EpisodeState.__new__(EpisodeState)
-    b.__dict__.update(st.__dict__)  # task, reference, group, sampling and the loop
+    b.__dict__.update(st.__dict__, **s.counters)  # task, loop, sampling; counters before step
     b.trace = Trace(st.trace.ids[: s.ids], st.trace.text[: s.text])
     b.msgs = [dict(m) for m in st.msgs[: s.msgs]]
     b.records = [dict(r) for r in st.records[: s.records]]
     b.closed, b.state_keys, b.step_errors, b.snapshots = [], [], [], {}
-    b.turns, b.errors, b.repeats, b.last = s.turns, s.errors, s.repeats, s.last
-    b.flags, b.blocks, b.judge_failures, b.hacked = s.flags, s.blocks, s.judge_failures, s.hacked
     b.stop, b.final, b.branched_at, b.started = None, "", step, time.monotonic()
     return b
 

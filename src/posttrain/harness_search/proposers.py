@@ -36,8 +36,7 @@ class MutationProposer:
                 isinstance(v, list) and v for v in space.values()):
             raise ValueError("the search space maps dotted config keys to lists of values to "
                              f"try, e.g. {{eval.temperature: [0.0, 0.7]}}; got {space!r}")
-        self.space, self.seed = {k: list(v) for k, v in space.items()}, seed
-        self.base = base or {}
+        self.space, self.seed, self.base = {k: list(v) for k, v in space.items()}, seed, base or {}
 
     def changes(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """What ``overrides`` change of the base config."""
@@ -54,13 +53,13 @@ class MutationProposer:
                 break
             parent = front[j % len(front)]
             key = rng.choice(sorted(self.space))
-            value = rng.choice(self.space[key])
-            changed = self.changes({**parent.overrides, key: value})
+            overrides = {**parent.overrides, key: rng.choice(self.space[key])}
+            changed = self.changes(overrides)
             if changed not in seen:
                 seen.append(changed)
                 label = ", ".join(f"{key_}={json.dumps(v)}" for key_, v in changed.items())
-                out.append(Candidate("", {**parent.overrides, key: value}, parent.files,
-                                     parent.id, label or "the config as it is"))
+                out.append(Candidate("", overrides, parent.files, parent.id,
+                                     label or "the config as it is"))
         return out
 
 
@@ -98,8 +97,7 @@ def digest(store: HarnessStore, failures: int = 3) -> str:
         lines += [f"## {c.id} (parent {c.parent}; {c.note or 'the start'}): {outcome}",
                   yaml.safe_dump({"overrides": c.overrides, "files": c.files},
                                  sort_keys=True).strip()]
-    front = pareto(results)
-    if front:
+    if front := pareto(results):
         failed = [t for t in store.traces(front[0]) if not t.get("passed")][:failures]
         lines += [f"## failed episodes of {front[0]}"] + [t["text"] for t in failed]
     return "\n\n".join(lines)

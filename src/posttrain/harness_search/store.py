@@ -1,20 +1,19 @@
-"""The harness-search store: one directory per candidate under ``<root>/candidates/<id>/``,
-holding everything the outer loop and its proposer read. ``candidate.json`` (its config
-overrides, parent and note), the candidate's own files (``harness.py``, a ``skills/`` bank,
-...; an override value ``{candidate}`` names the directory), ``result.json`` (its score,
-context tokens, per-task outcomes, or the error that stopped it) and ``traces.jsonl`` (every
-episode it played, raw). ``proposals/iNN.json`` holds each iteration's proposals and
-``state.json`` the finished iterations. Every file is written
-atomically, so a search killed at any point resumes from what it finished."""
+"""The harness-search store: one directory per candidate under ``<root>/candidates/<id>/``, holding
+everything the outer loop and its proposer read. ``candidate.json`` (its config overrides, parent
+and note), the candidate's own files (``harness.py``, a ``skills/`` bank, ...; an override value
+``{candidate}`` names the directory), ``result.json`` (its score, context tokens, per-task outcomes,
+or the error that stopped it) and ``traces.jsonl`` (every episode it played, raw).
+``proposals/iNN.json`` holds each iteration's proposals and ``state.json`` the finished iterations.
+Every file is written atomically, so a search killed at any point resumes from what it finished."""
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from posttrain.types import write_atomic
 
 PLACEHOLDER = "{candidate}"
 
@@ -40,14 +39,6 @@ class Result:
     tokens: float | None
     outcomes: list[float] = field(default_factory=list)
     error: str | None = None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 class HarnessStore:
@@ -85,8 +76,7 @@ class HarnessStore:
         return json.loads(json.dumps(candidate.overrides).replace(PLACEHOLDER, d))
 
     def record(self, cid: str, result: Result, traces: list[dict]) -> None:
-        write_atomic(self.path(cid) / "traces.jsonl",
-                     "".join(json.dumps(t) + "\n" for t in traces))
+        write_atomic(self.path(cid) / "traces.jsonl", "".join(json.dumps(t) + "\n" for t in traces))
         write_atomic(self.path(cid) / "result.json", json.dumps(asdict(result), indent=2))
 
     def result(self, cid: str) -> Result | None:

@@ -46,16 +46,12 @@ def encode_chat(
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
             raise ValueError(f"message {i} must be a dict with 'role' and 'content'")
-        if msg["role"] == "assistant":
-            prompt = encode_prompt(tokenizer, messages[:i], True, tools)
-            full = encode_prompt(tokenizer, messages[: i + 1], False, tools)
-        else:
-            prompt = ids
-            full = encode_prompt(tokenizer, messages[: i + 1], False, tools)
+        prompt = (encode_prompt(tokenizer, messages[:i], True, tools)
+                  if msg["role"] == "assistant" else ids)
+        full = encode_prompt(tokenizer, messages[: i + 1], False, tools)
         if full[: len(ids)] != ids or full[: len(prompt)] != prompt:
-            raise ChatTemplateError(
-                f"chat template is not prefix-stable at message {i}; cannot mask per turn"
-            )
+            raise ChatTemplateError(f"chat template is not prefix-stable at message {i}; "
+                                    "cannot mask per turn")
         mask += [0] * (len(prompt) - len(ids))
         mask += _assistant_mask(full[len(prompt) :], tokenizer.eos_token_id, msg["role"])
         ids = full

@@ -23,9 +23,8 @@ def resolve_device(name: str, key: str = "device") -> torch.device:
     """The device ``name`` means here (``auto`` in a process of a launched group: GPU
     ``LOCAL_RANK``); a CUDA device this machine lacks is a ``ValueError`` naming ``key``."""
     if name == "auto":
-        if not torch.cuda.is_available():
-            return torch.device("cpu")
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        return (torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+                if torch.cuda.is_available() else torch.device("cpu"))
     device = torch.device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():

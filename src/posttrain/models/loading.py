@@ -43,12 +43,16 @@ def load_tokenizer(path: str | Path):
     return tok
 
 
-def load_model(path: str | Path, dtype: str = "float32") -> PreTrainedModel:
-    """The causal LM at ``path`` in ``dtype`` (``float32``, ``bfloat16`` or ``float16``)."""
+def _dtype(dtype: str) -> torch.dtype:
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     hf_logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(_check_dir(path), dtype=DTYPES[dtype])
+    return DTYPES[dtype]
+
+
+def load_model(path: str | Path, dtype: str = "float32") -> PreTrainedModel:
+    """The causal LM at ``path`` in ``dtype`` (``float32``, ``bfloat16`` or ``float16``)."""
+    model = AutoModelForCausalLM.from_pretrained(_check_dir(path), dtype=_dtype(dtype))
     model.config.use_cache = False
     return model
 
@@ -58,16 +62,13 @@ def load_value_model(path: str | Path, dtype: str = "float32") -> PreTrainedMode
     with a one-output token head (``AutoModelForTokenClassification``, ``num_labels=1``); a
     causal LM's head is dropped and the value head starts fresh. No dropout before the head
     (HF's default is 0.1): a value or a reward is a function of the weights, in training too."""
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
-    hf_logging.disable_progress_bar()
-    verbosity = hf_logging.get_verbosity()
+    torch_dtype, verbosity = _dtype(dtype), hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the fresh head is expected, not worth a warning
     try:
         config = AutoConfig.from_pretrained(_check_dir(path), num_labels=1)
         config.classifier_dropout = 0.0
         model = AutoModelForTokenClassification.from_pretrained(
-            _check_dir(path), config=config, dtype=DTYPES[dtype])
+            _check_dir(path), config=config, dtype=torch_dtype)
     finally:
         hf_logging.set_verbosity(verbosity)
     model.config.use_cache = False
@@ -85,6 +86,5 @@ def check_same_vocabulary(student_tokenizer, teacher_tokenizer,
                           what: str = "token-level distillation") -> None:
     """``what`` compares distributions (or token ids) over one vocabulary."""
     if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
-        raise TeacherMismatchError(
-            f"the tokenizers differ: {what} needs the policy's vocabulary (no "
-            "cross-tokenizer mode is implemented)")
+        raise TeacherMismatchError(f"the tokenizers differ: {what} needs the policy's vocabulary "
+                                   "(no cross-tokenizer mode is implemented)")

@@ -9,6 +9,8 @@ there, keeping them costs less than recomputing them.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
@@ -28,30 +30,19 @@ def _token_stats(
         logp_all = keep_sampling_mask(logits=logits, temperature=temperature, top_k=top_k,
                                       top_p=top_p, keep=targets)
         logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        kept = logp_all.isfinite()
-        entropy = -torch.where(kept, logp_all.exp() * logp_all, 0.0).sum(-1)
-        return logp, entropy
+        return logp, -torch.where(logp_all.isfinite(), logp_all.exp() * logp_all, 0.0).sum(-1)
     if temperature != 1.0:
         logits = logits / temperature
     logz = torch.logsumexp(logits, dim=-1)
     logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
-    probs = torch.softmax(logits, dim=-1)
-    entropy = logz - (probs * logits).sum(-1)
-    return logp, entropy
+    return logp, logz - (torch.softmax(logits, dim=-1) * logits).sum(-1)
 
 
 def sequence_logprobs(
-    model: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    temperature: float = 1.0,
-    chunk_size: int = 1024,
-    with_entropy: bool = True,
-    prefix_lens: torch.Tensor | None = None,
-    checkpoint_chunks: bool | None = None,
-    score_mask: torch.Tensor | None = None,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+    temperature: float = 1.0, chunk_size: int = 1024, with_entropy: bool = True,
+    prefix_lens: torch.Tensor | None = None, checkpoint_chunks: bool | None = None,
+    score_mask: torch.Tensor | None = None, top_k: int = 0, top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``logp[b, t] = log softmax(z_{t-1} / temperature)[input_ids[b, t]]`` and its entropy;
     with ``top_k``/``top_p`` over the engine's truncated support with the scored token kept
@@ -77,39 +68,29 @@ def sequence_logprobs(
     n = len(index)
     if checkpoint_chunks is None:
         checkpoint_chunks = n * head.weight.shape[0] * 4 > CHECKPOINT_ABOVE_BYTES
-    use_ckpt = checkpoint_chunks and torch.is_grad_enabled()
-    logps, ents = [], []
-    for s in range(0, n, chunk_size) or [0]:  # an empty selection still yields a graph
-        hc, yc = flat_h[s : s + chunk_size], flat_y[s : s + chunk_size]
-        if use_ckpt:
-            lp, ent = checkpoint(_token_stats, hc, yc, head, temperature, top_k, top_p,
-                                 use_reentrant=False)
-        else:
-            lp, ent = _token_stats(hc, yc, head, temperature, top_k, top_p)
-        logps.append(lp)
-        ents.append(ent)
+    stats = (partial(checkpoint, _token_stats, use_reentrant=False)
+             if checkpoint_chunks and torch.is_grad_enabled() else _token_stats)
+    chunks = [stats(flat_h[s : s + chunk_size], flat_y[s : s + chunk_size], head, temperature,
+                    top_k, top_p)
+              for s in range(0, n, chunk_size) or [0]]  # an empty selection still yields a graph
+    logps, ents = zip(*chunks)
 
-    def place(values: list[torch.Tensor]) -> torch.Tensor:
-        flat = hidden.new_zeros(b * (t - 1), dtype=torch.float32).index_copy(
-            0, index, torch.cat(values)
-        )
+    def place(values: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        flat = hidden.new_zeros(b * (t - 1), dtype=torch.float32)
+        flat = flat.index_copy(0, index, torch.cat(values))
         return torch.cat([flat.new_zeros((b, 1)), flat.view(b, t - 1)], dim=1)
 
     return place(logps), place(ents) if with_entropy else None
 
 
 def naive_sequence_logprobs(
-    model: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference implementation that materialises ``[B, T, V]`` logits (tests, benchmarks)."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    logits = model(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
-    ).logits.float()
-    logits = logits[:, :-1] / temperature
+    logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                   position_ids=position_ids).logits.float()[:, :-1] / temperature
     logp_all = F.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     entropy = -(logp_all.exp() * logp_all).sum(-1)

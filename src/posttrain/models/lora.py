@@ -37,11 +37,9 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
     (``W + delta``), without touching ``model``."""
     from peft.tuners.lora import LoraLayer
 
-    deltas = {}
-    for name, module in model.named_modules():
-        if isinstance(module, LoraLayer):
-            delta = sum(module.get_delta_weight(a) for a in module.active_adapters)
-            deltas[base_name(f"{name}.base_layer.weight")] = delta
+    deltas = {base_name(f"{name}.base_layer.weight"):
+              sum(module.get_delta_weight(a) for a in module.active_adapters)
+              for name, module in model.named_modules() if isinstance(module, LoraLayer)}
     for name, p in model.named_parameters():
         if "lora_" in name:
             continue

@@ -39,28 +39,20 @@ def _plain(decoder, input_ids, attention_mask) -> torch.Tensor:
         return decoder(input_ids=input_ids, attention_mask=None,
                        position_ids=packed_positions(attention_mask)).last_hidden_state
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    return decoder(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
-    ).last_hidden_state
+    return decoder(input_ids=input_ids, attention_mask=attention_mask,
+                   position_ids=position_ids).last_hidden_state
 
 
 def _group_rows(input_ids: torch.Tensor, prefix_lens: torch.Tensor) -> tuple[list[int], list[int]]:
     """``(first row of each distinct prefix, prefix index of each row)``."""
     index: dict[tuple[int, ...], int] = {}
-    leaders, group = [], []
-    for b, p in enumerate(prefix_lens.tolist()):
-        key = tuple(input_ids[b, :p].tolist())
-        if key not in index:
-            index[key] = len(leaders)
-            leaders.append(b)
-        group.append(index[key])
-    return leaders, group
+    group = [index.setdefault(tuple(input_ids[b, :p].tolist()), len(index))
+             for b, p in enumerate(prefix_lens.tolist())]
+    return [group.index(g) for g in range(len(index))], group
 
 
 def decoder_hidden_states(
-    decoder: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
+    decoder: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     prefix_lens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Last hidden states ``[B, T, H]`` of right-padded rows (the plain forward's values).
@@ -81,10 +73,8 @@ def decoder_hidden_states(
     steps = torch.arange(p_max)
     prefix_attn = (steps[None, :] < lead_len[:, None]).long()
     prefix_ids = torch.where(prefix_attn.bool(), input_ids[leaders, :p_max], 0)
-    out = decoder(
-        input_ids=prefix_ids, attention_mask=prefix_attn, position_ids=steps.expand_as(prefix_ids),
-        use_cache=True,
-    )
+    out = decoder(input_ids=prefix_ids, attention_mask=prefix_attn,
+                  position_ids=steps.expand_as(prefix_ids), use_cache=True)
     cache = output_cache(out)
     cache.batch_select_indices(group)
     # suffix of row r: tokens prefix_lens[r] .. lengths[r] - 1, right-padded to s_max
@@ -95,10 +85,8 @@ def decoder_hidden_states(
     src = (prefix_lens[:, None] + offs[None, :]).clamp(max=t - 1)
     suffix_ids = torch.where(suffix_attn.bool(), input_ids.gather(1, src), 0)
     suffix_hidden = decoder(
-        input_ids=suffix_ids,
-        attention_mask=torch.cat([prefix_attn[group], suffix_attn], dim=1),
-        position_ids=prefix_lens[:, None] + offs[None, :],
-        **cache_argument(decoder, cache),
+        input_ids=suffix_ids, attention_mask=torch.cat([prefix_attn[group], suffix_attn], dim=1),
+        position_ids=prefix_lens[:, None] + offs[None, :], **cache_argument(decoder, cache),
     ).last_hidden_state
     # reassemble: position j < p from the group's prefix, else suffix position j - p
     both = torch.cat([out.last_hidden_state.index_select(0, group), suffix_hidden], dim=1)

@@ -76,10 +76,8 @@ def _corpus(n_lines: int, seed: int) -> list[str]:
         lines.append(f"{words.capitalize()}: {a}{op}{b}? <answer>{a}</answer>\n{words}.")
     for _ in range(n_lines // 4):  # tool calls in the Hermes JSON format
         name, arg = rng.choice(_TOOL_ARGS)
-        if arg == "query":
-            value = rng.choice(_WORDS)
-        else:
-            value = f"{rng.randint(0, 999)}*{rng.randint(0, 99)}"
+        value = (rng.choice(_WORDS) if arg == "query"
+                 else f"{rng.randint(0, 999)}*{rng.randint(0, 99)}")
         lines.append(f'{{"name": "{name}", "arguments": {{"{arg}": "{value}"}}}}')
     return lines
 
@@ -87,27 +85,16 @@ def _corpus(n_lines: int, seed: int) -> list[str]:
 def build_tokenizer(vocab_size: int = 512, seed: int = 0) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer (digits split individually) on generated text."""
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size - len(EXTRA_TOKENS),
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+        vocab_size=vocab_size - len(EXTRA_TOKENS), special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(_corpus(4000, seed), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=BOS,
-        eos_token=EOS,
-        pad_token=PAD,
-        additional_special_tokens=[IM_START],
-    )
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS,
+                                   pad_token=PAD, additional_special_tokens=[IM_START])
     fast.add_tokens(EXTRA_TOKENS)
     fast.chat_template = CHAT_TEMPLATE
     return fast

@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 
 
-def sequence_values(
-    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
-) -> torch.Tensor:
+def sequence_values(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                    ) -> torch.Tensor:
     """``V[b, t]`` = the value head on the hidden state before token ``t`` (the state in which
     token ``t`` was chosen); ``[B, T]``, position 0 holds 0."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
@@ -16,9 +15,8 @@ def sequence_values(
     return torch.cat([head.new_zeros((head.shape[0], 1)), head[:, :-1]], dim=1)
 
 
-def sequence_scores(
-    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
-) -> torch.Tensor:
+def sequence_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                    ) -> torch.Tensor:
     """``[B]``: a reward model's scalar head on the last valid token of each right-padded
     row."""
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)

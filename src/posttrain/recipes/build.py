@@ -61,8 +61,7 @@ class RunParts(RunTasks):
             return Path(self.cfg.model.path)
         d = self.out / "base_model"
         self.on_rank0(lambda: (d / "config.json").is_file() or build_tiny(
-            d, self.cfg.model.preset, seed=self.cfg.seed,
-            architecture=self.cfg.model.architecture))
+            d, self.cfg.model.preset, seed=self.cfg.seed, architecture=self.cfg.model.architecture))
         return d
 
     def start_dir(self, stage: str) -> Path:
@@ -100,11 +99,9 @@ class RunParts(RunTasks):
         """A sampling loop's run (``RLRun``, ``OPDRun``) on this run's tasks, reward and
         evaluation, checkpointing as ``cls.STAGE`` (with ``settings["critic"]``, if any)."""
         cfg = self.cfg
-        checkpoint = self.checkpointer(trainer, tokenizer, cls.STAGE, evals,
-                                       settings.get("critic"))
+        checkpoint = self.checkpointer(trainer, tokenizer, cls.STAGE, evals, settings.get("critic"))
         return cls(trainer, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.eval,
-                   cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint,
-                   **settings)
+                   cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint, **settings)
 
     def unevaluated(self) -> str | None:
         """Why the run's held-out evaluation would say nothing of what it trains (None when it

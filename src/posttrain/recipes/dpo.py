@@ -40,8 +40,7 @@ def reference_rows(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair]
     return rows
 
 
-def kto_reference(trainer: Trainer, tokenizer, pairs: list[PreferencePair],
-                  beta: float) -> float:
+def kto_reference(trainer: Trainer, tokenizer, pairs: list[PreferencePair], beta: float) -> float:
     """``z_ref = max(0, beta mean_i (ell_i - ell_ref_i))`` over mismatched (prompt, response)
     rows of the step's pairs (the catalogue's ``kto_reference_point``)."""
     batch = mismatched_batch(tokenizer, pairs)
@@ -71,17 +70,10 @@ def preference_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair]
     return evaluate_pairs(tokenizer, pairs, pair_loss)
 
 
-def run_preference(
-    trainer: Trainer,
-    tokenizer,
-    pairs: Sequence[PreferencePair],
-    cfg: PreferenceConfig,
-    reporter: Reporter,
-    eval_pairs: Sequence[PreferencePair] = (),
-    seed: int = 0,
-    start_step: int = 0,
-    on_step_end: Callable[[int], None] | None = None,
-) -> list[dict[str, float]]:
+def run_preference(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
+                   cfg: PreferenceConfig, reporter: Reporter,
+                   eval_pairs: Sequence[PreferencePair] = (), seed: int = 0, start_step: int = 0,
+                   on_step_end: Callable[[int], None] | None = None) -> list[dict[str, float]]:
     """Train for steps ``start_step .. cfg.steps``; returns the held-out evaluations."""
     use_ref = needs_reference(cfg.loss.name)
     if use_ref and trainer.ref_model is None:

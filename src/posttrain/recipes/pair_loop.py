@@ -16,17 +16,13 @@ from posttrain.reporting import Reporter
 from posttrain.types import Batch
 
 CHUNK = 64  # pairs scored at once outside training
-
-
 PairBatch = Callable[[object, list[PreferencePair]], Batch]
 
 
 @torch.no_grad()
-def evaluate_pairs(
-    tokenizer, pairs: Sequence[PreferencePair],
-    pair_loss: Callable[[Batch, int], tuple[torch.Tensor, dict[str, torch.Tensor]]],
-    make_batch: PairBatch = pair_batch,
-) -> dict[str, float]:
+def evaluate_pairs(tokenizer, pairs: Sequence[PreferencePair],
+                   pair_loss: Callable[[Batch, int], tuple[torch.Tensor, dict[str, torch.Tensor]]],
+                   make_batch: PairBatch = pair_batch) -> dict[str, float]:
     """``loss`` and the statistics of ``pair_loss(batch, len(pairs))`` summed over ``CHUNK``-pair
     batches of ``pairs`` (each normalised by the total pair count, so the sums are means)."""
     totals = {"loss": 0.0}
@@ -37,20 +33,11 @@ def evaluate_pairs(
     return totals
 
 
-def run_pairs(
-    tokenizer,
-    pairs: Sequence[PreferencePair],
-    cfg: PairDataConfig,
-    reporter: Reporter,
-    stage: str,
-    title: str,
-    step: Callable[[Batch, list[int]], dict[str, float]],
-    evaluate: Callable[[], dict[str, float]] | None = None,
-    seed: int = 0,
-    start_step: int = 0,
-    on_step_end: Callable[[int], None] | None = None,
-    make_batch: PairBatch = pair_batch,
-) -> list[dict[str, float]]:
+def run_pairs(tokenizer, pairs: Sequence[PreferencePair], cfg: PairDataConfig, reporter: Reporter,
+              stage: str, title: str, step: Callable[[Batch, list[int]], dict[str, float]],
+              evaluate: Callable[[], dict[str, float]] | None = None, seed: int = 0,
+              start_step: int = 0, on_step_end: Callable[[int], None] | None = None,
+              make_batch: PairBatch = pair_batch) -> list[dict[str, float]]:
     """Steps ``start_step .. cfg.steps`` of ``step(batch, pair_indices)`` on the pairs'
     ``make_batch`` rows, logged as ``stage`` under a progress bar titled ``title``. Returns the
     evaluations."""
@@ -65,8 +52,7 @@ def run_pairs(
             evals.append({"step": k + 1, **result})
         if due(cfg.log_every, k, cfg.steps) or "eval/loss" in metrics:
             reporter.log(stage, k + 1, metrics)
-        reporter.advance(k + 1, f"loss {metrics['loss']:.3f} "
-                                f"acc {metrics['reward_accuracy']:.2f}")
+        reporter.advance(k + 1, f"loss {metrics['loss']:.3f} acc {metrics['reward_accuracy']:.2f}")
         if on_step_end is not None:
             on_step_end(k + 1)
     reporter.finish()

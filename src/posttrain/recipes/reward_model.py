@@ -16,10 +16,9 @@ from posttrain.recipes.pair_loop import evaluate_pairs, run_pairs
 from posttrain.recipes.placement import scalar_head_settings
 from posttrain.reporting import Reporter, plot_stages
 from posttrain.train import Trainer, reward_model_step
-from posttrain.train.losses import bradley_terry_loss, pairwise_classifier_loss
+from posttrain.train.losses import REWARD_MODEL_LOSSES as LOSSES
 
 BATCHES = {"bradley_terry": pair_batch, "pairwise_classifier": comparison_batch}
-LOSSES = {"bradley_terry": bradley_terry_loss, "pairwise_classifier": pairwise_classifier_loss}
 
 
 def reward_model_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
@@ -30,25 +29,17 @@ def reward_model_eval(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePai
             sequence_scores(model, batch.input_ids, batch.attention_mask), n), BATCHES[loss])
 
 
-def run_reward_model(
-    trainer: Trainer,
-    tokenizer,
-    pairs: Sequence[PreferencePair],
-    cfg: RewardModelConfig,
-    reporter: Reporter,
-    eval_pairs: Sequence[PreferencePair] = (),
-    seed: int = 0,
-    start_step: int = 0,
-    on_step_end: Callable[[int], None] | None = None,
-) -> list[dict[str, float]]:
+def run_reward_model(trainer: Trainer, tokenizer, pairs: Sequence[PreferencePair],
+                     cfg: RewardModelConfig, reporter: Reporter,
+                     eval_pairs: Sequence[PreferencePair] = (), seed: int = 0, start_step: int = 0,
+                     on_step_end: Callable[[int], None] | None = None) -> list[dict[str, float]]:
     """Train ``trainer``'s scalar-head model for steps ``start_step .. cfg.steps``; returns the
     held-out evaluations."""
     evaluate = (lambda: reward_model_eval(trainer, tokenizer, eval_pairs, cfg.loss)) \
         if eval_pairs else None
-    return run_pairs(tokenizer, pairs, cfg, reporter, "reward_model",
-                     f"reward model ({cfg.loss})",
-                     lambda batch, idx: trainer.apply(reward_model_step, batch, cfg.loss), evaluate,
-                     seed, start_step, on_step_end, BATCHES[cfg.loss])
+    return run_pairs(tokenizer, pairs, cfg, reporter, "reward_model", f"reward model ({cfg.loss})",
+                     lambda batch, idx: trainer.apply(reward_model_step, batch, cfg.loss),
+                     evaluate, seed, start_step, on_step_end, BATCHES[cfg.loss])
 
 
 def train_reward_model(parts: RunParts, backbone: Path, out: Path) -> list[dict[str, float]]:
@@ -59,8 +50,7 @@ def train_reward_model(parts: RunParts, backbone: Path, out: Path) -> list[dict[
     trainer = Trainer(load_value_model(backbone), cfg.rm.optim, cfg.rm.steps,
                       scalar_head_settings(cfg))
     pairs, held_out = parts.preference_pairs(cfg.rm)
-    evals = run_reward_model(trainer, tokenizer, pairs, cfg.rm, parts.reporter, held_out,
-                             cfg.seed)
+    evals = run_reward_model(trainer, tokenizer, pairs, cfg.rm, parts.reporter, held_out, cfg.seed)
     save_model(trainer.export_model(), tokenizer, out)
     plot_stages(parts.reporter.path, parts.out)
     return evals

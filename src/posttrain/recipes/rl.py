@@ -43,26 +43,22 @@ def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
     return rl_loop(run, SyncEpisodes(engine, run.rollout_plan(), efforts, rollout_fn))
 
 
-def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine],
-                 groups: GroupSource | None = None,
+def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine], groups: GroupSource | None = None,
                  agent: ExternalAgentRollout | None = None) -> list[dict[str, float]]:
     """``run``'s steps with one rollout thread per engine generating continuously
     (``cfg.async_``): single-turn samples, or sessions of the external ``agent``, of
     ``run.tasks`` in the synchronous run's order, or of any ``groups`` source
     (``TaskMixer.groups`` mixes task families by ratio). Returns the evaluations made."""
     engines = [engine] if isinstance(engine, Engine) else list(engine)
-    return rl_loop(run, AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups,
-                                      agent))
+    return rl_loop(run, AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups, agent))
 
 
-def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
-             evals: dict):
+def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
     """The ``rl`` stage (sync or async, local or on Ray); returns the trained model with
     whole weights."""
     cfg = parts.cfg
     start_dir = parts.start_dir("rl")
-    ref = reference_model(cfg, model, start_dir, ckpt is not None) if cfg.algo.kl.coef > 0 \
-        else None
+    ref = reference_model(cfg, model, start_dir, ckpt is not None) if cfg.algo.kl.coef > 0 else None
     with cluster_session(cfg):
         trainer = policy_trainer(cfg, model, cfg.rl.optim, cfg.rl.steps, ref)
         critic = critic_trainer(cfg, start_dir, ckpt)

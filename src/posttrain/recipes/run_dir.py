@@ -38,8 +38,7 @@ ARTIFACTS = (CONFIG, *RECORDS, SUMMARY, *PLOTS, CHECKPOINTS, "base_model",
 # keys that may change when a run is resumed: where and how fast it runs, and for how many
 # steps (a longer stage follows the schedule of its new length), not what it trains
 RESUMABLE = ("out_dir", "threads", "checkpoint_every", "keep_last", "checkpoint_format", "dist",
-             "trainer.shard", "sft.steps", "pref.steps", "distill.steps", "rl.steps",
-             "opd.steps")
+             "trainer.shard", "sft.steps", "pref.steps", "distill.steps", "rl.steps", "opd.steps")
 
 
 class RunDirError(ValueError):
@@ -91,8 +90,7 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool) -
                                    {}) if k.endswith(".steps")]
         if (out / SUMMARY).is_file() and not longer:
             raise RunDirError(f"the run in {out} is complete ({SUMMARY}): nothing to resume; "
-                              "raise a stage's steps to continue it, or --overwrite starts it "
-                              "over")
+                              "raise a stage's steps to continue it, or --overwrite starts it over")
         (out / SUMMARY).unlink(missing_ok=True)  # the resumed run writes its own
     elif existing and not resume:
         shown = ", ".join(existing[:4]) + (", ..." if len(existing) > 4 else "")
@@ -165,13 +163,10 @@ def truncate_records(out: Path, sizes: dict[str, int]) -> None:
     after that checkpoint was taken is removed."""
     for name in RECORDS:
         path = out / name
-        if not path.is_file():
-            continue
-        if name not in sizes:
+        if path.is_file() and name in sizes:
+            os.truncate(path, sizes[name])
+        elif path.is_file():
             path.unlink()
-            continue
-        with open(path, "r+b") as f:
-            f.truncate(sizes[name])
 
 
 def clear_records(out: Path) -> None:

@@ -14,11 +14,7 @@ from posttrain.config import ConfigError, PairDataConfig, RunConfig
 from posttrain.config.extension import load_extension, load_tools
 from posttrain.config.sections.task import TaskParts
 from posttrain.data import ChatData, generate_arithmetic_sft, load_chat_data
-from posttrain.data.preference_pairs import (
-    PreferencePair,
-    arithmetic_pairs,
-    load_preference_data,
-)
+from posttrain.data.preference_pairs import PreferencePair, arithmetic_pairs, load_preference_data
 from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
@@ -98,8 +94,7 @@ class RunTasks:
         self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if isinstance(self.tasks, StreamedDatasetTasks):  # train rows: once read through
-            self.tasks.stream.on_first_pass = \
-                lambda rows: self.report_skipped("train prompt", rows)
+            self.tasks.stream.on_first_pass = lambda rows: self.report_skipped("train prompt", rows)
             self.report_skipped("eval prompt", self.tasks.skipped["eval"])
         elif isinstance(self.tasks, DatasetTasks):
             for split, rows in self.tasks.skipped.items():
@@ -143,11 +138,9 @@ class RunTasks:
                 f"{'...' if len(rows) > 5 else ''}, counting from 0; row {rows[0]}: "
                 f"{escape(skipped[0][1])})")
 
-    def conversations(self, path: str | None, n: int, error_rate: float, what: str
-                      ) -> ChatData:
-        """Conversations from the dataset at ``path`` (with their rows' tools, else the
-        task's), or ``n`` generated from the task with a share ``error_rate`` of flawed
-        answers."""
+    def conversations(self, path: str | None, n: int, error_rate: float, what: str) -> ChatData:
+        """Conversations from the dataset at ``path`` (with their rows' tools, else the task's),
+        or ``n`` generated from the task with a share ``error_rate`` of flawed answers."""
         if path is not None:
             data = load_chat_data(path)
             self.report_skipped(what, data.skipped)

@@ -63,9 +63,8 @@ def due(every: int, step: int, steps: int) -> bool:
 class Checkpointer:
     """``on_step_end`` of ``stage`` in the run ``parts`` (a ``RunParts``): the stage's
     ``parts.counters`` (the trainer's optimiser steps and micro-batches, the checkpoints
-    written), and a checkpoint every ``checkpoint_every`` steps. Its cursor holds the stage,
-    its step, the evaluations and counters so far, the records' lengths and each process's
-    seconds."""
+    written), and a checkpoint every ``checkpoint_every`` steps. Its cursor holds the stage, its
+    step, the evaluations and counters so far, the records' lengths and each process's seconds."""
 
     parts: Any
     trainer: PolicyTrainer
@@ -163,8 +162,7 @@ class RLRun(LoopRun):
         """Where the loop's episodes come from and how they are scored."""
         return RolloutPlan(self.tokenizer, self.tasks, self.reward_fn, self.cfg,
                            self.cfg.params((self.tokenizer.eos_token_id,)),
-                           self.algo.dynamic_sampling, self.shaping, self.seed,
-                           self.prompt_budgets)
+                           self.algo.dynamic_sampling, self.shaping, self.seed, self.prompt_budgets)
 
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(
@@ -179,9 +177,8 @@ def check_mismatch(value: float, tolerance: float) -> None:
     """``value`` is the mean |trainer - engine| log-prob of the sampled tokens (the update's
     ``mismatch`` metric); above ``tolerance`` the engine is not sampling from the policy."""
     if value > tolerance:
-        raise MismatchError(
-            f"train/inference log-prob mismatch {value:.4g} > rl.mismatch_tolerance={tolerance}"
-        )
+        raise MismatchError(f"train/inference log-prob mismatch {value:.4g} > "
+                            f"rl.mismatch_tolerance={tolerance}")
 
 
 @dataclass(frozen=True)
@@ -239,12 +236,9 @@ def probe_mismatch(trainer: PolicyTrainer, engine: Engine,
                 for i, p in enumerate(probes)]
     batch = Batch.from_episodes([Episode([s]) for s in segments], pad_token_id=0)
     ours = trainer.compute_logprobs(batch)
-    total, count = 0.0, 0
-    for i, p in enumerate(probes):
-        for t in range(1, len(p)):
-            total += abs(float(ours[i, t]) - theirs[i][t])
-            count += 1
-    return total / max(count, 1)
+    gaps = [abs(float(ours[i, t]) - theirs[i][t]) for i, p in enumerate(probes)
+            for t in range(1, len(p))]
+    return sum(gaps, 0.0) / max(len(gaps), 1)
 
 
 def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, float]]:
@@ -274,8 +268,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
             if cfg.save_episodes:  # after the update: some carry its token stats
                 for episode in sampled:  # the viewer's step filter and group view
                     episode.meta["step"] = step + 1
-                write_episodes(run.reporter.path.parent / "episodes.jsonl", sampled,
-                               append=True)
+                write_episodes(run.reporter.path.parent / "episodes.jsonl", sampled, append=True)
             source.release(len(episodes) // cfg.group_size)
             seconds = time.perf_counter() - started  # sampling (or waiting), update, sync
             tokens = sum(s.num_trainable for e in sampled for s in e.segments)

@@ -19,16 +19,9 @@ from posttrain.train import Trainer, sft_step
 from posttrain.types import Batch, Episode
 
 
-def run_sft(
-    trainer: Trainer,
-    tokenizer,
-    data: ChatData,
-    cfg: SFTConfig,
-    reporter: Reporter,
-    seed: int = 0,
-    start_step: int = 0,
-    on_step_end: Callable[[int], None] | None = None,
-) -> None:
+def run_sft(trainer: Trainer, tokenizer, data: ChatData, cfg: SFTConfig, reporter: Reporter,
+            seed: int = 0, start_step: int = 0,
+            on_step_end: Callable[[int], None] | None = None) -> None:
     """Train for ``cfg.steps`` optimiser steps starting at ``start_step`` on ``data``'s
     conversations, each rendered with its tools, as the agent loop renders them."""
     segments = ConversationSegments(tokenizer, data.conversations, data.tools)
@@ -47,8 +40,7 @@ def run_sft(
     reporter.finish()
 
 
-def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
-              evals: dict):
+def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
     """The ``sft`` stage; returns the trained model with whole weights."""
     cfg = parts.cfg
     trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)

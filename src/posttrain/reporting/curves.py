@@ -67,8 +67,7 @@ def curve_panels(rows: list[dict], evals: dict, stages: list[str]) -> list[dict]
                                [h[1] for h in held], "o-"))
             if "eval_before" in evals and (i or k):
                 before = evals["eval_before"]["accuracy"]
-                series.append(("held-out before training", [0, steps[-1]], [before, before],
-                               ":"))
+                series.append(("held-out before training", [0, steps[-1]], [before, before], ":"))
         panels.append({"title": stage.upper(), "ylabel": YLABEL.get(stage, "value"),
                        "series": series})
     return panels
@@ -76,8 +75,7 @@ def curve_panels(rows: list[dict], evals: dict, stages: list[str]) -> list[dict]
 
 def plot_curves(metrics_path: str | Path, out_path: str | Path, evals: dict | None = None,
                 stages: list[str] | None = None) -> Path:
-    """``curve_panels`` of the run's ``metrics.jsonl`` as one PNG, the legends beside the
-    axes."""
+    """``curve_panels`` of the run's ``metrics.jsonl`` as one PNG, the legends beside the axes."""
     plt, rows = _pyplot(), _rows(metrics_path)
     order = stages or list(dict.fromkeys(r["stage"] for r in rows))
     panels = curve_panels(rows, evals or {}, order)
@@ -142,11 +140,9 @@ def stage_panels(rows: list[dict], stage: str) -> list[dict]:
     for title, ylabel, keys in layout:
         series = []
         for key in (k for k in keys if k in logged):
-            points = [(r["step"], r[key]) for r in mine
-                      if isinstance(r.get(key), int | float)]
-            style = "o-" if len(points) < len(mine) else "-"
-            series.append((LABELS.get(key, key), [p[0] for p in points],
-                           [p[1] for p in points], style))
+            points = [(r["step"], r[key]) for r in mine if isinstance(r.get(key), int | float)]
+            series.append((LABELS.get(key, key), [p[0] for p in points], [p[1] for p in points],
+                           "o-" if len(points) < len(mine) else "-"))
         if series:
             panels.append({"title": f"{stage.upper()}: {title}", "ylabel": ylabel,
                            "series": series})
@@ -166,8 +162,7 @@ def plot_stages(metrics_path: str | Path, out_dir: str | Path) -> list[Path]:
             continue
         cols = min(3, len(panels))
         lines = -(-len(panels) // cols)
-        fig, axes = plt.subplots(lines, cols, figsize=(5.5 * cols, 3.8 * lines),
-                                 squeeze=False)
+        fig, axes = plt.subplots(lines, cols, figsize=(5.5 * cols, 3.8 * lines), squeeze=False)
         for ax, panel in zip(axes.flat, panels):
             _draw(ax, panel, markersize=4)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole

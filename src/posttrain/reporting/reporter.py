@@ -21,9 +21,7 @@ TIME = "time"  # a metrics row's wall clock (Unix seconds)
 
 
 def _jsonable(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    return v
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
 
 
 @dataclass
@@ -41,8 +39,7 @@ class StepProgress:
     """Progress of a loop of ``total`` steps: a rich progress bar on a terminal; elsewhere (a
     log file, a pipe, CI) a line at the start, every ``every_s`` seconds and at the end."""
 
-    def __init__(self, console: Console | None = None, quiet: bool = False,
-                 every_s: float = 30.0):
+    def __init__(self, console: Console | None = None, quiet: bool = False, every_s: float = 30.0):
         self.console = console or Console(stderr=True)
         self.quiet, self.every_s = quiet, every_s
         self._progress: Progress | None = None
@@ -66,8 +63,7 @@ class StepProgress:
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console,
-            transient=False,
-        )
+            transient=False)
         self._progress.start()
         self._task = self._progress.add_task(description, total=total, completed=done, info="")
 

@@ -18,7 +18,6 @@ from posttrain.rewards.user_reward import Missing, Sample
 logger = logging.getLogger(__name__)
 
 
-
 class Scored(NamedTuple):
     """One sample's reward: ``parts`` (a missing part holds 0 until its group fills it in),
     their weighted ``total``, and ``missing``: part -> why it is missing."""
@@ -32,19 +31,18 @@ class Scored(NamedTuple):
 class RewardFunction:
     """``parts[name] = verifier(sample)``; ``reward = sum w * part``.
 
-    ``weights`` maps a part name to ``(verifier, weight)``: a name of ``VERIFIERS`` or a dotted
-    path to a reward function (``user_reward``; several parts may name one function and take
-    entries of its dict by ``keys[part]``; it is called once a sample, in a worker process
-    that ``timeout_s`` bounds a batch of: ``reward_worker``). A built-in verifier
-    that raises or returns a non-finite value scores 0: bad model output never crashes a run;
-    one that returns None (``math``: a reference it cannot parse) leaves the part missing, as
-    does a reward function that fails (``user_reward``); a part's first miss is logged as a
-    warning with its reason. The verifier ``env`` takes the part
-    from the episode's own environment verdict (``env_parts``); without one it scores 0. A
-    ``judge`` part scores 0 here and is filled in after the rollout by its judge. With
-    ``synthesis`` ``(name, {input: part})`` the reward is that catalogue function of the parts
-    instead of their weighted sum (``grs``; ``rewards.synthesis``). ``fallible_parts``: the
-    parts that can be missing (reward functions, ``math``, judges).
+    ``weights`` maps a part name to ``(verifier, weight)``: a name of ``VERIFIERS`` or a dotted path
+    to a reward function (``user_reward``; several parts may name one function and take entries of
+    its dict by ``keys[part]``; it is called once a sample, in a worker process that ``timeout_s``
+    bounds a batch of: ``reward_worker``). A built-in verifier that raises or returns a non-finite
+    value scores 0: bad model output never crashes a run; one that returns None (``math``: a
+    reference it cannot parse) leaves the part missing, as does a reward function that fails
+    (``user_reward``); a part's first miss is logged as a warning with its reason. The verifier
+    ``env`` takes the part from the episode's own environment verdict (``env_parts``); without one
+    it scores 0. A ``judge`` part scores 0 here and is filled in after the rollout by its judge.
+    With ``synthesis`` ``(name, {input: part})`` the reward is that catalogue function of the parts
+    instead of their weighted sum (``grs``; ``rewards.synthesis``). ``fallible_parts``: the parts
+    that can be missing (reward functions, ``math``, judges).
     """
 
     weights: Mapping[str, tuple[str, float]]
@@ -60,10 +58,8 @@ class RewardFunction:
                     load_extension("reward", verifier)  # a bad path fails here, not later
                     functions[verifier] = RewardWorker(verifier, self.timeout_s)
             elif verifier not in VERIFIERS and verifier not in (ENV, JUDGE):
-                raise ValueError(
-                    f"reward part {name!r}: unknown verifier {verifier!r}; "
-                    f"known: {', '.join(sorted([*VERIFIERS, ENV, JUDGE]))}"
-                )
+                raise ValueError(f"reward part {name!r}: unknown verifier {verifier!r}; "
+                                 f"known: {', '.join(sorted([*VERIFIERS, ENV, JUDGE]))}")
         object.__setattr__(self, "_functions", functions)
         object.__setattr__(self, "_warned", set())  # parts whose first failure was logged
         object.__setattr__(self, "_user", {n for n, (v, _) in self.weights.items()
@@ -82,8 +78,7 @@ class RewardFunction:
                    reward.timeout_s, synthesis)
 
     def __reduce__(self):  # rebuilt from the spec (a file-loaded function pickles badly)
-        return RewardFunction, (dict(self.weights), dict(self.keys), self.timeout_s,
-                                self.synthesis)
+        return RewardFunction, (dict(self.weights), dict(self.keys), self.timeout_s, self.synthesis)
 
     def __call__(self, completion: str, reference: str,
                  env_parts: Mapping[str, float] | None = None) -> Scored:
@@ -130,8 +125,7 @@ class RewardFunction:
                   env: Mapping[str, float] | None) -> float | Missing:
         if verifier == ENV:
             if env is not None and name not in env:
-                raise KeyError(f"reward part {name!r}: the environment gives only "
-                               f"{', '.join(env)}")
+                raise KeyError(f"reward part {name!r}: the environment gives only {', '.join(env)}")
             return float((env or {}).get(name, 0.0))
         if verifier == JUDGE:
             return 0.0
@@ -157,7 +151,6 @@ class RewardFunction:
 
     @property
     def part_weights(self) -> dict[str, float]:
-        """Each part's weight."""
         return {name: weight for name, (_, weight) in self.weights.items()}
 
     def total(self, parts: Mapping[str, float]) -> float:

@@ -19,22 +19,17 @@ def question_of(messages: Sequence[dict]) -> str:
 
 
 def score_messages(question: str, response: str, rubric: str, score_max: float) -> list[dict]:
-    return [
-        {"role": "system", "content": (
-            f"You grade answers. Rubric: {rubric}\nThink briefly, then end with the grade "
-            f"from 0 to {score_max:g} as <score>N</score>.")},
-        {"role": "user", "content": f"Question:\n{question}\n\nResponse:\n{response}"},
-    ]
+    system = (f"You grade answers. Rubric: {rubric}\nThink briefly, then end with the grade "
+              f"from 0 to {score_max:g} as <score>N</score>.")
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"Question:\n{question}\n\nResponse:\n{response}"}]
 
 
 def comparison_messages(question: str, a: str, b: str, rubric: str) -> list[dict]:
-    return [
-        {"role": "system", "content": (
-            f"You compare two answers. Rubric: {rubric}\nThink briefly, then end with "
-            "<winner>A</winner>, <winner>B</winner> or <winner>tie</winner>.")},
-        {"role": "user", "content": (
-            f"Question:\n{question}\n\nAnswer A:\n{a}\n\nAnswer B:\n{b}")},
-    ]
+    system = (f"You compare two answers. Rubric: {rubric}\nThink briefly, then end with "
+              "<winner>A</winner>, <winner>B</winner> or <winner>tie</winner>.")
+    user = f"Question:\n{question}\n\nAnswer A:\n{a}\n\nAnswer B:\n{b}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def extract_verdict(reply: str) -> float | None:

@@ -35,8 +35,7 @@ def equivalent(answer: str, reference: str) -> float | None:
 
     def parsed(text: str) -> list:
         for candidate in (text, f"${text}$"):  # plain LaTeX parses once delimited
-            found = parse(candidate, parsing_timeout=None)
-            if found:
+            if found := parse(candidate, parsing_timeout=None):
                 return found
         return []
 
@@ -81,8 +80,7 @@ class MathWorker:
             stdout=subprocess.PIPE, text=True, bufsize=1)
         if self._reply(STARTUP_S) != "ready":
             self._stop()
-            raise RuntimeError("the math-verify worker did not start (is math-verify "
-                               "installed?)")
+            raise RuntimeError("the math-verify worker did not start (is math-verify installed?)")
 
     def _reply(self, timeout: float):
         """The worker's next line, or None after ``timeout`` seconds or at its end."""
@@ -118,9 +116,8 @@ WORKER = MathWorker()
 
 @member("verifier", "math", fallible=True)
 def math_answer(completion: str, reference: str) -> float | None:
-    """1 if the completion's answer (``<answer>`` tag, else the text) equals the reference
-    under math-verify; None when the reference itself does not parse. A timeout raises
-    ``MathTimeout``."""
+    """1 if the completion's answer (``<answer>`` tag, else the text) equals the reference under
+    math-verify; None when the reference itself does not parse. A timeout raises ``MathTimeout``."""
     answer = extract_answer(completion)
     return WORKER.check(completion if answer is None else answer, reference)
 

@@ -2,13 +2,12 @@
 costs one timeout per batch and never keeps the run alive.
 
 ``RewardWorker(path, timeout_s)`` scores a batch of ``Sample``s: the worker (``python -m
-posttrain.rewards.reward_worker PATH``, a plain child, like math-verify's: a
-``multiprocessing`` one would import the caller's main script again) loads the function by
-its dotted path and sends each call's value back as it ends. When the batch outlives
-``timeout_s`` the worker is killed and the samples not scored yet are missing, with that
-reason; the next batch starts a new worker. A worker exits when its parent does (stdin
-closes, or a watchdog sees the parent gone), and the parent kills its workers at exit, so a
-stuck call never delays the end of a run.
+posttrain.rewards.reward_worker PATH``, a plain child, like math-verify's: a ``multiprocessing`` one
+would import the caller's main script again) loads the function by its dotted path and sends each
+call's value back as it ends. When the batch outlives ``timeout_s`` the worker is killed and the
+samples not scored yet are missing, with that reason; the next batch starts a new worker. A worker
+exits when its parent does (stdin closes, or a watchdog sees the parent gone), and the parent kills
+its workers at exit, so a stuck call never delays the end of a run.
 """
 
 from __future__ import annotations

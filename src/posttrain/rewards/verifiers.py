@@ -9,9 +9,8 @@ from collections.abc import Callable
 from posttrain.config.family import member
 
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-STRICT_FORMAT_RE = re.compile(
-    r"^\s*(?:<think>.*?</think>\s*)?<answer>[^<]*</answer>\s*$", re.DOTALL
-)
+STRICT_FORMAT_RE = re.compile(r"^\s*(?:<think>.*?</think>\s*)?<answer>[^<]*</answer>\s*$",
+                              re.DOTALL)
 
 Verifier = Callable[[str, str], float | None]  # None: the reference cannot be read
 
@@ -52,9 +51,7 @@ def numeric(completion: str, reference: str, rel_tol: float = 1e-9) -> float | N
     if want is None:
         return None
     got = as_number(extract_answer(completion))
-    if got is None:
-        return 0.0
-    return float(math.isclose(got, want, rel_tol=rel_tol, abs_tol=1e-12))
+    return 0.0 if got is None else float(math.isclose(got, want, rel_tol=rel_tol, abs_tol=1e-12))
 
 
 @member("verifier", "format")

@@ -1,7 +1,6 @@
-"""Making scored episodes: single-turn, agent and judged rollouts, external agents,
-evaluation, reward shaping and dynamic-sampling filters, the asynchronous machinery
-(dispatcher, buffer, workers) and where an RL step's episodes come from (``SyncEpisodes``,
-``AsyncEpisodes``)."""
+"""Making scored episodes: single-turn, agent and judged rollouts, external agents, evaluation,
+reward shaping and dynamic-sampling filters, the asynchronous machinery (dispatcher, buffer,
+workers) and where an RL step's episodes come from (``SyncEpisodes``, ``AsyncEpisodes``)."""
 
 import lazy_loader
 

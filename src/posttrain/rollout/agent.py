@@ -65,20 +65,12 @@ class AgentRollout:
         self.guard, self.retain_reasoning = guard, retain_reasoning
         self.task_env, self.task_tools, self.swarm = task_env, task_tools, swarm
 
-    def __call__(
-        self,
-        engine: Engine,
-        tokenizer,
-        tasks: Sequence[Task],
-        reward_fn: RewardFunction,
-        sampling: SamplingParams,
-        group_size: int = 1,
-        group_prefix: str = "",
-    ) -> list[Episode]:
+    def __call__(self, engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
+                 sampling: SamplingParams, group_size: int = 1, group_prefix: str = ""
+                 ) -> list[Episode]:
         limits = replace(self.limits, max_new_tokens=sampling.max_new_tokens)
         loop = AgentLoop(engine, tokenizer, self.tools, limits, state_key=self.state_key,
-                         guard=self.guard, compaction=self.compaction,
-                         env_factory=self.env_factory,
+                         guard=self.guard, compaction=self.compaction, env_factory=self.env_factory,
                          retain_reasoning=self.retain_reasoning, swarm=self.swarm)
         tree = self.tree if group_size > 1 else None  # evaluation plays single episodes
         per_tree = 1 if tree is None else tree[0] * tree[1] + 1

@@ -57,8 +57,7 @@ class AsyncRollout:
         self.cond = threading.Condition()
         self.rollout_idle_s = 0.0  # summed over the workers
         self.trainer_wait_s = 0.0
-        self.restarts = 0
-        self.requeued = 0
+        self.restarts = self.requeued = 0
         self._jobs: dict[int, Job] = {}
         self._stop = False
         self._error: BaseException | None = None

@@ -111,8 +111,7 @@ class AsyncEpisodes:
             fill_missing(group, plan.reward_fn)
             group = shape_rewards(group, plan.shaping, step, None, plan.prompt_budgets)
             sampled += group
-            if acfg.stale == "drop" and not fresh_enough(group, self.version,
-                                                         acfg.max_staleness):
+            if acfg.stale == "drop" and not fresh_enough(group, self.version, acfg.max_staleness):
                 stale += 1
             elif dynamic.enabled and not informative(group):
                 discarded += 1
@@ -144,6 +143,5 @@ class AsyncEpisodes:
         return {"async/trainer_wait_s": loop.trainer_wait_s - waited,
                 "async/rollout_idle_s": loop.rollout_idle_s - idle,
                 "async/tokens": float(self._generated() - tokens),
-                "async/restarts": float(loop.restarts),
-                "async/requeued": float(loop.requeued),
+                "async/restarts": float(loop.restarts), "async/requeued": float(loop.requeued),
                 "async/duplicates": float(self.buffer.duplicates)}

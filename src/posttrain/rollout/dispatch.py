@@ -41,17 +41,10 @@ GroupSource = Callable[[int], tuple[Task, Sequence[int]]]
 class Dispatcher:
     """Hands out samples under the pacing bound; not thread-safe (callers hold one lock)."""
 
-    def __init__(
-        self,
-        source: GroupSource,
-        group_size: int,
-        groups_per_step: int,
-        max_staleness: int,
-        max_inflight_per_group: int | None = None,
-        start_group: int = 0,
-    ) -> None:
-        self.source = source
-        self.group_size = group_size
+    def __init__(self, source: GroupSource, group_size: int, groups_per_step: int,
+                 max_staleness: int, max_inflight_per_group: int | None = None,
+                 start_group: int = 0) -> None:
+        self.source, self.group_size = source, group_size
         self.limit = (max_staleness + 1) * groups_per_step
         self.cap = max_inflight_per_group or group_size
         self.next_group = start_group
@@ -119,10 +112,8 @@ class TaskMixer:
                              "differ")
         if any(r < 0 for r in ratios.values()) or sum(ratios.values()) <= 0:
             raise ValueError(f"mixer ratios must be >= 0 with a positive sum, got {dict(ratios)}")
-        self.names = sorted(families)
-        self.families = families
+        self.names, self.families, self.seed = sorted(families), families, seed
         self.weights = [ratios[n] for n in self.names]
-        self.seed = seed
 
     def __call__(self, group: int) -> tuple[str, Task]:
         """The family name and task of group ``group``."""

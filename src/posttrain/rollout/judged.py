@@ -1,9 +1,8 @@
-"""Judges as RL reward parts (ALGORITHMS.md §9): after a rollout, each judged part of the
-reward is filled in for every episode by a judge — a prompted generative grader (``genrm``:
-rubric, score extraction that survives garbage), a round-robin comparison of the group's
-answers by a prompted judge or a pairwise classifier (``group_binary_comparison``: an answer
-over the verbosity budget loses without a comparison), or a Bradley–Terry reward model's
-scalar head.
+"""Judges as RL reward parts (ALGORITHMS.md §9): after a rollout, each judged part of the reward
+is filled in for every episode by a judge — a prompted generative grader (``genrm``: rubric,
+score extraction that survives garbage), a round-robin comparison of the group's answers by a
+prompted judge or a pairwise classifier (``group_binary_comparison``: an answer over the
+verbosity budget loses without a comparison), or a Bradley–Terry reward model's scalar head.
 
 A sample the judge leaves unscored (no parsable output) is marked missing, never scored 0
 silently (``rollout.missing``).
@@ -47,19 +46,15 @@ class ScoreJudge:
     n_samples: int = 1
     score_max: float = 10.0
 
-    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]
-                 ) -> list[float | None]:
+    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]) -> list[float | None]:
         n = self.n_samples
-        replies = self.chat([
-            score_messages(question_of(t.messages()), e.meta["completion"], self.rubric,
-                           self.score_max)
-            for e, t in zip(episodes, tasks) for _ in range(n)])
-        out: list[float | None] = []
-        for i in range(len(episodes)):
-            value, failed = get("reward_model", "genrm")(outputs=replies[i * n:(i + 1) * n],
-                                                         score_max=self.score_max)
-            out.append(None if failed else value)
-        return out
+        replies = self.chat([score_messages(question_of(t.messages()), e.meta["completion"],
+                                            self.rubric, self.score_max)
+                             for e, t in zip(episodes, tasks) for _ in range(n)])
+        genrm = get("reward_model", "genrm")
+        graded = [genrm(outputs=replies[i * n:(i + 1) * n], score_max=self.score_max)
+                  for i in range(len(episodes))]
+        return [None if failed else value for value, failed in graded]
 
 
 # (question, answer A, answer B) -> the probability that A is the better answer, None: unknown
@@ -105,8 +100,7 @@ class ComparisonJudge:
     compare: Compare
     budget_tokens: int | None = None
 
-    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]
-                 ) -> list[float | None]:
+    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]) -> list[float | None]:
         out: list[float | None] = [None] * len(episodes)
         for rows in groups(episodes).values():
             over = torch.tensor([self.budget_tokens is not None and
@@ -142,8 +136,7 @@ class RewardModelJudge:
     micro_batch_size: int = 16
 
     @torch.no_grad()
-    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]
-                 ) -> list[float | None]:
+    def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]) -> list[float | None]:
         self.model.eval()
         out: list[float | None] = []
         for i in range(0, len(episodes), self.micro_batch_size):
@@ -156,8 +149,7 @@ class RewardModelJudge:
 def apply_judge(episodes: Sequence[Episode], part: str, scores: Sequence[float | None],
                 reward_fn: RewardFunction) -> None:
     """Set reward part ``part`` of every episode from ``scores`` (None: missing, then filled
-    from its group, ``rollout.missing``) and recompute each total with ``reward_fn``'s
-    weights."""
+    from its group, ``rollout.missing``) and recompute each total with ``reward_fn``'s weights."""
     for ep, score in zip(episodes, scores):
         if part not in ep.meta.setdefault("fallible_parts", []):  # a rollout of one's own
             ep.meta["fallible_parts"].append(part)

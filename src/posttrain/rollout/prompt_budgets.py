@@ -22,13 +22,12 @@ def prompt_key(episode: Episode) -> str:
 
 
 class PromptBudgets:
-    """``B(x) = Percentile_rho{|y| : y correct}`` (``toggle_budget``, numpy ``linear``;
-    infinite without a correct sample) over the first group sampled for prompt ``x``, then
-    fixed, as the spec fixes it from the initial model's samples; ``|y|`` counts trainable
-    tokens, and ``y`` is correct when its ``accuracy_part`` is 1. Each budget fixed is appended
-    to ``path`` (JSONL) and read back when a resumed run opens it: a prompt keeps its budget
-    across a resume (re-fixing one after the checkpoint gives the same value, as the same
-    samples are drawn)."""
+    """``B(x) = Percentile_rho{|y| : y correct}`` (``toggle_budget``, numpy ``linear``; infinite
+    without a correct sample) over the first group sampled for prompt ``x``, then fixed, as the
+    spec fixes it from the initial model's samples; ``|y|`` counts trainable tokens, and ``y``
+    is correct when its ``accuracy_part`` is 1. Each budget fixed is appended to ``path``
+    (JSONL) and read back when a resumed run opens it: a prompt keeps its budget across a resume
+    (re-fixing one after the checkpoint gives the same value, as the same samples are drawn)."""
 
     def __init__(self, accuracy_part: str, path: str | Path | None = None) -> None:
         self.accuracy_part, self.path = accuracy_part, None if path is None else Path(path)

@@ -64,13 +64,15 @@ def completion_lengths(episodes: Sequence[Episode]) -> torch.Tensor:
     return torch.tensor([sum(s.num_trainable for s in e.segments) for e in episodes])
 
 
-def shape_rewards(
-    episodes: Sequence[Episode],
-    rules: Sequence[ShapingRule],
-    step: int,
-    efforts: Sequence[int] | None = None,
-    prompt_budgets: PromptBudgets | None = None,
-) -> list[Episode]:
+def group_index(episodes: Sequence[Episode]) -> torch.Tensor:
+    """``[E]``: each episode's group, numbered in order of first appearance."""
+    index = {g: i for i, g in enumerate(dict.fromkeys(e.group_id for e in episodes))}
+    return torch.tensor([index[e.group_id] for e in episodes])
+
+
+def shape_rewards(episodes: Sequence[Episode], rules: Sequence[ShapingRule], step: int,
+                  efforts: Sequence[int] | None = None,
+                  prompt_budgets: PromptBudgets | None = None) -> list[Episode]:
     """Episodes whose ``reward`` went through ``rules`` in order; the unshaped total stays in
     ``meta["raw_reward"]`` and the named parts are unchanged. Each rule takes what it asks
     for (``rewards``, ``lengths`` in completion tokens, ``group_ids``, ``efforts`` and the
@@ -81,10 +83,9 @@ def shape_rewards(
     if not rules or not episodes:
         return list(episodes)
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)
-    groups = {g: i for i, g in enumerate(dict.fromkeys(e.group_id for e in episodes))}
     fixed = {
         "lengths": lambda: completion_lengths(episodes),
-        "group_ids": lambda: torch.tensor([groups[e.group_id] for e in episodes]),
+        "group_ids": lambda: group_index(episodes),
         "efforts": lambda: torch.tensor([e.meta["effort"] for e in episodes]),
         "effort_grid": lambda: efforts,
         "step": lambda: step,
@@ -118,10 +119,8 @@ def informative(episodes: list[Episode]) -> list[Episode]:
     """The episodes of groups whose rewards are not all equal (``dynamic_sampling``)."""
     if not episodes:
         return []
-    groups = {g: i for i, g in enumerate(dict.fromkeys(e.group_id for e in episodes))}
     keep = get("shaping", "dynamic_sampling")(
-        rewards=torch.tensor([e.reward for e in episodes]),
-        group_ids=torch.tensor([groups[e.group_id] for e in episodes]))
+        rewards=torch.tensor([e.reward for e in episodes]), group_ids=group_index(episodes))
     return [e for e, k in zip(episodes, keep.tolist()) if k]
 
 
@@ -137,8 +136,7 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     out |= missing_metrics(episodes)
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
-        for key in ("turns", "compactions", "guard_flags", "guard_blocks",
-                    "guard_judge_failures"):
+        for key in ("turns", "compactions", "guard_flags", "guard_blocks", "guard_judge_failures"):
             out[key] = sum(e.meta[key] for e in episodes) / n
     return out | swarm_metrics(episodes)
 

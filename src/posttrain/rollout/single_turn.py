@@ -42,15 +42,8 @@ def seek_step(tasks: Any, step: int, prompts_per_step: int) -> None:
         seek(step * prompts_per_step)
 
 
-def rollout(
-    engine: Engine,
-    tokenizer,
-    tasks: Sequence[Task],
-    reward_fn: RewardFunction,
-    sampling: SamplingParams,
-    group_size: int = 1,
-    group_prefix: str = "",
-) -> list[Episode]:
+def rollout(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
+            sampling: SamplingParams, group_size: int = 1, group_prefix: str = "") -> list[Episode]:
     """``group_size`` scored episodes per task; episodes of task ``k`` share group ``prefix-k``.
     The samples are scored as one batch; a missing part takes its group's mean
     (``rollout.missing``).
@@ -61,13 +54,11 @@ def rollout(
     outs = engine.generate([p for p in prompts for _ in range(group_size)], sampling)
     task_of = [tasks[j // group_size] for j in range(len(outs))]
     samples = [sample_of(tokenizer, t, o.token_ids) for t, o in zip(task_of, outs)]
-    episodes = [
-        scored_episode(reward_fn, s, scored, out.prompt_ids, out.token_ids, out.logprobs,
-                       out.version, out.finish_reason, f"{group_prefix}{j // group_size}", t,
-                       out.routing)
-        for j, (t, s, scored, out) in enumerate(zip(task_of, samples, reward_fn.score(samples),
-                                                    outs))
-    ]
+    episodes = [scored_episode(reward_fn, s, scored, out.prompt_ids, out.token_ids, out.logprobs,
+                               out.version, out.finish_reason,
+                               f"{group_prefix}{j // group_size}", t, out.routing)
+                for j, (t, s, scored, out) in enumerate(zip(task_of, samples,
+                                                            reward_fn.score(samples), outs))]
     fill_missing(episodes, reward_fn)
     return episodes
 
@@ -78,34 +69,24 @@ def sample_of(tokenizer, task: Task, token_ids: list[int]) -> Sample:
                   tuple(token_ids), tuple(task.messages()), getattr(task, "row", {}))
 
 
-def scored_episode(reward_fn: RewardFunction, sample: Sample, scored: Scored,
-                   prompt_ids: list[int], token_ids: list[int], logprobs: list[float],
-                   versions: int | list[int], finish_reason: str, group_id: str,
-                   task: Task, routing=None) -> Episode:
+def scored_episode(reward_fn: RewardFunction, sample: Sample, scored: Scored, prompt_ids: list[int],
+                   token_ids: list[int], logprobs: list[float], versions: int | list[int],
+                   finish_reason: str, group_id: str, task: Task, routing=None) -> Episode:
     """One scored single-turn episode (``versions``: one, or one per completion token;
     ``routing``: the engine's experts of its tokens, for routing replay)."""
     segment = Segment.from_prompt_completion(prompt_ids, token_ids, logprobs, version=versions,
                                              routing=routing)
-    return Episode(
-        segments=[segment], rewards=scored.parts, reward=scored.total, group_id=group_id,
-        finish_reason=finish_reason,
-        meta={"completion": sample.completion, "reference": task.reference,
-              "effort": getattr(task, "effort", None), "domain": getattr(task, "domain", None),
-              **reward_fn.episode_meta(scored)},
-    )
+    return Episode(segments=[segment], rewards=scored.parts, reward=scored.total,
+                   group_id=group_id, finish_reason=finish_reason,
+                   meta={"completion": sample.completion, "reference": task.reference,
+                         "effort": getattr(task, "effort", None),
+                         "domain": getattr(task, "domain", None),
+                         **reward_fn.episode_meta(scored)})
 
 
-def score_sample(
-    tokenizer,
-    task: Task,
-    reward_fn: RewardFunction,
-    prompt_ids: list[int],
-    token_ids: list[int],
-    logprobs: list[float],
-    versions: int | list[int],
-    finish_reason: str,
-    group_id: str,
-) -> Episode:
+def score_sample(tokenizer, task: Task, reward_fn: RewardFunction, prompt_ids: list[int],
+                 token_ids: list[int], logprobs: list[float], versions: int | list[int],
+                 finish_reason: str, group_id: str) -> Episode:
     """One sample scored on its own (the rollout workers'; its group fills a missing part when
     it completes)."""
     sample = sample_of(tokenizer, task, token_ids)

@@ -37,17 +37,10 @@ class InFlight:
 class RolloutWorker:
     """Holds the in-flight samples of one engine; single-turn tasks."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        tokenizer,
-        reward_fn: RewardFunction,
-        sampling: SamplingParams,
-        chunk_tokens: int,
-    ) -> None:
+    def __init__(self, engine: Engine, tokenizer, reward_fn: RewardFunction,
+                 sampling: SamplingParams, chunk_tokens: int) -> None:
         self.engine, self.tokenizer, self.reward_fn = engine, tokenizer, reward_fn
-        self.sampling = sampling
-        self.chunk_tokens = chunk_tokens
+        self.sampling, self.chunk_tokens = sampling, chunk_tokens
         self.inflight: list[InFlight] = []
         self.tokens_generated = 0
 
@@ -61,11 +54,9 @@ class RolloutWorker:
             return []
         budget = self.sampling.max_new_tokens
         chunk = min(self.chunk_tokens, max(budget - len(f.token_ids) for f in self.inflight))
-        outs = self.engine.generate(
-            [f.prompt_ids + f.token_ids for f in self.inflight],
-            replace(self.sampling, max_new_tokens=chunk),
-            seeds=[f.request.seed for f in self.inflight],
-        )
+        outs = self.engine.generate([f.prompt_ids + f.token_ids for f in self.inflight],
+                                    replace(self.sampling, max_new_tokens=chunk),
+                                    seeds=[f.request.seed for f in self.inflight])
         done, still = [], []
         for f, out in zip(self.inflight, outs):
             take = out.token_ids[: budget - len(f.token_ids)]  # a row near its budget stops

@@ -101,11 +101,6 @@ def _exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 def _communicate(proc: subprocess.Popen, stdin: bytes, deadline: float,
                  limit: int) -> tuple[str, str, bool]:
     """Feed ``stdin`` and read capped stdout/stderr until both close. When the launcher exits
@@ -128,7 +123,8 @@ def _communicate(proc: subprocess.Popen, stdin: bytes, deadline: float,
                 exited = _exited(proc.pid)
                 if exited or now >= deadline:
                     ended, timed_out, grace = True, not exited, now + KILL_GRACE_S
-                    _kill_group(proc.pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
             if ended and (now >= grace or not _reading(sel, sinks)):
                 break
             events = sel.select(max(min(poll, (grace if ended else deadline) - now), 0))
@@ -200,8 +196,7 @@ def _run_jail(mode: str, argv: list[str], env: dict[str, str], workspace: Path, 
     status = _read_status(status_r)
     if errors := [s["error"] for s in status if "error" in s]:
         raise SandboxError(f"the {mode} jail failed: " + "; ".join(errors))
-    codes = [s["returncode"] for s in status if "returncode" in s]
-    if codes:
+    if codes := [s["returncode"] for s in status if "returncode" in s]:
         returncode = codes[-1]
     elif timed_out or mode == "fallback":  # the fallback launcher became the program
         returncode = proc.returncode

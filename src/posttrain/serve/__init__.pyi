@@ -7,14 +7,5 @@ from .requests import Request, RequestError
 from .server import running
 from .sessions import Sessions, UnknownSession
 
-__all__ = [
-    "Choice",
-    "Completer",
-    "Request",
-    "RequestError",
-    "SessionTrace",
-    "Sessions",
-    "UnknownSession",
-    "create_app",
-    "running",
-]
+__all__ = ["Choice", "Completer", "Request", "RequestError", "SessionTrace", "Sessions",
+           "UnknownSession", "create_app", "running"]

@@ -43,8 +43,7 @@ def _messages(body: MessagesBody) -> list[dict]:
     for i, m in enumerate(body.messages):
         role, content = m.get("role"), m.get("content")
         if role not in ("user", "assistant"):
-            raise RequestError(f"messages.{i}.role must be user or assistant",
-                               f"messages.{i}.role")
+            raise RequestError(f"messages.{i}.role must be user or assistant", f"messages.{i}.role")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list):
             raise RequestError(f"messages.{i}.content must be a string or a list of content "
@@ -69,8 +68,7 @@ def parse_messages(body: dict) -> tuple[MessagesBody, Request]:
     msg = validated(MessagesBody, body)
     if (msg.thinking or {}).get("type", "disabled") != "disabled":
         raise RequestError("thinking is not supported: the model's reasoning is part of its "
-                           "text (its <think>...</think>, where its template has one)",
-                           "thinking")
+                           "text (its <think>...</think>, where its template has one)", "thinking")
     tools, force = applied(from_anthropic(msg.tool_choice), [check_tool({
         "type": "function", "function": {
             "name": t.get("name"), "description": t.get("description", ""),
@@ -107,15 +105,13 @@ def message_events(msg: MessagesBody, s: Sampled, prompt_tokens: int) -> Iterato
                                               "usage": {**whole["usage"], "output_tokens": 0}}})
     for i, block in enumerate(whole["content"]):
         if block["type"] == "text":
-            yield event("content_block_start", {"index": i, "content_block": {
-                "type": "text", "text": ""}})
-            yield event("content_block_delta", {"index": i, "delta": {
-                "type": "text_delta", "text": block["text"]}})
+            start = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
         else:
-            yield event("content_block_start", {"index": i, "content_block": {
-                **block, "input": {}}})
-            yield event("content_block_delta", {"index": i, "delta": {
-                "type": "input_json_delta", "partial_json": json.dumps(block["input"])}})
+            start = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        yield event("content_block_start", {"index": i, "content_block": start})
+        yield event("content_block_delta", {"index": i, "delta": delta})
         yield event("content_block_stop", {"index": i})
     yield event("message_delta", {"delta": {"stop_reason": whole["stop_reason"],
                                             "stop_sequence": whole["stop_sequence"]},

@@ -1,18 +1,16 @@
 """The ASGI app (FastAPI): OpenAI's ``/v1/models``, ``/v1/chat/completions`` and
-``/v1/responses`` and Anthropic's ``/v1/messages`` in front of a ``Completer``, each request
-in the session its API key names (``Authorization: Bearer``, ``x-api-key``, or an
-``X-Session-Id`` header), and each session's recorded trace at
-``/v1/sessions/{key}/episode``.
+``/v1/responses`` and Anthropic's ``/v1/messages`` in front of a ``Completer``, each request in
+the session its API key names (``Authorization: Bearer``, ``x-api-key``, or an ``X-Session-Id``
+header), and each session's recorded trace at ``/v1/sessions/{key}/episode``.
 
 With ``api_key`` every request must carry it (``SECRET``, or ``SECRET:<anything>`` to name a
 session of its own): the completion routes and the session routes alike (401 otherwise).
 
-Every refusal is a 4xx in the error format of the API asked (Anthropic's under
-``/v1/messages``, OpenAI's elsewhere): a body that is not JSON (or nested too deeply), over
-``max_body_bytes`` (413), a field out of range, an unknown model (404), a tool whose
-parameters are not JSON Schema, a conversation longer than the context window, a missing,
-wrong or unknown key (401), an unknown session (404), an unknown route (404). A refused
-request starts no session.
+Every refusal is a 4xx in the error format of the API asked (Anthropic's under ``/v1/messages``,
+OpenAI's elsewhere): a body that is not JSON (or nested too deeply), over ``max_body_bytes``
+(413), a field out of range, an unknown model (404), a tool whose parameters are not JSON
+Schema, a conversation longer than the context window, a missing, wrong or unknown key (401), an
+unknown session (404), an unknown route (404). A refused request starts no session.
 """
 
 from __future__ import annotations
@@ -26,25 +24,11 @@ from fastapi import Request as HttpRequest
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from posttrain.serve import anthropic_format
-from posttrain.serve.anthropic_format import message_events, message_response, parse_messages
+from posttrain.serve import anthropic_format, openai_format, responses_format
 from posttrain.serve.batching import EngineBusy
 from posttrain.serve.completion import Completer
-from posttrain.serve.openai_format import (
-    completion_chunks,
-    completion_response,
-    error_body,
-    parse_chat,
-)
 from posttrain.serve.recording import Recorder
 from posttrain.serve.requests import RequestError
-from posttrain.serve.responses_format import (
-    Conversations,
-    conversation_after,
-    parse_responses,
-    response_body,
-    response_events,
-)
 from posttrain.serve.sessions import Sessions, UnknownSession
 
 MAX_BODY_BYTES = 32 * 2**20
@@ -103,20 +87,25 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
     agent's own configuration names some other model); ``recorder``: a posted reward ends
     its session into the record (``recording``)."""
     app = FastAPI(title="posttrain serve", docs_url=None, redoc_url=None, openapi_url=None)
-    stored = Conversations()
+    stored = responses_format.Conversations()
     # each waiting request holds a thread until its batch is done: enough for the batcher's
     # largest batch (anyio's default, 40, would cap every batch there)
     threads = anyio.CapacityLimiter(completer.batcher.max_rows)
 
-    async def complete(req, trace):
-        return await anyio.to_thread.run_sync(completer.complete, req, trace,
+    async def complete(model: str, req, key: str):
+        """``completer.complete(req)`` in session ``key`` (in a thread); ``model`` must be
+        served here."""
+        if model != model_name and not any_model:
+            raise RequestError(f"model {model!r} is not served here; this server serves "
+                               f"{model_name!r}", "model", "model_not_found")
+        return await anyio.to_thread.run_sync(completer.complete, req, sessions.trace(key),
                                               limiter=threads)
 
     def refusal(request: HttpRequest, status: int, message: str, kind: str,
                 param: str | None = None, code: str | None = None) -> JSONResponse:
         if request.url.path.startswith("/v1/messages"):
             return JSONResponse(anthropic_format.error_body(status, message), status)
-        return JSONResponse(error_body(message, kind, param, code), status)
+        return JSONResponse(openai_format.error_body(message, kind, param, code), status)
 
     @app.exception_handler(RequestError)
     async def refused(request: HttpRequest, exc: RequestError) -> JSONResponse:
@@ -124,27 +113,25 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
         kind = "not_found_error" if status == 404 else "invalid_request_error"
         return refusal(request, status, str(exc), kind, exc.param, exc.code)
 
-    @app.exception_handler(UnknownSession)
-    async def unknown(request: HttpRequest, exc: UnknownSession) -> JSONResponse:
-        message = ("no API key: send one as a bearer token, x-api-key or X-Session-Id"
-                   if not exc.args[0] else f"no session was issued for key {exc.args[0]!r}")
-        return refusal(request, 401, message, "authentication_error", code="invalid_api_key")
+    def refuse(exc_type: type[Exception], status: int, kind: str, code: str | None,
+               message) -> None:
+        """Answer ``exc_type`` with a ``status`` refusal saying ``message(exc)``."""
+        async def handler(request: HttpRequest, exc: Exception) -> JSONResponse:
+            return refusal(request, status, message(exc), kind, code=code)
+        app.add_exception_handler(exc_type, handler)
 
-    @app.exception_handler(Unauthorized)
-    async def unauthorized(request: HttpRequest, exc: Unauthorized) -> JSONResponse:
-        return refusal(request, 401, "this server needs its API key (as a bearer token or "
-                       "x-api-key: the key, or key:<session>)", "authentication_error",
-                       code="invalid_api_key")
-
-    @app.exception_handler(NoSuchSession)
-    async def no_session(request: HttpRequest, exc: NoSuchSession) -> JSONResponse:
-        ended = " (an ended session is in the record file)" if recorder is not None else ""
-        return refusal(request, 404, f"no session {exc.args[0]!r}{ended}", "not_found_error")
-
-    @app.exception_handler(TooLarge)
-    async def too_large(request: HttpRequest, exc: TooLarge) -> JSONResponse:
-        return refusal(request, 413, f"the request body is over {max_body_bytes} bytes",
-                       "invalid_request_error", code="request_too_large")
+    ended = " (an ended session is in the record file)" if recorder is not None else ""
+    refuse(UnknownSession, 401, "authentication_error", "invalid_api_key", lambda exc: (
+        f"no session was issued for key {exc.args[0]!r}" if exc.args[0]
+        else "no API key: send one as a bearer token, x-api-key or X-Session-Id"))
+    refuse(Unauthorized, 401, "authentication_error", "invalid_api_key", lambda _: "this server "
+           "needs its API key (as a bearer token or x-api-key: the key, or key:<session>)")
+    refuse(NoSuchSession, 404, "not_found_error", None,
+           lambda exc: f"no session {exc.args[0]!r}{ended}")
+    refuse(TooLarge, 413, "invalid_request_error", "request_too_large",
+           lambda _: f"the request body is over {max_body_bytes} bytes")
+    refuse(Exception, 500, "server_error", None, lambda exc: f"the server failed: {exc!r}")
+    refuse(EngineBusy, 503, "server_error", "engine_busy", str)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: HttpRequest, exc: StarletteHTTPException) -> JSONResponse:
@@ -171,19 +158,6 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
         except UnknownSession:
             raise NoSuchSession(key) from None
 
-    @app.exception_handler(Exception)
-    async def failed(request: HttpRequest, exc: Exception) -> JSONResponse:
-        return refusal(request, 500, f"the server failed: {exc!r}", "server_error")
-
-    @app.exception_handler(EngineBusy)
-    async def busy(request: HttpRequest, exc: EngineBusy) -> JSONResponse:
-        return refusal(request, 503, str(exc), "server_error", code="engine_busy")
-
-    def check_model(name: str) -> None:
-        if name != model_name and not any_model:
-            raise RequestError(f"model {name!r} is not served here; this server serves "
-                               f"{model_name!r}", "model", "model_not_found")
-
     @app.get("/v1/models")
     async def models() -> dict:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
@@ -192,40 +166,35 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
     @app.post("/v1/chat/completions")
     async def chat_completions(request: HttpRequest):
         body, key = await call(request)
-        chat, req = parse_chat(body)
-        check_model(chat.model)
-        trace = sessions.trace(key)
-        prompt_tokens, sampled = await complete(req, trace)
+        chat, req = openai_format.parse_chat(body)
+        prompt_tokens, sampled = await complete(chat.model, req, key)
         if chat.stream:
             return StreamingResponse(
-                completion_chunks(chat, sampled, prompt_tokens, completer.tokenizer),
+                openai_format.completion_chunks(chat, sampled, prompt_tokens, completer.tokenizer),
                 media_type="text/event-stream")
-        return completion_response(chat, sampled, prompt_tokens, completer.tokenizer)
+        return openai_format.completion_response(chat, sampled, prompt_tokens, completer.tokenizer)
 
     @app.post("/v1/messages")
     async def messages(request: HttpRequest):
         body, key = await call(request)
-        msg, req = parse_messages(body)
-        check_model(msg.model)
-        trace = sessions.trace(key)
-        prompt_tokens, (sampled,) = await complete(req, trace)
+        msg, req = anthropic_format.parse_messages(body)
+        prompt_tokens, (sampled,) = await complete(msg.model, req, key)
         if msg.stream:
-            return StreamingResponse(message_events(msg, sampled, prompt_tokens),
+            return StreamingResponse(anthropic_format.message_events(msg, sampled, prompt_tokens),
                                      media_type="text/event-stream")
-        return message_response(msg, sampled, prompt_tokens)
+        return anthropic_format.message_response(msg, sampled, prompt_tokens)
 
     @app.post("/v1/responses")
     async def responses(request: HttpRequest):
         body, key = await call(request)
-        rb, req = parse_responses(body, stored, key)
-        check_model(rb.model)
-        trace = sessions.trace(key)
-        prompt_tokens, (sampled,) = await complete(req, trace)
+        rb, req = responses_format.parse_responses(body, stored, key)
+        prompt_tokens, (sampled,) = await complete(rb.model, req, key)
         response_id = f"resp_{uuid.uuid4().hex}"
-        stored.put(key, response_id, conversation_after(req.messages, sampled))
-        whole = response_body(rb, sampled, prompt_tokens, response_id)
+        stored.put(key, response_id, responses_format.conversation_after(req.messages, sampled))
+        whole = responses_format.response_body(rb, sampled, prompt_tokens, response_id)
         if rb.stream:
-            return StreamingResponse(response_events(whole), media_type="text/event-stream")
+            return StreamingResponse(responses_format.response_events(whole),
+                                     media_type="text/event-stream")
         return whole
 
     @app.post("/v1/sessions/{key}/reward")

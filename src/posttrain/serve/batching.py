@@ -116,8 +116,7 @@ class Batcher:
         self._queue.put(None)
 
     def _gather(self) -> list[_Job] | None:
-        first = self._queue.get()
-        if first is None:
+        if (first := self._queue.get()) is None:
             return None
         jobs, rows = [first], len(first.prompts)
         deadline = time.monotonic() + self.window_s

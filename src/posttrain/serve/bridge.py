@@ -2,18 +2,17 @@
 
 Each call brings the exact prompt ids the engine saw and, per choice, the sampled ids, their
 log-probs and weight version. A call's prompt is built on the longest branch whose text (its
-tokens decoded) begins the call's rendered conversation: that branch's tokens, then the rest
-of the text encoded (``prompt_after``), so what was sampled keeps its tokens even where its
-text would encode otherwise (a lone byte of a character, a special token). A call whose
-prompt extends a branch (an earlier call's prompt + one of its completions) token for token
-continues that branch's segment, the longest such branch if several (a session may hold
-interleaved conversations): the new prompt tokens join with mask 0 and the sampled ones with
-mask 1. A prompt that extends no branch (the chat
-template rewrote history, the client edited a message) starts a new segment; the split is
-counted with the first position where the tokens part from the closest branch, so nothing
-the policy sampled is ever re-tokenised. Each choice of ``n > 1`` is a branch of its own.
-Known limit: a client that retries a call leaves the first answer as a branch of its own,
-trained with the session's reward although the agent never saw it.
+tokens decoded) begins the call's rendered conversation: that branch's tokens, then the rest of
+the text encoded (``prompt_after``), so what was sampled keeps its tokens even where its text
+would encode otherwise (a lone byte of a character, a special token). A call whose prompt
+extends a branch (an earlier call's prompt + one of its completions) token for token continues
+that branch's segment, the longest such branch if several (a session may hold interleaved
+conversations): the new prompt tokens join with mask 0 and the sampled ones with mask 1. A
+prompt that extends no branch (the chat template rewrote history, the client edited a message)
+starts a new segment; the split is counted with the first position where the tokens part from
+the closest branch, so nothing the policy sampled is ever re-tokenised. Each choice of ``n > 1``
+is a branch of its own. Known limit: a client that retries a call leaves the first answer as a
+branch of its own, trained with the session's reward although the agent never saw it.
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ class Branch:
     text: str | None = None  # its tokens decoded (``prompt_after`` fills it in)
 
     def extended_by(self, prompt: list[int]) -> bool:
-        n = len(self.token_ids)
-        return len(prompt) >= n and prompt[:n] == self.token_ids
+        return prompt[:len(self.token_ids)] == self.token_ids
 
     def segment(self) -> Segment:
         return Segment(list(self.token_ids), list(self.loss_mask), list(self.logprobs),
@@ -106,15 +104,14 @@ class SessionTrace:
             self.last_call = time.monotonic()
             if self.tools is None:
                 self.tools = tools
-            extended = [b for b in self.branches if b.extended_by(prompt)]
-            base = max(extended, key=lambda b: len(b.token_ids), default=None)
-            if base is None and self.branches:
-                closest = max(self.branches,
-                              key=lambda b: first_difference(b.token_ids, prompt))
-                self.splits.append({"call": self.calls, "position": first_difference(
-                    closest.token_ids, prompt), "length": len(closest.token_ids)})
+            base = max((b for b in self.branches if b.extended_by(prompt)),
+                       key=lambda b: len(b.token_ids), default=None)
             if base is not None:
                 self.branches.remove(base)
+            elif self.branches:
+                closest = max(self.branches, key=lambda b: first_difference(b.token_ids, prompt))
+                self.splits.append({"call": self.calls, "position": first_difference(
+                    closest.token_ids, prompt), "length": len(closest.token_ids)})
             start = base or Branch([], [], [], [], [])
             suffix = prompt[len(start.token_ids):]
             self.branches += [Branch(

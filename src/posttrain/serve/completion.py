@@ -20,6 +20,7 @@ call's number when the session has one, so the samples do not depend on timing.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 
@@ -45,9 +46,8 @@ def continued(messages: list[dict], text: str) -> list[dict]:
 class Completer:
     """An engine and its tokenizer behind the chat APIs; ``context`` is the model's window."""
 
-    def __init__(self, engine: Engine, tokenizer, context: int,
-                 default_max_tokens: int = 256, batch_window_s: float = 0.005,
-                 tool_format: ToolFormat | None = None) -> None:
+    def __init__(self, engine: Engine, tokenizer, context: int, default_max_tokens: int = 256,
+                 batch_window_s: float = 0.005, tool_format: ToolFormat | None = None) -> None:
         """``tool_format``: how the model writes tool calls (default: what its chat template
         shows, ``tool_formats.detect``)."""
         self.engine, self.tokenizer, self.context = engine, tokenizer, context
@@ -58,8 +58,7 @@ class Completer:
         self.forced: SamplingParams | None = None
         self._seeds = itertools.count(1)  # a request without a seed gets the next one
 
-    def complete(self, request: Request, trace: SessionTrace | None
-                 ) -> tuple[int, list[Sampled]]:
+    def complete(self, request: Request, trace: SessionTrace | None) -> tuple[int, list[Sampled]]:
         """``(prompt tokens, choices)``; the call is recorded in ``trace`` (if any)."""
         messages = rendered(normalised(request.messages), self.tool_format,
                             trace.sampled_calls if trace is not None else {},
@@ -112,10 +111,7 @@ class Completer:
             raise RequestError(f"the chat template cannot render these messages: {exc}",
                                "messages") from exc
         tok = self.tokenizer
-
-        def encode(t: str) -> list[int]:
-            return tok.encode(t, add_special_tokens=False)
-
+        encode = functools.partial(tok.encode, add_special_tokens=False)
         if trace is None:
             return encode(text)
         return trace.prompt_after(text, lambda ids: tok.decode(
@@ -124,21 +120,16 @@ class Completer:
     def _sampling(self, request: Request, room: int, prompt_tokens: int,
                   trace: SessionTrace | None) -> SamplingParams:
         f = self.forced
-        cap = f.max_new_tokens if f is not None else None
-        budget = min(request.max_tokens or cap, cap) if f is not None else \
-            request.max_tokens or min(self.default_max_tokens, room)
+        budget = min(request.max_tokens or f.max_new_tokens, f.max_new_tokens) if f is not None \
+            else request.max_tokens or min(self.default_max_tokens, room)
         if room < 1 or budget > room:
             asked = f" and max_tokens is {budget}" if request.max_tokens or f else ""
             raise RequestError(
                 f"the prompt has {prompt_tokens} tokens{asked}: more than the model's context "
                 f"window of {self.context} tokens allows", "messages", "context_length_exceeded")
-        session_seed = trace.next_seed() if f is not None and trace is not None else None
-        if session_seed is not None:
-            seed = session_seed
-        elif f is not None or request.seed is None:
-            seed = next(self._seeds)
-        else:
-            seed = request.seed
+        seed = trace.next_seed() if f is not None and trace is not None else None
+        if seed is None:
+            seed = next(self._seeds) if f is not None or request.seed is None else request.seed
         stop = (self.tokenizer.eos_token_id,)
         if f is not None:
             return SamplingParams(budget, f.temperature, f.top_p, f.top_k, stop, seed)
@@ -152,19 +143,14 @@ class Completer:
         if cut is not None:
             ids, logprobs, reason = ids[:cut], logprobs[:cut], "stop"
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        hit = None
-        if cut is not None:
-            hit = min((s for s in stop if s in text), key=text.find)
-            text = text[:text.find(hit)]
-        text = opening + text
+        hit = None if cut is None else min((s for s in stop if s in text), key=text.find)
+        text = opening + (text if hit is None else text[:text.find(hit)])
         calls = self.tool_format.parse(text, tools)
         for call in calls:
             call.call_id = f"call_{uuid.uuid4().hex[:24]}"
-        good = [c for c in calls if c.error is None]
         errors = [c.error for c in calls if c.error is not None]
-        visible = self.tool_format.strip(text) if good and not errors else text
-        if errors:  # a malformed call: the whole text comes back, the error is recorded
-            good = []
+        good = [] if errors else calls  # a malformed call: the whole text comes back, with errors
+        visible = self.tool_format.strip(text) if good else text
         return Sampled(visible, good, errors, "tool_calls" if good else reason, list(ids),
                        list(logprobs), version, hit)
 
@@ -182,6 +168,5 @@ class Completer:
         """The assistant message this choice's tokens are, as sampled (after ``prefill``, the
         text it continued): special tokens and tool-call text included, the closing eos left
         to the template."""
-        ids = s.token_ids[:-1] if s.token_ids[-1:] == [self.tokenizer.eos_token_id] \
-            else s.token_ids
+        ids = s.token_ids[:-1] if s.token_ids[-1:] == [self.tokenizer.eos_token_id] else s.token_ids
         return {"role": "assistant", "content": prefill + self.tokenizer.decode(ids)}

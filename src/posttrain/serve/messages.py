@@ -29,12 +29,11 @@ def _arguments(raw, where: str) -> str:
     if raw in (None, ""):
         return "{}"
     try:
-        ok = isinstance(raw, str) and isinstance(json.loads(raw), dict)
+        if isinstance(raw, str) and isinstance(json.loads(raw), dict):
+            return raw
     except json.JSONDecodeError:
-        ok = False
-    if not ok:
-        raise RequestError(f"{where}.arguments must be a JSON object (as text)", where)
-    return raw
+        pass
+    raise RequestError(f"{where}.arguments must be a JSON object (as text)", where)
 
 
 def normalised(messages: list[dict]) -> list[dict]:

@@ -100,7 +100,8 @@ def check_tool(tool: dict, i: int, schema_field: str = "function.parameters") ->
     return {"type": "function", "function": fn}
 
 
-def _tool_calls(s: Sampled) -> list[dict] | None:
+def tool_calls(s: Sampled) -> list[dict] | None:
+    """``s``'s calls in OpenAI's message form (None without)."""
     return [{"id": c.call_id, "type": "function", "function": {
         "name": c.name, "arguments": json.dumps(c.arguments)}} for c in s.tool_calls] or None
 
@@ -125,7 +126,7 @@ def completion_response(chat: ChatBody, sampled: list[Sampled], prompt_tokens: i
         "choices": [{"index": i, "finish_reason": s.finish_reason,
                      "message": {"role": "assistant",
                                  "content": (s.text or None) if s.tool_calls else s.text,
-                                 "tool_calls": _tool_calls(s)},
+                                 "tool_calls": tool_calls(s)},
                      "logprobs": _logprobs(s, tokenizer) if chat.logprobs else None}
                     for i, s in enumerate(sampled)],
         "usage": usage(prompt_tokens, sampled)}
@@ -140,18 +141,16 @@ def completion_chunks(chat: ChatBody, sampled: list[Sampled], prompt_tokens: int
 
     def event(index: int, delta: dict, finish: str | None = None,
               logprobs: dict | None = None) -> str:
-        choice = {"index": index, "delta": delta, "finish_reason": finish,
-                  "logprobs": logprobs}
+        choice = {"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
         return f"data: {json.dumps({**base, 'choices': [choice]})}\n\n"
 
     for i, s in enumerate(sampled):
         yield event(i, {"role": "assistant", "content": ""})
         for piece in _pieces(s.text, tokenizer, s):
             yield event(i, {"content": piece})
-        for k, call in enumerate(_tool_calls(s) or []):
+        for k, call in enumerate(tool_calls(s) or []):
             yield event(i, {"tool_calls": [{"index": k, **call}]})
-        yield event(i, {}, s.finish_reason,
-                    _logprobs(s, tokenizer) if chat.logprobs else None)
+        yield event(i, {}, s.finish_reason, _logprobs(s, tokenizer) if chat.logprobs else None)
     if (chat.stream_options or {}).get("include_usage"):
         last = {**base, "choices": [], "usage": usage(prompt_tokens, sampled)}
         yield f"data: {json.dumps(last)}\n\n"

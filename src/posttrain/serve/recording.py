@@ -74,8 +74,7 @@ class Recorder:
 
     def end(self, key: str) -> None:
         """End session ``key``: its episode is appended now."""
-        episode = self.sessions.end(key)
-        if episode is not None:
+        if (episode := self.sessions.end(key)) is not None:
             self._append([episode])
 
     def tick(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.openai_format import check_tool, text_of
+from posttrain.serve.openai_format import check_tool, text_of, tool_calls
 from posttrain.serve.requests import Request, RequestError, Sampled, validated
 from posttrain.serve.tool_choice import applied, from_responses
 
@@ -78,11 +78,9 @@ def _items(items: str | list[dict]) -> list[dict]:
         elif kind == "function_call":
             call = {"id": item.get("call_id"), "type": "function", "function": {
                 "name": item.get("name"), "arguments": item.get("arguments", "{}")}}
-            last = out[-1] if out and out[-1]["role"] == "assistant" else None
-            if last is None:
-                last = {"role": "assistant", "content": ""}
-                out.append(last)
-            last["tool_calls"] = [*(last.get("tool_calls") or []), call]
+            if not out or out[-1]["role"] != "assistant":
+                out.append({"role": "assistant", "content": ""})
+            out[-1]["tool_calls"] = [*(out[-1].get("tool_calls") or []), call]
         elif kind == "function_call_output":
             output = item.get("output")
             out.append({"role": "tool", "tool_call_id": item.get("call_id"),
@@ -99,11 +97,9 @@ def parse_responses(body: dict, stored: Conversations, session: str
     """The request; with ``previous_response_id``, after that response's conversation, whose
     instructions this request's replace (they do not carry over)."""
     rb = validated(ResponsesBody, body)
-    messages = stored.get(session, rb.previous_response_id) if rb.previous_response_id else []
-    messages = [m for m in messages if m["role"] != "system"]
-    if rb.instructions:
-        messages = [{"role": "system", "content": rb.instructions}, *messages]
-    messages += _items(rb.input)
+    earlier = stored.get(session, rb.previous_response_id) if rb.previous_response_id else []
+    system = [{"role": "system", "content": rb.instructions}] if rb.instructions else []
+    messages = [*system, *(m for m in earlier if m["role"] != "system"), *_items(rb.input)]
     tools, force = applied(from_responses(rb.tool_choice), [check_tool({
         "type": "function", "function": {
             k: v for k, v in t.items() if k in ("name", "description", "parameters")}}, i,
@@ -142,9 +138,7 @@ def response_body(rb: ResponsesBody, s: Sampled, prompt_tokens: int, response_id
 
 def conversation_after(messages: list[dict], s: Sampled) -> list[dict]:
     """``messages`` and the response's assistant message (for ``previous_response_id``)."""
-    calls = [{"id": c.call_id, "type": "function", "function": {
-        "name": c.name, "arguments": json.dumps(c.arguments)}} for c in s.tool_calls]
-    return [*messages, {"role": "assistant", "content": s.text, "tool_calls": calls or None}]
+    return [*messages, {"role": "assistant", "content": s.text, "tool_calls": tool_calls(s)}]
 
 
 def response_events(whole: dict) -> Iterator[str]:

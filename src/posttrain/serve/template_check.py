@@ -19,10 +19,8 @@ from posttrain.serve.bridge import first_difference
 
 USER = {"role": "user", "content": "What is 2+3?"}
 CALL_TEXT = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
-TOOLS = [{"type": "function", "function": {"name": "add", "description": "a + b",
-                                            "parameters": {"type": "object", "properties": {
-                                                "a": {"type": "number"},
-                                                "b": {"type": "number"}}}}}]
+TOOLS = [{"type": "function", "function": {"name": "add", "description": "a + b", "parameters": {
+    "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}]
 
 
 @dataclass(frozen=True)
@@ -41,8 +39,7 @@ class Construct:
 def _call(arguments: str) -> dict:
     """An assistant message with one ``add`` call, as an OpenAI client sends it back."""
     return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "call_0", "type": "function",
-         "function": {"name": "add", "arguments": arguments}}]}
+        {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": arguments}}]}
 
 
 CONSTRUCTS = (

@@ -88,8 +88,7 @@ def _llama_parse(text: str, tools: list[dict] | None = None) -> list[ToolCall]:
     except json.JSONDecodeError as e:
         return [ToolCall(None, {}, "call_0", payload, f"malformed tool call JSON: {e.msg}")]
     args = call.get("parameters", call.get("arguments")) if isinstance(call, dict) else None
-    if not isinstance(call, dict) or not isinstance(call.get("name"), str) \
-            or not isinstance(args, dict):
+    if not isinstance(args, dict) or not isinstance(call.get("name"), str):
         return [ToolCall(None, {}, "call_0", payload,
                          'a call is {"name": "...", "parameters": {...}}')]
     return [ToolCall(call["name"], args, "call_0", payload)]

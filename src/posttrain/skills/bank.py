@@ -57,16 +57,14 @@ class SkillBank:
             expected: Iterable[str] = ()) -> Skill:
         if skill.name in self._skills:
             raise SkillError(f"skill {skill.name!r} exists in {self.directory}: merge into it")
-        leaks = audit(skill, None, task_files, expected)
-        if leaks:
+        if leaks := audit(skill, None, task_files, expected):
             raise SkillError("the skill leaks task data: " + "; ".join(map(str, leaks)))
         return self._store(skill)
 
     def merge(self, name: str, update: Skill) -> Skill:
         old = self[name]
         return self._store(replace(
-            old, description=update.description or old.description,
-            body=update.body or old.body,
+            old, description=update.description or old.description, body=update.body or old.body,
             triggers=tuple(dict.fromkeys(old.triggers + update.triggers)),
             version=bump(old.version)))
 

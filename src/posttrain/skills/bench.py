@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from posttrain.skills.disclosure import SkillDisclosure
+from posttrain.skills.disclosure import SkillDisclosure, last_user
 from posttrain.skills.library import SkilledTask, SkillLibrary
 from posttrain.skills.retrieval import SkillIndex
 from posttrain.skills.skill import Skill
@@ -49,13 +49,8 @@ class SelfWrittenSkills:
             general=True)])).opening) for t, reply in zip(tasks, self.chat(asks))]
 
 
-def last_user(messages: Sequence[dict]) -> str:
-    return str(next((m["content"] for m in reversed(messages) if m["role"] == "user"), ""))
-
-
-def skills_bench(pass_rates: Callable[[Sequence[Any]], Sequence[float]],
-                 tasks: Sequence[Any], library: SkillLibrary,
-                 self_written: SelfWrittenSkills) -> dict[str, Any]:
+def skills_bench(pass_rates: Callable[[Sequence[Any]], Sequence[float]], tasks: Sequence[Any],
+                 library: SkillLibrary, self_written: SelfWrittenSkills) -> dict[str, Any]:
     """The protocol on ``tasks`` (plain, without skills): ``pass_rates(tasks)`` plays them
     and returns each one's pass rate. The library's skills are withheld but for the
     ``skills`` condition."""

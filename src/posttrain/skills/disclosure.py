@@ -30,8 +30,7 @@ class SkillDisclosure:
         """The skills part of an episode's system prompt for task ``query``."""
         chosen = self.index.retrieve(query)
         lowered = query.lower()
-        shown = [s for s in chosen if s.general
-                 or any(t.lower() in lowered for t in s.triggers)]
+        shown = [s for s in chosen if s.general or any(t.lower() in lowered for t in s.triggers)]
         listed = [s for s in chosen if s not in shown]
         parts = [full(s) for s in shown]
         if listed:
@@ -41,8 +40,7 @@ class SkillDisclosure:
     def opening(self, messages: Sequence[dict]) -> list[dict]:
         """``messages`` with the skills prompt for their last user message added to the
         system message (one is made when there is none; no skills: unchanged)."""
-        query = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
-        prompt = self.system_prompt(str(query))
+        prompt = self.system_prompt(last_user(messages))
         if not prompt:
             return list(messages)
         if messages and messages[0]["role"] == "system":
@@ -57,8 +55,11 @@ class SkillDisclosure:
         return full(self._by_name[name])
 
     def tool(self) -> Tool:
-        """``read_skill(name)`` over this disclosure's skills."""
         return read_skill_tool(self.read)
+
+
+def last_user(messages: Sequence[dict]) -> str:
+    return str(next((m["content"] for m in reversed(messages) if m["role"] == "user"), ""))
 
 
 def read_skill_tool(read: Callable[[str], str]) -> Tool:

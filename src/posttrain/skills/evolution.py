@@ -20,9 +20,8 @@ ACTIONS = ("add", "merge", "discard", "rejected", "failed")
 
 
 class SkillEvolution:
-    def __init__(self, library: SkillLibrary, teacher: SkillTeacher, tokenizer,
-                 accuracy_part: str, every: int = 1, per_round: int = 2,
-                 below: float = 1.0) -> None:
+    def __init__(self, library: SkillLibrary, teacher: SkillTeacher, tokenizer, accuracy_part: str,
+                 every: int = 1, per_round: int = 2, below: float = 1.0) -> None:
         self.library, self.teacher, self.tokenizer = library, teacher, tokenizer
         self.accuracy_part, self.every = accuracy_part, every
         self.per_round, self.below = per_round, below

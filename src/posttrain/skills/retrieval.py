@@ -1,13 +1,12 @@
 """Which skills a task gets (AutoSkill's hybrid relevance, SkillRL's general + retrieved):
 
-``Rel(s) = lam * d(s) + (1 - lam) * b(s)``, where ``b`` is the skill's BM25+ (rank_bm25)
-score for the query and ``d`` the cosine of query and skill embeddings, each min-max
-normalised over the bank's retrievable skills (all equal: 1 where positive, else 0, so a
-lone skill that matches at all is fully relevant). The query gets every general
-skill, then up to ``top_k`` others: those it triggers (names a trigger phrase of), then
-those with ``Rel >= threshold``, each group best first. ``embed`` is any
-function from texts to vectors (a sentence-embedding model); ``hashed_embedding``, a
-hashed bag of words, stands in for one where no model is at hand.
+``Rel(s) = lam * d(s) + (1 - lam) * b(s)``, where ``b`` is the skill's BM25+ (rank_bm25) score
+for the query and ``d`` the cosine of query and skill embeddings, each min-max normalised over
+the bank's retrievable skills (all equal: 1 where positive, else 0, so a lone skill that matches
+at all is fully relevant). The query gets every general skill, then up to ``top_k`` others:
+those it triggers (names a trigger phrase of), then those with ``Rel >= threshold``, each group
+best first. ``embed`` is any function from texts to vectors (a sentence-embedding model);
+``hashed_embedding``, a hashed bag of words, stands in for one where no model is at hand.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 def words(text: str) -> list[str]:
-    """Lower-case alphanumeric runs."""
     return re.findall(r"[a-z0-9]+", text.lower())
 
 

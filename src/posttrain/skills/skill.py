@@ -1,24 +1,21 @@
 """One skill: a directory with ``SKILL.md`` (YAML front matter between ``---`` lines, then the
 procedure in Markdown) and optional ``scripts/`` and ``references/`` files.
 
-Front matter: ``name`` (lower-case words joined by ``-``, the directory's name),
-``description`` (one line: what it is for — what retrieval and the system prompt see),
-``triggers`` (phrases that call it up), ``version`` (``MAJOR.MINOR.PATCH``), ``general``
-(always in context; default false). A malformed skill is a ``SkillError`` naming the file and
-the field.
+Front matter: ``name`` (lower-case words joined by ``-``, the directory's name), ``description``
+(one line: what it is for — what retrieval and the system prompt see), ``triggers`` (phrases
+that call it up), ``version`` (``MAJOR.MINOR.PATCH``), ``general`` (always in context; default
+false). A malformed skill is a ``SkillError`` naming the file and the field.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
-from posttrain.types import DataError
+from posttrain.types import DataError, write_atomic
 
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
@@ -53,10 +50,8 @@ def bump(version: str, part: str = "patch") -> str:
     match = VERSION.match(version)
     if match is None or part not in PARTS:
         raise SkillError(f"cannot bump {part!r} of version {version!r}")
-    numbers = [int(n) for n in match.groups()]
-    i = PARTS.index(part)
-    numbers = numbers[:i] + [numbers[i] + 1] + [0] * (2 - i)
-    return ".".join(str(n) for n in numbers)
+    i, numbers = PARTS.index(part), [int(n) for n in match.groups()]
+    return ".".join(map(str, numbers[:i] + [numbers[i] + 1] + [0] * (2 - i)))
 
 
 def load_skill(directory: str | Path) -> Skill:
@@ -118,8 +113,7 @@ def parse_skill(text: str, where: str = "SKILL.md") -> Skill:
     version = str(meta.get("version", "0.1.0"))
     if not VERSION.match(version):
         raise SkillError(f"{where}: version {version!r} is not MAJOR.MINOR.PATCH")
-    unknown = set(meta) - {"name", "description", "triggers", "version", "general"}
-    if unknown:
+    if unknown := set(meta) - {"name", "description", "triggers", "version", "general"}:
         raise SkillError(f"{where}: unknown front matter keys {sorted(unknown)}")
     return Skill(name, description, parts[2].strip(), tuple(triggers), version,
                  bool(field_("general", bool, False)))
@@ -128,19 +122,12 @@ def parse_skill(text: str, where: str = "SKILL.md") -> Skill:
 def skill_text(skill: Skill) -> str:
     """``skill`` as ``SKILL.md`` text (``parse_skill`` reads it back)."""
     meta = {"name": skill.name, "description": skill.description,
-            "triggers": list(skill.triggers), "version": skill.version,
-            "general": skill.general}
+            "triggers": list(skill.triggers), "version": skill.version, "general": skill.general}
     return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n{skill.body}\n"
 
 
 def write_skill(skill: Skill, bank: str | Path) -> Path:
     """``skill``'s ``SKILL.md`` into ``bank/<name>/``, atomically (its files stay)."""
     directory = Path(bank) / skill.name
-    directory.mkdir(parents=True, exist_ok=True)
-    text = skill_text(skill)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".SKILL.md.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, directory / "SKILL.md")
+    write_atomic(directory / "SKILL.md", skill_text(skill))
     return directory
-

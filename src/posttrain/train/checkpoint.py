@@ -51,11 +51,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(
-    root: str | Path, trainer: Trainer, tokenizer, cursor: dict[str, Any], tag: str,
-    critic: Trainer | None = None, write: bool = True, keep_last: int = 0,
-    sharded: bool = False,
-) -> Path | None:
+def save_checkpoint(root: str | Path, trainer: Trainer, tokenizer, cursor: dict[str, Any],
+                    tag: str, critic: Trainer | None = None, write: bool = True,
+                    keep_last: int = 0, sharded: bool = False) -> Path | None:
     """Write ``root/tag`` atomically and point ``root/latest`` at it; a critic's model goes to
     ``root/tag/critic``; then remove all but the newest ``keep_last`` checkpoints (0: keep
     all). Every process of a trainer's group calls it; only the one with ``write`` writes
@@ -126,9 +124,8 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return path if (path / STATE_FILE).is_file() else None
 
 
-def load_checkpoint_state(
-    path: str | Path, trainer: Trainer, critic: Trainer | None = None
-) -> dict[str, Any]:
+def load_checkpoint_state(path: str | Path, trainer: Trainer, critic: Trainer | None = None
+                          ) -> dict[str, Any]:
     """Restore optimiser, scheduler, counters and RNG into ``trainer`` (whose model was loaded
     from ``path``, or for a sharded checkpoint is filled from its shards) and ``critic``
     (model from ``path/critic``, or the shards); returns the data cursor. Every process of a

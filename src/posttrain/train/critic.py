@@ -14,16 +14,13 @@ from posttrain.types import Batch
 
 def critic_values(critic: Trainer, batch: Batch) -> torch.Tensor:
     """``[B, T]`` values at rollout time (no gradient), zero outside the loss mask."""
-    values = critic.score_tokens(
-        batch, critic.model, lambda mb: sequence_values(critic.model, mb.input_ids,
-                                                        mb.attention_mask))
+    values = critic.score_tokens(batch, critic.model, lambda mb: sequence_values(
+        critic.model, mb.input_ids, mb.attention_mask))
     return values * batch.loss_mask
 
 
-def critic_step(
-    critic: Trainer, batch: Batch, cliprange_value: float, loss_agg_mode: str,
-    max_len: int | None = None,
-) -> dict[str, float]:
+def critic_step(critic: Trainer, batch: Batch, cliprange_value: float, loss_agg_mode: str,
+                max_len: int | None = None) -> dict[str, float]:
     """One optimiser step of ``agg(value_clip(V, V_old, returns))``; metrics ``critic/*``."""
     if batch.old_values is None or batch.returns is None:
         raise ValueError("critic_step needs batch.old_values and batch.returns")
@@ -33,13 +30,11 @@ def critic_step(
     def micro(mb: Batch, norm: StepNorm):
         v = sequence_values(critic.model, mb.input_ids, mb.attention_mask)
         loss, stats = get("policy_loss", "value_clip")(
-            values=v, old_values=mb.old_values, returns=mb.returns,
-            cliprange_value=cliprange_value)
+            values=v, old_values=mb.old_values, returns=mb.returns, cliprange_value=cliprange_value)
         mask = mb.loss_mask
         return aggregate(loss=loss, mask=mask, norm=norm), {
             "clip_frac": token_mean(loss=stats["clipped"], mask=mask, norm=norm),
-            "value": token_mean(loss=v.detach(), mask=mask, norm=norm),
-        }
+            "value": token_mean(loss=v.detach(), mask=mask, norm=norm)}
 
     metrics = critic.optimizer_step(batch, micro, max_len)
     return {f"critic/{k}": v for k, v in metrics.items() if k not in ("lr", "bad_steps")}

@@ -14,10 +14,9 @@ def sft_loss(logp: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Te
     return get("aggregation", "token_mean")(loss=-logp, mask=mask, norm=norm)
 
 
-def preference_loss(
-    name: str, options: dict, logp: torch.Tensor, mask: torch.Tensor,
-    ref_logp: torch.Tensor | None, pairs: int, reference_point: float = 0.0,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def preference_loss(name: str, options: dict, logp: torch.Tensor, mask: torch.Tensor,
+                    ref_logp: torch.Tensor | None, pairs: int, reference_point: float = 0.0
+                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Rows ``2i, 2i + 1`` of the per-token ``[B, T]`` tensors are pair ``i``'s chosen and
     rejected responses. ``ell`` = summed log-probs over ``mask``; the catalogue's preference loss
     ``name`` takes what it needs of them (sums, references, lengths, token means). ``kto`` sees
@@ -72,3 +71,8 @@ def pairwise_classifier_loss(scores: torch.Tensor, pairs: int
     targets = torch.tensor([1.0, 0.0], dtype=scores.dtype).repeat(len(scores) // 2)
     loss = get("reward_model", "pairwise_classifier")(scores=scores, targets=targets)
     return loss.sum() / (2 * pairs), pair_statistics(scores[0::2] - scores[1::2], pairs)
+
+
+# rm.loss -> its loss on a batch's scores
+REWARD_MODEL_LOSSES = {"bradley_terry": bradley_terry_loss,
+                       "pairwise_classifier": pairwise_classifier_loss}

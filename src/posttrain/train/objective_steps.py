@@ -9,12 +9,7 @@ from collections.abc import Callable
 
 from posttrain.algos import StepNorm, get
 from posttrain.models import sequence_scores, token_distributions
-from posttrain.train.losses import (
-    bradley_terry_loss,
-    pairwise_classifier_loss,
-    preference_loss,
-    sft_loss,
-)
+from posttrain.train.losses import REWARD_MODEL_LOSSES, preference_loss, sft_loss
 from posttrain.train.trainer import Trainer
 from posttrain.types import Batch
 
@@ -59,8 +54,7 @@ def reward_model_step(trainer: Trainer, batch: Batch, loss: str = "bradley_terry
     """One optimiser step of ``bradley_terry`` (rows: chosen, rejected) or
     ``pairwise_classifier`` (rows: both orders of a pair rendered as one comparison) with the
     model's scalar head on each row's last token."""
-    fn = {"bradley_terry": bradley_terry_loss,
-          "pairwise_classifier": pairwise_classifier_loss}[loss]
+    fn = REWARD_MODEL_LOSSES[loss]
     return pair_step(trainer, batch, lambda mb, pairs: fn(
         sequence_scores(trainer.model, mb.input_ids, mb.attention_mask), pairs))
 

@@ -121,8 +121,7 @@ def gathered_copy(model: torch.nn.Module) -> torch.nn.Module:
     return host
 
 
-def full_optimizer_state(scorer: Scorer, optimizer: torch.optim.Optimizer,
-                         sharded: bool) -> dict:
+def full_optimizer_state(scorer: Scorer, optimizer: torch.optim.Optimizer, sharded: bool) -> dict:
     """The whole optimiser state (gathered from the FSDP2 shards when ``sharded``: every rank
     must call it)."""
     if not sharded:
@@ -135,8 +134,7 @@ def full_optimizer_state(scorer: Scorer, optimizer: torch.optim.Optimizer,
 
 def load_full_optimizer_state(scorer: Scorer, optimizer: torch.optim.Optimizer, state: dict,
                               sharded: bool) -> None:
-    """Load a whole optimiser state (``full_optimizer_state``'s), sharding it when
-    ``sharded``."""
+    """Load a whole optimiser state (``full_optimizer_state``'s), sharding it when ``sharded``."""
     if not sharded:
         optimizer.load_state_dict(state)
         return

@@ -20,9 +20,8 @@ class PolicyTrainer(Protocol):
     @property
     def model(self) -> torch.nn.Module: ...
 
-    def compute_logprobs(self, batch: Batch, temperature: float = 1.0,
-                         reference: bool = False, top_k: int = 0,
-                         top_p: float = 1.0) -> torch.Tensor:
+    def compute_logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False,
+                         top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
         """Log-probs of ``batch``'s loss-mask tokens (0 elsewhere), under the policy or the
         frozen ``reference``, over the ``top_k``/``top_p`` support the engine sampled from."""
 

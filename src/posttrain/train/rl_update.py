@@ -55,8 +55,7 @@ def token_kl(batch: Batch, estimator: str) -> torch.Tensor:
 
 def episode_rows(episodes: Sequence[Episode]) -> torch.Tensor:
     """``[B]``: the episode of every batch row (one row per segment)."""
-    return torch.tensor([i for i, ep in enumerate(episodes) for _ in ep.segments],
-                        dtype=torch.long)
+    return torch.tensor([i for i, ep in enumerate(episodes) for _ in ep.segments], dtype=torch.long)
 
 
 def per_episode(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
@@ -102,13 +101,12 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
                      part_weights: dict[str, float]) -> LazyInputs:
     """What the pipeline can feed an estimator, by input name. Per episode: ``rewards``
     (``behaviour_reg``'s reward rule applied, then minus ``coef sum_t KL_t(old, ref)`` with the
-    KL in the reward), ``group_ids``, ``mask`` (``[E, max
-    n_e]``, ``n_e`` ones), ``reward_parts`` ``[E, K]`` and ``part_weights``, ``tree_ids``,
-    ``step_states``, ``baseline_rewards`` (its prompt's greedy decode: ``GreedyBaseline``),
-    ``grader_quality`` (the reward part ``algo.quality_part``);
-    per row: ``outcome_rewards`` (its episode's reward, no KL: estimators that take ``kl`` per
-    token add it themselves); per token: ``token_rewards``, ``values``, ``loss_mask``, ``kl``
-    (in the reward only) and ``kl_coef``."""
+    KL in the reward), ``group_ids``, ``mask`` (``[E, max n_e]``, ``n_e`` ones),
+    ``reward_parts`` ``[E, K]`` and ``part_weights``, ``tree_ids``, ``step_states``,
+    ``baseline_rewards`` (its prompt's greedy decode: ``GreedyBaseline``), ``grader_quality``
+    (the reward part ``algo.quality_part``); per row: ``outcome_rewards`` (its episode's
+    reward, no KL: estimators that take ``kl`` per token add it themselves); per token:
+    ``token_rewards``, ``values``, ``loss_mask``, ``kl`` (in the reward only) and ``kl_coef``."""
     rows, n = episode_rows(episodes), len(episodes)
     in_reward = algo.kl.coef > 0 and algo.kl.placement == "in_reward"
     names = list(part_weights)
@@ -166,15 +164,13 @@ TO_TOKENS = {
 
 
 def estimator_options(algo: AlgoConfig) -> dict[str, Any]:
-    """The estimator's options ``algo`` sets (not null), by the estimator's parameter
-    names."""
+    """The estimator's options ``algo`` sets (not null), by the estimator's parameter names."""
     return {name: getattr(algo, key) for key, (_, name) in ESTIMATOR_OPTIONS.items()
             if getattr(algo, key) is not None}
 
 
-def compute_advantages(
-    batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig, part_weights: dict[str, float]
-) -> torch.Tensor:
+def compute_advantages(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
+                       part_weights: dict[str, float]) -> torch.Tensor:
     """``[B, T]`` advantages of ``batch`` (built from ``episodes``) under ``algo``: the
     estimator takes what it asks for from ``advantage_inputs`` and its declared output says
     how its result reaches the tokens."""
@@ -217,20 +213,9 @@ class RLTokens:
     ref_logp: torch.Tensor | None = None
 
 
-def _policy_term(t: RLTokens, mask: torch.Tensor, actor: ActorConfig):
-    inputs = {"logp": t.logp, "old_logp": t.old_logp, "advantages": t.advantages, "mask": mask}
-    return entry("policy_loss", actor.policy_loss.name).call(
-        inputs, **actor.policy_loss.hyperparameters())
-
-
-def rl_loss(
-    t: RLTokens,
-    norm: StepNorm,
-    actor: ActorConfig,
-    kl: KLConfig | None = None,
-    offpolicy: OffPolicyConfig | None = None,
-    entropy_coef: float = 0.0,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def rl_loss(t: RLTokens, norm: StepNorm, actor: ActorConfig, kl: KLConfig | None = None,
+            offpolicy: OffPolicyConfig | None = None, entropy_coef: float = 0.0
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``agg(w * policy loss) + [kl in loss] coef agg(KL) - entropy_coef agg(H)``.
 
     ``w`` is the off-policy correction weight (1 without one); ``opsm`` removes drifted
@@ -259,7 +244,9 @@ def rl_loss(
             weight = get("offpolicy", offpolicy.correction)(
                 old_logp=t.old_logp, behaviour_logp=t.behaviour_logp, mask=mask,
                 **offpolicy.weight_options())
-    per_tok, stats = _policy_term(t, policy_mask, actor)
+    per_tok, stats = entry("policy_loss", actor.policy_loss.name).call(
+        {"logp": t.logp, "old_logp": t.old_logp, "advantages": t.advantages,
+         "mask": policy_mask}, **actor.policy_loss.hyperparameters())
     pg = agg(weight * per_tok, policy_mask)
     loss = pg
     out = {"pg_loss": pg.detach(), "approx_kl": mean(t.old_logp - t.logp)}
@@ -326,11 +313,10 @@ def kl_coefficient(trainer: Trainer) -> float | None:
 
 def policy_steps(trainer: Trainer, batch: Batch, plan: PolicySteps = PolicySteps()
                  ) -> dict[str, float]:
-    """``plan.epochs`` passes over ``batch`` (which carries advantages) in
-    ``plan.mini_batches`` optimiser steps each, all against the stored ``old_logprobs``, then
-    the adaptive KL controller's update of ``kl_coef`` from the measured KL; mean metrics. The
-    adaptive entropy bonus applies the coefficient the previous step set and sets the next
-    one.
+    """``plan.epochs`` passes over ``batch`` (which carries advantages) in ``plan.mini_batches``
+    optimiser steps each, all against the stored ``old_logprobs``, then the adaptive KL
+    controller's update of ``kl_coef`` from the measured KL; mean metrics. The adaptive entropy
+    bonus applies the coefficient the previous step set and sets the next one.
 
     Without ``batch.old_logprobs`` the update is on-policy: the policy's own log-probs (no
     gradient) stand in for them, so the ratio is exactly 1 and no separate log-prob pass is
@@ -339,14 +325,12 @@ def policy_steps(trainer: Trainer, batch: Batch, plan: PolicySteps = PolicySteps
     kl = plan.kl
     if batch.advantages is None:
         raise ValueError("policy_steps needs batch.advantages")
-    if kl is not None and kl.coef > 0 and kl.placement == "in_loss" \
-            and batch.ref_logprobs is None:
+    if kl is not None and kl.coef > 0 and kl.placement == "in_loss" and batch.ref_logprobs is None:
         raise ValueError("kl.coef > 0 needs batch.ref_logprobs")
     if batch.old_logprobs is None and plan.epochs * plan.mini_batches > 1:
         raise ValueError(
-            f"{plan.epochs} epochs x {plan.mini_batches} mini-batches need "
-            "batch.old_logprobs: after the first optimiser step the policy is no longer the "
-            "rollout policy")
+            f"{plan.epochs} epochs x {plan.mini_batches} mini-batches need batch.old_logprobs: "
+            "after the first optimiser step the policy is no longer the rollout policy")
     state = controllers(trainer)
     size = math.ceil(len(batch) / plan.mini_batches)
     metrics = mean_metrics([_optimizer_step(trainer, part, plan, state)

@@ -69,7 +69,6 @@ def save_shards(directory: Path, policy, critic=None) -> None:
 def load_shards(checkpoint: Path, policy, critic=None) -> None:
     """Load ``save_shards``' into trainers built like the ones that wrote it (any process
     count); a tensor the model lacks or of another shape raises ``CheckpointMismatchError``."""
-
     parts = {"policy": policy.apply(held_state)}
     if critic is not None:
         parts["critic"] = held_state(critic)

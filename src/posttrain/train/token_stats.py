@@ -5,6 +5,7 @@ them on for ``posttrain view``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import torch
 
@@ -30,22 +31,17 @@ def record_token_stats(trainer: PolicyTrainer, episodes: Sequence[Episode], batc
     the sampling distribution, nats) under the trainer's weights before the update (the
     weights that sampled it, synchronous RL), 0 where the token is not trained; what
     ``posttrain view`` colours tokens by."""
-    starts = [0]
-    for episode in episodes:
-        starts.append(starts[-1] + len(episode.segments))
+    starts = [0, *accumulate(len(episode.segments) for episode in episodes)]
     every = max(1, len(episodes) // count)
     chosen = list(range(0, len(episodes), every))[:count]
     rows = [r for i in chosen for r in range(starts[i], starts[i + 1])]
     picked = batch.select(rows)
     trainer_lp, entropy = trainer.apply(old_token_stats, picked, temperature, top_k, top_p)
+    values = {"advantage": picked.advantages, "trainer_logprob": trainer_lp, "entropy": entropy}
     at = 0
     for i in chosen:
-        stats: dict[str, list[list[float]]] = {"advantage": [], "trainer_logprob": [],
-                                               "entropy": []}
-        for seg in episodes[i].segments:
-            n = len(seg.token_ids)
-            stats["advantage"].append(picked.advantages[at, :n].tolist())
-            stats["trainer_logprob"].append(trainer_lp[at, :n].tolist())
-            stats["entropy"].append(entropy[at, :n].tolist())
-            at += 1
-        episodes[i].meta["token_stats"] = stats
+        segments = episodes[i].segments
+        episodes[i].meta["token_stats"] = {
+            key: [v[at + j, :len(seg.token_ids)].tolist() for j, seg in enumerate(segments)]
+            for key, v in values.items()}
+        at += len(segments)

@@ -126,13 +126,11 @@ def lr_factor(step: int, total_steps: int, cfg: OptimConfig) -> float:
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def build_optimizer(
-    model: torch.nn.Module, cfg: OptimConfig, total_steps: int
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, total_steps: int
+                    ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(
-        params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay
-    )
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
+                            weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total_steps, cfg))
     return opt, sched
 
@@ -142,14 +140,9 @@ class TrainingDivergedError(RuntimeError):
 
 
 class Trainer:
-    def __init__(
-        self,
-        model: torch.nn.Module,
-        optim: OptimConfig,
-        total_steps: int,
-        settings: TrainerConfig | None = None,
-        ref_model: torch.nn.Module | None = None,
-    ) -> None:
+    def __init__(self, model: torch.nn.Module, optim: OptimConfig, total_steps: int,
+                 settings: TrainerConfig | None = None,
+                 ref_model: torch.nn.Module | None = None) -> None:
         self.settings = settings or TrainerConfig()
         self.device = resolve_device(self.settings.device, "trainer.device")
         if any(p.dtype in (torch.bfloat16, torch.float16) for p in model.parameters()):
@@ -158,8 +151,7 @@ class Trainer:
         self.precision = Precision(self.settings.precision, self.device.type)
         self.ref_model = ref_model.to(self.device).eval() if ref_model is not None else None
         if self.ref_model is not None:
-            for p in self.ref_model.parameters():
-                p.requires_grad_(False)
+            self.ref_model.requires_grad_(False)
         self.optim_cfg = optim
         if self.settings.gradient_checkpointing:
             model.activation_checkpointing_enable({"use_reentrant": False})
@@ -176,8 +168,7 @@ class Trainer:
         self.optimizer, self.scheduler = build_optimizer(model, optim, total_steps)
         self.step = 0
         self.optimizer_steps = self.micro_batches = 0  # attempted, skipped ones too
-        self.bad_steps = 0
-        self.consecutive_bad = 0
+        self.bad_steps = self.consecutive_bad = 0
         # what an objective keeps from step to step where the trainer lives, checkpointed
         # with it (the RL controllers: ``rl_update.controllers``)
         self.objective_state: dict[str, dict] = {}
@@ -200,18 +191,14 @@ class Trainer:
             shared = prefix_lengths(mb.loss_mask, mb.attention_mask)
         score = self.scorer if model is self.model else Scorer(model)
         with replay(model, mb.routing) if replaying else contextlib.nullcontext():
-            return score(
-                mb.input_ids, mb.attention_mask, temperature=temperature,
-                chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy,
-                prefix_lens=shared, score_mask=mb.loss_mask, top_k=top_k, top_p=top_p,
-            )
+            return score(mb.input_ids, mb.attention_mask, temperature=temperature,
+                         chunk_size=self.settings.logprob_chunk_size, with_entropy=entropy,
+                         prefix_lens=shared, score_mask=mb.loss_mask, top_k=top_k, top_p=top_p)
 
-    def score_tokens(
-        self, batch: Batch, model: torch.nn.Module, fn: Callable[[Batch], torch.Tensor]
-    ) -> torch.Tensor:
+    def score_tokens(self, batch: Batch, model: torch.nn.Module,
+                     fn: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
         """``[B, T, ...]`` of ``fn(micro_batch)`` (``[b, t, ...]``, ``t <= T``) over
-        micro-batches on the trainer's device, in eval mode, no gradient; on ``batch``'s
-        device."""
+        micro-batches on the trainer's device, in eval mode, no gradient; on ``batch``'s device."""
         out: torch.Tensor | None = None
         i = 0
         with frozen(model), self.precision.autocast():
@@ -241,10 +228,8 @@ class Trainer:
         return fn(self, *args, **kwargs)
 
     # -- the optimiser step ------------------------------------------------------------------
-    def optimizer_step(
-        self, batch: Batch, micro: MicroLoss, max_len: int | None = None,
-        micro_size: int | None = None,
-    ) -> dict[str, float]:
+    def optimizer_step(self, batch: Batch, micro: MicroLoss, max_len: int | None = None,
+                       micro_size: int | None = None) -> dict[str, float]:
         """One optimiser step of any loss given per micro-batch: ``micro(mb, norm)`` returns the
         micro-batch's share of the step loss and its statistics (normalised by ``norm``);
         micro-batches of ``micro_size`` rows (default ``trainer.micro_batch_size``), each
@@ -269,9 +254,8 @@ class Trainer:
             sums = self.parallel.sum_stats(sums)
         total = sums.pop("loss", 0.0)
         self.precision.unscale(self.optimizer)
-        clip = self.optim_cfg.grad_clip
-        grad_norm = float(full(torch.nn.utils.clip_grad_norm_(params,
-                                                              clip if clip else float("inf"))))
+        grad_norm = float(full(torch.nn.utils.clip_grad_norm_(
+            params, self.optim_cfg.grad_clip or float("inf"))))
         lr = self.scheduler.get_last_lr()[0]
         if self.precision.overflowed(total, grad_norm):  # fp16: a lower scale, a retry
             self.optimizer.zero_grad(set_to_none=True)
@@ -284,8 +268,7 @@ class Trainer:
             if self.consecutive_bad > self.settings.max_bad_steps:
                 raise TrainingDivergedError(
                     f"{self.consecutive_bad} consecutive non-finite steps "
-                    f"(trainer.max_bad_steps={self.settings.max_bad_steps})"
-                )
+                    f"(trainer.max_bad_steps={self.settings.max_bad_steps})")
             return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 1.0,
                     "bad_steps": float(self.bad_steps)}
         self.precision.step(self.optimizer)
@@ -315,33 +298,25 @@ class Trainer:
         must call it; no process keeps a whole copy between exports)."""
         if is_lora(self.model):
             return merged_copy(self.model)
-        if not self.sharded:
-            return self.model
-        return gathered_copy(self.model)
+        return gathered_copy(self.model) if self.sharded else self.model
 
     def state_dict(self, optimizer: bool = True) -> dict:
         """Scheduler, counters and (with ``optimizer``) the optimiser's state, whole also when
         sharded (every rank must call it then)."""
         whole = full_optimizer_state(self.scorer, self.optimizer, self.sharded) if optimizer \
             else None
-        return {
-            **({"optimizer": whole} if optimizer else {}),
-            "scheduler": self.scheduler.state_dict(),
-            "step": self.step,
-            "optimizer_steps": self.optimizer_steps,
-            "micro_batches": self.micro_batches,
-            "bad_steps": self.bad_steps,
-            "consecutive_bad": self.consecutive_bad,
-            "objective_state": copy.deepcopy(self.objective_state),
-            "precision": self.precision.state_dict(),
-            **({"adapter": adapter_state(self.model)} if is_lora(self.model) else {}),
-        }
+        return {**({"optimizer": whole} if optimizer else {}),
+                "scheduler": self.scheduler.state_dict(), "step": self.step,
+                "optimizer_steps": self.optimizer_steps, "micro_batches": self.micro_batches,
+                "bad_steps": self.bad_steps, "consecutive_bad": self.consecutive_bad,
+                "objective_state": copy.deepcopy(self.objective_state),
+                "precision": self.precision.state_dict(),
+                **({"adapter": adapter_state(self.model)} if is_lora(self.model) else {})}
 
     def load_state_dict(self, state: dict) -> None:
         """``state_dict``'s; without an optimiser state, the optimiser is left as it is."""
         if "optimizer" in state:
-            load_full_optimizer_state(self.scorer, self.optimizer, state["optimizer"],
-                                      self.sharded)
+            load_full_optimizer_state(self.scorer, self.optimizer, state["optimizer"], self.sharded)
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = state["step"]
         self.optimizer_steps = state.get("optimizer_steps", self.step)  # (older checkpoints)

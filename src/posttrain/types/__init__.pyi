@@ -9,7 +9,7 @@ from .errors import (
     TeacherMismatchError,
     WeightSyncError,
 )
-from .jsonl import read_episodes, write_episodes
+from .jsonl import read_episodes, write_atomic, write_episodes
 from .sampling import SamplingParams
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "TeacherMismatchError",
     "WeightSyncError",
     "read_episodes",
+    "write_atomic",
     "write_episodes",
 ]

@@ -52,14 +52,10 @@ class Batch:
         """One row per segment; segments of an episode share its reward and group."""
         if not episodes:
             raise ValueError("cannot build a Batch from zero episodes")
-        segs, rewards, groups = [], [], []
         group_ids: dict[str, int] = {}
-        for ep in episodes:
-            gi = group_ids.setdefault(ep.group_id, len(group_ids))
-            for seg in ep.segments:
-                segs.append(seg)
-                rewards.append(ep.reward)
-                groups.append(gi)
+        flat = [(seg, ep.reward, group_ids.setdefault(ep.group_id, len(group_ids)))
+                for ep in episodes for seg in ep.segments]
+        segs, rewards, groups = zip(*flat)
         b, t = len(segs), max(len(s.token_ids) for s in segs)
         ids = torch.full((b, t), pad_token_id, dtype=torch.long)
         attn = torch.zeros((b, t), dtype=torch.long)
@@ -73,17 +69,10 @@ class Batch:
             mask[i, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
             logp[i, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
             vers[i, :n] = torch.tensor(s.versions, dtype=torch.long)
-        return cls(
-            input_ids=ids,
-            attention_mask=attn,
-            loss_mask=mask,
-            behaviour_logprobs=logp,
-            versions=vers,
-            rewards=torch.tensor(rewards, dtype=torch.float32),
-            group_index=torch.tensor(groups, dtype=torch.long),
-            rows=torch.arange(b),
-            routing=_routing(segs, t),
-        )
+        return cls(input_ids=ids, attention_mask=attn, loss_mask=mask, behaviour_logprobs=logp,
+                   versions=vers, rewards=torch.tensor(rewards, dtype=torch.float32),
+                   group_index=torch.tensor(groups, dtype=torch.long), rows=torch.arange(b),
+                   routing=_routing(segs, t))
 
     @classmethod
     def packed(cls, segments: Sequence[Segment], max_tokens: int, pad_token_id: int) -> Batch:
@@ -117,37 +106,29 @@ class Batch:
         """The batch with every tensor on ``device`` (itself when they are there already)."""
         if self.input_ids.device == torch.device(device):
             return self
-        return Batch(**{f.name: None if getattr(self, f.name) is None
-                        else getattr(self, f.name).to(device) for f in fields(self)})
+        return self._map(lambda v: v.to(device))
 
     def replace(self, **changes: torch.Tensor | None) -> Batch:
-        """A copy with some fields replaced."""
         return replace(self, **changes)
 
     def select(self, index: torch.Tensor | Sequence[int]) -> Batch:
-        """Rows ``index``, trimmed to their longest row."""
+        """Rows ``index``, the per-token fields trimmed to their longest row."""
         idx = torch.as_tensor(index, dtype=torch.long)
         length = int((self.attention_mask[idx] > 0).sum(dim=1).max().item()) if len(idx) else 0
-        out = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if v is None:
-                out[f.name] = None
-            elif v.dim() >= 2:  # per token
-                out[f.name] = v[idx, :length]
-            else:
-                out[f.name] = v[idx]
-        return Batch(**out)
+        return self._map(lambda v: v[idx, :length] if v.dim() >= 2 else v[idx])
+
+    def _map(self, fn) -> Batch:
+        """A batch of ``fn`` of every tensor field (None stays None)."""
+        return Batch(**{f.name: None if (v := getattr(self, f.name)) is None else fn(v)
+                        for f in fields(self)})
 
     def split(self, micro_batch_size: int) -> list[Batch]:
         """Consecutive micro-batches of at most ``micro_batch_size`` rows."""
         if micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
         n = len(self)
-        return [
-            self.select(range(i, min(i + micro_batch_size, n)))
-            for i in range(0, n, micro_batch_size)
-        ]
+        return [self.select(range(i, min(i + micro_batch_size, n)))
+                for i in range(0, n, micro_batch_size)]
 
 
 def _routing(segments: Sequence[Segment], width: int) -> torch.Tensor | None:

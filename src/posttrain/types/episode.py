@@ -48,9 +48,8 @@ class Segment:
         n = len(self.token_ids)
         for name in ("loss_mask", "logprobs", "versions"):
             if len(getattr(self, name)) != n:
-                raise ValueError(
-                    f"Segment.{name} has length {len(getattr(self, name))}, token_ids has {n}"
-                )
+                raise ValueError(f"Segment.{name} has length {len(getattr(self, name))}, "
+                                 f"token_ids has {n}")
         if any(m not in (0, 1) for m in self.loss_mask):
             raise ValueError("Segment.loss_mask must hold only 0 and 1")
         if n and self.loss_mask[0] == 1:
@@ -62,35 +61,23 @@ class Segment:
             raise ValueError(f"Segment.routing has length {len(self.routing)}, token_ids has {n}")
 
     @classmethod
-    def from_prompt_completion(
-        cls,
-        prompt_ids: list[int],
-        completion_ids: list[int],
-        completion_logprobs: list[float] | None = None,
-        version: int | list[int] = 0,
-        routing: Any = None,
-    ) -> Segment:
+    def from_prompt_completion(cls, prompt_ids: list[int], completion_ids: list[int],
+                               completion_logprobs: list[float] | None = None,
+                               version: int | list[int] = 0, routing: Any = None) -> Segment:
         """A single-turn segment: prompt tokens unmasked, completion tokens trainable;
         ``version`` is one weight version for every completion token or one per token;
         ``routing`` the engine's (``GenerationOutput.routing``)."""
         if not prompt_ids:
             raise ValueError("prompt_ids must not be empty")
-        lp = list(completion_logprobs) if completion_logprobs is not None else [0.0] * len(
-            completion_ids
-        )
-        if len(lp) != len(completion_ids):
+        n_p, n_c = len(prompt_ids), len(completion_ids)
+        lp = [0.0] * n_c if completion_logprobs is None else list(completion_logprobs)
+        if len(lp) != n_c:
             raise ValueError("completion_logprobs and completion_ids differ in length")
-        n_p = len(prompt_ids)
-        return cls(
-            token_ids=list(prompt_ids) + list(completion_ids),
-            loss_mask=[0] * n_p + [1] * len(completion_ids),
-            logprobs=[0.0] * n_p + [float(x) for x in lp],
-            versions=[-1] * n_p + (
-                [int(v) for v in version] if isinstance(version, list)
-                else [version] * len(completion_ids)),
-            steps=[StepSpan(n_p, n_p + len(completion_ids))],
-            routing=routing,
-        )
+        return cls(token_ids=list(prompt_ids) + list(completion_ids),
+                   loss_mask=[0] * n_p + [1] * n_c, logprobs=[0.0] * n_p + [float(x) for x in lp],
+                   versions=[-1] * n_p + ([int(v) for v in version] if isinstance(version, list)
+                                          else [version] * n_c),
+                   steps=[StepSpan(n_p, n_p + n_c)], routing=routing)
 
     @property
     def num_trainable(self) -> int:
@@ -103,23 +90,17 @@ class Segment:
         return next((t for t, m in enumerate(self.loss_mask) if m), len(self.token_ids))
 
     def to_dict(self) -> dict:
-        return {
-            "token_ids": self.token_ids,
-            "loss_mask": self.loss_mask,
-            "logprobs": self.logprobs,
-            "versions": self.versions,
-            "steps": [[s.start, s.end] for s in self.steps],
-        }
+        return {"token_ids": self.token_ids, "loss_mask": self.loss_mask,
+                "logprobs": self.logprobs, "versions": self.versions,
+                "steps": [[s.start, s.end] for s in self.steps]}
 
     @classmethod
     def from_dict(cls, d: dict) -> Segment:
-        return cls(
-            token_ids=[int(t) for t in d["token_ids"]],
-            loss_mask=[int(m) for m in d["loss_mask"]],
-            logprobs=[float(x) for x in d["logprobs"]],
-            versions=[int(v) for v in d["versions"]],
-            steps=[StepSpan(int(a), int(b)) for a, b in d.get("steps", [])],
-        )
+        return cls(token_ids=[int(t) for t in d["token_ids"]],
+                   loss_mask=[int(m) for m in d["loss_mask"]],
+                   logprobs=[float(x) for x in d["logprobs"]],
+                   versions=[int(v) for v in d["versions"]],
+                   steps=[StepSpan(int(a), int(b)) for a, b in d.get("steps", [])])
 
 
 @dataclass
@@ -144,22 +125,13 @@ class Episode:
             raise ValueError(f"Episode.reward must be finite, got {self.reward}")
 
     def to_dict(self) -> dict:
-        return {
-            "segments": [s.to_dict() for s in self.segments],
-            "rewards": dict(self.rewards),
-            "reward": self.reward,
-            "group_id": self.group_id,
-            "finish_reason": self.finish_reason,
-            "meta": self.meta,
-        }
+        return {"segments": [s.to_dict() for s in self.segments], "rewards": dict(self.rewards),
+                "reward": self.reward, "group_id": self.group_id,
+                "finish_reason": self.finish_reason, "meta": self.meta}
 
     @classmethod
     def from_dict(cls, d: dict) -> Episode:
-        return cls(
-            segments=[Segment.from_dict(s) for s in d["segments"]],
-            rewards={str(k): float(v) for k, v in d.get("rewards", {}).items()},
-            reward=float(d.get("reward", 0.0)),
-            group_id=str(d.get("group_id", "")),
-            finish_reason=str(d.get("finish_reason", "stop")),
-            meta=dict(d.get("meta", {})),
-        )
+        return cls(segments=[Segment.from_dict(s) for s in d["segments"]],
+                   rewards={str(k): float(v) for k, v in d.get("rewards", {}).items()},
+                   reward=float(d.get("reward", 0.0)), group_id=str(d.get("group_id", "")),
+                   finish_reason=str(d.get("finish_reason", "stop")), meta=dict(d.get("meta", {})))

@@ -1,8 +1,10 @@
-"""JSONL round trip for episodes: one JSON object a line."""
+"""JSONL round trip for episodes (one JSON object a line), and atomic text files."""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -13,9 +15,8 @@ def write_episodes(path: str | Path, episodes: Iterable[Episode], append: bool =
     """Write episodes as JSONL; returns the number written."""
     n = 0
     with open(path, "a" if append else "w", encoding="utf-8") as f:
-        for ep in episodes:
+        for n, ep in enumerate(episodes, start=1):
             f.write(json.dumps(ep.to_dict(), separators=(",", ":")) + "\n")
-            n += 1
     return n
 
 
@@ -31,3 +32,14 @@ def read_episodes(path: str | Path, offset: int = 0) -> Iterator[Episode]:
                 yield Episode.from_dict(json.loads(line))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"{path}:{lineno}: malformed episode: {e}") from e
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """``text`` into ``path`` (its folders made), through a temporary file renamed over it: a
+    reader sees the old file or the new one, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -48,8 +48,7 @@ class Tail:
     lines: int = 0  # complete lines read so far
 
     def read(self) -> list[tuple[int, int, bytes]]:
-        """``(byte offset, line number from 1, line)`` of every complete line past
-        ``offset``."""
+        """``(byte offset, line number from 1, line)`` of every complete line past ``offset``."""
         if not self.path.is_file():
             return []
         with open(self.path, "rb") as f:
@@ -117,8 +116,7 @@ class RunFiles:
                 if isinstance(row, dict):
                     self.rows.append(row)
                 else:
-                    self.warnings.append(f"metrics.jsonl line {number}: not a JSON object, "
-                                         "skipped")
+                    self.warnings.append(f"metrics.jsonl line {number}: not a JSON object, skipped")
 
     def refresh(self) -> None:
         """Take in the metric rows and the episodes appended since the last look (the
@@ -129,8 +127,7 @@ class RunFiles:
                 try:
                     summary, prompt = _summary(len(self.entries), _parsed(line))
                 except (TypeError, KeyError, IndexError, AttributeError):
-                    self.warnings.append(f"episodes.jsonl line {number}: not an episode, "
-                                         "skipped")
+                    self.warnings.append(f"episodes.jsonl line {number}: not an episode, skipped")
                     continue
                 self.entries.append(Entry(offset, summary, prompt))
 
@@ -156,13 +153,8 @@ class RunFiles:
         return self._tokenizer
 
     def _model_dirs(self) -> list[Path]:
-        dirs = [self.path / d for d in MODEL_DIRS]
-        config = self.path / "config.yaml"
-        if config.is_file():
-            model = (yaml.safe_load(config.read_text()) or {}).get("model") or {}
-            if model.get("path"):
-                dirs.append(Path(model["path"]))
-        return dirs
+        model = ((self.config() or {}).get("model") or {}).get("path")
+        return [self.path / d for d in MODEL_DIRS] + ([Path(model)] if model else [])
 
     def prompt(self, index: int) -> str:
         """Episode ``index``'s prompt decoded ("" until the run has a tokenizer); a group's

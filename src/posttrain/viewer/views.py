@@ -114,16 +114,14 @@ def episode_detail(run: RunFiles, index: int) -> dict:
             stats[key][k] if stats else [None] * len(seg.token_ids)
             for key in ("advantage", "trainer_logprob", "entropy"))
         segments.append({"tokens": [
-            {"text": text, "trained": bool(m),
-             "logprob": lp if m else None, "version": v if m else None,
-             "advantage": a if m else None, "trainer_logprob": q if m else None,
-             "entropy": h if m else None,
+            {"text": text, "trained": bool(m), "logprob": lp if m else None,
+             "version": v if m else None, "advantage": a if m else None,
+             "trainer_logprob": q if m else None, "entropy": h if m else None,
              "mismatch": lp - q if m and q is not None else None}
             for text, m, lp, v, a, q, h in zip(token_texts(tokenizer, seg.token_ids),
                                                 seg.loss_mask, seg.logprobs, seg.versions,
                                                 advantage, trainer, entropy)]})
-    meta = {k: v for k, v in episode.meta.items()
-            if k not in ("segment_messages", "token_stats")}
+    meta = {k: v for k, v in episode.meta.items() if k not in ("segment_messages", "token_stats")}
     return {**run.entries[index].summary, "rewards": episode.rewards, "meta": meta,
             "segments": segments, "token_stats": bool(stats)}
 
@@ -149,14 +147,11 @@ def group_view(run: RunFiles, step: int | None, group: str) -> dict:
             for a, m in zip(adv, seg.loss_mask) if m) for e in episodes]
     else:
         advantages = grpo_advantages([s["reward"] for s in members])
-    out = []
-    for s, episode, advantage in zip(members, episodes, advantages):
-        response = " / ".join(
-            tokenizer.decode(seg.token_ids[seg.first_sampled:], skip_special_tokens=True)
-            for seg in episode.segments)
-        out.append({**s, "advantage": advantage, "response": response})
-    config = run.config() or {}
-    estimator = (config.get("algo") or {}).get("adv_estimator", "grpo")
+    out = [{**s, "advantage": advantage, "response": " / ".join(
+               tokenizer.decode(seg.token_ids[seg.first_sampled:], skip_special_tokens=True)
+               for seg in episode.segments)}
+           for s, episode, advantage in zip(members, episodes, advantages)]
+    estimator = ((run.config() or {}).get("algo") or {}).get("adv_estimator", "grpo")
     return {"episodes": out, "prompt": shown_prompt(run, members[0]),
             "reference": episodes[0].meta.get("reference"),
             "advantage_source": "recorded" if traced else f"grpo, recomputed (the run's "

@@ -86,10 +86,7 @@ def tvd(*, teacher_logp: torch.Tensor, student_logp: torch.Tensor) -> torch.Tens
 
 @register("divergence", "full_vocab_rkl", source="PT (DeepSeek V4), S13")
 def full_vocab_rkl(
-    *,
-    teacher_logp: torch.Tensor,
-    student_logp: torch.Tensor,
-    weights: torch.Tensor | None = None,
+    *, teacher_logp: torch.Tensor, student_logp: torch.Tensor, weights: torch.Tensor | None = None,
     topk: int | None = None,
 ) -> torch.Tensor:
     """``sum_i w_i KL(Q || P_i)`` over the full vocabulary for teachers ``[K, ..., V]`` (or one
@@ -102,9 +99,8 @@ def full_vocab_rkl(
     q = student_logp.expand_as(p)
     if topk is not None and topk < p.shape[-1]:
         idx = student_logp.detach().topk(topk, dim=-1).indices.expand(*p.shape[:-1], topk)
-        q_top, p_top = q.gather(-1, idx).exp(), p.gather(-1, idx).exp()
-        q_b = torch.cat([q_top, (1 - q_top.sum(-1, keepdim=True)).clamp(min=0)], -1)
-        p_b = torch.cat([p_top, (1 - p_top.sum(-1, keepdim=True)).clamp(min=0)], -1)
+        q_b, p_b = (torch.cat([top, (1 - top.sum(-1, keepdim=True)).clamp(min=0)], -1)
+                    for top in (q.gather(-1, idx).exp(), p.gather(-1, idx).exp()))
         per_teacher = (torch.xlogy(q_b, q_b) - torch.xlogy(q_b, p_b)).sum(-1)
     else:
         per_teacher = _kl(q, p)
@@ -141,12 +137,8 @@ def opd_clip(
 
 @register("divergence", "mopd", source="MiMo-V2-Flash [R]")
 def mopd(
-    *,
-    teacher_logp: torch.Tensor,
-    logp: torch.Tensor,
-    mask: torch.Tensor,
-    orm_advantages: torch.Tensor,
-    alpha: float,
+    *, teacher_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor,
+    orm_advantages: torch.Tensor, alpha: float,
 ) -> torch.Tensor:
     """``A_t = sg(logp_T(d_x) - logp) + alpha A_ORM_i``: the domain teacher's token advantage
     plus the outcome reward's; train with ``mimo_is_pg``."""

@@ -20,11 +20,7 @@ def reinforce(
 
 @register("policy_loss", "cispo", source="standard (MiniMax-M1; ScaleRL, TRL)")
 def cispo(
-    *,
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    r_min: float = 0.0,
+    *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, r_min: float = 0.0,
     r_max: float = 5.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``L_t = -sg(clip(rho_t, r_min, r_max)) A_t logp_t``: clipped IS weight, every token keeps
@@ -36,11 +32,7 @@ def cispo(
 
 @register("policy_loss", "mimo_is_pg", source="PT (MiMo V2.6), S16")
 def mimo_is_pg(
-    *,
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    is_low: float = 0.5,
+    *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, is_low: float = 0.5,
     is_high: float = 5.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``L_t = -w_t M_t A_t logp_t`` with ``w = sg(pi / mu)`` (``old_logp`` = the sampler's
@@ -53,14 +45,8 @@ def mimo_is_pg(
 
 @register("policy_loss", "kimi_k25", source="PT (Kimi K2.5)")
 def kimi_k25(
-    *,
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    alpha: float,
-    beta: float,
-    tau: float,
-    detach_clip: bool = False,
+    *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, alpha: float,
+    beta: float, tau: float, detach_clip: bool = False,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``o = clip(rho, alpha, beta) A - tau (log rho)^2``, ``L = -o``; the clip is not detached
     (no gradient outside ``[alpha, beta]``). ``detach_clip``: ``sg(clip(rho)) A logp`` instead

@@ -12,13 +12,8 @@ from posttrain.algos.tensors import importance_ratio
 
 @register("policy_loss", "ppo_clip", source="S21, S15, S20; dual-clip (standard)")
 def ppo_clip(
-    *,
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
-    dual_clip: float | None = None,
+    *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps_low: float = 0.2,
+    eps_high: float = 0.2, dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO/GRPO/DAPO clipped surrogate with decoupled bounds.
 
@@ -38,14 +33,8 @@ def ppo_clip(
 
 @register("policy_loss", "gspo", source="standard (GSPO); S20 names it")
 def gspo(
-    *,
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    eps_low: float = 3e-4,
-    eps_high: float = 4e-4,
-    token_level: bool = False,
+    *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+    eps_low: float = 3e-4, eps_high: float = 4e-4, token_level: bool = False,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Sequence ratio ``s_i = exp(mean_t log rho_it)``; ``L_i = -min(s_i A_i, clip(s_i, 1 -
     eps_low, 1 + eps_high) A_i)`` on every token. Token variant: ``s_it = sg(s_i) pi / sg(pi)``.
@@ -65,11 +54,7 @@ def gspo(
 
 @register("policy_loss", "ecpo", source="S15 (OneRec v1)")
 def ecpo(
-    *,
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    eps: float = 0.2,
+    *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps: float = 0.2,
     delta: float = 0.1,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``ppo_clip`` against ``pi'_old = max(sg(pi) / (1 + eps + delta), pi_old)``: the gradient
@@ -89,17 +74,12 @@ def gbpo(
     ``A >= 0`` and ``max(pi_old, 1 - sg pi)`` if ``A < 0`` (probabilities, per token)."""
     pi, pi_old = logp.exp(), old_logp.exp()
     bound = torch.where(advantages >= 0, pi.detach(), 1 - pi.detach())
-    denom = torch.maximum(pi_old, bound)
-    return -(pi / denom) * advantages, {"ratio": (pi / pi_old).detach()}
+    return -(pi / torch.maximum(pi_old, bound)) * advantages, {"ratio": (pi / pi_old).detach()}
 
 
 @register("policy_loss", "sapo", source="standard (SAPO; verl, TRL, AReaL)")
 def sapo(
-    *,
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    tau_pos: float = 1.0,
+    *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, tau_pos: float = 1.0,
     tau_neg: float = 1.05,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Soft gate instead of a hard clip: ``f(rho) = sigmoid(tau (rho - 1)) 4 / tau``,

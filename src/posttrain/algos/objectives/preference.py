@@ -18,11 +18,6 @@ def _margin(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, wher
     return (chosen_logp - ref_chosen_logp) - (rejected_logp - ref_rejected_logp)
 
 
-def _lengths(where: str, *lengths: torch.Tensor) -> None:
-    if any(bool((n <= 0).any()) for n in lengths):
-        raise ValueError(f"{where}: a response of length 0")
-
-
 @register("preference", "dpo", aliases=("sigmoid",), source="S28")
 def dpo(
     *, chosen_logp: torch.Tensor, rejected_logp: torch.Tensor, ref_chosen_logp: torch.Tensor,
@@ -61,7 +56,8 @@ def simpo(
 ) -> torch.Tensor:
     """``-log sigmoid(beta / |y_w| l_w - beta / |y_l| l_l - gamma)``; no reference model."""
     require_finite("simpo", chosen_logp=chosen_logp, rejected_logp=rejected_logp)
-    _lengths("simpo", chosen_length, rejected_length)
+    if bool((chosen_length <= 0).any()) or bool((rejected_length <= 0).any()):
+        raise ValueError("simpo: a response of length 0")
     return -F.logsigmoid(beta * chosen_logp / chosen_length
                          - beta * rejected_logp / rejected_length - gamma)
 
@@ -106,8 +102,7 @@ def orpo(
 
 @register("preference", "cpo", source="S28")
 def cpo(
-    *, chosen_logp: torch.Tensor, rejected_logp: torch.Tensor, beta: float = 0.1,
-    lam: float = 1.0,
+    *, chosen_logp: torch.Tensor, rejected_logp: torch.Tensor, beta: float = 0.1, lam: float = 1.0,
 ) -> torch.Tensor:
     """``-log sigmoid(beta (l_w - l_l)) - lam l_w``: uniform reference plus the chosen NLL
     (summed, as in the seed; TRL averages per token)."""

@@ -24,13 +24,8 @@ def bradley_terry(*, chosen_scores: torch.Tensor, rejected_scores: torch.Tensor)
 
 @register("reward_model", "bt_token_span", source="S27 (DeepSpeed-Chat)")
 def bt_token_span(
-    *,
-    chosen_values: torch.Tensor,
-    rejected_values: torch.Tensor,
-    chosen_ids: torch.Tensor,
-    rejected_ids: torch.Tensor,
-    chosen_lengths: torch.Tensor,
-    rejected_lengths: torch.Tensor,
+    *, chosen_values: torch.Tensor, rejected_values: torch.Tensor, chosen_ids: torch.Tensor,
+    rejected_ids: torch.Tensor, chosen_lengths: torch.Tensor, rejected_lengths: torch.Tensor,
 ) -> torch.Tensor:
     """Per pair, the mean of ``-log sigmoid(r_c_t - r_r_t)`` over ``t`` in ``[div, end)``: ``div``
     = first position where the responses differ, ``end`` = the longer one's length; identical
@@ -38,8 +33,7 @@ def bt_token_span(
     require_finite("bt_token_span", chosen_values=chosen_values, rejected_values=rejected_values)
     out = []
     for i in range(chosen_ids.shape[0]):
-        nc, nr = int(chosen_lengths[i]), int(rejected_lengths[i])
-        end = max(nc, nr)
+        end = max(int(chosen_lengths[i]), int(rejected_lengths[i]))
         differ = (chosen_ids[i, :end] != rejected_ids[i, :end]).nonzero()
         start = int(differ[0]) if len(differ) else end - 1
         diff = chosen_values[i, start:end] - rejected_values[i, start:end]

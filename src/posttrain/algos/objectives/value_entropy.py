@@ -10,10 +10,7 @@ from posttrain.algos.tensors import require_finite
 
 @register("policy_loss", "value_clip", source="S27, verl, OpenRLHF")
 def value_clip(
-    *,
-    values: torch.Tensor,
-    old_values: torch.Tensor,
-    returns: torch.Tensor,
+    *, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
     cliprange_value: float = 0.2,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``L_t = 1/2 max((V - ret)^2, (clip(V, V_old -+ c) - ret)^2)``; aggregate with the

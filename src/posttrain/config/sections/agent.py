@@ -9,10 +9,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from posttrain.config.extension import (
-    extension,
-    tool_set,
-)
+from posttrain.config.extension import extension, tool_set
 from posttrain.config.rules import applies
 from posttrain.config.section import Section
 from posttrain.config.sections.rl import EPISODE_ESTIMATORS
@@ -151,12 +148,11 @@ class GuardConfig(Section):
 
 class SwarmConfig(Section):
     """Agent swarms (Kimi K2.5's PARL; docs/agents.md): every episode is an orchestrator that
-    may ``spawn(task)`` sub-agents and ``wait(handles)`` for them. A sub-agent is the same
-    model on the same engine (those an orchestrator waits for are batched), with ``prompt``,
-    its task and the task's tools, within ``max_turns``; at most ``max_subagents`` an
-    episode. ``target`` sub-agents earn the whole ``parallel`` part (PARL's instantiation
-    reward; the ``parl`` shaping rule, or a reward part ``parallel``/``finish`` with verifier
-    ``env``)."""
+    may ``spawn(task)`` sub-agents and ``wait(handles)`` for them. A sub-agent is the same model
+    on the same engine (those an orchestrator waits for are batched), with ``prompt``, its task
+    and the task's tools, within ``max_turns``; at most ``max_subagents`` an episode. ``target``
+    sub-agents earn the whole ``parallel`` part (PARL's instantiation reward; the ``parl``
+    shaping rule, or a reward part ``parallel``/``finish`` with verifier ``env``)."""
 
     max_subagents: int = Field(8, ge=1)
     target: int = Field(4, ge=1)
@@ -215,10 +211,10 @@ class AgentConfig(Section):
         calls) needs a tool task; tree rollouts need a group of whole trees and an episode
         whose state can be copied; swarms need the task's own tools and episode credit."""
         algo, task = cfg.algo, cfg.task
-        needs_agent = [name for name, on in (
-            (f"algo.adv_estimator={algo.adv_estimator}",
-             algo.adv_estimator in EPISODE_ESTIMATORS),
-            ("algo.behaviour_reg", algo.behaviour_reg is not None),
+        step_credit = [name for name, on in (
+            (f"algo.adv_estimator={algo.adv_estimator}", algo.adv_estimator in EPISODE_ESTIMATORS),
+            ("algo.behaviour_reg", algo.behaviour_reg is not None)) if on]
+        needs_agent = step_credit + [name for name, on in (
             ("agent.compaction", self.compaction.strategy != "none"),
             ("agent.guard", self.guard is not None)) if on]
         if needs_agent and cfg.single_turn:
@@ -235,13 +231,10 @@ class AgentConfig(Section):
                 if on:
                     raise ValueError(f"agent.swarm: sub-agents share the task's tools, and "
                                      f"the episodes of {what} cannot spawn them")
-            for what, on in ((f"algo.adv_estimator={algo.adv_estimator}",
-                              algo.adv_estimator in EPISODE_ESTIMATORS),
-                             ("algo.behaviour_reg", algo.behaviour_reg is not None)):
-                if on:
-                    raise ValueError(f"agent.swarm with {what}: its step-level credit reads "
-                                     "the orchestrator's steps, and a swarm episode's rows hold "
-                                     "its sub-agents' steps too")
+            if step_credit:
+                raise ValueError(f"agent.swarm with {step_credit[0]}: its step-level credit reads "
+                                 "the orchestrator's steps, and a swarm episode's rows hold its "
+                                 "sub-agents' steps too")
         if (task.SCORED_PARTS or task.env) and self.tree is not None:
             raise ValueError(f"agent.tree: tree rollouts cannot branch {task.env or task.name} "
                              "episodes (their environment state cannot be copied)")

@@ -6,21 +6,21 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from posttrain.config.rules import changed
 from posttrain.config.section import Section
 
 
 class DistConfig(Section):
-    """``backend: local`` runs everything in this process. ``ray`` runs the rollout engines
-    as Ray actors (``engines`` of them; a crashed one is restarted up to ``max_restarts``
-    times) on the cluster at ``address`` (null: start a local one). ``placement``:
-    ``colocated`` actors reserve nothing and time-share the trainer's CPUs;
-    ``disaggregated`` actors are placed in one Ray placement group, a bundle of
-    ``cpus_per_engine`` CPUs and ``gpus_per_engine`` GPUs each (an engine with a GPU runs on
-    it), its bundles packed onto few nodes or spread over many (``engine_strategy``); a group
-    the cluster cannot hold within ``placement_timeout_s`` is an error, not a hang. Weights
-    reach engine actors through the object store in buckets of ``weight_bucket_mb``.
-    ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor too (the driver keeps
-    the loop, a copy of the weights for checkpoints, and a critic if any).
+    """``backend: local`` runs everything in this process. ``ray`` runs the rollout engines as
+    Ray actors (``engines`` of them; a crashed one is restarted up to ``max_restarts`` times) on
+    the cluster at ``address`` (null: start a local one). ``placement``: ``colocated`` actors
+    reserve nothing and time-share the trainer's CPUs; ``disaggregated`` actors are placed in
+    one Ray placement group, a bundle of ``cpus_per_engine`` CPUs and ``gpus_per_engine`` GPUs
+    each (an engine with a GPU runs on it), its bundles packed onto few nodes or spread over
+    many (``engine_strategy``); a group the cluster cannot hold within ``placement_timeout_s``
+    is an error, not a hang. Weights reach engine actors through the object store in buckets of
+    ``weight_bucket_mb``. ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor
+    too (the driver keeps the loop, a copy of the weights for checkpoints, and a critic if any).
     ``trainer_processes > 1`` runs the stages in that many processes of a gloo
     ``torch.distributed`` group that split each update's micro-batches (data parallel, DDP's
     semantics); every process generates the same rollouts (local backend only)."""
@@ -40,23 +40,17 @@ class DistConfig(Section):
 
     @model_validator(mode="after")
     def _ray_options_need_ray(self) -> DistConfig:
-        if self.backend == "local":
-            defaults = DistConfig.model_fields
-            changed = [k for k in ("address", "placement", "engines", "cpus_per_engine",
-                                   "gpus_per_engine", "engine_strategy",
-                                   "placement_timeout_s", "weight_bucket_mb", "max_restarts",
-                                   "trainer_actor")
-                       if getattr(self, k) != defaults[k].default]
-            if changed:
-                raise ValueError(f"dist.{changed[0]} applies to dist.backend=ray")
+        ray_only = changed(self, "dist", ["address", "placement", "engines", "cpus_per_engine",
+                                          "gpus_per_engine", "engine_strategy",
+                                          "placement_timeout_s", "weight_bucket_mb",
+                                          "max_restarts", "trainer_actor"])
+        if self.backend == "local" and ray_only:
+            raise ValueError(f"{ray_only[0]} applies to dist.backend=ray")
         if self.trainer_processes > 1 and self.backend != "local":
             raise ValueError("dist.trainer_processes > 1 runs with dist.backend=local")
-        if self.placement == "colocated":
-            defaults = DistConfig.model_fields
-            reserved = [k for k in ("cpus_per_engine", "gpus_per_engine", "engine_strategy",
-                                    "placement_timeout_s")
-                        if getattr(self, k) != defaults[k].default]
-            if reserved:
-                raise ValueError(f"dist.{reserved[0]} places engines in a placement group: it "
-                                 "applies to placement=disaggregated")
+        reserved = changed(self, "dist", ["cpus_per_engine", "gpus_per_engine",
+                                          "engine_strategy", "placement_timeout_s"])
+        if self.placement == "colocated" and reserved:
+            raise ValueError(f"{reserved[0]} places engines in a placement group: it "
+                             "applies to placement=disaggregated")
         return self

@@ -76,8 +76,7 @@ class DatasetConfig(Section):
             for role, column in roles.items():
                 if column is not None and column not in have:
                     raise ValueError(f"{key} {where!r} has no column {column!r} (the {role} "
-                                     f"column: task.data.{role}); its columns: "
-                                     f"{', '.join(have)}")
+                                     f"column: task.data.{role}); its columns: {', '.join(have)}")
 
     @model_validator(mode="after")
     def _readable(self) -> DatasetConfig:

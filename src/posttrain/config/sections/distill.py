@@ -91,8 +91,7 @@ class OPDConfig(SampledStageConfig):
         if self.teacher_placement == "ray" and cfg.dist.backend != "ray":
             raise ValueError("opd.teacher_placement=ray needs dist.backend=ray")
         if cfg.dist.trainer_processes > 1:
-            raise ValueError("the opd stage runs in one trainer process "
-                             "(dist.trainer_processes=1)")
+            raise ValueError("the opd stage runs in one trainer process (dist.trainer_processes=1)")
         takers = {key: tuple(loss for loss in OPD_LOSSES if key in opd_inputs(loss))
                   for key in ("r_max", "alpha")}
         applies(self, "opd", takers, self.loss, "opd.loss")

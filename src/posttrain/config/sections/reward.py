@@ -50,10 +50,8 @@ class RewardPart(Section):
 
 
 def _default_parts() -> dict[str, RewardPart]:
-    return {
-        "correct": RewardPart(verifier="numeric", weight=1.0),
-        "format": RewardPart(verifier="format", weight=0.1),
-    }
+    return {"correct": RewardPart(verifier="numeric", weight=1.0),
+            "format": RewardPart(verifier="format", weight=0.1)}
 
 
 class JudgeFamily(Member):
@@ -119,10 +117,9 @@ class RewardSynthesis(Section):
 
 class RewardConfig(Section):
     """Reward = sum of weighted named parts (or their ``synthesis``), then the ``shaping``
-    rules in order;
-    ``accuracy_part`` is the one reported as accuracy; a reward function's call that takes
-    longer than ``timeout_s`` leaves its parts missing. A part with ``verifier: judge`` is
-    scored by ``judges[<part>]`` after the rollout."""
+    rules in order; ``accuracy_part`` is the one reported as accuracy; a reward function's
+    call that takes longer than ``timeout_s`` leaves its parts missing. A part with
+    ``verifier: judge`` is scored by ``judges[<part>]`` after the rollout."""
 
     parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
     accuracy_part: str = "correct"
@@ -157,8 +154,7 @@ class RewardConfig(Section):
             raise ValueError("reward.judges run after synchronous rollouts: use rl.mode=sync")
         if any(p.verifier == "reasoning_gym" for p in self.parts.values()) \
                 and cfg.task.name != "reasoning_gym":
-            raise ValueError("the verifier reasoning_gym scores task.name=reasoning_gym's "
-                             "answers")
+            raise ValueError("the verifier reasoning_gym scores task.name=reasoning_gym's answers")
 
     @model_validator(mode="after")
     def _judged_parts(self) -> RewardConfig:
@@ -171,8 +167,6 @@ class RewardConfig(Section):
     @model_validator(mode="after")
     def _accuracy_known(self) -> RewardConfig:
         if self.accuracy_part not in self.parts:
-            raise ValueError(
-                f"reward.accuracy_part {self.accuracy_part!r} is not one of reward.parts "
-                f"({', '.join(self.parts)})"
-            )
+            raise ValueError(f"reward.accuracy_part {self.accuracy_part!r} is not one of "
+                             f"reward.parts ({', '.join(self.parts)})")
         return self

@@ -94,8 +94,7 @@ class RLConfig(SampledStageConfig):
     ``save_episodes`` appends every step's episodes to ``episodes.jsonl`` in the run directory
     (``posttrain replay`` checks them; ``posttrain view`` shows them), ``token_stats`` of them a
     step with each token's advantage, trainer log-prob and entropy; ``sync`` verifies every
-    weight sync
-    (``recipes.sampling_loop.sync_weights``)."""
+    weight sync (``recipes.sampling_loop.sync_weights``)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
                               serialize_by_alias=True)

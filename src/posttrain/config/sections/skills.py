@@ -79,10 +79,9 @@ class SkillsConfig(Section):
     @classmethod
     def _bank_exists(cls, directory: str | None) -> str | None:
         """The bank's skills load when the run builds its parts (``SkillError`` names each)."""
-        if directory is not None:
-            if not Path(directory).is_dir():
-                raise ValueError(f"no skill bank at {directory} (a directory of skill "
-                                 "directories, each with a SKILL.md)")
+        if directory is not None and not Path(directory).is_dir():
+            raise ValueError(f"no skill bank at {directory} (a directory of skill "
+                             "directories, each with a SKILL.md)")
         return directory
 
     @model_validator(mode="after")

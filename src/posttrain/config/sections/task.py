@@ -39,15 +39,13 @@ class TaskFamily(Member):
     that plays and scores the episodes (default: one completion a sample, or the agent loop for
     tool tasks). ``env`` (a dotted path) names an environment class of your own
     (``reset(task)``, ``step(action)``; docs/extending.md): every episode of the task's problems
-    plays through the agent loop against a fresh instance, ``cls(task)`` or ``cls(task,
-    row)``.
+    plays through the agent loop against a fresh instance, ``cls(task)`` or ``cls(task, row)``.
 
     A member says what it is with class attributes: ``SINGLE_TURN`` (its episodes are single
     completions unless tools are added), ``SCORED_PARTS`` (the reward parts its own environment
     scores, with verifier ``env``: it plays against that environment), ``GENERATED`` (its
     problems are generated, so SFT and distillation data can be too), ``PAIRS`` (preference
-    pairs can be generated from it) and ``ROW_TOOLS`` (a dataset row may bring its own
-    tools)."""
+    pairs can be generated from it) and ``ROW_TOOLS`` (a dataset row may bring its own tools)."""
 
     FAMILY: ClassVar[str] = "task"
     name: str
@@ -72,8 +70,7 @@ class TaskFamily(Member):
     @model_validator(mode="after")
     def _one_player(self) -> TaskFamily:
         if self.env is not None and self.SCORED_PARTS:
-            raise ValueError(f"task.env: task.name={self.name} plays against its own "
-                             "environment")
+            raise ValueError(f"task.env: task.name={self.name} plays against its own environment")
         if self.env is not None and self.rollout is not None:
             raise ValueError("task.env is played by the agent loop, which task.rollout "
                              "replaces: set one of them")

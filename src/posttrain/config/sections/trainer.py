@@ -69,10 +69,9 @@ class OffPolicyConfig(Section):
     """Train/inference mismatch correction (ALGORITHMS.md §5): ``correction`` weights the
     per-token loss by ``tis_*``/``mis_*`` of ``old - behaviour`` log-probs within ``bounds``
     (``(C_min, C_max)`` or ``(C_lo, C_hi)``; left null, the function's defaults, filled in so
-    the saved config shows them); ``opsm_delta`` drops negative-advantage sequences that
-    drifted more than it. Bounds equal to another correction's defaults follow a change of
-    ``correction`` (a full config file lists them, and changing only the name keeps it
-    valid)."""
+    the saved config shows them); ``opsm_delta`` drops negative-advantage sequences that drifted
+    more than it. Bounds equal to another correction's defaults follow a change of
+    ``correction`` (a full config file lists them, and changing only the name keeps it valid)."""
 
     correction: Annotated[str, registered("offpolicy", MISMATCH_WEIGHTS)] | None = None
     bounds: tuple[float, float] | None = None
@@ -84,8 +83,7 @@ class OffPolicyConfig(Section):
         if not isinstance(data, dict):
             return data
         try:
-            own = None if data.get("correction") is None else \
-                _default_bounds(data["correction"])
+            own = None if data.get("correction") is None else _default_bounds(data["correction"])
         except KeyError:
             return data  # the name's own validator reports it
         bounds = None if data.get("bounds") is None else tuple(data["bounds"])
@@ -165,8 +163,7 @@ class LoraConfig(Section):
     r: int = Field(8, ge=1)
     alpha: float = Field(16.0, gt=0)
     dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = Field(default_factory=lambda: list(LORA_TARGETS),
-                                      min_length=1)
+    target_modules: list[str] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1)
 
 
 class TrainerConfig(Section):
@@ -185,10 +182,9 @@ class TrainerConfig(Section):
     losses in fp32); frozen models (reference, teachers, judges) and the engine hold their
     weights in it (``compute_dtype``). ``device``: where the policy, its reference and the
     critic train (``auto``: the first CUDA device if any, else the CPU; ``cpu``, ``cuda``,
-    ``cuda:N``). ``routing_replay`` (mixture-of-experts models, the
-    torch engine): the engine records the experts of every token it processes and the trainer
-    scores each token through them (R3), so a near tie that rounding tips differently does
-    not move a log-prob."""
+    ``cuda:N``). ``routing_replay`` (mixture-of-experts models, the torch engine): the engine
+    records the experts of every token it processes and the trainer scores each token through
+    them (R3), so a near tie that rounding tips differently does not move a log-prob."""
 
     device: Device = "auto"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
@@ -220,8 +216,7 @@ class TrainerConfig(Section):
             raise ValueError("trainer.shard does not shard the critic: use replicated trainer "
                              "processes (trainer.shard=false) with critic.enabled")
         if self.lora is not None and cfg.dist.trainer_processes > 1:
-            raise ValueError("trainer.lora trains in one process: set "
-                             "dist.trainer_processes=1")
+            raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
         if self.lora is not None and cfg.checkpoint_format == "sharded":
             raise ValueError("checkpoint_format=sharded saves sharded weights; trainer.lora "
                              "trains in one process and checkpoints its adapter: use "

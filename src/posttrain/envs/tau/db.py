@@ -36,8 +36,7 @@ def canonical(db: Record) -> dict[str, Any]:
 
 
 def db_hash(db: Record | None) -> str | None:
-    """Hex SHA-256 of ``json.dumps(canonical, sort_keys=True, default=str)``; None without a
-    database."""
+    """Hex SHA-256 of ``json.dumps(canonical, sort_keys=True, default=str)``; None without a db."""
     if db is None:
         return None
     text = json.dumps(canonical(db), sort_keys=True, default=str)
@@ -53,6 +52,4 @@ def deep_merge(base: Any, update: Any) -> Any:
 
 def merged(db: DB, data: dict | None) -> DB:
     """``db`` with ``data`` deep-merged into its canonical form, validated again."""
-    if not data:
-        return db
-    return type(db).model_validate(deep_merge(canonical(db), data))
+    return type(db).model_validate(deep_merge(canonical(db), data)) if data else db

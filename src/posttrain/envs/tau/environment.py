@@ -109,12 +109,11 @@ class TauEnvironment:
         toolkit = self.toolkits.get(env_type)
         if toolkit is None:
             raise KeyError(f"the {self.domain.name} domain has no {env_type} toolkit")
-        if name in toolkit.tools:
-            return toolkit.tools[name].fn
-        if name in toolkit.helpers:
-            return toolkit.helpers[name]
-        raise KeyError(f"{env_type} function {name!r} not found in the {self.domain.name} "
-                       "domain")
+        fn = toolkit.tools[name].fn if name in toolkit.tools else toolkit.helpers.get(name)
+        if fn is None:
+            raise KeyError(f"{env_type} function {name!r} not found in the {self.domain.name} "
+                           "domain")
+        return fn
 
     def mutates(self, requestor: str, name: str) -> bool | None:
         """Whether tool ``name`` of the requestor's toolkit writes; None if there is none."""
@@ -143,8 +142,7 @@ class TauEnvironment:
                 requestor = call.get("requestor") or msg["role"]
                 if not self.mutates(requestor, call["name"]):
                     continue
-                got = self.execute(call["id"], call["name"], call.get("arguments") or {},
-                                   requestor)
+                got = self.execute(call["id"], call["name"], call.get("arguments") or {}, requestor)
                 if _parsed(got.content) != _parsed(recorded.get("content")):
                     raise ReplayMismatch(
                         f"message {i}: {call['name']} replays to {got.content!r}, recorded "

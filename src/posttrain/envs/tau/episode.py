@@ -88,15 +88,13 @@ def agent_view(trajectory: Sequence[Message]) -> list[dict]:
 
 def user_view(trajectory: Sequence[Message]) -> list[dict]:
     """What the user sees: the agent's texts, its own messages and its own calls' results."""
-    return [m for m in trajectory
-            if (m["role"] == "assistant" and not m.get("tool_calls"))
+    return [m for m in trajectory if (m["role"] == "assistant" and not m.get("tool_calls"))
             or m["role"] == "user" or (m["role"] == "tool" and m.get("requestor") == "user")]
 
 
 class TauTools(ToolRegistry):
-    """The agent's tools of one episode: schemas from the domain toolkit (in solo mode also the
-    user's tools and ``done``), calls executed in order on the episode's environment (§1.1)
-    and recorded in its trajectory."""
+    """The agent's tools of one episode: the domain toolkit's (in solo mode also the user's and
+    ``done``), run in order on the episode's environment (§1.1) and recorded in its trajectory."""
 
     def __init__(self, episode: TauEpisode) -> None:
         toolkits = episode.env.toolkits
@@ -134,16 +132,12 @@ class TauEpisode:
 
     # -- the conversation ------------------------------------------------------------------
     def opening(self) -> list[dict]:
-        """The agent's view before its first turn: the greeting and the user's first message,
-        or the task's message history continued to the agent's turn (§7.2); in solo mode the
-        history alone."""
-        if self.solo:
-            return agent_view(self.trajectory)
-        if not self.trajectory:
-            self.trajectory.append({"role": "assistant", "content": GREETING,
-                                    "tool_calls": None})
-            self._user_turn()
-        else:
+        """The agent's view before its first turn: the greeting and the user's first message, or
+        the task's history continued to the agent's turn (§7.2); in solo mode the history alone."""
+        if not self.solo:
+            if not self.trajectory:
+                self.trajectory.append({"role": "assistant", "content": GREETING,
+                                        "tool_calls": None})
             last = self.trajectory[-1]  # its calls, if any, have results (strict replay)
             if (last["role"] == "assistant" and not last.get("tool_calls")) or (
                     last["role"] == "tool" and last.get("requestor") == "user"):
@@ -205,10 +199,9 @@ class TauEpisode:
         return "assistant" if not self.solo or own else "user"
 
     def _user_turn(self) -> str | None:
-        """The user acts until it writes text (its tool calls run on the way); returns the
-        text, or None when the conversation ended: a stop token (``user_stop``), a message
-        with neither text nor calls (``user_error``), a simulator that failed
-        (``infrastructure_error``) or a limit."""
+        """The user acts until it writes text (its tool calls run on the way); returns the text, or
+        None when the conversation ended: a stop token (``user_stop``), a message with neither text
+        nor calls (``user_error``), a failed simulator (``infrastructure_error``) or a limit."""
         while True:
             try:
                 message = self.user.respond(user_view(self.trajectory))
@@ -268,13 +261,10 @@ class TauEpisode:
         return {"tau": self.result.reward, "success": float(self.result.success)}
 
     def info(self) -> dict:
-        r = self.result
         return {"task_id": self.task.id, "domain": self.domain_name,
                 "termination": self.termination, "trajectory": self.trajectory,
-                "reward": None if r is None else r.reward,
-                "components": None if r is None else r.components,
-                "basis": None if r is None else r.basis,
-                "unavailable": None if r is None else r.unavailable,
+                **{k: getattr(self.result, k, None)  # None before scoring
+                   for k in ("reward", "components", "basis", "unavailable")},
                 "infrastructure_error": self.infrastructure_error}
 
     def close(self) -> None:

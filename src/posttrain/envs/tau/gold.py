@@ -1,6 +1,5 @@
 """The gold check (TAU_ENV.md §10): replay every task's gold actions on the live path from its
-initial state, then score that replay as a trajectory under the domain's state basis — it
-must earn reward 1."""
+initial state, then score that replay under the domain's state basis: it must earn reward 1."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ def gold_trajectory(task: TauTask, domain_name: str) -> tuple[list[Message], Tau
         call_id = a.action_id or f"gold_{k}"
         result = env.execute(call_id, a.name, a.arguments, a.requestor)
         trajectory.append({"role": a.requestor, "content": None, "tool_calls": [
-            {"id": call_id, "name": a.name, "arguments": a.arguments,
-             "requestor": a.requestor}]})
+            {"id": call_id, "name": a.name, "arguments": a.arguments, "requestor": a.requestor}]})
         trajectory.append({"role": "tool", "id": call_id, "content": result.content,
                            "requestor": a.requestor, "error": result.error})
     return trajectory, env
@@ -41,8 +39,7 @@ def gold_check(task: TauTask, domain_name: str) -> dict:
     target, each gold action's output and error flag, and the replay's reward."""
     history = len((task.initial_state.message_history if task.initial_state else None) or [])
     trajectory, env = gold_trajectory(task, domain_name)
-    result = score(task, domain_name, trajectory, "agent_stop",
-                   check_basis(task, domain_name))
+    result = score(task, domain_name, trajectory, "agent_stop", check_basis(task, domain_name))
     final, target = env.hashes(), gold_hashes(task, domain_name)
     return {"task_id": task.id, "final_db_hash": final[0], "final_user_db_hash": final[1],
             "gold_target_db_hash": target[0], "gold_target_user_db_hash": target[1],

@@ -1,6 +1,5 @@
-"""tau-bench tasks as an agent-RL task source: the tasks of a domain in a ``train`` and an
-``eval`` split (from ``split_tasks.json``), each episode a ``TauEpisode`` with its own
-databases and simulated user."""
+"""tau-bench tasks as an agent-RL task source: a domain's tasks in a ``train`` and an ``eval``
+split (``split_tasks.json``), each episode a ``TauEpisode`` with its own databases and user."""
 
 from __future__ import annotations
 
@@ -52,8 +51,7 @@ def _user_schemas(domain_name: str) -> dict[str, dict]:
 
 
 def user_tool_schemas(task: TauTask, domain_name: str) -> list[dict]:
-    """The user tools offered to the simulated user: the domain's, filtered by the task's
-    ``user_tools`` (all when unset)."""
+    """The simulated user's tools: the domain's, filtered by ``task.user_tools`` (all if unset)."""
     wanted = task.user_tools
     return [schema for name, schema in _user_schemas(domain_name).items()
             if wanted is None or name in wanted]
@@ -129,9 +127,8 @@ class TauConfig(Section):
         return self
 
     def tasks(self, models: Models, users: Users | None = None) -> TauTasks:
-        """The tau tasks described, their users played by ``user`` (placed by ``models``;
-        none in solo mode; ``users`` when ``user`` is unset) and ``NL_ASSERTION`` judged by
-        ``judge`` (if set)."""
+        """The tau tasks described, their users played by ``user`` (placed by ``models``; none
+        in solo mode; ``users`` when ``user`` is unset), ``NL_ASSERTION`` judged by ``judge``."""
         judge = None if self.judge is None else models.chat(self.judge)
         basis = None if self.reward_basis is None else tuple(self.reward_basis)
         if self.solo:
@@ -144,9 +141,8 @@ class TauConfig(Section):
 
 @member("task", "tau")
 class TauTaskConfig(TaskFamily):
-    """``tau`` (docs/tau.md): tau-bench's customer-service domains, each episode against its
-    own databases and simulated user (``tau``: ``TauConfig``); it holds out its own split,
-    not a share."""
+    """``tau`` (docs/tau.md): tau-bench's customer-service domains, each episode against its own
+    databases and simulated user (``tau``: ``TauConfig``); it holds out a split, not a share."""
 
     SCORED_PARTS: ClassVar[tuple[str, ...]] = TAU_PARTS
     GENERATED: ClassVar[bool] = False

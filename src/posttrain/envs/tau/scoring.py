@@ -7,16 +7,14 @@ task's reward basis, after a termination check.
   ``assert_value`` (a raising helper is unmet).
 - ``COMMUNICATE``: every required string appears (case-insensitive) in some assistant text
   with its commas removed.
-- ``ACTION``: every gold action is matched by some call of the trajectory on its
-  ``compare_args``.
+- ``ACTION``: every gold action is matched by some call of the trajectory on its ``compare_args``.
 - ``NL_ASSERTION``: a judge (any chat function) says every assertion is met. Without a judge the
   component is *unavailable*: the reward is the product of the others, and ``TauScore``
   names what was left out; with no other, the reward is 0 (an empty product would pass a task
   whose basis is only ``NL_ASSERTION`` for doing nothing: ``posttrain env audit`` found it).
 
 A trajectory that does not replay to its own recorded results, or a judge reply that does not
-parse, is an infrastructure error: no reward, excluded from the metrics.
-"""
+parse, is an infrastructure error: no reward, excluded from the metrics."""
 
 from __future__ import annotations
 
@@ -125,16 +123,13 @@ def communicate_component(task: TauTask, trajectory: Sequence[Message]) -> float
 def action_matches(action: Action, name: str, arguments: dict) -> bool:
     """Same name, and equal arguments on ``compare_args`` (or on the call's own argument names
     when unset): extra call arguments fail, gold-only ones are ignored."""
-    if name != action.name:
-        return False
     keys = action.compare_args if action.compare_args is not None else list(arguments)
-    return ({k: arguments.get(k) for k in keys}
-            == {k: action.arguments.get(k) for k in keys})
+    return name == action.name and ({k: arguments.get(k) for k in keys}
+                                    == {k: action.arguments.get(k) for k in keys})
 
 
 def action_component(task: TauTask, trajectory: Sequence[Message]) -> tuple[float, list]:
-    """1 if every gold action is matched by some call (any requestor); also the unmatched
-    action ids."""
+    """1 if every gold action is matched by some call (any requestor); also the unmatched ids."""
     calls = [(c["name"], c.get("arguments") or {})
              for m in trajectory for c in m.get("tool_calls") or []]
     missed = [a.action_id or a.name for a in _criteria(task).actions or []
@@ -174,9 +169,8 @@ def nl_assertion_component(task: TauTask, trajectory: Sequence[Message], judge: 
 
 def score(task: TauTask, domain_name: str, trajectory: Sequence[Message], termination: str,
           basis: Sequence[str] | None = None, judge: Chat | None = None) -> TauScore:
-    """The reward of ``trajectory`` (which begins with the task's message history) under
-    ``basis`` (default: the task's own). Raises ``InfrastructureError`` when it cannot be
-    scored."""
+    """The reward of ``trajectory`` (which begins with the task's message history) under ``basis``
+    (default: the task's own). Raises ``InfrastructureError`` when it cannot be scored."""
     if termination not in FINISHED:
         return TauScore(0.0, details={"termination": termination})
     if task.evaluation_criteria is None:

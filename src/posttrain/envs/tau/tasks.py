@@ -41,18 +41,15 @@ class Action(_Loose):
     compare_args: list[str] | None = None
 
 
-class EnvAssertion(_Loose):
-    env_type: Literal["assistant", "user"]
-    func_name: str
-    arguments: dict[str, Any] = {}
-    assert_value: bool = True
-    message: str | None = None
-
-
 class InitAction(_Loose):
     env_type: Literal["assistant", "user"]
     func_name: str
     arguments: dict[str, Any] = {}
+
+
+class EnvAssertion(InitAction):
+    assert_value: bool = True
+    message: str | None = None
 
 
 class InitialState(_Loose):
@@ -106,8 +103,7 @@ def load_tasks(domain: str) -> list[TauTask]:
 
 
 def load_splits(domain: str, tasks: list[TauTask]) -> dict[str, list[str]]:
-    """Split name -> task ids from ``split_tasks.json``; telecom ships none, so its only split
-    is ``base`` (every task)."""
+    """Split name -> task ids (``split_tasks.json``), plus ``base``: every task (telecom's only)."""
     path = data_dir(domain) / "split_tasks.json"
     splits = json.loads(path.read_text()) if path.is_file() else {}
     return {"base": [t.id for t in tasks], **splits}

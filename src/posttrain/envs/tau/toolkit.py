@@ -6,7 +6,7 @@ Changes made before a failure stay (no rollback)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,13 +50,19 @@ class Toolkit:
     tools: dict[str, ToolSpec]
     helpers: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, obj: Any, kinds: Sequence[tuple[str, Sequence[str]]],
+           helpers: Sequence[str] = ()) -> Toolkit:
+        """The methods of ``obj`` named in ``kinds`` (``(kind, names)`` groups, in order) as
+        tools, those named in ``helpers`` as helpers."""
+        return cls({n: ToolSpec(getattr(obj, n), kind) for kind, names in kinds for n in names},
+                   {n: getattr(obj, n) for n in helpers})
+
 
 def serialize(value: Any) -> str:
     """A string verbatim; anything else as JSON (records with every declared field, in
     declaration order; a bare number or bool outside a record as its Python string)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(_plain(value, top=True), default=str)
+    return value if isinstance(value, str) else json.dumps(_plain(value, top=True), default=str)
 
 
 def _plain(value: Any, top: bool = False) -> Any:

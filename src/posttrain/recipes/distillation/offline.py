@@ -28,31 +28,19 @@ from posttrain.types import Batch, Episode, SamplingParams, Segment
 DIVERGENCES = OFFLINE_DIVERGENCES
 
 
-def run_distill(
-    trainer: Trainer,
-    teacher: torch.nn.Module | StoredLogits,
-    tokenizer,
-    teacher_tokenizer,
-    conversations: list[list[dict]],
-    steps: int,
-    batch_size: int,
-    reporter: Reporter,
-    divergence: str = "forward_kl",
-    options: dict | None = None,
-    seed: int = 0,
-    start_step: int = 0,
-    on_step_end: Callable[[int], None] | None = None,
-    lam: float = 0.0,
-    engine: Engine | None = None,
-    max_new_tokens: int = 32,
-    tools: Sequence[list[dict] | None] | None = None,
-) -> None:
+def run_distill(trainer: Trainer, teacher: torch.nn.Module | StoredLogits, tokenizer,
+                teacher_tokenizer, conversations: list[list[dict]], steps: int, batch_size: int,
+                reporter: Reporter, divergence: str = "forward_kl", options: dict | None = None,
+                seed: int = 0, start_step: int = 0,
+                on_step_end: Callable[[int], None] | None = None, lam: float = 0.0,
+                engine: Engine | None = None, max_new_tokens: int = 32,
+                tools: Sequence[list[dict] | None] | None = None) -> None:
     """Steps ``start_step .. steps`` of ``distill_step`` on the assistant tokens (conversation
-    ``i`` rendered with ``tools[i]``, if given);
-    a live teacher's tokenizer must be the student's (stored logits must have been written for
-    exactly this data: ``teacher_tokenizer`` is then unused). GKD mixing: each conversation is
-    replaced, with probability ``lam``, by the student's own answer to its prompt, sampled by
-    ``engine`` (which gets the student's weights after every step)."""
+    ``i`` rendered with ``tools[i]``, if given); a live teacher's tokenizer must be the
+    student's (stored logits must have been written for exactly this data:
+    ``teacher_tokenizer`` is then unused). GKD mixing: each conversation is replaced, with
+    probability ``lam``, by the student's own answer to its prompt, sampled by ``engine``
+    (which gets the student's weights after every step)."""
     if divergence not in DIVERGENCES:
         raise ValueError(f"divergence {divergence!r}; offline distillation takes "
                          f"{', '.join(DIVERGENCES)}")

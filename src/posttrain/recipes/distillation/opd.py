@@ -108,8 +108,7 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
     return evals
 
 
-def opd_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None,
-              evals: dict):
+def opd_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
     """The ``opd`` stage from ``opd.teachers`` (or the student itself, with
     ``opd.self_distill``); returns the trained model with whole weights."""
     cfg = parts.cfg

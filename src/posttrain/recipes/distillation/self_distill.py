@@ -45,11 +45,9 @@ PRIVILEGED: dict[str, Callable[[Task, Episode, list[Episode]], str]] = {
 
 
 def privileged_context(preset: str) -> Context:
-    """The teacher's prompt of ``preset``: ``z`` first in the system message, then the
-    question."""
+    """The teacher's prompt of ``preset``: ``z`` first in the system message, then the question."""
     z = PRIVILEGED[preset]
-    return lambda task, episode, group: prepend_system(task.messages(),
-                                                       z(task, episode, group))
+    return lambda task, episode, group: prepend_system(task.messages(), z(task, episode, group))
 
 
 def self_teacher(preset: str, model: torch.nn.Module) -> Teacher:

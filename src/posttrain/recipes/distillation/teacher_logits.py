@@ -120,8 +120,7 @@ class StoredLogits:
         return out.scatter(1, self.indices[lo:hi], top)
 
     def targets(self, conversations: Sequence[int]) -> Callable[[Batch], Targets]:
-        """For ``distill_step`` on a batch whose row ``r`` is conversation
-        ``conversations[r]``."""
+        """For ``distill_step`` on a batch whose row ``r`` is conversation ``conversations[r]``."""
 
         def targets(mb: Batch) -> Targets:
             logp = torch.cat([self.dense(conversations[int(r)]) for r in mb.rows])

@@ -25,9 +25,9 @@ class Teacher:
     """An in-process ``model`` (sampled-token log-probs and full distributions) or an
     ``engine`` (sampled-token log-probs through ``Engine.score``: a Ray actor). The teacher
     serves samples whose domain is in ``domains`` and whose effort is in ``efforts`` (empty:
-    any). ``context(task, episode, group)`` is the teacher's own
-    prompt for a sample of ``task`` (``group``: the episodes of its group) — the privileged
-    context of self-distillation; None: the student's prompt."""
+    any). ``context(task, episode, group)`` is the teacher's own prompt for a sample of
+    ``task`` (``group``: the episodes of its group) — the privileged context of
+    self-distillation; None: the student's prompt."""
 
     name: str
     model: torch.nn.Module | None = None
@@ -45,9 +45,8 @@ class Teacher:
         """Log-prob of every token of each sequence given the ones before it (0.0 first)."""
         if self.model is None:
             return self.engine.score(sequences)
-        batch = Batch.from_episodes(
-            [Episode([Segment.from_prompt_completion(s[:1], s[1:])]) for s in sequences],
-            pad_token_id).to(model_device(self.model))
+        batch = Batch.from_episodes([Episode([Segment.from_prompt_completion(s[:1], s[1:])])
+                                     for s in sequences], pad_token_id).to(model_device(self.model))
         with frozen(self.model) as model:
             logp, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask,
                                         with_entropy=False, score_mask=batch.loss_mask)
@@ -158,8 +157,7 @@ def distribution_targets(teachers: Sequence[Teacher], weights: torch.Tensor, sam
     return targets
 
 
-def model_targets(model: torch.nn.Module, temperature: float = 1.0
-                  ) -> Callable[[Batch], Targets]:
+def model_targets(model: torch.nn.Module, temperature: float = 1.0) -> Callable[[Batch], Targets]:
     """One teacher on every loss-mask position of the micro-batch itself (offline KD)."""
 
     def targets(mb: Batch) -> Targets:

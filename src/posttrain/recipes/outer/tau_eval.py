@@ -52,12 +52,10 @@ def summarize(episodes: Sequence[Episode]) -> dict:
     trials = min(n, default=0)
     bases = Counter(" x ".join(b) for e in scored if (b := e.meta["env"]["basis"]))
     unavailable = sorted({u for e in scored for u in e.meta["env"]["unavailable"] or []})
-    return {
-        "tasks": len(by_task), "episodes": len(scored),
-        "infrastructure_errors": len(episodes) - len(scored),
-        "avg_reward": sum(e.rewards["tau"] for e in scored) / max(len(scored), 1),
-        "pass_hat_k": {k: pass_hat_k(n=n, c=c, k=k) for k in range(1, trials + 1)},
-        "terminations": dict(Counter(e.meta["env"]["termination"] or e.finish_reason
-                                     for e in episodes)),
-        "reward_basis": dict(bases), "unavailable": unavailable,
-    }
+    return {"tasks": len(by_task), "episodes": len(scored),
+            "infrastructure_errors": len(episodes) - len(scored),
+            "avg_reward": sum(e.rewards["tau"] for e in scored) / max(len(scored), 1),
+            "pass_hat_k": {k: pass_hat_k(n=n, c=c, k=k) for k in range(1, trials + 1)},
+            "terminations": dict(Counter(e.meta["env"]["termination"] or e.finish_reason
+                                         for e in episodes)),
+            "reward_basis": dict(bases), "unavailable": unavailable}

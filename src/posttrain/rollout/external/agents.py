@@ -26,8 +26,7 @@ def command_agent(command: str, timeout_s: float = 600.0) -> AgentFn:
     """An agent that is a program (see the module's docstring)."""
     def agent(base_url: str, api_key: str, task: Task) -> float | None:
         env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key,
-               "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"),
-               "ANTHROPIC_API_KEY": api_key}
+               "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"), "ANTHROPIC_API_KEY": api_key}
         row = {"messages": task.messages(), "reference": task.reference,
                "row": getattr(task, "row", {})}
         done = subprocess.run(shlex.split(command), input=json.dumps(row), env=env,

@@ -32,8 +32,7 @@ class ServedEngine:
         config = getattr(getattr(engine, "model", None), "config", None)
         context = getattr(config, "max_position_embeddings", None) or 4096
         self.completer = Completer(engine, tokenizer, context)
-        self._server = running(create_app(self.completer, self.sessions, "policy",
-                                          any_model=True))
+        self._server = running(create_app(self.completer, self.sessions, "policy", any_model=True))
         self.url = self._server.__enter__()
 
     def close(self) -> None:

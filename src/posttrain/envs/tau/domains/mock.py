@@ -1,5 +1,4 @@
-"""The ``mock`` domain (TAU_ENV.md §4): an agent that manages a user's tasks, a user who has
-notifications."""
+"""The ``mock`` domain (TAU_ENV.md §4): tools on a user's tasks (agent) and notifications (user)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from posttrain.envs.tau.toolkit import (
     WRITE,
     DomainError,
     Toolkit,
-    ToolSpec,
     transfer_to_human_agents,
 )
 
@@ -78,13 +76,10 @@ class MockTools:
         return self.db.tasks[task_id]
 
     def toolkit(self) -> Toolkit:
-        return Toolkit({"create_task": ToolSpec(self.create_task, WRITE),
-                        "get_users": ToolSpec(self.get_users, READ),
-                        "transfer_to_human_agents": ToolSpec(self.transfer_to_human_agents,
-                                                             GENERIC),
-                        "update_task_status": ToolSpec(self.update_task_status, WRITE)},
-                       {"assert_number_of_tasks": self.assert_number_of_tasks,
-                        "assert_task_status": self.assert_task_status})
+        return Toolkit.of(self, [(WRITE, ["create_task"]), (READ, ["get_users"]),
+                                 (GENERIC, ["transfer_to_human_agents"]),
+                                 (WRITE, ["update_task_status"])],
+                          ["assert_number_of_tasks", "assert_task_status"])
 
 
 class MockUserTools:
@@ -126,10 +121,9 @@ class MockUserTools:
         return self.db.notifications[notification_id]
 
     def toolkit(self) -> Toolkit:
-        return Toolkit({"check_notifications": ToolSpec(self.check_notifications, READ),
-                        "dismiss_notification": ToolSpec(self.dismiss_notification, WRITE)},
-                       {"add_notification": self.add_notification,
-                        "assert_notification_status": self.assert_notification_status})
+        return Toolkit.of(self, [(READ, ["check_notifications"]),
+                                 (WRITE, ["dismiss_notification"])],
+                          ["add_notification", "assert_notification_status"])
 
 
 def pristine() -> tuple[MockDB, MockUserDB]:

@@ -1,7 +1,6 @@
 """The ``retail`` domain's agent tools (TAU_ENV.md §5): look up users, orders and products;
-cancel or modify pending orders; exchange or return delivered ones. Each tool looks up its
-order (or user) first, then applies its checks in the listed order — the first failing check
-decides the error message."""
+cancel or modify pending orders; exchange or return delivered ones. Each tool looks up its order
+(or user) first, then applies its checks in order: the first failing one decides the error."""
 
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ from posttrain.envs.tau.toolkit import (
     WRITE,
     DomainError,
     Toolkit,
-    ToolSpec,
     transfer_to_human_agents,
 )
 
@@ -84,8 +82,7 @@ class RetailTools:
     def _swappable(self, order_id: str, item_ids: list[str], new_item_ids: list[str],
                    checks: tuple[str, str, str, str]) -> Order:
         """The order whose items are to be swapped, after the first checks of ``checks`` =
-        (required status, its refusal, the multiset refusal with ``{}`` for the item, the
-        length refusal)."""
+        (required status, its refusal, the multiset refusal (``{}``: the item), length refusal)."""
         status, refused, missing_message, mismatch = checks
         order = self._order(order_id)
         if order.status != status:
@@ -222,8 +219,7 @@ class RetailTools:
         Returns:
             A JSON object mapping product name to product id.
         """
-        return json.dumps({p.name: p.product_id for p in self.db.products.values()},
-                          sort_keys=True)
+        return json.dumps({p.name: p.product_id for p in self.db.products.values()}, sort_keys=True)
 
     transfer_to_human_agents = staticmethod(transfer_to_human_agents)
 
@@ -327,8 +323,7 @@ class RetailTools:
             raise DomainError("Insufficient gift card balance to pay for the order")
         history.append(Payment(transaction_type="payment", amount=amount,
                                payment_method_id=payment_method_id))
-        history.append(Payment(transaction_type="refund", amount=amount,
-                               payment_method_id=old_id))
+        history.append(Payment(transaction_type="refund", amount=amount, payment_method_id=old_id))
         if isinstance(new, GiftCard):
             new.balance = round(new.balance - amount, 2)
         old = self._method(order, old_id)
@@ -432,13 +427,12 @@ class RetailTools:
         return order
 
     def toolkit(self) -> Toolkit:
-        kinds = {READ: ("find_user_id_by_email", "find_user_id_by_name_zip",
-                        "get_order_details", "get_product_details", "get_user_details",
-                        "get_item_details", "list_all_product_types"),
-                 GENERIC: ("calculate", "transfer_to_human_agents"),
-                 WRITE: ("cancel_pending_order", "modify_pending_order_address",
-                         "modify_user_address", "modify_pending_order_payment",
-                         "modify_pending_order_items", "exchange_delivered_order_items",
-                         "return_delivered_order_items")}
-        return Toolkit({name: ToolSpec(getattr(self, name), kind)
-                        for kind, names in kinds.items() for name in names})
+        return Toolkit.of(self, [
+            (READ, ("find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details",
+                    "get_product_details", "get_user_details", "get_item_details",
+                    "list_all_product_types")),
+            (GENERIC, ("calculate", "transfer_to_human_agents")),
+            (WRITE, ("cancel_pending_order", "modify_pending_order_address",
+                     "modify_user_address", "modify_pending_order_payment",
+                     "modify_pending_order_items", "exchange_delivered_order_items",
+                     "return_delivered_order_items"))])

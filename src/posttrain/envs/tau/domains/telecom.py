@@ -1,7 +1,6 @@
 """The ``telecom`` domain (TAU_ENV.md §6): an agent that looks up customers, lines and bills,
 suspends and resumes lines, toggles roaming, sells data refuels and requests payments; the user
-side (the customer's phone) is in ``telecom_user``; ``sync`` links the two after every call.
-Today is frozen at 2025-02-25."""
+side (the phone) is ``telecom_user``, linked by ``sync`` after every call. Today is 2025-02-25."""
 
 from __future__ import annotations
 
@@ -29,7 +28,6 @@ from posttrain.envs.tau.toolkit import (
     WRITE,
     DomainError,
     Toolkit,
-    ToolSpec,
     transfer_to_human_agents,
 )
 
@@ -351,17 +349,14 @@ class TelecomTools:
         return bill is None or bill.status == "Paid"
 
     def toolkit(self) -> Toolkit:
-        kinds = {READ: ("get_customer_by_phone", "get_customer_by_id", "get_customer_by_name",
-                        "get_details_by_id", "get_bills_for_customer", "get_data_usage"),
-                 WRITE: ("suspend_line", "resume_line", "send_payment_request",
-                         "enable_roaming", "disable_roaming", "refuel_data"),
-                 GENERIC: ("transfer_to_human_agents",)}
-        helpers = ("set_data_usage", "suspend_line_for_overdue_bill",
-                   "assert_data_refueling_amount", "assert_line_status",
-                   "assert_overdue_bill_exists", "assert_no_overdue_bill")
-        return Toolkit({name: ToolSpec(getattr(self, name), kind)
-                        for kind, names in kinds.items() for name in names},
-                       {name: getattr(self, name) for name in helpers})
+        return Toolkit.of(self, [
+            (READ, ("get_customer_by_phone", "get_customer_by_id", "get_customer_by_name",
+                    "get_details_by_id", "get_bills_for_customer", "get_data_usage")),
+            (WRITE, ("suspend_line", "resume_line", "send_payment_request", "enable_roaming",
+                     "disable_roaming", "refuel_data")),
+            (GENERIC, ("transfer_to_human_agents",))],
+            ("set_data_usage", "suspend_line_for_overdue_bill", "assert_data_refueling_amount",
+             "assert_line_status", "assert_overdue_bill_exists", "assert_no_overdue_bill"))
 
 
 def sync(agent_db: TelecomDB, user_db: TelecomUserDB) -> None:

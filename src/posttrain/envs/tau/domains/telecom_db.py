@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 from pydantic import Field
 
-from posttrain.envs.tau.db import Record
-
-DB = TypeVar("DB", bound=Record)
+from posttrain.envs.tau.db import DB, Record
 
 
 def load_toml(model: type[DB], path: Path) -> DB:

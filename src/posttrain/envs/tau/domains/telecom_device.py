@@ -1,6 +1,5 @@
-"""The telecom phone's derived state (TAU_ENV.md §6.3), as functions of the device and its
-surroundings: the network search, whether mobile data works, whether MMS can be sent, the
-speed test and the status bar."""
+"""The telecom phone's derived state (TAU_ENV.md §6.3) as functions of the device and its
+surroundings: network search, whether mobile data works and MMS sends, speed test and status bar."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from posttrain.envs.tau.domains.telecom_device import (
     speed,
     status_bar,
 )
-from posttrain.envs.tau.toolkit import READ, WRITE, Toolkit, ToolSpec
+from posttrain.envs.tau.toolkit import READ, WRITE, Toolkit
 
 MODES = ("4g_5g_preferred", "4g_only", "3g_only", "2g_only")
 ADVICE = {"Very Poor": "Connection is very slow; even basic browsing may fail.",
@@ -66,20 +66,14 @@ class TelecomUserTools:
         status, tech, signal = network_search(self.device, self.db.surroundings)
         return f"Network search done: {status}, {tech}, signal {signal}."
 
-    def _data_works(self) -> bool:
-        return data_works(self.device, self.db.surroundings)
-
     def _can_send_mms(self) -> bool:
         return can_send_mms(self.device, self.db.surroundings)
 
     def _speed(self) -> tuple[float | None, str]:
         return speed(self.device, self.db.surroundings)
 
-    def _status_bar(self) -> str:
-        return status_bar(self.device)
-
     def _sb(self, text: str) -> str:
-        return f"{text}\nStatus Bar: {self._status_bar()}"
+        return f"{text}\nStatus Bar: {status_bar(self.device)}"
 
     def _drop_wifi(self) -> None:
         d = self.device
@@ -90,7 +84,7 @@ class TelecomUserTools:
         """Look at your phone's status bar: signal strength, network type, mobile data, Wi-Fi, VPN
         and battery level.
         """
-        return "Status Bar: " + self._status_bar()
+        return "Status Bar: " + status_bar(self.device)
 
     def check_network_status(self) -> str:
         """Open your phone's network overview: airplane mode, SIM card, cellular connection, signal,
@@ -438,7 +432,7 @@ class TelecomUserTools:
         return self.device.network_connection_status == expected_status
 
     def assert_mobile_data_status(self, expected_status: bool) -> bool:
-        return self._data_works() == expected_status
+        return data_works(self.device, self.db.surroundings) == expected_status
 
     def assert_mobile_roaming_status(self, expected_status: bool) -> bool:
         return self.device.roaming_enabled == expected_status
@@ -463,6 +457,4 @@ class TelecomUserTools:
         return self._speed()[1] != "Excellent"
 
     def toolkit(self) -> Toolkit:
-        tools = {name: ToolSpec(getattr(self, name), READ) for name in READ_TOOLS}
-        tools.update({name: ToolSpec(getattr(self, name), WRITE) for name in WRITE_TOOLS})
-        return Toolkit(tools, {name: getattr(self, name) for name in HELPERS})
+        return Toolkit.of(self, [(READ, READ_TOOLS), (WRITE, WRITE_TOOLS)], HELPERS)
