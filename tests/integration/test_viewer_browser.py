@@ -45,6 +45,7 @@ def shoot(driver, tmp_path: Path, name: str) -> Path:
 
 
 def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -122,9 +123,14 @@ def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
                     Select(browser.find_element(By.ID, "filter-finish")).options]
         assert finishes[0] == "" and set(finishes[1:]) <= {"stop", "length"} and finishes[1:]
         Select(browser.find_element(By.ID, "filter-traced")).select_by_value("yes")
-        wait.until(lambda d: 0 < len(d.find_elements(By.CSS_SELECTOR, "tr.episode-row")) < 12)
-        assert all(r.find_elements(By.TAG_NAME, "td")[7].text == "yes"
-                   for r in browser.find_elements(By.CSS_SELECTOR, "tr.episode-row"))
+
+        def traced_rows_only(d) -> bool:  # read as one rendering (the table may redraw)
+            rows = d.find_elements(By.CSS_SELECTOR, "tr.episode-row")
+            return 0 < len(rows) < 12 and all(
+                r.find_elements(By.TAG_NAME, "td")[7].text == "yes" for r in rows)
+
+        WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+            traced_rows_only)
         Select(browser.find_element(By.ID, "filter-traced")).select_by_value("")
 
         # a grid of every rl/eval chart side by side, values on hover, the time axis
