@@ -189,3 +189,24 @@ def test_engines_the_cluster_cannot_hold_are_an_error_not_a_hang(cluster, tiny_d
                                            r"not be placed within .*=2 s"):
         launch_engines(cfg, tiny_dir, "float32", tokenizer.pad_token_id,
                        tokenizer.eos_token_id)
+
+
+def test_an_engine_actor_runs_the_engine_its_member_builds(cluster, tiny_dir, tokenizer,
+                                                           tmp_path):
+    """A user's engine member (by dotted path) runs in the actor: its log records the actor's
+    calls, and it answers like the in-process engine it wraps."""
+    from posttrain.config import load_config
+
+    log = tmp_path / "calls.log"
+    cfg = load_config(None, ["engine.name=examples/extensions/families.py:LoggedTorch",
+                             f"engine.log={log}", "dist.backend=ray"])
+    (remote,) = launch_engines(cfg.dist, tiny_dir, "float32", tokenizer.pad_token_id,
+                               tokenizer.eos_token_id, cfg.engine)
+    try:
+        sampling = SamplingParams(max_new_tokens=4)
+        (local,) = engines(tiny_dir, tokenizer)
+        assert remote.generate(prompts(tokenizer, 3), sampling, [1, 2, 3]) == \
+            local.generate(prompts(tokenizer, 3), sampling, [1, 2, 3])
+        assert log.read_text() == "3\n"  # the member's engine, in the actor
+    finally:
+        close_engines([remote, local])

@@ -1,13 +1,14 @@
 """Rollout engines as Ray actors, behind the ``Engine`` protocol.
 
-``EngineActor`` is a torch engine (``engine.name: torch``) in its own process, built from a model
-directory. ``RayEngine`` is the client the pipelines hold: every protocol call becomes a remote
-call. Weights travel through the object store in buckets of about ``bucket_bytes``: the sender holds
-one bucket at a time and the actor loads them one at a time, so neither side makes a whole extra
-copy in its own memory (the object store holds them, spilling to disk if it must). ``RayEngine``
-keeps the last weights' bucket references; when the actor dies mid-call, Ray restarts it (it comes
-back with the directory's weights), ``RayEngine`` sends those weights and their version again and
-raises ``EngineRestarted`` so the caller dispatches the lost work again.
+``EngineActor`` is the engine an engine member builds (``engine.name``; ``EngineFamily.build``)
+in its own process, from a model directory. ``RayEngine`` is the client the pipelines hold:
+every protocol call becomes a remote call. Weights travel through the object store in buckets
+of about ``bucket_bytes``: the sender holds one bucket at a time and the actor loads them one
+at a time, so neither side makes a whole extra copy in its own memory (the object store holds
+them, spilling to disk if it must). ``RayEngine`` keeps the last weights' bucket references;
+when the actor dies mid-call, Ray restarts it (it comes back with the directory's weights),
+``RayEngine`` sends those weights and their version again and raises ``EngineRestarted`` so
+the caller dispatches the lost work again.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from posttrain.config.sections.engine import EngineFamily
 from posttrain.engines import EngineRestarted, GenerationOutput
-from posttrain.engines.torch_member import TorchEngineConfig
 from posttrain.types import SamplingParams
 
 
@@ -28,13 +29,12 @@ class EngineActor:
     ``generate`` call kills the process, once per ``fail_marker`` file (whichever actor
     creates it)."""
 
-    def __init__(self, model_dir: str, dtype: str, pad_token_id: int, eos_token_id: int | None,
-                 threads: int, device: str = "cpu", fail_at_call: int | None = None,
+    def __init__(self, engine: EngineFamily, model_dir: str, dtype: str, pad_token_id: int,
+                 eos_token_id: int | None, threads: int, fail_at_call: int | None = None,
                  fail_marker: str | None = None) -> None:
         torch.set_num_threads(threads)
         torch.set_flush_denormal(True)
-        self.engine = TorchEngineConfig(device=device).build(model_dir, dtype, pad_token_id,
-                                                             eos_token_id)
+        self.engine = engine.build(model_dir, dtype, pad_token_id, eos_token_id)
         self.calls, self.fail_at_call, self.fail_marker = 0, fail_at_call, fail_marker
 
     def generate(self, prompts, sampling, seeds) -> list[GenerationOutput]:

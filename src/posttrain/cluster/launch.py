@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from posttrain.cluster.engine_actor import EngineActor, RayEngine
 from posttrain.config import DistConfig
+from posttrain.config.extension import FILE_MODULE
+from posttrain.config.sections.engine import EngineFamily
+from posttrain.engines.torch_member import TorchEngineConfig
 
 
 def require_ray():
@@ -35,10 +39,13 @@ def ray_session(cfg: DistConfig, num_cpus: int | None = None) -> Iterator[None]:
 
 
 def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: int,
-                   eos_token_id: int | None, **fault_injection) -> list[RayEngine]:
+                   eos_token_id: int | None, engine: EngineFamily | None = None,
+                   **fault_injection) -> list[RayEngine]:
     """``cfg.engines`` engine actors loaded from ``model_dir``, placed per ``cfg.placement``
-    (inside a ``ray_session``): colocated ones reserve nothing; disaggregated ones take one
-    bundle each of a placement group (``engine_placement``). ``close_engines`` ends them."""
+    (inside a ``ray_session``), each the engine the member ``engine`` builds (None: the torch
+    engine); colocated ones reserve nothing; disaggregated ones take one bundle each of a
+    placement group (``engine_placement``). An engine with a ``device`` runs on the actor's
+    GPU when it has one, else on its CPU. ``close_engines`` ends them."""
     ray = require_ray()
     actor_cls = ray.remote(max_restarts=cfg.max_restarts, max_task_retries=0)(EngineActor)
     if cfg.placement == "colocated":
@@ -47,8 +54,13 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
         group, options = engine_placement(cfg)
         threads = max(1, int(cfg.cpus_per_engine))
         device = "cuda" if cfg.gpus_per_engine else "cpu"  # Ray shows the actor its GPUs only
-    actors = [actor_cls.options(**o).remote(str(model_dir), dtype, pad_token_id, eos_token_id,
-                                            threads, device, **fault_injection)
+    engine = engine or TorchEngineConfig()
+    if type(engine).__module__.startswith(FILE_MODULE):  # a user's file: no actor imports it
+        ray.cloudpickle.register_pickle_by_value(sys.modules[type(engine).__module__])
+    if "device" in type(engine).model_fields:
+        engine = engine.model_copy(update={"device": device})
+    actors = [actor_cls.options(**o).remote(engine, str(model_dir), dtype, pad_token_id,
+                                            eos_token_id, threads, **fault_injection)
               for o in options]
     return [RayEngine(actor, group=group, bucket_bytes=int(cfg.weight_bucket_mb * (1 << 20)))
             for actor in actors]

@@ -62,10 +62,13 @@ def is_path(value: str) -> bool:
     return ":" in value
 
 
+FILE_MODULE = "posttrain_ext_"  # the name prefix of a module loaded from a file
+
+
 def _module_of_file(path: Path):
     """The module at ``path``, loaded once per resolved path."""
     resolved = path.resolve()
-    name = f"posttrain_ext_{hashlib.sha1(str(resolved).encode()).hexdigest()[:12]}"
+    name = f"{FILE_MODULE}{hashlib.sha1(str(resolved).encode()).hexdigest()[:12]}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, resolved)

@@ -49,7 +49,7 @@ def rollout_engines(cfg: RunConfig, engine: Engine, model_dir: Path,
     dist = cfg.dist
     if dist.backend == "ray":
         engines = launch_engines(dist, model_dir, cfg.trainer.compute_dtype,
-                                 tokenizer.pad_token_id, tokenizer.eos_token_id)
+                                 tokenizer.pad_token_id, tokenizer.eos_token_id, cfg.engine)
         try:
             yield engines
         finally:
