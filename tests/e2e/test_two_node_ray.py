@@ -8,7 +8,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from test_scaling_cli import assert_same_weights, run
@@ -23,43 +25,47 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_node(*args: str) -> subprocess.Popen:
+def start_node(log: Path, *args: str) -> subprocess.Popen:
     """A node started by ``ray start --block``: its processes end with it, and other Ray
     sessions on the machine (other test workers') are left alone. Token authentication, which
     ``ray start`` turns on, is off: one machine, one user."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
     return subprocess.Popen([shutil.which("ray"), "start", "--block", "--num-cpus=1",
                              "--node-ip-address=127.0.0.1", "--disable-usage-stats", *args],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 
-def wait_for(nodes: int, address: str, timeout_s: float = 120) -> None:
+def wait_for(nodes: int, address: str, logs: list[Path], timeout_s: float = 180) -> None:
+    """Until the cluster has ``nodes`` alive, asked from a process of its own (this one may
+    hold another test's session)."""
+    ask = ("import ray; ray.init(address=%r, log_to_driver=False, configure_logging=False); "
+           "print(sum(n['Alive'] for n in ray.nodes()))" % address)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
-            alive = sum(n["Alive"] for n in ray.nodes())
-            ray.shutdown()
-            if alive == nodes:
-                return
-        except (ConnectionError, RuntimeError):
-            pass
+        out = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True,
+                             timeout=timeout_s)
+        if out.returncode == 0 and out.stdout.split()[-1:] == [str(nodes)]:
+            return
         time.sleep(1)
-    raise TimeoutError(f"the Ray cluster at {address} did not reach {nodes} nodes")
+    said = "\n".join(f"{log.name}: {log.read_text()[-1500:]}" for log in logs)
+    raise TimeoutError(f"the Ray cluster at {address} did not reach {nodes} nodes:\n{said}")
 
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
     """The address of a cluster of a head and a second node, one CPU each; stopped after."""
-    address = f"127.0.0.1:{free_port()}"
-    nodes = [start_node("--head", f"--port={address.split(':')[1]}",
+    if ray.is_initialized():  # a session an earlier test in this process left
+        ray.shutdown()
+    address, logs = f"127.0.0.1:{free_port()}", tmp_path_factory.mktemp("ray_logs")
+    head, second = logs / "head.log", logs / "second.log"
+    nodes = [start_node(head, "--head", f"--port={address.split(':')[1]}",
                         f"--temp-dir={tmp_path_factory.mktemp('ray')}",
                         "--include-dashboard=false")]
     try:
-        wait_for(1, address)
-        nodes.append(start_node(f"--address={address}"))
-        wait_for(2, address)
+        wait_for(1, address, [head])
+        nodes.append(start_node(second, f"--address={address}"))
+        wait_for(2, address, [head, second])
         yield address
     finally:
         for node in reversed(nodes):
