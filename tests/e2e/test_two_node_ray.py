@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,9 +60,9 @@ def two_nodes(tmp_path_factory):
         ray.shutdown()
     address, logs = f"127.0.0.1:{free_port()}", tmp_path_factory.mktemp("ray_logs")
     head, second = logs / "head.log", logs / "second.log"
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's sockets live under it
     nodes = [start_node(head, "--head", f"--port={address.split(':')[1]}",
-                        f"--temp-dir={tmp_path_factory.mktemp('ray')}",
-                        "--include-dashboard=false")]
+                        f"--temp-dir={temp}", "--include-dashboard=false")]
     try:
         wait_for(1, address, [head])
         nodes.append(start_node(second, f"--address={address}"))
@@ -71,6 +72,7 @@ def two_nodes(tmp_path_factory):
         for node in reversed(nodes):
             os.killpg(node.pid, signal.SIGTERM)
             node.wait(timeout=60)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_spread_engines_take_a_node_each_and_generate_as_in_process(two_nodes, tmp_path):
