@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +25,15 @@ def require_ray():
 
 @contextlib.contextmanager
 def ray_session(cfg: DistConfig, num_cpus: int | None = None) -> Iterator[None]:
-    """Connect to ``cfg.address`` or start a local cluster (``num_cpus``: its CPU count);
-    a session this call started is shut down at exit."""
+    """Connect to ``cfg.address`` (or ``RAY_ADDRESS``, which a RayJob sets) or start a local
+    cluster of this process's own (``num_cpus``: its CPU count; never one that ``ray start``
+    left on the machine, which Ray's default would join); a session this call started is
+    shut down at exit."""
     ray = require_ray()
     started = not ray.is_initialized()
     if started:
-        ray.init(address=cfg.address, num_cpus=None if cfg.address else num_cpus,
+        address = cfg.address or os.environ.get("RAY_ADDRESS") or "local"
+        ray.init(address=address, num_cpus=num_cpus if address == "local" else None,
                  include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         yield

@@ -13,7 +13,8 @@ from posttrain.config.section import Section
 class DistConfig(Section):
     """``backend: local`` runs everything in this process. ``ray`` runs the rollout engines as
     Ray actors (``engines`` of them; a crashed one is restarted up to ``max_restarts`` times) on
-    the cluster at ``address`` (null: start a local one). ``placement``: ``colocated`` actors
+    the cluster at ``address`` (null: ``RAY_ADDRESS`` if set, as in a KubeRay RayJob, else a
+    local cluster of the run's own). ``placement``: ``colocated`` actors
     reserve nothing and time-share the trainer's CPUs; ``disaggregated`` actors are placed in
     one Ray placement group, a bundle of ``cpus_per_engine`` CPUs and ``gpus_per_engine`` GPUs
     each (an engine with a GPU runs on it), its bundles packed onto few nodes or spread over
