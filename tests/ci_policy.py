@@ -50,6 +50,8 @@ def skip_reason(report) -> str:
 def pytest_addoption(parser):
     parser.addoption("--gpu", action="store_true",
                      help="run the gpu-marked tests too (a machine with a CUDA GPU)")
+    parser.addoption("--multinode", action="store_true",
+                     help="run the multinode-marked tests too (Ray nodes made by `ray start`)")
 
 
 def pytest_configure(config):
@@ -70,8 +72,9 @@ def deselect(config, items, marker: str) -> list:
 
 
 def pytest_collection_modifyitems(config, items):
-    if not config.getoption("--gpu"):
-        deselect(config, items, "gpu")
+    for opt_in in ("gpu", "multinode"):
+        if not config.getoption(f"--{opt_in}"):
+            deselect(config, items, opt_in)
     if any(item.get_closest_marker("namespaces") for item in items) \
             and not kernel_allows_namespaces():
         config.stash[_REFUSED].extend(item.nodeid for item in deselect(config, items, "namespaces"))
