@@ -46,9 +46,14 @@ def _plain(decoder, input_ids, attention_mask) -> torch.Tensor:
 def _group_rows(input_ids: torch.Tensor, prefix_lens: torch.Tensor) -> tuple[list[int], list[int]]:
     """``(first row of each distinct prefix, prefix index of each row)``."""
     index: dict[tuple[int, ...], int] = {}
-    group = [index.setdefault(tuple(input_ids[b, :p].tolist()), len(index))
-             for b, p in enumerate(prefix_lens.tolist())]
-    return [group.index(g) for g in range(len(index))], group
+    leaders, group = [], []
+    for b, p in enumerate(prefix_lens.tolist()):
+        key = tuple(input_ids[b, :p].tolist())
+        if key not in index:
+            index[key] = len(leaders)
+            leaders.append(b)
+        group.append(index[key])
+    return leaders, group
 
 
 def decoder_hidden_states(

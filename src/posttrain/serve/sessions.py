@@ -37,9 +37,11 @@ class Sessions:
     def trace(self, key: str) -> SessionTrace:
         """Session ``key``'s trace, started now if sessions are open and it has none."""
         with self._lock:
-            if self.open_sessions:
-                return self._traces.setdefault(key, SessionTrace())
-        return self.get(key)
+            if key not in self._traces:
+                if not self.open_sessions:
+                    raise UnknownSession(key)
+                self._traces[key] = SessionTrace()
+            return self._traces[key]
 
     def get(self, key: str) -> SessionTrace:
         """Session ``key``'s trace; ``UnknownSession`` if there is none (nothing is created)."""
@@ -71,6 +73,7 @@ class Sessions:
             return list(self._traces)
 
     def activity(self) -> dict[str, int]:
+        """Each session's number of calls."""
         with self._lock:
             return {k: t.calls for k, t in self._traces.items()}
 
