@@ -22,7 +22,7 @@ from .registry import (
     register,
 )
 from .shaping import toggle_budget
-from .tensors import group_stats, importance_ratio
+from .tensors import group_index, group_stats, importance_ratio
 
 __all__ = [
     "AdaptiveEntropyCoef",
@@ -37,6 +37,7 @@ __all__ = [
     "entry",
     "facts",
     "get",
+    "group_index",
     "group_stats",
     "importance_ratio",
     "importance_stats",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
+
 import torch
 
 EPS = 1e-6
@@ -45,3 +47,10 @@ def normalise(values: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, eps: 
 def per_token(seq_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Broadcast ``[B]`` values over the loss mask: ``A_it = A_i m_it``."""
     return seq_values.to(mask.dtype)[:, None] * mask
+
+
+def group_index(keys: Iterable[Hashable]) -> torch.Tensor:
+    """``[N]`` long: each key's group, groups numbered in order of first appearance (what the
+    catalogue's ``group_ids`` inputs hold)."""
+    index: dict[Hashable, int] = {}
+    return torch.tensor([index.setdefault(k, len(index)) for k in keys], dtype=torch.long)

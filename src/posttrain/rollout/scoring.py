@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
-from posttrain.algos import LazyInputs, entry, get
+from posttrain.algos import LazyInputs, entry, get, group_index
 from posttrain.config import ShapingRule
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.prompt_budgets import PromptBudgets
@@ -64,12 +64,6 @@ def completion_lengths(episodes: Sequence[Episode]) -> torch.Tensor:
     return torch.tensor([sum(s.num_trainable for s in e.segments) for e in episodes])
 
 
-def group_index(episodes: Sequence[Episode]) -> torch.Tensor:
-    """``[E]``: each episode's group, numbered in order of first appearance."""
-    index = {g: i for i, g in enumerate(dict.fromkeys(e.group_id for e in episodes))}
-    return torch.tensor([index[e.group_id] for e in episodes])
-
-
 def shape_rewards(episodes: Sequence[Episode], rules: Sequence[ShapingRule], step: int,
                   efforts: Sequence[int] | None = None,
                   prompt_budgets: PromptBudgets | None = None) -> list[Episode]:
@@ -85,7 +79,7 @@ def shape_rewards(episodes: Sequence[Episode], rules: Sequence[ShapingRule], ste
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)
     fixed = {
         "lengths": lambda: completion_lengths(episodes),
-        "group_ids": lambda: group_index(episodes),
+        "group_ids": lambda: group_index(e.group_id for e in episodes),
         "efforts": lambda: torch.tensor([e.meta["effort"] for e in episodes]),
         "effort_grid": lambda: efforts,
         "step": lambda: step,
@@ -120,7 +114,8 @@ def informative(episodes: list[Episode]) -> list[Episode]:
     if not episodes:
         return []
     keep = get("shaping", "dynamic_sampling")(
-        rewards=torch.tensor([e.reward for e in episodes]), group_ids=group_index(episodes))
+        rewards=torch.tensor([e.reward for e in episodes]),
+        group_ids=group_index(e.group_id for e in episodes))
     return [e for e, k in zip(episodes, keep.tolist()) if k]
 
 

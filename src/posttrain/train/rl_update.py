@@ -27,6 +27,7 @@ from posttrain.algos import (
     adaptive_kl_coef,
     entry,
     get,
+    group_index,
     long_success_penalty,
 )
 from posttrain.config import (
@@ -68,11 +69,6 @@ def _episode_mask(batch: Batch, rows: torch.Tensor, n: int) -> torch.Tensor:
     counts = per_episode(batch.loss_mask.sum(dim=1), rows, n).long()
     width = max(int(counts.max()), 1)
     return (torch.arange(width)[None, :] < counts[:, None]).to(batch.loss_mask.dtype)
-
-
-def _group_index(keys: Sequence[str]) -> torch.Tensor:
-    index: dict[str, int] = {}
-    return torch.tensor([index.setdefault(k, len(index)) for k in keys], dtype=torch.long)
 
 
 def step_tokens(step_values: Sequence[torch.Tensor], episodes: Sequence[Episode],
@@ -117,7 +113,7 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
         if rule is not None:
             r = long_success_penalty(
                 rewards=r, lengths=per_episode(batch.loss_mask.sum(dim=1), rows, n),
-                group_ids=_group_index([ep.group_id for ep in episodes]), **rule)
+                group_ids=group_index(ep.group_id for ep in episodes), **rule)
         if in_reward:
             kl = token_kl(batch, algo.kl.estimator).sum(dim=1)
             r = r - algo.kl.coef * per_episode(kl, rows, n)
@@ -125,12 +121,12 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
 
     return LazyInputs(
         rewards=rewards,
-        group_ids=lambda: _group_index([ep.group_id for ep in episodes]),
+        group_ids=lambda: group_index(ep.group_id for ep in episodes),
         mask=lambda: _episode_mask(batch, rows, n),
         reward_parts=lambda: torch.tensor([[ep.rewards[k] for k in names] for ep in episodes],
                                           dtype=torch.float64),
         part_weights=lambda: [part_weights[k] for k in names],
-        tree_ids=lambda: _group_index([ep.meta["tree_id"] for ep in episodes]),
+        tree_ids=lambda: group_index(ep.meta["tree_id"] for ep in episodes),
         step_states=lambda: [ep.meta["state_keys"] for ep in episodes],
         outcome_rewards=lambda: torch.tensor([ep.reward for ep in episodes],
                                              dtype=torch.float32)[rows],
