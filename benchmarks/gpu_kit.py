@@ -98,19 +98,25 @@ def missing() -> set[str]:
     return ours - requirements(have, direct)
 
 
-# an import of a module whose distributions are all BLOCKED fails as if they were absent
+def hidden_modules(distributions: set[str]) -> dict[str, list[str]]:
+    """Top-level module -> its distributions, for the modules whose distributions all lie in
+    ``distributions`` (canonical names)."""
+    owners = importlib.metadata.packages_distributions()
+    return {name: sorted(dists) for name, dists in owners.items()
+            if {canonical(d) for d in dists} <= distributions}
+
+
+# an import of a hidden module fails as if its distributions were absent
 BLOCKER = '''\
-import importlib.abc, importlib.metadata, re, sys
-BLOCKED = set({blocked!r})
-OWNERS = importlib.metadata.packages_distributions()
+import importlib.abc, sys
+HIDDEN = {hidden!r}
 
 
 class NotInImage(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        owners = {{re.sub(r"[-_.]+", "-", o).lower() for o in OWNERS.get(name, [])}}
-        if "." not in name and owners and owners <= BLOCKED:
+        if name in HIDDEN:
             raise ModuleNotFoundError(f"No module named {{name!r}} (the GPU image lacks "
-                                      f"{{', '.join(sorted(owners))}}; add it to gpu_kit.KIT)",
+                                      f"{{', '.join(HIDDEN[name])}}; add it to gpu_kit.KIT)",
                                       name=name)
         return None
 
@@ -123,8 +129,8 @@ def emulate(command: list[str]) -> int:
     """Run ``command`` with the distributions posttrain needs and the image lacks hidden, but
     those of ``KIT``."""
     with tempfile.TemporaryDirectory() as site:
-        blocked = sorted(missing() - {canonical(n) for n in KIT})
-        Path(site, "sitecustomize.py").write_text(BLOCKER.format(blocked=blocked))
+        hidden = hidden_modules(missing() - {canonical(n) for n in KIT})
+        Path(site, "sitecustomize.py").write_text(BLOCKER.format(hidden=hidden))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [site, str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
         return subprocess.run(command, env=env).returncode
