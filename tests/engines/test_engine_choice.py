@@ -12,13 +12,20 @@ from posttrain.config import ConfigError, load_config
 
 @pytest.mark.parametrize("overrides,message", [
     (["engine.name=vllm", "model.preset=nano"], "head size 16"),
-    (["engine.name=vllm", "rl.mode=async"], "rl.mode=sync"),
-    (["engine.name=sglang", "dist.backend=ray"], "dist.backend=local"),
+    (["engine.name=vllm", "engine.sleep=true", "dist.backend=ray"], "dist.backend=local"),
     (["engine.kv_cache_gib=2"], r"engine.kv_cache_gib: applies to name in \(vllm\)"),
 ])
 def test_engine_combinations_that_cannot_work_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config("configs/quickstart.yaml", overrides)
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
+def test_vllm_and_sglang_run_asynchronously_as_ray_actors(name):
+    cfg = load_config("configs/quickstart.yaml", [
+        f"engine.name={name}", "dist.backend=ray", "dist.engines=2", "rl.mode=async",
+        "rl.async.chunk_tokens=8", "rl.async.partial_rollout=true"])
+    assert (cfg.engine.name, cfg.dist.engines, cfg.rl.mode) == (name, 2, "async")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")

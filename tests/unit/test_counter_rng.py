@@ -1,7 +1,7 @@
 import torch
 
 from posttrain.engines import counter_uniforms, row_seeds
-from posttrain.engines.sampling import _mix64, mix64
+from posttrain.engines.sampling import _mix64, derived_seed, mix64
 
 
 def test_splitmix64_reference_value():
@@ -32,3 +32,11 @@ def test_row_seeds_are_distinct_and_fit_63_bits():
     seeds = row_seeds(3, 1000)
     assert len(set(seeds)) == 1000 and all(0 <= s < 2**63 for s in seeds)
     assert row_seeds(3, 5) == seeds[:5] and row_seeds(4, 5) != seeds[:5]
+
+
+def test_a_continued_request_gets_a_seed_of_its_own_at_every_length():
+    """What ``VLLMEngine`` gives vLLM: a row seeded 3 re-prefilled at lengths 10..1009 (a
+    sample continued chunk by chunk) never replays a stream, and one length one seed."""
+    seeds = [derived_seed(3, length) for length in range(10, 1010)]
+    assert len(set(seeds)) == 1000 and all(0 <= s < 2**63 for s in seeds)
+    assert seeds[:5] == row_seeds(3, 15)[10:] and derived_seed(3, 10) == seeds[0]

@@ -28,9 +28,14 @@ def mix64(x: int) -> int:
     return z ^ (z >> 31)
 
 
+def derived_seed(seed: int, i: int) -> int:
+    """``mix64(seed ^ mix64(i)) >> 1``: the 63-bit seed of draw stream ``i`` of ``seed``."""
+    return mix64((seed & _M64) ^ mix64(i)) >> 1
+
+
 def row_seeds(seed: int, n: int) -> list[int]:
-    """Per-row seeds ``mix64(seed ^ mix64(i))`` of a call seeded with ``seed`` (63 bits)."""
-    return [mix64((seed & _M64) ^ mix64(i)) >> 1 for i in range(n)]
+    """Per-row seeds ``derived_seed(seed, i)`` of a call seeded with ``seed``."""
+    return [derived_seed(seed, i) for i in range(n)]
 
 
 def _signed(c: int) -> int:

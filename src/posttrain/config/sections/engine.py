@@ -15,19 +15,14 @@ class EngineFamily(Member):
     the engine frees its weights (and cache) for each synchronous RL update and gets them back
     with the weight sync that follows. Weight syncs to any engine are verified the same way
     (``rl.sync``). ``RECORDS_ROUTING``: the engine records a mixture-of-experts model's
-    routing (``trainer.routing_replay``); ``IN_PROCESS_ONLY``: only this process drives it
-    (synchronous RL on the local backend)."""
+    routing (``trainer.routing_replay``)."""
 
     FAMILY: ClassVar[str] = "engine"
     name: str
     RECORDS_ROUTING: ClassVar[bool] = False
-    IN_PROCESS_ONLY: ClassVar[bool] = False
     sleep: bool = False
 
     def check(self, cfg) -> None:
-        if self.IN_PROCESS_ONLY and (cfg.rl.mode == "async" or cfg.dist.backend == "ray"):
-            raise ValueError(f"engine.name={self.name} runs in-process with rl.mode=sync and "
-                             "dist.backend=local")
         if self.sleep and ("rl" not in cfg.stages or cfg.rl.mode != "sync"
                            or cfg.dist.backend != "local"):
             raise ValueError("engine.sleep frees the engine's memory during each synchronous "
