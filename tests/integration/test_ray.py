@@ -30,8 +30,9 @@ def cluster():
         yield
 
 
-def engines(tiny_dir, tokenizer, n=1, placement="colocated", **fault):
-    cfg = DistConfig(backend="ray", engines=n, placement=placement)
+def engines(tiny_dir, tokenizer, n=1, placement="colocated", transport="object_store",
+            **fault):
+    cfg = DistConfig(backend="ray", engines=n, placement=placement, weight_transport=transport)
     return launch_engines(cfg, tiny_dir, "float32", tokenizer.pad_token_id,
                           tokenizer.eos_token_id, **fault)
 
@@ -62,13 +63,14 @@ def test_ray_engine_answers_like_the_local_engine(cluster, tiny_dir, model, toke
     close_engines([remote])
 
 
+@pytest.mark.parametrize("transport", ["object_store", "collective"])
 @pytest.mark.parametrize("bucket_bytes", [256 << 20, 1], ids=["one-bucket", "a-bucket-a-tensor"])
 def test_a_killed_engine_actor_comes_back_with_the_weights_it_had(cluster, tiny_dir, model,
                                                                    tokenizer, tmp_path,
-                                                                   bucket_bytes):
-    """(Weights go in buckets of ``bucket_bytes``: one, or one per tensor; the restore after
-    the restart sends the same buckets again.)"""
-    (remote,) = engines(tiny_dir, tokenizer, fail_at_call=2,
+                                                                   bucket_bytes, transport):
+    """(Weights go in buckets of ``bucket_bytes``: one, or one per tensor, through the object
+    store or broadcast over a gloo group; the restore after the restart sends them again.)"""
+    (remote,) = engines(tiny_dir, tokenizer, transport=transport, fail_at_call=2,
                         fail_marker=str(tmp_path / "crashed"))
     remote.bucket_bytes = bucket_bytes
     with torch.no_grad():
@@ -76,7 +78,8 @@ def test_a_killed_engine_actor_comes_back_with_the_weights_it_had(cluster, tiny_
     remote.update_weights(model.named_parameters(), 3)
     before = remote.weights_checksum()
     assert before == weights_checksum(model.named_parameters())
-    assert len(remote._last[0]) == (1 if bucket_bytes > 1 else len(list(model.parameters())))
+    if transport == "object_store":
+        assert len(remote._last[0]) == (1 if bucket_bytes > 1 else len(list(model.parameters())))
     sampling = SamplingParams(max_new_tokens=4)
     first = remote.generate(prompts(tokenizer, 1), sampling, [1])
     with pytest.raises(EngineRestarted):
@@ -87,13 +90,16 @@ def test_a_killed_engine_actor_comes_back_with_the_weights_it_had(cluster, tiny_
         first[0].token_ids
 
 
+@pytest.mark.parametrize("transport", ["object_store", "collective"])
 def test_async_run_on_two_ray_engines_matches_the_local_run(cluster, tiny_dir, model,
-                                                            tokenizer, tmp_path):
+                                                            tokenizer, tmp_path, transport):
     cfg = rl_config(max_staleness=0, chunk_tokens=4, partial_rollout=False)
     local_model, local_log = train(run_async_rl, copy.deepcopy(model), tokenizer,
                                    tmp_path / "local", cfg)
+    remote = engines(tiny_dir, tokenizer, n=2, transport=transport)
     ray_model, ray_log = train(run_async_rl, copy.deepcopy(model), tokenizer, tmp_path / "ray",
-                               cfg, engine=engines(tiny_dir, tokenizer, n=2))
+                               cfg, engine=remote)
+    assert all(e.version == cfg.steps for e in remote)  # every step's weights were sent
     assert [r["reward"] for r in ray_log] == [r["reward"] for r in local_log]
     # Exact: the local trainer runs the same float32 arithmetic on the same episodes in the
     # same order (the engines' log-probs only feed the mismatch metrics). A tolerance could not

