@@ -104,6 +104,19 @@ def test_async_on_ray_engines_and_trainer_ends_at_the_local_async_weights(tmp_pa
                                    "dist.engines=2", "dist.trainer_actor=true"), exact=True)
 
 
+@pytest.mark.ray
+def test_two_sharded_trainers_beside_ray_engines_end_at_the_one_process_async_weights(tmp_path):
+    """The production shape: two FSDP2 trainer processes; rank 0 drives two engine actors,
+    sends them the gathered weights over gloo and broadcasts the rollouts to rank 1 (each
+    prompt generated once). It ends where one process with in-process rollouts ends, up to
+    the rounding of two processes' summation orders (``assert_same_weights``)."""
+    pytest.importorskip("ray")
+    mode = ["rl.mode=async", "rl.async.max_staleness=0"]
+    local = run(tmp_path, "local", *mode)
+    assert_same_weights(local, run(tmp_path, "ray", *mode, *TWO_FSDP2, "dist.backend=ray",
+                                   "dist.engines=2", "dist.weight_transport=collective"))
+
+
 def test_torchrun_launched_trainers_end_where_the_local_launcher_does(tmp_path, two_fsdp2):
     """``torchrun --nproc-per-node 2 posttrain train ...``: the processes join its env://
     group (gloo on CPU), rank 0 claims and writes the run directory, and the run ends at the

@@ -20,6 +20,7 @@ from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, 
 from posttrain.models.devices import placed
 from posttrain.recipes.distillation.self_distill import self_teacher
 from posttrain.recipes.distillation.teachers import Teacher
+from posttrain.rollout.rank_shared import MirrorEngine, group_rank
 from posttrain.train import PolicyTrainer, Trainer, is_sharded
 from posttrain.train.checkpoint import CRITIC_DIR
 
@@ -34,8 +35,9 @@ def make_engine(cfg: RunConfig, model_dir: Path, tokenizer, model=None) -> Engin
 
 
 def cluster_session(cfg: RunConfig) -> contextlib.AbstractContextManager:
-    """A Ray session for ``dist.backend: ray`` (nothing for ``local``)."""
-    if cfg.dist.backend == "local":
+    """A Ray session for ``dist.backend: ray`` (nothing for ``local``, nor on a trainer
+    process group's other ranks: rank 0 drives the engines)."""
+    if cfg.dist.backend == "local" or group_rank():
         return contextlib.nullcontext()
     return ray_session(cfg.dist, num_cpus=os.cpu_count())
 
@@ -44,10 +46,13 @@ def cluster_session(cfg: RunConfig) -> contextlib.AbstractContextManager:
 def rollout_engines(cfg: RunConfig, engine: Engine, model_dir: Path,
                     tokenizer) -> Iterator[list[Engine]]:
     """The RL stage's engines: ``engine`` itself, or Ray actors (``dist.backend: ray``,
-    inside ``cluster_session``). An async run on one machine splits its cores between the
-    rollout thread and the trainer."""
+    inside ``cluster_session``); on a trainer process group's other ranks, a
+    ``MirrorEngine`` for each of rank 0's (``rollout.rank_shared``). An async run on one
+    machine splits its cores between the rollout thread and the trainer."""
     dist = cfg.dist
-    if dist.backend == "ray":
+    if group_rank():
+        yield [MirrorEngine() for _ in range(dist.engines if dist.backend == "ray" else 1)]
+    elif dist.backend == "ray":
         engines = launch_engines(dist, model_dir, cfg.trainer.compute_dtype,
                                  tokenizer.pad_token_id, tokenizer.eos_token_id, cfg.engine)
         try:

@@ -30,6 +30,7 @@ from posttrain.rollout import (
 )
 from posttrain.rollout.dispatch import GroupSource
 from posttrain.rollout.prompt_budgets import PromptBudgets
+from posttrain.rollout.rank_shared import shared_engine
 from posttrain.types import Episode
 
 
@@ -72,7 +73,7 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
                              evolve=skill_evolution(cfg, parts.skills, tokenizer))
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
-                sync_weights(trainer, e, start, cfg=sync)
+                sync_weights(trainer, shared_engine(e), start, cfg=sync)
             external = parts.rollout_fn if cfg.agent.plays_externally else None
             try:
                 if cfg.rl.mode == "async":

@@ -44,6 +44,7 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout import AsyncEpisodes, SyncEpisodes, rollout, rollout_metrics
 from posttrain.rollout.evaluation import evaluate
 from posttrain.rollout.prompt_budgets import PromptBudgets
+from posttrain.rollout.rank_shared import shared_source
 from posttrain.rollout.single_turn import RolloutPlan
 from posttrain.train import PolicyTrainer, Trainer, save_checkpoint
 from posttrain.train.rl_update import PolicySteps, PolicyUpdate
@@ -246,6 +247,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
     policy, syncs the engines (version, checksum, probes), evaluates when due, logs and
     checkpoints. Returns the evaluations made."""
     cfg, evals = run.cfg, []
+    source = shared_source(source)  # in a trainer process group: rank 0's rollouts for all
     update = run.policy_update()
     run.reporter.start(source.title, cfg.steps, run.start_step)
     with source:

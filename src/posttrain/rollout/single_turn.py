@@ -169,6 +169,10 @@ class SyncEpisodes:
         return episodes, first, {"extra_generations": float(extra),
                                  "kept_groups": float(len(episodes) // cfg.group_size)}
 
+    @property
+    def engines(self) -> list[Engine]:
+        return [self.engine]
+
     def staleness(self) -> tuple:
         return ()
 

@@ -26,7 +26,8 @@ class DistConfig(Section):
     for checkpoints, and a critic if any).
     ``trainer_processes > 1`` runs the stages in that many processes of a gloo
     ``torch.distributed`` group that split each update's micro-batches (data parallel, DDP's
-    semantics); every process generates the same rollouts (local backend only)."""
+    semantics, or sharded: ``trainer.shard``); RL rollouts are generated once, by rank 0's
+    engines (in-process or Ray actors), and broadcast to the other ranks."""
 
     backend: Literal["local", "ray"] = "local"
     address: str | None = None
@@ -51,8 +52,8 @@ class DistConfig(Section):
                                           "trainer_actor"])
         if self.backend == "local" and ray_only:
             raise ValueError(f"{ray_only[0]} applies to dist.backend=ray")
-        if self.trainer_processes > 1 and self.backend != "local":
-            raise ValueError("dist.trainer_processes > 1 runs with dist.backend=local")
+        if self.trainer_processes > 1 and self.trainer_actor:
+            raise ValueError("dist.trainer_actor runs one trainer: set dist.trainer_processes=1")
         reserved = changed(self, "dist", ["cpus_per_engine", "gpus_per_engine",
                                           "engine_strategy", "placement_timeout_s"])
         if self.placement == "colocated" and reserved:
