@@ -7,7 +7,8 @@ cluster, ``--syncs`` syncs of freshly perturbed weights through ``sync_weights``
 the checksum check; no probes). Per sync: seconds, and the peak resident memory above the
 sync's starting point of the driver and of the actor (sampled every 5 ms; the object store's
 shared memory counts where a process maps it). Bytes per sync are the weights' bytes (every
-tensor, every sync).
+tensor, every sync). The collective runs twice: with ``dist.max_restarts`` 3 (the default: the
+driver keeps a host copy of the last weights to restore a restarted actor) and 0 (no copy).
 
     python benchmarks/weight_sync.py [--hidden 512 1024] [--layers 8] [--syncs 3]
 """
@@ -30,6 +31,8 @@ from posttrain.config import DistConfig, OptimConfig
 from posttrain.models import build_tiny, load_model, load_tokenizer
 from posttrain.recipes.sampling_loop import sync_weights
 from posttrain.train import Trainer
+
+VARIANTS = [("object_store", 3), ("collective", 3), ("collective", 0)]
 
 
 class PeakRSS:
@@ -77,9 +80,9 @@ def llama_dir(root: Path, hidden: int, layers: int) -> Path:
     return out
 
 
-def measure(model_dir: Path, transport: str, syncs: int) -> dict:
+def measure(model_dir: Path, transport: str, restarts: int, syncs: int) -> dict:
     tokenizer, model = load_tokenizer(model_dir), load_model(model_dir)
-    dist = DistConfig(backend="ray", weight_transport=transport)
+    dist = DistConfig(backend="ray", weight_transport=transport, max_restarts=restarts)
     (engine,) = launch_engines(dist, model_dir, "float32", tokenizer.pad_token_id,
                                tokenizer.eos_token_id)
     trainer = Trainer(model, OptimConfig(), 1)
@@ -98,7 +101,8 @@ def measure(model_dir: Path, transport: str, syncs: int) -> dict:
         actor.append(rss.mib()["actor"])
     close_engines([engine])
     weight_bytes = sum(t.numel() * t.element_size() for _, t in trainer.named_weights())
-    return {"transport": transport, "weights_mib": weight_bytes / 2**20,
+    return {"transport": transport, "max_restarts": restarts,
+            "weights_mib": weight_bytes / 2**20,
             "seconds_median": statistics.median(seconds), "seconds": seconds,
             "driver_peak_mib": max(driver), "actor_peak_mib": max(actor),
             "bytes_per_sync": weight_bytes}
@@ -119,8 +123,9 @@ def main() -> None:
         models += [(f"llama-{h}x{args.layers}", llama_dir(root, h, args.layers))
                    for h in args.hidden]
         for name, model_dir in models:
-            for transport in ("object_store", "collective"):
-                rows.append({"model": name} | measure(model_dir, transport, args.syncs))
+            for transport, restarts in VARIANTS:
+                rows.append({"model": name} | measure(model_dir, transport, restarts,
+                                                      args.syncs))
                 print(json.dumps(rows[-1]), flush=True)
     print(json.dumps({"benchmark": "weight_sync", "cpus": psutil.cpu_count(),
                       "rows": rows}, indent=1))
