@@ -137,8 +137,12 @@ def test_torchrun_launched_trainers_end_where_the_local_launcher_does(tmp_path, 
     assert not (out / "ranks" / "1" / "rl_model").exists()
 
 
-def test_a_run_whose_engine_sleeps_during_updates_ends_at_the_same_weights(tmp_path):
-    """``engine.sleep``: the engine frees its weights for every RL update and the sync after
-    it writes them all back: the same arithmetic, so the same weights bit for bit."""
-    assert_same_weights(run(tmp_path, "awake"), run(tmp_path, "asleep", "engine.sleep=true"),
-                        exact=True)
+@pytest.mark.parametrize("where", [[], ["dist.backend=ray"]], ids=["in-process", "ray-actor"])
+def test_a_run_whose_engine_sleeps_during_updates_ends_at_the_same_weights(tmp_path, where):
+    """``engine.sleep``: the engine (in this process, or a colocated Ray actor) frees its
+    weights for every RL update and the sync after it writes them all back: the same
+    arithmetic, so the same weights bit for bit."""
+    if where:
+        pytest.importorskip("ray")
+    assert_same_weights(run(tmp_path, "awake"),
+                        run(tmp_path, "asleep", "engine.sleep=true", *where), exact=True)

@@ -12,7 +12,8 @@ from posttrain.config import ConfigError, load_config
 
 @pytest.mark.parametrize("overrides,message", [
     (["engine.name=vllm", "model.preset=nano"], "head size 16"),
-    (["engine.name=vllm", "engine.sleep=true", "dist.backend=ray"], "dist.backend=local"),
+    (["engine.sleep=true", "dist.backend=ray", "dist.placement=disaggregated"],
+     "dist.placement=colocated"),
     (["engine.kv_cache_gib=2"], r"engine.kv_cache_gib: applies to name in \(vllm\)"),
 ])
 def test_engine_combinations_that_cannot_work_are_refused(overrides, message):

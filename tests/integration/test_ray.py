@@ -63,6 +63,23 @@ def test_ray_engine_answers_like_the_local_engine(cluster, tiny_dir, model, toke
     close_engines([remote])
 
 
+def test_a_sleeping_engine_actor_refuses_work_and_wakes_with_the_sync(cluster, tiny_dir, model,
+                                                                      tokenizer):
+    from posttrain.engines.sleep import EngineAsleepError
+
+    (remote,) = engines(tiny_dir, tokenizer)
+    sampling = SamplingParams(max_new_tokens=4)
+    before = remote.generate(prompts(tokenizer, 2), sampling, [1, 2])
+    remote.sleep()
+    with pytest.raises(EngineAsleepError, match="asleep"):
+        remote.generate(prompts(tokenizer, 2), sampling, [1, 2])
+    remote.update_weights(model.named_parameters(), 1)
+    assert remote.weights_checksum() == weights_checksum(model.named_parameters())
+    assert [o.token_ids for o in remote.generate(prompts(tokenizer, 2), sampling, [1, 2])] == \
+        [o.token_ids for o in before]
+    close_engines([remote])
+
+
 @pytest.mark.parametrize("transport", ["object_store", "collective"])
 @pytest.mark.parametrize("bucket_bytes", [256 << 20, 1], ids=["one-bucket", "a-bucket-a-tensor"])
 def test_a_killed_engine_actor_comes_back_with_the_weights_it_had(cluster, tiny_dir, model,

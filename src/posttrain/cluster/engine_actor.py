@@ -66,6 +66,9 @@ class EngineActor:
     def version(self) -> int:
         return self.engine.version
 
+    def sleep(self) -> None:
+        self.engine.sleep()
+
     def weights_checksum(self) -> str:
         return self.engine.weights_checksum()
 

@@ -136,5 +136,10 @@ class RayEngine:
     def weights_checksum(self) -> str:
         return self._get(self.actor.weights_checksum.remote())
 
+    def sleep(self) -> None:
+        """The actor's engine frees its weights (``Sleeper``) until the next
+        ``update_weights``; a restarted actor comes back awake."""
+        self._get(self.actor.sleep.remote())
+
     def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
         return self._get(self.actor.score.remote([list(s) for s in sequences]))

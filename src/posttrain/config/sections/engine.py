@@ -24,10 +24,11 @@ class EngineFamily(Member):
 
     def check(self, cfg) -> None:
         if self.sleep and ("rl" not in cfg.stages or cfg.rl.mode != "sync"
-                           or cfg.dist.backend != "local"):
+                           or cfg.dist.placement != "colocated"):
             raise ValueError("engine.sleep frees the engine's memory during each synchronous "
-                             "RL update: it needs the rl stage with rl.mode=sync and "
-                             "dist.backend=local")
+                             "RL update for the trainer beside it: it needs the rl stage with "
+                             "rl.mode=sync and engines in this process or colocated Ray "
+                             "actors (dist.placement=colocated)")
 
     def build(self, model_dir: Path, dtype: str, pad_token_id: int,
               eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:
