@@ -100,6 +100,31 @@ def test_two_verified_syncs_keep_parity_and_the_guard_is_real(micro, tokenizer):
         sync_weights(trainer, engine, 3, probes)
 
 
+def test_an_adapter_sync_sends_the_adapter_alone_and_keeps_parity(micro, tokenizer):
+    """``engine.lora_rank``: vLLM serves the trainer's LoRA adapter (its LoRA requests); each
+    sync sends the adapter alone, a newer one replaces the older, and full weights sent after
+    it replace the base and drop it."""
+    from posttrain.config import TrainerConfig
+    from posttrain.config.sections.trainer import LoraConfig
+
+    engine = VLLMEngine(micro, lora_rank=8)
+    lora = LoraConfig(r=8, alpha=16, target_modules=["q_proj", "v_proj"])
+    trainer = Trainer(load_model(micro), OptimConfig(), 1, TrainerConfig(lora=lora))
+    probes = [p + [5, 6, 7, 8] for p in prompts(tokenizer)]
+    whole = sum(t.numel() * t.element_size() for _, t in trainer.named_weights())
+    for version in (1, 2):
+        torch.manual_seed(version)
+        with torch.no_grad():
+            for name, p in trainer.model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.05)
+        report = sync_weights(trainer, engine, version, probes)
+        assert engine.version == version and report.mismatch < 1e-5
+        assert report.nbytes < whole / 10  # the adapter of two projections, r 8
+    plain = Trainer(trainer.export_model().requires_grad_(True), OptimConfig(), 1)  # merged
+    assert sync_weights(plain, engine, 3, probes).mismatch < 1e-5  # not adapter + merged
+
+
 def test_a_rejected_reload_keeps_the_last_good_weights(micro, tokenizer):
     engine = VLLMEngine(micro)
     model = load_model(micro)

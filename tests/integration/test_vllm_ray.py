@@ -76,8 +76,11 @@ def test_a_killed_vllm_actor_comes_back_synced_and_its_samples_are_not_lost_or_r
     assert len(ids) == len(set(ids)) == cfg.steps * cfg.prompts_per_step * cfg.group_size
 
 
-def test_the_quickstart_trains_async_on_two_vllm_actors_with_partial_rollout(tmp_path):
-    """The reduced CI run of the production shape (docs/scaling.md)."""
+@pytest.mark.parametrize("lora", [[], ["trainer.lora.r=8", "engine.lora_rank=8"]],
+                         ids=["full-weights", "lora-adapter"])
+def test_the_quickstart_trains_async_on_two_vllm_actors_with_partial_rollout(tmp_path, lora):
+    """The reduced CI run of the production shape (docs/scaling.md); with ``trainer.lora``
+    and ``engine.lora_rank`` each sync sends the adapter alone (vLLM's LoRA requests)."""
     from typer.testing import CliRunner
 
     from posttrain.cli.app import app
@@ -87,10 +90,12 @@ def test_the_quickstart_trains_async_on_two_vllm_actors_with_partial_rollout(tmp
         "train", "configs/quickstart.yaml", f"out_dir={out}", "engine.name=vllm",
         "dist.backend=ray", "dist.engines=2", "rl.mode=async", "rl.async.chunk_tokens=8",
         "rl.async.partial_rollout=true", "sft.steps=20", "sft.num_examples=200", "rl.steps=3",
-        "rl.prompts_per_step=4", "rl.group_size=4", "eval.num_problems=8"])
+        "rl.prompts_per_step=4", "rl.group_size=4", "eval.num_problems=8", *lora])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
     rl = [r for r in rows if r["stage"] == "rl"]
     assert len(rl) == 3
     assert all(r["sync/mismatch"] < 1e-4 and r["mismatch"] < 1e-3 for r in rl)
     assert sum(r["async/tokens"] for r in rl) > 0 and rl[-1]["async/duplicates"] == 0
+    whole = 3_411_456  # bytes of the micro model's weights
+    assert all((r["sync/mib"] * 2**20 < whole / 10) == bool(lora) for r in rl)

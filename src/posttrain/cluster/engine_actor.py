@@ -49,6 +49,13 @@ class EngineActor:
         self.engine.update_weights((item for ref in buckets for item in ray.get(ref)), version)
         return version
 
+    def update_adapter(self, tensors: list, config: dict, version: int) -> int:
+        self.engine.update_adapter(tensors, config, version)
+        return version
+
+    def serves_adapters(self) -> bool:
+        return getattr(self.engine, "serves_adapters", False)
+
     def join_weight_group(self, host: str, port: int, device: str) -> None:
         self.weight_group = WeightGroup(host, port, 1, device)
 

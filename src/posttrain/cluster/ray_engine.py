@@ -43,7 +43,9 @@ class RayEngine:
         self.collective, self.keep_last = collective, keep_last
         self._link: WeightGroup | None = None  # the collective's group, joined when first used
         self._version = ray.get(actor.version.remote())
+        self.serves_adapters = ray.get(actor.serves_adapters.remote())
         self._last: tuple[list, int] | None = None  # the last weights (refs or tensors), version
+        self._adapter: tuple | None = None  # the last adapter's (ref, config, version)
 
     @property
     def version(self) -> int:
@@ -75,6 +77,8 @@ class RayEngine:
             self._broadcast(*self._last)
         elif self._last is not None:
             self._ray.get(self.actor.update_weights.remote(*self._last))
+        if self._adapter is not None:
+            self._ray.get(self.actor.update_adapter.remote(*self._adapter))
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
                  seeds: Sequence[int] | None = None) -> list[GenerationOutput]:
@@ -83,6 +87,7 @@ class RayEngine:
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]],
                        version: int) -> None:
+        self._adapter = None  # new base weights: the actor's engine drops its adapter
         if self.collective:
             kept: list[tuple[str, torch.Tensor]] = []
             try:
@@ -93,6 +98,15 @@ class RayEngine:
             self._last = (kept, version) if self.keep_last else None
         else:
             self._put_buckets(named_tensors, version)
+        self._version = version
+
+    def update_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict,
+                       version: int) -> None:
+        """The LoRA adapter alone, for an actor whose engine serves adapters; through the
+        object store (it is small) and kept to restore a restarted actor."""
+        ref = self._ray.put([(n, t.detach().to("cpu", copy=True)) for n, t in named_tensors])
+        self._adapter = (ref, config, version)
+        self._get(self.actor.update_adapter.remote(ref, config, version))
         self._version = version
 
     def _keeping(self, named_tensors, kept: list):

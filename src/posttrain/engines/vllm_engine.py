@@ -20,6 +20,11 @@
 - ``weights_checksum`` is that of the weights last loaded successfully: vLLM's packed weights
   cannot be read back, so what the engine *computes* is proven by the parity probe of
   ``sync_weights`` (its ``score`` against the trainer's), not by the checksum.
+- ``lora_rank`` (``engine.lora_rank``): the engine serves the trainer's LoRA adapter through
+  vLLM's LoRA requests (``enable_lora``), and a sync sends the adapter alone
+  (``update_adapter``: written as PEFT saves it to a directory of the engine's, loaded as a new
+  ``LoRARequest`` each version); ``weights_checksum`` is then the adapter's. Full weights sent
+  later replace the base and drop the adapter.
 - ``sleep=True`` (``engine.sleep``; vLLM's sleep mode, CUDA only): ``sleep`` discards the
   weights and the KV cache (``LLM.sleep(level=2)``, the level vLLM documents for weight
   updates); the next ``update_weights`` wakes the weights alone, loads the new ones, then
@@ -29,12 +34,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from posttrain.engines.base import EngineUnavailableError, GenerationOutput
 from posttrain.engines.sampling import derived_seed, resolve_seeds
@@ -62,7 +70,8 @@ def require_vllm():
 class VLLMEngine:
     def __init__(self, model_dir: str | Path, dtype: str = "float32",
                  max_model_len: int | None = None, kv_cache_gib: int = 1,
-                 repair_tied_head: bool = True, version: int = 0, sleep: bool = False) -> None:
+                 repair_tied_head: bool = True, version: int = 0, sleep: bool = False,
+                 lora_rank: int | None = None) -> None:
         for key, value in IN_PROCESS.items():
             os.environ.setdefault(key, value)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
@@ -73,7 +82,11 @@ class VLLMEngine:
                                          "mode, which runs on CUDA only")
         self._llm = vllm.LLM(model=str(model_dir), dtype=dtype, enforce_eager=True,
                              max_model_len=max_model_len, seed=0,
-                             logprobs_mode="processed_logprobs", enable_sleep_mode=sleep)
+                             logprobs_mode="processed_logprobs", enable_sleep_mode=sleep,
+                             **({"enable_lora": True, "max_lora_rank": lora_rank,
+                                 "max_loras": 1} if lora_rank else {}))
+        self.serves_adapters, self._lora_rank = lora_rank is not None, lora_rank
+        self._adapter: tuple[Any, tempfile.TemporaryDirectory] | None = None  # request, dir
         self._asleep = False
         self._vllm = vllm
         self.repair_tied_head = repair_tied_head
@@ -103,7 +116,7 @@ class VLLMEngine:
         params = [self._sampling(sampling, derived_seed(s, len(p)))
                   for s, p in zip(resolve_seeds(len(prompts), sampling, seeds), prompts)]
         outs = self._llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
-                                  params, use_tqdm=False)
+                                  params, use_tqdm=False, lora_request=self._lora_request())
         results = []
         for prompt, out in zip(prompts, outs):
             sample = out.outputs[0]
@@ -118,7 +131,10 @@ class VLLMEngine:
 
     def score(self, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
         """Log-prob of every token given the ones before it (0.0 for the first) at
-        temperature 1: vLLM's prompt log-probs, through its own forward and LM head."""
+        temperature 1: vLLM's prompt log-probs, through its own forward and LM head. An
+        engine serving adapters scores one sequence a call: vLLM 0.32's CPU LoRA logits path
+        fails on the prompt log-probs of several requests in one batch (punica_cpu's
+        ``add_lora_logits`` pairs the prompts' rows with one index a request)."""
         if any(len(s) == 0 for s in sequences):
             raise ValueError("every sequence needs at least one token")
         self._check_usable()
@@ -127,8 +143,10 @@ class VLLMEngine:
 
         params = self._vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0,
                                            detokenize=False)
-        outs = self._llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in sequences],
-                                  params, use_tqdm=False)
+        batches = [[s] for s in sequences] if self.serves_adapters else [sequences]
+        outs = [out for batch in batches for out in self._llm.generate(
+            [TokensPrompt(prompt_token_ids=list(s)) for s in batch], params, use_tqdm=False,
+            lora_request=self._lora_request())]
         return [[0.0] + [float(step[t].logprob) for t, step in zip(s[1:], out.prompt_logprobs[1:])]
                 for s, out in zip(sequences, outs)]
 
@@ -151,6 +169,33 @@ class VLLMEngine:
             self._broken = f"vLLM failed while loading version {version}: {exc!r}"
             raise EngineReloadError(self._broken + "; create a new engine") from exc
         self._checksum, self._version = weights_checksum(weights.items()), version
+        self._adapter = None  # the new base weights are the whole model
+
+    def update_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict,
+                       version: int) -> None:
+        """Serve the LoRA adapter ``named_tensors`` (names and ``adapter_config.json``'s
+        ``config`` as PEFT saves them) over the base weights, as ``version``."""
+        self._check_usable()
+        if not self.serves_adapters:
+            raise EngineReloadError("this vLLM engine serves no adapters (engine.lora_rank)")
+        if config.get("r", 0) > self._lora_rank:
+            raise EngineReloadError(f"adapter rank {config.get('r')} is above engine.lora_rank "
+                                    f"{self._lora_rank}")
+        from vllm.lora.request import LoRARequest
+
+        tensors = {n: t.detach().to("cpu").contiguous() for n, t in named_tensors}
+        directory = tempfile.TemporaryDirectory(prefix="posttrain-adapter-")
+        save_file(tensors, str(Path(directory.name) / "adapter_model.safetensors"))
+        (Path(directory.name) / "adapter_config.json").write_text(json.dumps(config))
+        request = LoRARequest(f"v{version}", version + 1, directory.name)
+        if self._adapter is not None:  # the previous version's adapter leaves vLLM's cache
+            self._llm.llm_engine.remove_lora(self._adapter[0].lora_int_id)
+        self._adapter = (request, directory)
+        self._llm.reset_prefix_cache()
+        self._checksum, self._version = weights_checksum(tensors.items()), version
+
+    def _lora_request(self):
+        return None if self._adapter is None else self._adapter[0]
 
     def sleep(self) -> None:
         """Discard the weights and the KV cache until the next ``update_weights``."""

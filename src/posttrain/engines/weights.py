@@ -25,13 +25,16 @@ def _tensor_digest(name: str, tensor: torch.Tensor) -> bytes:
 
 
 class WeightsDigest:
-    """``weights_checksum`` of the tensors that pass through ``passing``, keeping none."""
+    """``weights_checksum`` of the tensors that pass through ``passing``, keeping none;
+    ``nbytes`` counts their bytes."""
 
     def __init__(self) -> None:
         self._digests: list[bytes] = []
+        self.nbytes = 0
 
     def add(self, name: str, tensor: torch.Tensor) -> None:
         self._digests.append(_tensor_digest(name, tensor))
+        self.nbytes += tensor.numel() * tensor.element_size()
 
     def passing(self, named_tensors: Iterable[tuple[str, torch.Tensor]]
                 ) -> Iterator[tuple[str, torch.Tensor]]:

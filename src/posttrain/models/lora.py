@@ -1,12 +1,16 @@
 """LoRA through ``peft``: low-rank adapters ``W + (alpha / r) B A`` on the chosen linear layers,
-the base weights frozen. What leaves the trainer is always merged — the weights an engine
-receives and the model a stage saves are plain ``from_pretrained`` models, with the adapter
-folded in."""
+the base weights frozen. What leaves the trainer is merged — the weights an engine receives and
+the model a stage saves are plain ``from_pretrained`` models, with the adapter folded in —
+except for an engine that serves adapters itself (vLLM's LoRA requests), which gets the adapter
+alone as PEFT saves it (``adapter_export``)."""
 
 from __future__ import annotations
 
 import copy
+import json
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 
@@ -50,6 +54,17 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
 def merged_copy(model: torch.nn.Module) -> torch.nn.Module:
     """A plain model (the base class, ``save_pretrained``-ready) with the adapters merged."""
     return copy.deepcopy(model).merge_and_unload()
+
+
+def adapter_export(model: torch.nn.Module) -> tuple[dict, list[tuple[str, torch.Tensor]]]:
+    """The adapter as ``save_pretrained`` writes it: ``adapter_config.json``'s fields and the
+    tensors under their saved names (what an engine serving adapters loads)."""
+    from peft import get_peft_model_state_dict
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model.peft_config["default"].save_pretrained(tmp)
+        config = json.loads((Path(tmp) / "adapter_config.json").read_text())
+    return config, [(n, t.detach()) for n, t in get_peft_model_state_dict(model).items()]
 
 
 def adapter_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -24,6 +24,7 @@ import concurrent.futures
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar
 
 from posttrain.config import (
@@ -188,21 +189,30 @@ class SyncReport:
     checksum: str
     mismatch: float  # mean |trainer - engine| log-prob over the probes' tokens (0 without)
     seconds: float
+    nbytes: int = 0  # the bytes sent: whole weights, or an engine-served adapter alone
 
     def metrics(self) -> dict[str, float]:
-        return {"sync/mismatch": self.mismatch, "sync/seconds": self.seconds}
+        return {"sync/mismatch": self.mismatch, "sync/seconds": self.seconds,
+                "sync/mib": self.nbytes / 2**20}
 
 
 def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
                  probes: Sequence[Sequence[int]] = (), cfg: SyncConfig = SyncConfig()
                  ) -> SyncReport:
-    """Send the trainer's weights to ``engine`` as ``version`` and verify them."""
+    """Send the trainer's weights to ``engine`` as ``version`` and verify them. An engine
+    that serves LoRA adapters itself (``serves_adapters``) gets the trainer's adapter alone."""
     start = time.perf_counter()
     sent = WeightsDigest()  # the weights stream to the engine one at a time, fingerprinted
+    adapter = trainer.apply(Trainer.adapter) if getattr(engine, "serves_adapters", False) \
+        else None
+    if adapter is not None:
+        config, tensors = adapter
+        send = partial(engine.update_adapter, sent.passing(tensors), config, version)
+    else:
+        send = partial(engine.update_weights, sent.passing(trainer.named_weights()), version)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
-        pool.submit(engine.update_weights, sent.passing(trainer.named_weights()),
-                    version).result(timeout=cfg.timeout_s)
+        pool.submit(send).result(timeout=cfg.timeout_s)
     except concurrent.futures.TimeoutError:
         raise WeightSyncError(f"weight sync to version {version} did not finish within "
                               f"{cfg.timeout_s:g} s (engine still at version "
@@ -221,7 +231,7 @@ def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
             f"log-probs differ from the trainer's by {mismatch:.3g} > rl.sync.tolerance "
             f"{tolerance} (a mean over rl.sync.probes sequences; the default follows "
             "trainer.precision)")
-    return SyncReport(version, checksum, mismatch, time.perf_counter() - start)
+    return SyncReport(version, checksum, mismatch, time.perf_counter() - start, sent.nbytes)
 
 
 def probe_mismatch(trainer: PolicyTrainer, engine: Engine,

@@ -35,6 +35,7 @@ from posttrain.models import frozen, prefix_lengths
 from posttrain.models.devices import full, resolve_device
 from posttrain.models.logprobs import Scorer
 from posttrain.models.lora import (
+    adapter_export,
     adapter_state,
     add_lora,
     is_lora,
@@ -291,6 +292,11 @@ class Trainer:
             return
         for name, p in self.model.named_parameters():
             yield name, full(p.detach())
+
+    def adapter(self) -> tuple[dict, list[tuple[str, torch.Tensor]]] | None:
+        """The LoRA adapter alone (``models.lora.adapter_export``; None without LoRA): what an
+        engine serving adapters gets instead of the merged weights."""
+        return adapter_export(self.model) if is_lora(self.model) else None
 
     def export_model(self) -> torch.nn.Module:
         """The model with whole (unsharded) weights: the model itself, for LoRA a merged plain
