@@ -73,6 +73,15 @@ def test_two_trainer_processes_end_at_the_one_process_weights(one_process, two_p
     assert not (out / "ranks" / "1" / "rl_model").exists()  # rank 0 writes
 
 
+def test_two_lora_trainer_processes_end_at_the_one_process_lora_weights(tmp_path):
+    """Replicated LoRA adapters: each process draws fresh adapters from its own random state,
+    so every rank takes rank 0's (without that the first sync's checksum check fails on rank
+    1); gradients are summed as for full weights."""
+    lora = ["trainer.lora.r=8"]
+    assert_same_weights(run(tmp_path, "one", *lora),
+                        run(tmp_path, "two", *lora, "dist.trainer_processes=2"))
+
+
 @pytest.mark.parametrize("fmt", ["whole", "sharded"])
 def test_sharded_trainers_checkpoint_and_resume_exactly(tmp_path, two_fsdp2, fmt):
     """Whole or sharded checkpoints of two FSDP2 processes resume bit for bit on two, at the

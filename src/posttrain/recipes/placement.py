@@ -51,7 +51,8 @@ def rollout_engines(cfg: RunConfig, engine: Engine, model_dir: Path,
     machine splits its cores between the rollout thread and the trainer."""
     dist = cfg.dist
     if group_rank():
-        yield [MirrorEngine() for _ in range(dist.engines if dist.backend == "ray" else 1)]
+        adapters = getattr(cfg.engine, "lora_rank", None) is not None
+        yield [MirrorEngine(adapters) for _ in range(dist.engines if dist.backend == "ray" else 1)]
     elif dist.backend == "ray":
         engines = launch_engines(dist, model_dir, cfg.trainer.compute_dtype,
                                  tokenizer.pad_token_id, tokenizer.eos_token_id, cfg.engine)

@@ -66,6 +66,7 @@ class BroadcastingEngine:
 
     def __init__(self, engine) -> None:
         self.engine = engine
+        self.serves_adapters = getattr(engine, "serves_adapters", False)
 
     @property
     def version(self) -> int:
@@ -94,12 +95,16 @@ class BroadcastingEngine:
 
         _lead(load)
 
+    def update_adapter(self, named_tensors, config: dict, version: int) -> None:
+        _lead(self.engine.update_adapter, list(named_tensors), config, version)
+
 
 class MirrorEngine:
-    """Another rank's stand-in for rank 0's engine: the answers rank 0's engine gave."""
+    """Another rank's stand-in for rank 0's engine: the answers rank 0's engine gave
+    (``serves_adapters``: as rank 0's engine does)."""
 
-    def __init__(self) -> None:
-        self.version = 0
+    def __init__(self, serves_adapters: bool = False) -> None:
+        self.version, self.serves_adapters = 0, serves_adapters
 
     def generate(self, prompts, sampling, seeds=None):
         return _share()
@@ -117,6 +122,9 @@ class MirrorEngine:
         _drain(named_tensors)
         _share()
         self.version = version
+
+    def update_adapter(self, named_tensors, config: dict, version: int) -> None:
+        self.update_weights(named_tensors, version)
 
 
 class LeaderEpisodes:

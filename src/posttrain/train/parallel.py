@@ -73,6 +73,12 @@ class DataParallel:
             mine += [(parts[0], False)] * (math.ceil(len(parts) / self.world_size) - len(mine))
         return mine
 
+    def same_start(self, params: Sequence[torch.nn.Parameter]) -> None:
+        """Every rank takes rank 0's values of ``params`` (``replicate``: fresh LoRA adapters
+        are drawn from each process's own random state)."""
+        for p in params:
+            dist.broadcast(p.data, 0)
+
     def sum_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
         """All-reduce (sum) every gradient in one flat buffer; missing ones count as zero
         (``replicate``; FSDP2 has reduce-scattered them already)."""

@@ -161,10 +161,12 @@ class Trainer:
                                              offload=self.settings.offload)
         lora = self.settings.lora
         if lora is not None:
-            if self.parallel is not None:
-                raise ValueError("trainer.lora trains in one process (dist.trainer_processes=1)")
+            if self.parallel is not None and self.parallel.sharded:
+                raise ValueError("trainer.lora trains replicated adapters (trainer.shard=false)")
             model = self.model = add_lora(model, lora.r, lora.alpha, lora.dropout,
                                           tuple(lora.target_modules))
+            if self.parallel is not None:
+                self.parallel.same_start([p for p in model.parameters() if p.requires_grad])
         self.scorer = self.parallel.wrap(model) if self.parallel else Scorer(model)
         self.optimizer, self.scheduler = build_optimizer(model, optim, total_steps)
         self.step = 0

@@ -215,12 +215,12 @@ class TrainerConfig(Section):
         if "rl" in cfg.stages and self.shard and cfg.critic.enabled:
             raise ValueError("trainer.shard does not shard the critic: use replicated trainer "
                              "processes (trainer.shard=false) with critic.enabled")
-        if self.lora is not None and cfg.dist.trainer_processes > 1:
-            raise ValueError("trainer.lora trains in one process: set dist.trainer_processes=1")
+        if self.lora is not None and self.shard:
+            raise ValueError("trainer.lora trains replicated adapters: set trainer.shard=false "
+                             "(the frozen base is not sharded)")
         if self.lora is not None and cfg.checkpoint_format == "sharded":
             raise ValueError("checkpoint_format=sharded saves sharded weights; trainer.lora "
-                             "trains in one process and checkpoints its adapter: use "
-                             "checkpoint_format=whole")
+                             "checkpoints its adapter: use checkpoint_format=whole")
         launched = int(os.environ.get("WORLD_SIZE", "1")) > 1  # started by torchrun
         if self.shard and cfg.dist.trainer_processes == 1 and not launched:
             raise ValueError("trainer.shard shards over dist.trainer_processes (or the "
