@@ -9,6 +9,9 @@ sync's starting point of the driver and of the actor (sampled every 5 ms; the ob
 shared memory counts where a process maps it). Bytes per sync are the weights' bytes (every
 tensor, every sync). The collective runs twice: with ``dist.max_restarts`` 3 (the default: the
 driver keeps a host copy of the last weights to restore a restarted actor) and 0 (no copy).
+With ``sleep`` (``engine.sleep``, the colocated refit) the engine frees its weights before each
+sync, which wakes it: the memory the sleep gave back, and the refit's peak above the asleep
+actor.
 
     python benchmarks/weight_sync.py [--hidden 512 1024] [--layers 8] [--syncs 3]
 """
@@ -32,7 +35,8 @@ from posttrain.models import build_tiny, load_model, load_tokenizer
 from posttrain.recipes.sampling_loop import sync_weights
 from posttrain.train import Trainer
 
-VARIANTS = [("object_store", 3), ("collective", 3), ("collective", 0)]
+VARIANTS = [("object_store", 3, False), ("collective", 3, False), ("collective", 0, False),
+            ("object_store", 3, True), ("collective", 0, True)]
 
 
 class PeakRSS:
@@ -80,7 +84,12 @@ def llama_dir(root: Path, hidden: int, layers: int) -> Path:
     return out
 
 
-def measure(model_dir: Path, transport: str, restarts: int, syncs: int) -> dict:
+def rss_mib(pid: int) -> float:
+    return psutil.Process(pid).memory_info().rss / 2**20
+
+
+def measure(model_dir: Path, transport: str, restarts: int, syncs: int,
+            sleep: bool = False) -> dict:
     tokenizer, model = load_tokenizer(model_dir), load_model(model_dir)
     dist = DistConfig(backend="ray", weight_transport=transport, max_restarts=restarts)
     (engine,) = launch_engines(dist, model_dir, "float32", tokenizer.pad_token_id,
@@ -88,11 +97,15 @@ def measure(model_dir: Path, transport: str, restarts: int, syncs: int) -> dict:
     trainer = Trainer(model, OptimConfig(), 1)
     pids = {"driver": psutil.Process().pid,
             "actor": engine._ray.get(engine.actor.pid.remote())}
-    seconds, driver, actor = [], [], []
+    seconds, driver, actor, freed = [], [], [], []
     for version in range(1, syncs + 1):
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(1e-3)
+        if sleep:  # the engine frees its weights (an update would run now), the sync wakes it
+            awake = rss_mib(pids["actor"])
+            engine.sleep()
+            freed.append(awake - rss_mib(pids["actor"]))
         with PeakRSS(pids) as rss:
             start = time.perf_counter()
             sync_weights(trainer, engine, version)
@@ -101,7 +114,8 @@ def measure(model_dir: Path, transport: str, restarts: int, syncs: int) -> dict:
         actor.append(rss.mib()["actor"])
     close_engines([engine])
     weight_bytes = sum(t.numel() * t.element_size() for _, t in trainer.named_weights())
-    return {"transport": transport, "max_restarts": restarts,
+    return {"transport": transport, "max_restarts": restarts, "sleep": sleep,
+            **({"actor_freed_by_sleep_mib": statistics.median(freed)} if sleep else {}),
             "weights_mib": weight_bytes / 2**20,
             "seconds_median": statistics.median(seconds), "seconds": seconds,
             "driver_peak_mib": max(driver), "actor_peak_mib": max(actor),
@@ -123,9 +137,9 @@ def main() -> None:
         models += [(f"llama-{h}x{args.layers}", llama_dir(root, h, args.layers))
                    for h in args.hidden]
         for name, model_dir in models:
-            for transport, restarts in VARIANTS:
+            for transport, restarts, sleep in VARIANTS:
                 rows.append({"model": name} | measure(model_dir, transport, restarts,
-                                                      args.syncs))
+                                                      args.syncs, sleep))
                 print(json.dumps(rows[-1]), flush=True)
     print(json.dumps({"benchmark": "weight_sync", "cpus": psutil.cpu_count(),
                       "rows": rows}, indent=1))
