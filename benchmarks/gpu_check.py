@@ -13,6 +13,10 @@
   loaded from it and the second step: the largest weight difference (0 when exact);
 - ``sleep``: the torch engine's weights bytes, the device memory its ``sleep`` frees (the
   allocator's count on CUDA), and a verified sync that wakes it (its probe mismatch);
+- ``trl``: a GRPO step of posttrain and one of TRL's ``GRPOTrainer`` on the same model (Qwen3
+  of 0.6B's shape with the tiny tokenizer's vocabulary), prompts, group size and completion
+  length, in bf16 on the device: seconds a step (generation and update) and the ratio (an
+  ``error`` entry where TRL cannot run);
 - ``helpers``: a reward model, a distillation teacher's scores and its full distributions
   with the model on the device and the batch on the CPU, against the same on the CPU (fp32:
   only kernel rounding may differ).
@@ -24,8 +28,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -244,6 +250,98 @@ def helpers(device: torch.device, tmp: Path) -> dict:
             zip(("reward_model", "teacher_score", "teacher_distributions"), cpu, there)}
 
 
+def side_by_side(device: torch.device, tiny: bool, tmp: Path) -> dict:
+    d = build_tiny(tmp / "trl", "micro", architecture="qwen3")
+    tok = load_tokenizer(d)
+    if not tiny:
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(Qwen3Config(**{**QWEN3_06B, "vocab_size": len(tok)}))\
+            .save_pretrained(d)
+    prompts = [[{"role": "user", "content": f"What is {a}+{b}?"}] for a, b in
+               zip(range(11, 27), range(40, 56))]
+    group, new_tokens, steps = (4, 8, 2) if tiny else (8, 128, 2)
+    bf16 = device.type == "cuda"
+    out = {"prompts": len(prompts), "group_size": group, "new_tokens": new_tokens}
+    out["posttrain_step_s"] = posttrain_grpo_step(d, device, prompts, group, new_tokens, steps)
+    try:
+        out["trl_step_s"] = trl_grpo_step(d, device, prompts, group, new_tokens, steps, bf16)
+    except Exception as exc:  # reported, not hidden: the check's other sections still count
+        out["trl_error"] = f"{type(exc).__name__}: {exc}"
+        return out
+    out["speedup_vs_trl"] = out["trl_step_s"] / out["posttrain_step_s"]
+    return out
+
+
+def posttrain_grpo_step(d: Path, device: torch.device, prompts: list, group: int,
+                        new_tokens: int, steps: int) -> float:
+    """Seconds a GRPO step (generation, advantages, update, weight sync) after a warm-up."""
+    from posttrain.algos import get
+    from posttrain.models import encode_prompt
+
+    tok = load_tokenizer(d)
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    trainer = Trainer(load_model(d), OptimConfig(lr=1e-6, warmup_steps=0), steps + 1,
+                      TrainerConfig(device=str(device), precision=precision,
+                                    micro_batch_size=len(prompts) * group))
+    engine = TorchEngine(trainer.model, tok.pad_token_id, tok.eos_token_id,
+                         dtype=getattr(torch, "bfloat16" if precision == "bf16" else "float32"),
+                         device=device)
+    ids = [encode_prompt(tok, p) for p in prompts for _ in range(group)]
+    times = []
+    for step in range(steps + 1):
+        sync(device)
+        start = time.perf_counter()
+        outs = engine.generate(ids, SamplingParams(max_new_tokens=new_tokens, seed=step))
+        episodes = [Episode([Segment.from_prompt_completion(o.prompt_ids, o.token_ids,
+                                                             o.logprobs)],
+                            reward=float(len(o.token_ids) % 2), group_id=str(i // group))
+                    for i, o in enumerate(outs)]
+        batch = Batch.from_episodes(episodes, tok.pad_token_id)
+        batch = batch.replace(advantages=get("advantage", "grpo")(
+            rewards=batch.rewards, group_ids=batch.group_index, mask=batch.loss_mask))
+        trainer.apply(policy_steps, batch)
+        engine.update_weights(trainer.named_weights(), step + 1)
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return sum(times[1:]) / steps
+
+
+def trl_grpo_step(d: Path, device: torch.device, prompts: list, group: int, new_tokens: int,
+                  steps: int, bf16: bool) -> float:
+    """The same with TRL's ``GRPOTrainer`` (its own generation), from its step callbacks."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    times: list[float] = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            sync(device)
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            sync(device)
+            times.append(time.perf_counter() - self.start)
+
+    model = AutoModelForCausalLM.from_pretrained(
+        d, dtype=torch.bfloat16 if bf16 else torch.float32)
+    args = GRPOConfig(output_dir=str(d / "trl-out"), per_device_train_batch_size=len(prompts) *
+                      group, num_generations=group, max_completion_length=new_tokens,
+                      max_steps=steps + 1, learning_rate=1e-6, beta=0.0, temperature=1.0,
+                      use_cpu=device.type == "cpu", bf16=bf16, report_to=[],
+                      logging_steps=1000, save_strategy="no", dataloader_num_workers=0)
+    trainer = GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(d),
+                          args=args, train_dataset=Dataset.from_list([{"prompt": p}
+                                                                      for p in prompts]),
+                          reward_funcs=[lambda completions, **kw: [float(len(str(c)) % 2)
+                                                                  for c in completions]],
+                          callbacks=[Timer()])
+    with contextlib.redirect_stdout(sys.stderr):  # TRL prints; stdout stays the JSON
+        trainer.train()
+    return sum(times[1:]) / steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -259,7 +357,7 @@ def main() -> None:
                   "grpo": grpo(device, args.tiny, tmp), "gap": gap(device, tmp),
                   "routing_replay": routing_replay(device, tmp),
                   "resume": resume(device, tmp), "sleep": sleep(device, tmp),
-                  "helpers": helpers(device, tmp)}
+                  "helpers": helpers(device, tmp), "trl": side_by_side(device, args.tiny, tmp)}
     report["seconds"] = time.perf_counter() - start
     print(json.dumps(report, indent=2))
 

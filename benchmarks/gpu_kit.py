@@ -34,7 +34,8 @@ WHEELS = ROOT / ".whl"
 MAX_BYTES = 64 * 2**20  # what a device call carries, the working tree included
 # posttrain's needs the image lacks, on the check's import path (found with ``emulate``)
 KIT = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "fastapi",
-       "starlette")
+       "starlette",
+       "trl", "datasets", "dill", "multiprocess", "uvicorn")  # the check's TRL side by side
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 RUN = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
