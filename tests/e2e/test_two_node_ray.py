@@ -3,9 +3,10 @@ a head and a second node of one CPU each. Spread engines take one node each and 
 an in-process engine does; a run against the cluster (``dist.address``) ends at the weights of
 the same run on a local Ray session.
 
-Opt-in (``--multinode``): it passes alone, under CI=true and beside test_ray.py or the worked
-example, but in two whole-suite runs its engine actors were cancelled before they ran; until
-that is understood it does not run by default."""
+The drivers that join the cluster run in processes of their own: Ray keeps a process's first
+authentication mode, so a test worker that earlier started a local cluster (token
+authentication) had its actors on this cluster (none) cancelled before they ran. Opt-in
+(``--multinode``): it adds about a minute to the whole suite."""
 
 import os
 import shutil
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_scaling_cli import assert_same_weights, run
+from test_scaling_cli import SMALL, assert_same_weights, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.multinode]
 ray = pytest.importorskip("ray")
@@ -79,16 +80,18 @@ def two_nodes(tmp_path_factory):
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def test_spread_engines_take_a_node_each_and_generate_as_in_process(two_nodes, tmp_path):
+def spread_engines_check(address: str, tmp: str) -> None:
+    """Two spread engines on the cluster at ``address``: a node each, an in-process engine's
+    tokens (run by ``joined`` in a process of its own)."""
     from posttrain.cluster.launch import close_engines, launch_engines, ray_session
     from posttrain.config import DistConfig
     from posttrain.engines import TorchEngine
     from posttrain.models import build_tiny, encode_prompt, load_model, load_tokenizer
     from posttrain.types import SamplingParams
 
-    model_dir = build_tiny(tmp_path / "tiny", "nano", seed=0)
+    model_dir = build_tiny(Path(tmp) / "tiny", "nano", seed=0)
     tokenizer, model = load_tokenizer(model_dir), load_model(model_dir)
-    cfg = DistConfig(backend="ray", address=two_nodes, engines=2, placement="disaggregated",
+    cfg = DistConfig(backend="ray", address=address, engines=2, placement="disaggregated",
                      engine_strategy="spread", placement_timeout_s=60)
     prompts = [encode_prompt(tokenizer, [{"role": "user", "content": f"What is {i}+2?"}])
                for i in range(2)]
@@ -110,12 +113,32 @@ def test_spread_engines_take_a_node_each_and_generate_as_in_process(two_nodes, t
             close_engines(remote)
 
 
+def joined(*command: str) -> None:
+    """``command`` in a process of its own, its environment without token authentication
+    (the cluster's nodes have none); fails with its output when it does."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent),
+                                          os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+
+
+def test_spread_engines_take_a_node_each_and_generate_as_in_process(two_nodes, tmp_path):
+    joined(sys.executable, "-c", "import test_two_node_ray as t; "
+           f"t.spread_engines_check({two_nodes!r}, {str(tmp_path)!r})")
+
+
 def test_a_run_on_the_two_node_cluster_ends_at_the_local_ray_runs_weights(two_nodes, tmp_path):
     """Async at staleness 0 on two engines, one a node: the trainer stays in the driver and
     the engines only sample (counter-based seeds: the same tokens wherever they run), so the
     weights are those of the same run on a local Ray session, bit for bit."""
+    from safetensors.torch import load_file
+
     ray_async = ["rl.mode=async", "rl.async.max_staleness=0", "dist.backend=ray",
                  "dist.engines=2"]
-    on_cluster = run(tmp_path, "cluster", *ray_async, f"dist.address={two_nodes}",
-                     "dist.placement=disaggregated", "dist.engine_strategy=spread")
+    out = tmp_path / "cluster"
+    joined(shutil.which("posttrain"), "train", "configs/quickstart.yaml", f"out_dir={out}",
+           *SMALL, *ray_async, f"dist.address={two_nodes}", "dist.placement=disaggregated",
+           "dist.engine_strategy=spread")
+    on_cluster = load_file(out / "rl_model" / "model.safetensors")
     assert_same_weights(run(tmp_path, "local", *ray_async), on_cluster, exact=True)

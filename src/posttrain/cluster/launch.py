@@ -29,9 +29,10 @@ def ray_session(cfg: DistConfig, num_cpus: int | None = None) -> Iterator[None]:
     """Connect to ``cfg.address`` (or ``RAY_ADDRESS``, which a RayJob sets) or start a local
     cluster of this process's own (``num_cpus``: its CPU count; never one that ``ray start``
     left on the machine, which Ray's default would join); a session this call started is
-    shut down at exit."""
+    shut down at exit, leaving the process's environment as it found it."""
     ray = require_ray()
     started = not ray.is_initialized()
+    environ = dict(os.environ)
     if started:
         address = cfg.address or os.environ.get("RAY_ADDRESS") or "local"
         ray.init(address=address, num_cpus=num_cpus if address == "local" else None,
@@ -41,6 +42,17 @@ def ray_session(cfg: DistConfig, num_cpus: int | None = None) -> Iterator[None]:
     finally:
         if started:
             ray.shutdown()
+            restore_environ(environ)
+
+
+def restore_environ(environ: dict[str, str]) -> None:
+    """``os.environ`` as it was: ``ray.init`` sets variables for its session that
+    ``shutdown`` leaves (a local cluster's ``RAY_AUTH_MODE=token``; ``PYTHONBREAKPOINT``,
+    which would send the user's ``breakpoint()`` to Ray's remote debugger), and processes
+    started later would inherit them."""
+    for key in set(os.environ) - set(environ):
+        del os.environ[key]
+    os.environ.update(environ)
 
 
 def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: int,
