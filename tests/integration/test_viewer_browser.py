@@ -44,6 +44,18 @@ def shoot(driver, tmp_path: Path, name: str) -> Path:
     return path
 
 
+def select_values(browser, element_id: str) -> list[str]:
+    """The values of a select's options, read as one rendering (the page may redraw it
+    between finding the options and reading them)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    return WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: [o.get_attribute("value") for o in
+                   Select(d.find_element(By.ID, element_id)).options])
+
+
 def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
@@ -56,8 +68,7 @@ def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
         browser.get(url.removesuffix("/v1") + "/")
         # a curve per run, of the default metric
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#curve path.series")) == 2)
-        metrics = [o.get_attribute("value") for o in
-                   Select(browser.find_element(By.ID, "metric-select")).options]
+        metrics = select_values(browser, "metric-select")
         assert "rl/reward" in metrics and "rl/eval/accuracy" in metrics
         Select(browser.find_element(By.ID, "metric-select")).select_by_value("rl/entropy")
         wait.until(lambda d: all(p.get_attribute("d") for p in
@@ -72,8 +83,7 @@ def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
         step_min.send_keys("2")
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.episode-row")) == 6)
         assert "6" in browser.find_element(By.ID, "episode-count").text
-        assert [o.get_attribute("value") for o in
-                Select(browser.find_element(By.ID, "filter-task")).options] == ["", "addition"]
+        assert select_values(browser, "filter-task") == ["", "addition"]
         shoot(browser, tmp_path, "episodes")
 
         # one episode: sampled tokens coloured, values on hover
@@ -119,8 +129,7 @@ def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
         assert "reference" in facts and "advantage recorded" in facts and "What is" in facts
 
         # filters offer what the run holds; the traced filter keeps the traced episodes
-        finishes = [o.get_attribute("value") for o in
-                    Select(browser.find_element(By.ID, "filter-finish")).options]
+        finishes = select_values(browser, "filter-finish")
         assert finishes[0] == "" and set(finishes[1:]) <= {"stop", "length"} and finishes[1:]
         Select(browser.find_element(By.ID, "filter-traced")).select_by_value("yes")
 
