@@ -103,10 +103,6 @@ class WeightGroup:
                 size = numel * torch.empty((), dtype=dtype).element_size()
                 yield name, data[start:start + size].view(dtype).reshape(shape)
 
-    def close(self) -> None:
-        """Drop this side's group (the peer's dies with its process or its own close)."""
-        self.group = None
-
 
 def _aligned(offset: int) -> int:
     return -(-offset // ALIGN) * ALIGN
