@@ -233,3 +233,13 @@ def test_an_engine_actor_runs_the_engine_its_member_builds(cluster, tiny_dir, to
         assert log.read_text() == "3\n"  # the member's engine, in the actor
     finally:
         close_engines([remote, local])
+
+
+def test_colocated_engines_asking_for_gpus_the_cluster_lacks_fail_at_once(cluster, tiny_dir,
+                                                                         tokenizer):
+    """A colocated engine's share of the trainer's GPU (``gpus_per_engine``): on a cluster
+    without GPUs an error naming what is missing, where Ray would wait for ever."""
+    cfg = DistConfig(backend="ray", engines=2, gpus_per_engine=0.5)
+    with pytest.raises(RuntimeError, match="want 1 GPUs in all .* the cluster has 0"):
+        launch_engines(cfg, tiny_dir, "float32", tokenizer.pad_token_id,
+                       tokenizer.eos_token_id)

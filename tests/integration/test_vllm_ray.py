@@ -102,3 +102,23 @@ def test_the_quickstart_trains_async_on_two_vllm_actors_with_partial_rollout(tmp
     assert sum(r["async/tokens"] for r in rl) > 0 and rl[-1]["async/duplicates"] == 0
     whole = 3_411_456  # bytes of the micro model's weights
     assert all((r["sync/mib"] * 2**20 < whole / 10) == bool(lora) for r in rl)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM's sleep mode runs on CUDA")
+def test_a_colocated_vllm_actor_sleeps_off_the_trainers_gpu_and_wakes_with_the_sync(micro):
+    """A vLLM actor with a share of the trainer's GPU (``gpus_per_engine``) frees its weights
+    and cache on ``sleep`` (the device's free memory, seen from the driver, grows) and the
+    verified sync wakes it; the refit's peak is the driver's view of the device."""
+    tokenizer = load_tokenizer(micro)
+    with ray_session(DistConfig(backend="ray")):
+        (engine,) = launch_engines(DistConfig(backend="ray", gpus_per_engine=0.5), micro,
+                                   "float32", tokenizer.pad_token_id, tokenizer.eos_token_id,
+                                   VLLMEngineConfig(sleep=True))
+        free_awake = torch.cuda.mem_get_info()[0]
+        engine.sleep()
+        assert torch.cuda.mem_get_info()[0] > free_awake
+        trainer = Trainer(load_model(micro).cuda(), rl_config().optim, 1)
+        report = sync_weights(trainer, engine, 1, [tokenizer.encode("What is 1+2?")])
+        assert report.mismatch < 1e-4
+        close_engines([engine])

@@ -60,14 +60,18 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
                    **fault_injection) -> list[RayEngine]:
     """``cfg.engines`` engine actors loaded from ``model_dir``, placed per ``cfg.placement``
     (inside a ``ray_session``), each the engine the member ``engine`` builds (None: the torch
-    engine); colocated ones reserve nothing; disaggregated ones take one bundle each of a
+    engine); colocated ones reserve no CPUs, and ``gpus_per_engine`` of a GPU each (checked
+    against the cluster's GPUs first); disaggregated ones take one bundle each of a
     placement group (``engine_placement``). An engine with a ``device`` runs on the actor's
     GPU when it has one, else on its CPU; weights to it go by ``cfg.weight_transport``.
     ``close_engines`` ends them."""
     ray = require_ray()
     actor_cls = ray.remote(max_restarts=cfg.max_restarts, max_task_retries=0)(EngineActor)
     if cfg.placement == "colocated":
-        options, threads, device, group = [{"num_cpus": 0}] * cfg.engines, 1, "cpu", None
+        check_gpus(ray, cfg.gpus_per_engine * cfg.engines)
+        options = [{"num_cpus": 0, "num_gpus": cfg.gpus_per_engine}] * cfg.engines
+        threads, group = 1, None
+        device = "cuda" if cfg.gpus_per_engine else "cpu"  # a share of the trainer's GPU
     else:
         group, options = engine_placement(cfg)
         threads = max(1, int(cfg.cpus_per_engine))
@@ -80,10 +84,21 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
     actors = [actor_cls.options(**o).remote(engine, str(model_dir), dtype, pad_token_id,
                                             eos_token_id, threads, **fault_injection)
               for o in options]
-    collective = device if cfg.weight_transport == "collective" else None
+    # NCCL between processes on different GPUs; engines sharing the trainer's GPU get gloo
+    link = "cuda" if cfg.placement == "disaggregated" and cfg.gpus_per_engine else "cpu"
+    collective = link if cfg.weight_transport == "collective" else None
     return [RayEngine(actor, group=group, bucket_bytes=int(cfg.weight_bucket_mb * (1 << 20)),
                       collective=collective, keep_last=cfg.max_restarts > 0)
             for actor in actors]
+
+
+def check_gpus(ray, wanted: float) -> None:
+    """Colocated engines' GPU shares exist in the cluster (Ray would wait for them forever)."""
+    have = ray.cluster_resources().get("GPU", 0.0)
+    if wanted > have:
+        raise RuntimeError(f"dist: colocated engines want {wanted:g} GPUs in all "
+                           f"(dist.engines x dist.gpus_per_engine); the cluster has {have:g}: "
+                           "lower dist.gpus_per_engine, or run on a machine with GPUs")
 
 
 def close_engines(engines: list[RayEngine]) -> None:

@@ -15,7 +15,8 @@ class DistConfig(Section):
     Ray actors (``engines`` of them; a crashed one is restarted up to ``max_restarts`` times) on
     the cluster at ``address`` (null: ``RAY_ADDRESS`` if set, as in a KubeRay RayJob, else a
     local cluster of the run's own). ``placement``: ``colocated`` actors
-    reserve nothing and time-share the trainer's CPUs; ``disaggregated`` actors are placed in
+    reserve no CPUs and time-share the trainer's (with ``gpus_per_engine``, a share of a GPU
+    each: the trainer's, with ``engine.sleep``); ``disaggregated`` actors are placed in
     one Ray placement group, a bundle of ``cpus_per_engine`` CPUs and ``gpus_per_engine`` GPUs
     each (an engine with a GPU runs on it), its bundles packed onto few nodes or spread over
     many (``engine_strategy``); a group the cluster cannot hold within ``placement_timeout_s``
@@ -54,8 +55,8 @@ class DistConfig(Section):
             raise ValueError(f"{ray_only[0]} applies to dist.backend=ray")
         if self.trainer_processes > 1 and self.trainer_actor:
             raise ValueError("dist.trainer_actor runs one trainer: set dist.trainer_processes=1")
-        reserved = changed(self, "dist", ["cpus_per_engine", "gpus_per_engine",
-                                          "engine_strategy", "placement_timeout_s"])
+        reserved = changed(self, "dist", ["cpus_per_engine", "engine_strategy",
+                                          "placement_timeout_s"])
         if self.placement == "colocated" and reserved:
             raise ValueError(f"{reserved[0]} places engines in a placement group: it "
                              "applies to placement=disaggregated")
