@@ -67,15 +67,14 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
     ``close_engines`` ends them."""
     ray = require_ray()
     actor_cls = ray.remote(max_restarts=cfg.max_restarts, max_task_retries=0)(EngineActor)
-    if cfg.placement == "colocated":
+    if cfg.placement == "colocated":  # a share of the trainer's GPU, if any
         check_gpus(ray, cfg.gpus_per_engine * cfg.engines)
         options = [{"num_cpus": 0, "num_gpus": cfg.gpus_per_engine}] * cfg.engines
         threads, group = 1, None
-        device = "cuda" if cfg.gpus_per_engine else "cpu"  # a share of the trainer's GPU
     else:
         group, options = engine_placement(cfg)
         threads = max(1, int(cfg.cpus_per_engine))
-        device = "cuda" if cfg.gpus_per_engine else "cpu"  # Ray shows the actor its GPUs only
+    device = "cuda" if cfg.gpus_per_engine else "cpu"  # Ray shows the actor its GPUs only
     engine = engine or TorchEngineConfig()
     if type(engine).__module__.startswith(FILE_MODULE):  # a user's file: no actor imports it
         ray.cloudpickle.register_pickle_by_value(sys.modules[type(engine).__module__])
@@ -85,7 +84,7 @@ def launch_engines(cfg: DistConfig, model_dir: Path, dtype: str, pad_token_id: i
                                             eos_token_id, threads, **fault_injection)
               for o in options]
     # NCCL between processes on different GPUs; engines sharing the trainer's GPU get gloo
-    link = "cuda" if cfg.placement == "disaggregated" and cfg.gpus_per_engine else "cpu"
+    link = device if cfg.placement == "disaggregated" else "cpu"
     collective = link if cfg.weight_transport == "collective" else None
     return [RayEngine(actor, group=group, bucket_bytes=int(cfg.weight_bucket_mb * (1 << 20)),
                       collective=collective, keep_last=cfg.max_restarts > 0)

@@ -14,8 +14,9 @@ the lost work again.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
@@ -51,12 +52,18 @@ class RayEngine:
     def version(self) -> int:
         return self._version
 
-    def _get(self, ref):
+    @contextlib.contextmanager
+    def _restarting(self) -> Iterator[None]:
+        """An actor that dies inside is restarted and restored; ``EngineRestarted`` says so."""
         try:
-            return self._ray.get(ref)
+            yield
         except self._ray.exceptions.RayActorError as exc:
             self._restore()
             raise EngineRestarted(f"engine actor restarted: {exc}") from exc
+
+    def _get(self, ref):
+        with self._restarting():
+            return self._ray.get(ref)
 
     def _restore(self) -> None:
         """Wait for Ray to restart the actor; give it the last weights again."""
@@ -90,11 +97,8 @@ class RayEngine:
         self._adapter = None  # new base weights: the actor's engine drops its adapter
         if self.collective:
             kept: list[tuple[str, torch.Tensor]] = []
-            try:
+            with self._restarting():
                 self._broadcast(self._keeping(named_tensors, kept), version)
-            except self._ray.exceptions.RayActorError as exc:
-                self._restore()
-                raise EngineRestarted(f"engine actor restarted: {exc}") from exc
             self._last = (kept, version) if self.keep_last else None
         else:
             self._put_buckets(named_tensors, version)

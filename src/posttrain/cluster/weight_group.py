@@ -13,6 +13,7 @@ collective waits at most ``timeout_s`` and then raises ``WeightSyncError`` namin
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
@@ -97,10 +98,7 @@ class WeightGroup:
                                                device=self.device), "bucket")
             for name, dtype, shape, start in json.loads(bytes(text.cpu().tolist())):
                 dtype = getattr(torch, dtype)
-                numel = 1
-                for n in shape:
-                    numel *= n
-                size = numel * torch.empty((), dtype=dtype).element_size()
+                size = math.prod(shape) * dtype.itemsize
                 yield name, data[start:start + size].view(dtype).reshape(shape)
 
 
