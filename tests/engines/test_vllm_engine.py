@@ -33,7 +33,7 @@ def micro(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(micro):
-    return VLLMEngine(micro)
+    return VLLMEngine(micro, gpu_memory_share=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,10 @@ def test_greedy_tokens_stops_and_finish_reasons_match_the_torch_engine(micro, en
     assert [o.token_ids for o in b] == [o.token_ids for o in a]
     assert [o.finish_reason for o in b] == [o.finish_reason for o in a]
     assert b[0].finish_reason == "stop" and b[0].token_ids[-1] == ours[0].token_ids[2]
+
+
+def test_the_gpu_memory_share_reaches_vllms_cache_config(engine):
+    assert engine._llm.llm_engine.vllm_config.cache_config.gpu_memory_utilization == 0.3
 
 
 def test_sampled_log_probs_are_the_trainers_at_the_temperature(micro, engine, tokenizer):

