@@ -38,7 +38,7 @@ def test_a_bad_catalogue_name_or_hyperparameter_is_caught_without_torch():
         "    try:\n        load_config('configs/quickstart.yaml', o); out['errors'].append('')\n"
         "    except ConfigError as e:\n        out['errors'].append(str(e))")
     unknown, not_taken, taken = out["errors"]
-    assert "unknown advantage 'grp'; known: behaviour_reg, dr_grpo" in unknown
+    assert "unknown advantage 'grp'; known: behaviour_reg, confession, dr_grpo" in unknown
     assert "policy loss 'ppo_clip' does not take r_max" in not_taken
     assert taken == ""
     assert out["heavy"] == []

@@ -137,3 +137,19 @@ def long_success_penalty(
     success = group_stats(passed.to(torch.float64), group_ids)[0]
     hit = passed & (lengths > l_thr) & (success >= s_min)
     return torch.where(hit, rewards - c_long, rewards)
+
+
+@register("advantage", "confession", source="S17 (confessions)")
+def confession(
+    *, advantages: torch.Tensor, confession_mask: torch.Tensor, confession_rewards: torch.Tensor,
+    group_ids: torch.Tensor, rows: torch.Tensor, eps: float = EPS,
+) -> torch.Tensor:
+    """The confession's own advantage on its tokens: ``A_c = (c_i - mean_g c) / (std_g c +
+    eps)`` over the group's confession rewards; every other token keeps the task's advantage.
+    ``confession_rewards``, ``group_ids``: per episode ``[E]``; ``rows [B]``: the episode of
+    each row of ``advantages`` and ``confession_mask [B, T]``."""
+    require_finite("confession", advantages=advantages, confession_rewards=confession_rewards)
+    c = confession_rewards.to(torch.float64)
+    mean, std, _ = group_stats(c, group_ids)
+    own = ((c - mean) / (std + eps)).to(advantages.dtype)[rows]
+    return torch.where(confession_mask > 0, own[:, None].expand_as(advantages), advantages)

@@ -65,6 +65,7 @@ TITLES = {
     "divergence": "Distillation (§7)",
     "preference": "Preference optimisation (§8)",
     "reward_model": "Reward models (§9)",
+    "reward": "Conversational and environment rewards (§14)",
     "metric": "Evaluation metrics (§10)",
 }
 

@@ -62,3 +62,15 @@ def maj_at_k(*, answers: Sequence[Sequence[Hashable | None]], gold: Sequence[Has
 def standard_error(p: float, n_tasks: int) -> float:
     """``sqrt(p (1 - p) / N_tasks)``: the noise of an accuracy over ``N_tasks`` items."""
     return math.sqrt(p * (1 - p) / n_tasks)
+
+
+@register("metric", "rm_win_rate", source="S10 (CharacterFlywheel)")
+def rm_win_rate(*, policy_scores: Sequence[float], reference_scores: Sequence[float]) -> float:
+    """``(wins + ties / 2) / n``: how often the reward model scores the policy's response to a
+    prompt above the reference model's; above 0.65 the policy is likely over-optimising it."""
+    if len(policy_scores) != len(reference_scores) or not policy_scores:
+        raise ValueError(f"rm_win_rate: need one reference score per policy score, got "
+                         f"{len(policy_scores)} and {len(reference_scores)}")
+    wins = sum(1.0 if p > r else 0.5 if p == r else 0.0
+               for p, r in zip(policy_scores, reference_scores))
+    return wins / len(policy_scores)

@@ -27,7 +27,7 @@ from typing import Any
 
 KINDS = (
     "advantage", "policy_loss", "aggregation", "kl", "offpolicy", "shaping", "divergence",
-    "preference", "reward_model", "metric",
+    "preference", "reward_model", "reward", "metric",
 )
 
 

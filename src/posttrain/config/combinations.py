@@ -9,6 +9,7 @@ from typing import Any
 
 from posttrain.config.rules import changed, sections, unread
 from posttrain.config.sections.agent import SWARM_PARTS
+from posttrain.config.sections.curio import CURIO_PART
 from posttrain.config.sections.reward import ENV
 
 
@@ -82,6 +83,11 @@ def env_part_rules(cfg) -> None:
     env_parts = {n for n, p in cfg.reward.parts.items() if p.verifier == ENV}
     if cfg.agent.swarm is not None:  # the swarm scores these two
         env_parts -= set(SWARM_PARTS)
+    if cfg.reward.curio is not None:  # reward.curio scores it
+        env_parts -= {CURIO_PART}
+    elif CURIO_PART in env_parts - set(task.SCORED_PARTS) and task.env is None:
+        raise ValueError(f"the reward part {CURIO_PART!r} (verifier env) is CURIO's intrinsic "
+                         "reward: set reward.curio")
     if task.env is None and task.SCORED_PARTS and not env_parts:
         raise ValueError(f"task.name={task.name} is scored by its environment: reward.parts "
                          f"needs a part with verifier env ({', '.join(task.SCORED_PARTS)})")

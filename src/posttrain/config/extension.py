@@ -51,6 +51,11 @@ CONTRACTS = {
     "tool": Contract("a tool (typed arguments and a Google-style docstring)", ()),
     "skill_teacher": Contract("a skill teacher (returns a Skill, a SKILL.md text or None)",
                               ("trajectory", "reference", "success")),
+    "curio_likelihood": Contract("a user-type likelihood (returns P(reply | messages, "
+                                 "user_type), a number >= 0)",
+                                 ("messages", "reply", "user_type")),
+    "curio_classifier": Contract("a user-type classifier (returns a probability per user "
+                                 "type)", ("messages", "user_types")),
     "external_agent": Contract("an agent (talks to the OpenAI- or Anthropic-compatible "
                                "base_url with api_key; returns its reward or None)",
                                ("base_url", "api_key", "task")),

@@ -8,6 +8,7 @@ from .effort import EffortTask, prepend_system
 from .lookup import LookupProblem, LookupTasks
 from .reasoning_gym import GymProblem, ReasoningGymTasks
 from .search import SearchIndex, SearchProblem, SearchTasks, make_search_tool
+from .typed_user import TypedUser, TypedUserEpisode, TypedUserTasks
 
 __all__ = [
     "ArithmeticEnv",
@@ -29,6 +30,9 @@ __all__ = [
     "SplitTasks",
     "StepResult",
     "Task",
+    "TypedUser",
+    "TypedUserEpisode",
+    "TypedUserTasks",
     "calculate",
     "make_search_tool",
     "prepend_system",

@@ -20,7 +20,12 @@ from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
 from posttrain.envs import EffortTask
 from posttrain.harness import SwarmSettings, ToolRegistry
-from posttrain.recipes.agent_tasks import check_row_tools, environment_factory, row_tools
+from posttrain.recipes.agent_tasks import (
+    check_row_tools,
+    environment_factory,
+    row_tools,
+    with_curio,
+)
 from posttrain.recipes.judges.chats import ServedChats, build_guard
 from posttrain.recipes.skills import skill_library
 from posttrain.reporting import StepProgress
@@ -65,10 +70,11 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
     task_tools = row_tools(tools) if cfg.task.ROW_TOOLS else None
     return AgentRollout(
         tools, cfg.agent.limits(), cfg.agent.compaction,
-        tree=None if tree is None else (tree.branches, tree.rounds), env_factory=env_factory,
+        tree=None if tree is None else (tree.branches, tree.rounds),
+        env_factory=with_curio(cfg, env_factory),
         guard=None if guard is None else build_guard(guard, cfg.trainer.compute_dtype, cfg.seed),
         retain_reasoning=cfg.agent.retain_reasoning, task_tools=task_tools,
-        task_env=environment_factory(cfg, task_tools or (lambda task: tools)),
+        task_env=with_curio(cfg, environment_factory(cfg, task_tools or (lambda task: tools))),
         swarm=None if swarm is None else SwarmSettings(
             tools, swarm.max_subagents, replace(cfg.agent.limits(), max_turns=swarm.max_turns),
             swarm.prompt, swarm.target))

@@ -12,6 +12,7 @@ advantage either way; 0 when none in the group was scored), and the metrics coun
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ import torch
 
 from posttrain.algos import LazyInputs, entry, get, group_index
 from posttrain.config import ShapingRule
+from posttrain.harness.curio import final_log_belief
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.types import Episode
@@ -133,7 +135,20 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
         out["tool_use"] = tool_use_rate(episodes)
         for key in ("turns", "compactions", "guard_flags", "guard_blocks", "guard_judge_failures"):
             out[key] = sum(e.meta[key] for e in episodes) / n
-    return out | swarm_metrics(episodes)
+    return out | swarm_metrics(episodes) | curio_metrics(episodes)
+
+
+def curio_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """CURIO's episodes (``reward.curio``): ``curio/log_belief``, the mean over episodes of
+    the final belief's log-probability of the true user type, with its standard error
+    (``_se``); nothing for other episodes."""
+    finals = [final_log_belief(e.meta["env"]["curio"]) for e in episodes
+              if "curio" in e.meta.get("env", {})]
+    if not finals:
+        return {}
+    n, mean = len(finals), sum(finals) / len(finals)
+    var = sum((x - mean) ** 2 for x in finals) / (n - 1) if n > 1 else 0.0
+    return {"curio/log_belief": mean, "curio/log_belief_se": math.sqrt(var / n)}
 
 
 def swarm_metrics(episodes: Sequence[Episode]) -> dict[str, float]:

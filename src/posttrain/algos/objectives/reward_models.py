@@ -48,6 +48,19 @@ def pairwise_classifier(*, scores: torch.Tensor, targets: torch.Tensor) -> torch
     return F.binary_cross_entropy_with_logits(scores, targets.to(scores.dtype), reduction="none")
 
 
+@register("reward_model", "pgenrm_pair", source="S11 (P-GenRM)")
+def pgenrm_pair(
+    *, delta: torch.Tensor, user: torch.Tensor, centroid: torch.Tensor, prototype: torch.Tensor,
+    lam_cent: float = 0.0, lam_tr: float = 0.0,
+) -> torch.Tensor:
+    """``L = -log sigmoid(Delta) + lam_cent ||a_j - mu_j||^2 + lam_tr ||a_j - p_j||^2`` with
+    ``Delta = z_t^T (y+ - y-)`` (``dL_pair / dDelta = sigmoid(Delta) - 1``), ``a_j`` the user's
+    embedding, ``mu_j`` its cluster's centroid and ``p_j`` its prototype; per pair ``[N]``."""
+    require_finite("pgenrm_pair", delta=delta, user=user)
+    pull = lam_cent * ((user - centroid) ** 2).sum(-1) + lam_tr * ((user - prototype) ** 2).sum(-1)
+    return -F.logsigmoid(delta) + pull
+
+
 @register("reward_model", "genrm", source="S11 (P-GenRM), PT")
 def genrm(
     *, outputs: Sequence[str], score_max: float = 10.0, score_pattern: str = SCORE_PATTERN,

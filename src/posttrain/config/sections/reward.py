@@ -11,6 +11,7 @@ from posttrain.algos.registry import facts
 from posttrain.config.extension import is_path, load_extension
 from posttrain.config.family import Member, chosen, names
 from posttrain.config.section import Device, Section
+from posttrain.config.sections.curio import CURIO_PART, CurioConfig
 from posttrain.config.sections.rl import ShapingRule
 from posttrain.config.served import ServedModel
 
@@ -119,7 +120,8 @@ class RewardConfig(Section):
     """Reward = sum of weighted named parts (or their ``synthesis``), then the ``shaping``
     rules in order; ``accuracy_part`` is the one reported as accuracy; a reward function's
     call that takes longer than ``timeout_s`` leaves its parts missing. A part with
-    ``verifier: judge`` is scored by ``judges[<part>]`` after the rollout."""
+    ``verifier: judge`` is scored by ``judges[<part>]`` after the rollout; ``curio`` adds
+    CURIO's intrinsic reward as the part ``curio``."""
 
     parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
     accuracy_part: str = "correct"
@@ -127,6 +129,16 @@ class RewardConfig(Section):
     shaping: list[ShapingRule] = Field(default_factory=list)
     judges: dict[str, Judge] = Field(default_factory=dict)
     synthesis: RewardSynthesis | None = None
+    curio: CurioConfig | None = None
+
+    @model_validator(mode="after")
+    def _curio_part(self) -> RewardConfig:
+        part = self.parts.get(CURIO_PART)
+        if self.curio is not None and (part is None or part.verifier != ENV):
+            raise ValueError(f"reward.curio adds its intrinsic reward as the part "
+                             f"{CURIO_PART!r}: add reward.parts.{CURIO_PART} with verifier env "
+                             "(its weight is alpha_int)")
+        return self
 
     @model_validator(mode="after")
     def _synthesised_from_parts(self) -> RewardConfig:
@@ -152,6 +164,9 @@ class RewardConfig(Section):
                              f"{cfg.task.name} is an agent task")
         if self.judges and cfg.rl.mode == "async":
             raise ValueError("reward.judges run after synchronous rollouts: use rl.mode=sync")
+        if self.curio is not None and cfg.task.env is None and not cfg.task.SCORED_PARTS:
+            raise ValueError("reward.curio updates a belief after each user turn: it needs an "
+                             "environment with a user (task.name=typed_user, or task.env)")
         if any(p.verifier == "reasoning_gym" for p in self.parts.values()) \
                 and cfg.task.name != "reasoning_gym":
             raise ValueError("the verifier reasoning_gym scores task.name=reasoning_gym's answers")

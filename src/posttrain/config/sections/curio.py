@@ -1,0 +1,36 @@
+"""CURIO (``reward.curio``): curiosity about the user as a per-turn intrinsic reward
+(ALGORITHMS.md §14, docs/curio.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from posttrain.config.extension import extension
+from posttrain.config.section import Section
+
+CURIO_PART = "curio"  # the reward part (verifier env) that carries the intrinsic reward
+
+
+class CurioConfig(Section):
+    """A belief over the environment's user types, ``b_0`` uniform, is updated after every
+    user turn: by Bayes with ``likelihood`` (``f(messages, reply, user_type) -> P``; null: the
+    environment's own ``likelihood``), or read off ``classifier`` (``f(messages, user_types) ->
+    probabilities``). Each turn earns ``gamma phi(b_{t+1}) - phi(b_t)`` in the form ``form``
+    (``log``: ``phi = log b(u*)``, floored at ``floor``; ``linear``: ``b(u*)``; ``entropy``:
+    ``-H(b)``); the reward part ``curio`` (verifier ``env``; its weight is alpha_int) takes
+    their discounted sum."""
+
+    form: Literal["linear", "log", "entropy"] = "log"
+    gamma: float = Field(1.0, gt=0, le=1)
+    floor: float = Field(1e-6, gt=0, lt=1)
+    likelihood: Annotated[str, extension("curio_likelihood")] | None = None
+    classifier: Annotated[str, extension("curio_classifier")] | None = None
+
+    @model_validator(mode="after")
+    def _one_belief(self) -> CurioConfig:
+        if self.likelihood is not None and self.classifier is not None:
+            raise ValueError("reward.curio: the belief comes from a likelihood (Bayes) or a "
+                             "classifier: set one of them")
+        return self
