@@ -37,6 +37,7 @@ SWITCHED = {
     ("metric", "mean_at_k"): "`eval.samples`",
     ("metric", "pass_hat_k"): "`posttrain tau eval --trials`",
     ("reward", "curio"): "`reward.curio` (the part `curio`, verifier `env`)",
+    ("metric", "rm_win_rate"): "`rl.rm_win_rate_monitor` (`eval/rm_win_rate`)",
 }
 
 # entries no run applies, on purpose
@@ -44,7 +45,7 @@ FUNCTION_ONLY = {
     ("reward_model", "bt_token_span"): "function only: reward models here score the last token "
                                        "(`rm.loss`); a per-token value head is not trained",
     **dict.fromkeys([("advantage", "confession"), ("reward_model", "pgenrm_pair"),
-                     ("metric", "rm_win_rate"), ("reward", "kernel_speed")],
+                     ("reward", "kernel_speed")],
                     "function only for now: issue 36 puts it in a run"),
 }
 

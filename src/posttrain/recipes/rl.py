@@ -18,7 +18,7 @@ from posttrain.recipes.placement import (
     reference_model,
     rollout_engines,
 )
-from posttrain.recipes.run_dir import PROMPT_BUDGETS
+from posttrain.recipes.run_dir import PROMPT_BUDGETS, RM_REFERENCE_SCORES
 from posttrain.recipes.sampling_loop import RLRun, rl_loop, sync_weights
 from posttrain.recipes.skills import skill_evolution
 from posttrain.rollout import (
@@ -29,8 +29,10 @@ from posttrain.rollout import (
     rollout,
 )
 from posttrain.rollout.dispatch import GroupSource
+from posttrain.rollout.evaluation import eval_episodes
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.rank_shared import shared_engine
+from posttrain.rollout.win_rate import WinRateMonitor
 from posttrain.types import Episode
 
 
@@ -54,6 +56,24 @@ def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine], groups: GroupSou
     return rl_loop(run, AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups, agent))
 
 
+def win_rate_monitor(parts: RunParts, run: RLRun, engine: Engine,
+                     resumed: bool) -> WinRateMonitor | None:
+    """``rl.rm_win_rate_monitor``'s monitor, its reference scores those of the stage's
+    starting policy (on ``engine``, before the first update) or, resumed, read back."""
+    cfg = parts.cfg.rl.rm_win_rate_monitor
+    if cfg is None:
+        return None
+    monitor = WinRateMonitor(cfg.part_of(parts.cfg), cfg.warn_above,
+                             parts.out / RM_REFERENCE_SCORES, run.reporter.message)
+    if monitor.reference is None:
+        if resumed:
+            raise RuntimeError(f"rl.rm_win_rate_monitor: {parts.out / RM_REFERENCE_SCORES} is "
+                               "missing; the monitor must be on from the RL stage's start")
+        monitor.set_reference(eval_episodes(engine, run.tokenizer, run.eval_tasks, run.reward_fn,
+                                            run.eval_cfg, run.seed, parts.rollout_fn))
+    return monitor
+
+
 def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
     """The ``rl`` stage (sync or async, local or on Ray); returns the trained model with
     whole weights."""
@@ -74,6 +94,7 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
                 sync_weights(trainer, shared_engine(e), start, cfg=sync)
+            run.watch = win_rate_monitor(parts, run, engines[0], resumed=ckpt is not None)
             external = parts.rollout_fn if cfg.agent.plays_externally else None
             try:
                 if cfg.rl.mode == "async":

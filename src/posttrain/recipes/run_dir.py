@@ -30,7 +30,8 @@ CONFIG = "config.yaml"
 CHECKPOINTS = "checkpoints"
 SUMMARY = "summary.json"
 PROMPT_BUDGETS = "prompt_budgets.jsonl"  # budget: auto's per-prompt budgets, as fixed
-RECORDS = ("metrics.jsonl", "episodes.jsonl", PROMPT_BUDGETS)
+RM_REFERENCE_SCORES = "rm_reference_scores.json"  # rl.rm_win_rate_monitor's reference
+RECORDS = ("metrics.jsonl", "episodes.jsonl", PROMPT_BUDGETS, RM_REFERENCE_SCORES)
 # what a run writes into its directory: --overwrite removes these and nothing else
 PLOTS = ("curves.png", *(f"curves_{stage}.png" for stage in STAGE_PANELS))
 ARTIFACTS = (CONFIG, *RECORDS, SUMMARY, *PLOTS, CHECKPOINTS, "base_model",

@@ -110,6 +110,8 @@ class LoopRun:
     start_step: int = 0
     on_step_end: Callable[[int], None] | None = None
     cfg: Any = field(kw_only=True)
+    watch: Callable[[Sequence[Episode]], dict[str, float]] | None = field(default=None,
+                                                                           kw_only=True)
 
     def eval_due(self, step: int) -> bool:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
@@ -117,12 +119,13 @@ class LoopRun:
 
     def evaluate(self, engine: Engine, step: int, rollout_fn: Callable[..., list] = rollout
                  ) -> dict[str, float]:
-        """Held-out evaluation of the weights ``engine`` holds after step ``step`` (0-based);
-        its samples go to the trackers as ``<stage>_step_<n>``."""
+        """Held-out evaluation of the weights ``engine`` holds after step ``step`` (0-based)
+        (with ``watch``'s metrics of its episodes); its samples go to the trackers as
+        ``<stage>_step_<n>``."""
         episodes, metrics = evaluate(engine, self.tokenizer, self.eval_tasks, self.reward_fn,
                                       self.eval_cfg, self.accuracy_part, self.seed, rollout_fn)
         self.reporter.samples(f"{self.STAGE}_step_{step + 1}", episodes, self.tokenizer)
-        return metrics
+        return metrics | (self.watch(episodes) if self.watch is not None else {})
 
     @staticmethod
     def record_eval(step: int, result: dict[str, float], evals: list[dict]) -> dict[str, float]:

@@ -88,6 +88,35 @@ class AsyncConfig(Section):
     max_overtake: int | None = Field(None, ge=0)
 
 
+ABSOLUTE_JUDGES = ("score", "reward_model", "function")  # a score per response, not per group
+
+
+class RMWinRateMonitor(Section):
+    """At every evaluation, the share of held-out prompts whose response the judge of
+    ``part`` (a reward model or judge of kind score, reward_model or function; null: the run's
+    only such part) scores above the reference model's (the stage's starting policy), ties
+    half; above ``warn_above`` the run warns of reward-model over-optimisation."""
+
+    part: str | None = None
+    warn_above: float = Field(0.65, gt=0.5, lt=1)
+
+    def part_of(self, cfg) -> str:
+        """The judged part the monitor reads (config errors when there is none to read)."""
+        scored = [p for p, j in cfg.reward.judges.items() if j.kind in ABSOLUTE_JUDGES]
+        if not scored:
+            raise ValueError("rl.rm_win_rate_monitor compares the scores of a reward model or "
+                             "judge: it needs a reward part with verifier judge of kind "
+                             f"{', '.join(ABSOLUTE_JUDGES)} (a comparison judge scores "
+                             "within a group, not against the reference)")
+        if self.part is None and len(scored) > 1:
+            raise ValueError(f"rl.rm_win_rate_monitor.part: name one of {', '.join(scored)}")
+        if self.part is not None and self.part not in scored:
+            raise ValueError(f"rl.rm_win_rate_monitor.part {self.part!r} is not a part scored "
+                             f"by a judge of kind {', '.join(ABSOLUTE_JUDGES)} "
+                             f"({', '.join(scored)})")
+        return self.part or scored[0]
+
+
 class RLConfig(SampledStageConfig):
     """GRPO-style RL: ``prompts_per_step`` prompts x ``group_size`` samples (x the task's
     effort levels, if any), ``sync`` or ``async`` (the ``async`` section, ``AsyncConfig``).
@@ -109,6 +138,7 @@ class RLConfig(SampledStageConfig):
     sync: SyncConfig = SyncConfig()
     mode: Literal["sync", "async"] = "sync"
     async_: AsyncConfig = Field(AsyncConfig(), alias="async")
+    rm_win_rate_monitor: RMWinRateMonitor | None = None
 
     @model_validator(mode="after")
     def _async_options_act(self) -> RLConfig:
@@ -120,6 +150,11 @@ class RLConfig(SampledStageConfig):
         """The loop with the engines, the task and the agent; options that act only in one
         mode or with a switch on."""
         agent, async_ = cfg.agent, self.async_
+        if self.rm_win_rate_monitor is not None:
+            self.rm_win_rate_monitor.part_of(cfg)
+            if cfg.dist.trainer_processes > 1:
+                raise ValueError("rl.rm_win_rate_monitor evaluates in one trainer process: "
+                                 "set dist.trainer_processes=1")
         if "rl" in cfg.stages:
             if cfg.dist.engines > 1 and self.mode == "sync":
                 raise ValueError("dist.engines > 1 feeds several rollout threads: it needs "
