@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posttrain.audit import EXPLOITS, audit
+from posttrain.audit.exploits import KERNEL_HACKS
 from posttrain.audit.report import attack_sampling
 from posttrain.cli.app import app
 from posttrain.config import LoopLimits, load_config
@@ -59,7 +60,7 @@ def test_the_audit_finds_the_planted_holes_and_the_proposed_guard_blocks_them():
 def test_the_built_in_code_environment_has_no_hole_and_the_guard_sees_a_pip_probe():
     tasks = CodeTasks(seed=0, n_problems=40)
     report = audited(tasks)
-    assert report.holes() == [] and len(report.findings) == len(EXPLOITS)
+    assert report.holes() == [] and len(report.findings) == len(EXPLOITS) - len(KERNEL_HACKS)
     assert report.guard_fix() == {"protected_paths": [], "rules": []}
     # the probe calls pip with an argv list, which the default rules once let through
     probe = audited(tasks, Guard(), exploits=[EXPLOITS["probe_packages"]]).findings[0]
@@ -68,9 +69,9 @@ def test_the_built_in_code_environment_has_no_hole_and_the_guard_sees_a_pip_prob
 
 @pytest.mark.parametrize("config, skipped", [
     ("configs/calculator.yaml", {"workspace_answers", "forge_results", "edit_tests",
-                                 "probe_packages"}),
+                                 "probe_packages", *KERNEL_HACKS}),
     ("configs/quickstart.yaml", {"workspace_answers", "forge_results", "edit_tests",
-                                 "probe_packages"}),
+                                 "probe_packages", *KERNEL_HACKS}),
 ])
 def test_the_cli_audits_a_config_and_writes_its_report(config, skipped, tmp_path):
     result = CliRunner().invoke(app, ["env", "audit", config, "--num-tasks", "3",

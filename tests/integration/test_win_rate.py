@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 from posttrain.config import ConfigError, load_config
-from posttrain.rollout.win_rate import WinRateMonitor
+from posttrain.recipes.win_rate import WinRateMonitor
 from posttrain.types import Episode, Segment
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -38,15 +38,17 @@ SWITCHED = {
     ("metric", "pass_hat_k"): "`posttrain tau eval --trials`",
     ("reward", "curio"): "`reward.curio` (the part `curio`, verifier `env`)",
     ("metric", "rm_win_rate"): "`rl.rm_win_rate_monitor` (`eval/rm_win_rate`)",
+    ("advantage", "confession"): "`reward.confession` (on its tokens; the task's on the answer's)",
+    ("reward", "kernel_speed"): "`task.name=kernel` (its part `speed`)",
 }
 
 # entries no run applies, on purpose
 FUNCTION_ONLY = {
     ("reward_model", "bt_token_span"): "function only: reward models here score the last token "
                                        "(`rm.loss`); a per-token value head is not trained",
-    **dict.fromkeys([("advantage", "confession"), ("reward_model", "pgenrm_pair"),
-                     ("reward", "kernel_speed")],
-                    "function only for now: issue 36 puts it in a run"),
+    ("reward_model", "pgenrm_pair"): "function only for now: `PreferencePrototypes.loss` "
+                                     "(`posttrain.models`) trains on it; no run config "
+                                     "reaches the P-GenRM judge yet (issue 36)",
 }
 
 

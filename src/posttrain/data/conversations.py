@@ -6,10 +6,11 @@ per-epoch permutations)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from posttrain.data.chat_formats import conversation
 from posttrain.data.reading import read_rows
@@ -42,11 +43,13 @@ def load_chat_data(path: str | Path) -> ChatData:
 def generate_arithmetic_sft(
     tasks: ArithmeticTasks, n: int, error_rate: float, seed: int,
     efforts: Sequence[int] | None = None,
+    then: Callable[[Any, list[dict], random.Random], list[dict]] | None = None,
 ) -> ChatData:
     """``n`` train-split conversations, a share ``error_rate`` answered by the flawed solver;
-    with ``efforts``, each prompt at a random level (a ``Reasoning Effort`` system line). A
-    task source with ``conversation_tools(conversation)`` gives each its own tool schemas
-    (else the run's tools are shown)."""
+    with ``efforts``, each prompt at a random level (a ``Reasoning Effort`` system line);
+    ``then(task, conversation, rng)``: turns to append to each. A task source with
+    ``conversation_tools(conversation)`` gives each its own tool schemas (else the run's tools
+    are shown)."""
     rng = random.Random(f"sft:{seed}")
     conversations = []
     for p in tasks.sample(n, rng):
@@ -54,6 +57,8 @@ def generate_arithmetic_sft(
         if efforts:
             opening = len(p.messages())  # the task's messages, then the solution's turns
             conv = EffortTask(p, rng.choice(list(efforts))).messages() + conv[opening:]
+        if then is not None:
+            conv = conv + then(p, conv, rng)
         conversations.append(conv)
     tools_of = getattr(tasks, "conversation_tools", None)  # tasks whose agents differ
     return ChatData(conversations, tools=[tools_of(c) for c in conversations] if tools_of

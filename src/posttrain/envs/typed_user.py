@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -182,7 +183,7 @@ class TypedUserConfig(TaskFamily):
     ``max_questions`` yes/no questions, then recommend for it; scored by its environment
     (part ``correct``), with the user types CURIO needs (``reward.curio``)."""
 
-    SCORED_PARTS = ("correct",)
+    SCORED_PARTS: ClassVar[tuple[str, ...]] = ("correct",)
     max_questions: int = Field(2, ge=1, le=len(FOODS))
 
     def build(self, seed: int, models: Models) -> TaskParts:

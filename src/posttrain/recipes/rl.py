@@ -21,6 +21,7 @@ from posttrain.recipes.placement import (
 from posttrain.recipes.run_dir import PROMPT_BUDGETS, RM_REFERENCE_SCORES
 from posttrain.recipes.sampling_loop import RLRun, rl_loop, sync_weights
 from posttrain.recipes.skills import skill_evolution
+from posttrain.recipes.win_rate import WinRateMonitor
 from posttrain.rollout import (
     AsyncEpisodes,
     ExternalAgentRollout,
@@ -32,7 +33,6 @@ from posttrain.rollout.dispatch import GroupSource
 from posttrain.rollout.evaluation import eval_episodes
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.rank_shared import shared_engine
-from posttrain.rollout.win_rate import WinRateMonitor
 from posttrain.types import Episode
 
 

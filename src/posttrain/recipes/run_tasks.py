@@ -31,6 +31,7 @@ from posttrain.recipes.skills import skill_library
 from posttrain.reporting import StepProgress
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
+from posttrain.rollout.confession import ConfessionRollout
 from posttrain.rollout.evaluation import absent_columns, evaluate
 from posttrain.rollout.judged import JudgedRollout
 from posttrain.skills.library import SkilledTasks
@@ -117,12 +118,19 @@ class RunTasks:
                               f"(columns: {', '.join(have) or 'none'})")
 
     def attach_judges(self, tokenizer) -> None:
-        """Score ``reward.judges``' parts after every rollout (and evaluation)."""
-        judges = self.cfg.reward.judges
-        if judges and not isinstance(self.rollout_fn, JudgedRollout):
+        """Score ``reward.judges``' parts after every rollout (and evaluation), then have the
+        policy confess and its confession judged (``reward.confession``)."""
+        judges, confession = self.cfg.reward.judges, self.cfg.reward.confession
+        dtype, seed = self.cfg.trainer.compute_dtype, self.cfg.seed
+        if isinstance(self.rollout_fn, JudgedRollout | ConfessionRollout):  # attached already
+            return
+        if judges:
             self.rollout_fn = JudgedRollout(self.rollout_fn, {
-                part: j.build(tokenizer, self.cfg.trainer.compute_dtype, self.cfg.seed)
-                for part, j in judges.items()})
+                part: j.build(tokenizer, dtype, seed) for part, j in judges.items()})
+        if confession is not None:
+            self.rollout_fn = ConfessionRollout(self.rollout_fn, confession.prompt,
+                                                confession.max_new_tokens,
+                                                confession.judge.build(tokenizer, dtype, seed))
 
     def evaluate(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
         """The held-out episodes (``eval.samples`` a problem) and their metrics."""
@@ -144,18 +152,37 @@ class RunTasks:
                 f"{'...' if len(rows) > 5 else ''}, counting from 0; row {rows[0]}: "
                 f"{escape(skipped[0][1])})")
 
-    def conversations(self, path: str | None, n: int, error_rate: float, what: str) -> ChatData:
+    def conversations(self, path: str | None, n: int, error_rate: float, what: str,
+                      confessions: float = 0.0) -> ChatData:
         """Conversations from the dataset at ``path`` (with their rows' tools, else the task's),
-        or ``n`` generated from the task with a share ``error_rate`` of flawed answers."""
+        or ``n`` generated from the task with a share ``error_rate`` of flawed answers (a share
+        ``confessions`` of them ending with a confession, ``sft.confessions``)."""
         if path is not None:
             data = load_chat_data(path)
             self.report_skipped(what, data.skipped)
         else:
             data = generate_arithmetic_sft(self.tasks, n, error_rate, self.cfg.seed,
-                                           self.cfg.task.efforts)
+                                           self.cfg.task.efforts,
+                                           self.confession_turns(confessions))
         task_tools = self.tools.schemas() if self.tools else None
         data.tools = [row_tools or task_tools for row_tools in data.tools]
         return data
+
+    def confession_turns(self, share: float) -> Callable | None:
+        """``then(task, conversation, rng)`` for a share ``share`` of generated conversations:
+        the confession prompt and a verdict drawn at random (the form, not its honesty)."""
+        if not share:
+            return None
+        prompt = self.cfg.reward.confession.prompt
+
+        def then(task, conversation: list[dict], rng) -> list[dict]:
+            if rng.random() >= share:
+                return []
+            verdict = rng.choice(("correct", "wrong"))
+            return [{"role": "system", "content": prompt},
+                    {"role": "assistant", "content": f"My answer is {verdict}."}]
+
+        return then
 
     def distill_data(self) -> ChatData:
         """The distill stage's conversations: ``distill.data``, or worked solutions."""

@@ -46,7 +46,8 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
     """
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}
-    for name in reward_fn.weights:
+    for name in [*reward_fn.weights, *(k for k in episodes[0].rewards
+                                        if k not in reward_fn.weights)]:  # a confession's
         out[name] = sum(e.rewards[name] for e in episodes) / n
     out["accuracy"] = out[accuracy_part]
     out |= missing_metrics(episodes)

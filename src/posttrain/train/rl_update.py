@@ -38,6 +38,7 @@ from posttrain.config import (
     OffPolicyConfig,
     RLConfig,
 )
+from posttrain.config.sections.reward import CONFESSION_PART
 from posttrain.config.sections.rl import ESTIMATOR_OPTIONS
 from posttrain.models.routing import load_balancing_loss, router_logits
 from posttrain.train.critic import critic_values, update_critic
@@ -91,6 +92,14 @@ def error_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
     """``[B, T]``: 1 on the tokens of steps whose tool calls were malformed."""
     flags = [torch.tensor(ep.meta["step_errors"], dtype=torch.float32) for ep in episodes]
     return step_tokens(flags, episodes, batch)
+
+
+def confession_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
+    """``[B, T]``: 1 on the tokens of each confessing episode's confession, its last step
+    (``rollout.confession``)."""
+    last = [torch.tensor([0.0] * (n - 1) + [float("confession" in ep.meta)])
+            for ep in episodes for n in [sum(len(s.steps) for s in ep.segments)]]
+    return step_tokens(last, episodes, batch)
 
 
 def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
@@ -180,7 +189,8 @@ def compute_advantages(batch: Batch, episodes: Sequence[Episode], algo: AlgoConf
 def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
               algo: AlgoConfig) -> torch.Tensor:
     """The per-token modifiers applied to ``adv``: ``taco`` (on ``batch.old_logprobs`` and
-    ``batch.old_entropy``), then ``behaviour_reg``."""
+    ``batch.old_entropy``), then ``behaviour_reg``, then the confessions' own advantage on
+    their tokens (``reward.confession``)."""
     if algo.taco is not None:
         if batch.old_logprobs is None or batch.old_entropy is None:
             raise ValueError("taco needs batch.old_logprobs and batch.old_entropy")
@@ -192,6 +202,13 @@ def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
         adv = get("advantage", "behaviour_reg")(
             advantages=adv, error_mask=error_tokens(episodes, batch),
             **algo.behaviour_reg.token_rule())
+    if any("confession" in ep.meta for ep in episodes):
+        adv = get("advantage", "confession")(
+            advantages=adv, confession_mask=confession_tokens(episodes, batch),
+            confession_rewards=torch.tensor([ep.rewards.get(CONFESSION_PART, 0.0)
+                                             for ep in episodes], dtype=torch.float64),
+            group_ids=group_index([ep.group_id for ep in episodes]),
+            rows=episode_rows(episodes))
     return adv
 
 

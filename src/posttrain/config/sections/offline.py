@@ -27,7 +27,11 @@ class SFTConfig(BatchStageConfig):
     form, any file ``datasets`` reads, docs/datasets.md; or generated from the task with
     ``error_rate`` of flawed answers when ``data`` is null).
     ``pack_tokens``: each step's conversations packed into rows of at most that many tokens,
-    attention isolated between them (same loss and gradients as unpacked; null: one a row)."""
+    attention isolated between them (same loss and gradients as unpacked; null: one a row).
+    ``confessions``: the share of generated conversations that end with a confession turn
+    (``reward.confession``'s prompt, then "My answer is correct." or "... wrong.", drawn at
+    random), so a small model learns the confession's form, and nothing of its honesty,
+    before RL trains that."""
 
     steps: Steps = 500
     batch_size: Count = 64
@@ -36,10 +40,15 @@ class SFTConfig(BatchStageConfig):
     error_rate: float = Field(0.6, ge=0, le=1)
     optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=30)
     pack_tokens: int | None = Field(None, ge=2)
+    confessions: float = Field(0.0, ge=0, le=1)
 
     def check(self, cfg) -> None:
         if self.data is not None:
-            unread(self, "sft", ["num_examples", "error_rate"], GIVEN.format("sft"))
+            unread(self, "sft", ["num_examples", "error_rate", "confessions"],
+                   GIVEN.format("sft"))
+        if self.confessions and cfg.reward.confession is None:
+            raise ValueError("sft.confessions ends generated conversations with a confession "
+                             "after reward.confession's prompt: set reward.confession")
 
 
 # preference losses on (chosen, rejected) pairs; kto sees the pairs' responses unpaired

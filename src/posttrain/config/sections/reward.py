@@ -98,6 +98,25 @@ class LocalJudge(JudgeFamily):
 Judge = chosen(JudgeFamily, "score")  # the member ``kind`` selects
 
 
+CONFESSION_PART = "confession"  # the episode reward key of a confession's score
+CONFESSION_PROMPT = ("Now confess: is your answer above correct, and did you follow every "
+                     "instruction? Say plainly what, if anything, you got wrong.")
+CONFESSION_JUDGES = ("function", "score")
+
+
+class ConfessionConfig(Section):
+    """After every episode the policy is asked to confess (``prompt``, a system message after
+    its last turn) and writes up to ``max_new_tokens`` tokens; ``judge`` (kind ``function``,
+    reading ``meta["confession"]``, or ``score``, shown the answer and the confession) scores
+    the confession as ``rewards["confession"]``, outside the task's reward. The confession's
+    own group-normalised advantage goes to its tokens only, the task's to the answer's
+    (ALGORITHMS.md §14 ``confession``)."""
+
+    prompt: str = Field(CONFESSION_PROMPT, min_length=1)
+    max_new_tokens: int = Field(32, ge=1)
+    judge: Judge
+
+
 class RewardSynthesis(Section):
     """The reward as the catalogue function ``name`` of the parts instead of their weighted
     sum: ``grs`` (``R = R_test S_sol S_beh`` if ``R_test = 1``, else 0). ``inputs`` maps each
@@ -130,6 +149,7 @@ class RewardConfig(Section):
     judges: dict[str, Judge] = Field(default_factory=dict)
     synthesis: RewardSynthesis | None = None
     curio: CurioConfig | None = None
+    confession: ConfessionConfig | None = None
 
     @model_validator(mode="after")
     def _curio_part(self) -> RewardConfig:
@@ -167,9 +187,25 @@ class RewardConfig(Section):
         if self.curio is not None and cfg.task.env is None and not cfg.task.SCORED_PARTS:
             raise ValueError("reward.curio updates a belief after each user turn: it needs an "
                              "environment with a user (task.name=typed_user, or task.env)")
+        if self.confession is not None:
+            self._check_confession(cfg)
         if any(p.verifier == "reasoning_gym" for p in self.parts.values()) \
                 and cfg.task.name != "reasoning_gym":
             raise ValueError("the verifier reasoning_gym scores task.name=reasoning_gym's answers")
+
+    def _check_confession(self, cfg) -> None:
+        if self.confession.judge.kind not in CONFESSION_JUDGES:
+            raise ValueError(f"reward.confession.judge scores one confession at a time: kind "
+                             f"{' or '.join(CONFESSION_JUDGES)}, not {self.confession.judge.kind}")
+        if CONFESSION_PART in self.parts:
+            raise ValueError(f"reward.parts.{CONFESSION_PART}: the confession's score is kept "
+                             "apart from the task's reward; rename the part")
+        if cfg.rl.mode == "async":
+            raise ValueError("reward.confession asks for the confession after each synchronous "
+                             "rollout: use rl.mode=sync")
+        if self.shaping:
+            raise ValueError("reward.shaping counts the response's tokens, which a confession "
+                             "would lengthen: drop reward.shaping or reward.confession")
 
     @model_validator(mode="after")
     def _judged_parts(self) -> RewardConfig:

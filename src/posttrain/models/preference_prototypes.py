@@ -1,0 +1,107 @@
+"""P-GenRM's user prototypes (ALGORITHMS.md §14 ``pgenrm``; the seeds' S11): a user's
+preference as their own embedding, their history read by attention, and prototypes shared by
+similar users.
+
+Per history item ``tau`` (query ``q``, chosen ``y+``, rejected ``y-``, as embeddings of size
+``d``): ``o_tau = sigmoid(W [q_tau; y+_tau - y-_tau])``. For a new query ``q_t`` of user ``j``:
+``alpha = softmax_tau(o_tau . q_t / sqrt d + rho o_tau . a_j / sqrt d)``,
+``v_H = sum_tau alpha_tau o_tau``, ``z_t = a_j + lam_q W_q q_t + lam_s W_s v_H``, and the
+preference of ``y+`` over ``y-`` is ``Delta = z_t . (y+ - y-)``. Training minimises the
+catalogue's ``pgenrm_pair``: ``-log sigmoid(Delta)`` plus ``lam_cent ||a_j - mu_j||^2`` (the
+centroid of the users sharing ``j``'s nearest prototype) and ``lam_tr ||a_j - p_j||^2`` (that
+prototype). The user embeddings start at the mean of their history's ``y+ - y-`` and the
+prototypes at those embeddings' k-means centroids."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from posttrain.algos import get
+
+
+def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(centroids [k, d], assignment [N])`` of ``x [N, d]``: k-means++ seeding (a seeded
+    generator), then Lloyd's steps until the assignment stops changing (at most ``iters``);
+    an emptied cluster keeps its centroid."""
+    if not 1 <= k <= len(x):
+        raise ValueError(f"kmeans: need 1 <= k <= {len(x)} points, got k={k}")
+    g = torch.Generator().manual_seed(seed)
+    centroids = x[torch.randint(len(x), (1,), generator=g)]
+    while len(centroids) < k:
+        d2 = torch.cdist(x, centroids).min(dim=1).values ** 2
+        pick = torch.multinomial(d2 / d2.sum() if d2.sum() > 0 else torch.ones(len(x)), 1,
+                                 generator=g)
+        centroids = torch.cat([centroids, x[pick]])
+    assign = torch.cdist(x, centroids).argmin(dim=1)
+    for _ in range(iters):
+        for c in range(k):
+            if bool((assign == c).any()):
+                centroids[c] = x[assign == c].mean(dim=0)
+        new = torch.cdist(x, centroids).argmin(dim=1)
+        if torch.equal(new, assign):
+            break
+        assign = new
+    return centroids, assign
+
+
+class PreferencePrototypes(nn.Module):
+    """``n_users`` user embeddings and ``n_prototypes`` prototypes of size ``dim`` with the
+    attention over a user's history (module docstring)."""
+
+    def __init__(self, n_users: int, dim: int, n_prototypes: int, lam_q: float = 1.0,
+                 lam_s: float = 1.0, rho: float = 1.0) -> None:
+        super().__init__()
+        self.users = nn.Parameter(torch.zeros(n_users, dim))
+        self.prototypes = nn.Parameter(torch.zeros(n_prototypes, dim))
+        self.summary = nn.Linear(2 * dim, dim, bias=False)  # W
+        self.w_q = nn.Linear(dim, dim, bias=False)
+        self.w_s = nn.Linear(dim, dim, bias=False)
+        self.lam_q, self.lam_s, self.rho = lam_q, lam_s, rho
+
+    @torch.no_grad()
+    def initialise(self, history_diff: torch.Tensor, seed: int = 0) -> None:
+        """``a_j`` = the mean of user ``j``'s history ``y+ - y-`` (``history_diff [U, H,
+        d]``); the prototypes their k-means centroids."""
+        start = history_diff.mean(dim=1)
+        self.users.copy_(start)
+        self.prototypes.copy_(kmeans(start, len(self.prototypes), seed=seed)[0])
+
+    def preference(self, users: torch.Tensor, query: torch.Tensor, history_q: torch.Tensor,
+                   history_diff: torch.Tensor, user_emb: torch.Tensor | None = None
+                   ) -> torch.Tensor:
+        """``z_t [N, d]`` for users ``users [N]`` (or their embeddings ``user_emb``) asking
+        ``query [N, d]`` with their histories ``[N, H, d]``."""
+        a = self.users[users] if user_emb is None else user_emb
+        scale = math.sqrt(query.shape[-1])
+        o = torch.sigmoid(self.summary(torch.cat([history_q, history_diff], dim=-1)))
+        logits = (o @ query[..., None]).squeeze(-1) / scale \
+            + self.rho * (o @ a[..., None]).squeeze(-1) / scale
+        v = (torch.softmax(logits, dim=-1)[..., None] * o).sum(dim=1)
+        return a + self.lam_q * self.w_q(query) + self.lam_s * self.w_s(v)
+
+    def delta(self, users: torch.Tensor, query: torch.Tensor, chosen: torch.Tensor,
+              rejected: torch.Tensor, history_q: torch.Tensor, history_diff: torch.Tensor,
+              user_emb: torch.Tensor | None = None) -> torch.Tensor:
+        """``Delta = z_t . (y+ - y-)`` per pair ``[N]``."""
+        z = self.preference(users, query, history_q, history_diff, user_emb)
+        return (z * (chosen - rejected)).sum(dim=-1)
+
+    def loss(self, users: torch.Tensor, query: torch.Tensor, chosen: torch.Tensor,
+             rejected: torch.Tensor, history_q: torch.Tensor, history_diff: torch.Tensor,
+             lam_cent: float = 0.0, lam_tr: float = 0.0) -> torch.Tensor:
+        """The mean ``pgenrm_pair`` loss over the pairs; ``mu_j`` (no gradient) and ``p_j``
+        come from each user's nearest prototype."""
+        with torch.no_grad():
+            nearest = torch.cdist(self.users, self.prototypes).argmin(dim=1)
+            centroids = torch.stack([self.users[nearest == c].mean(dim=0)
+                                     if bool((nearest == c).any()) else self.prototypes[c]
+                                     for c in range(len(self.prototypes))])
+        cluster = nearest[users]
+        return get("reward_model", "pgenrm_pair")(
+            delta=self.delta(users, query, chosen, rejected, history_q, history_diff),
+            user=self.users[users], centroid=centroids[cluster],
+            prototype=self.prototypes[cluster], lam_cent=lam_cent, lam_tr=lam_tr).mean()

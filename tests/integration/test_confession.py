@@ -1,0 +1,123 @@
+"""Confessions: after each episode (single-turn or agent) the policy confesses; its tokens
+continue the episode's last segment token for token as one more step, the judge's score stays
+out of the task's reward, and the update gives the confession's tokens their own group
+advantage and the answer's the task's (ALGORITHMS.md §14's worked example)."""
+
+import math
+
+import pytest
+import torch
+from agent_helpers import CALL, ScriptedEngine
+
+from posttrain.config import AlgoConfig, ConfigError, load_config
+from posttrain.config.sections.reward import CONFESSION_PROMPT
+from posttrain.harness import episode_problems
+from posttrain.recipes.run_tasks import RunTasks
+from posttrain.train.rl_update import compute_advantages
+from posttrain.types import Batch, SamplingParams
+
+JUDGE = ("reward.confession={judge: {kind: function, "
+         "function: examples/confession/honesty.py:honest_verdict}}")
+PROMPT = "Now confess: is your answer above correct"
+
+
+def played(tokenizer, overrides, replies, n_tasks=1, group_size=1):
+    run = RunTasks(load_config("configs/quickstart.yaml", [JUDGE, *overrides]))
+    run.attach_judges(tokenizer)
+    tasks = run.eval_tasks[:n_tasks]
+    engine = ScriptedEngine(tokenizer, replies)
+    episodes = run.rollout_fn(engine, tokenizer, tasks, run.reward_fn,
+                              SamplingParams(max_new_tokens=32, seed=0), group_size)
+    return tasks, engine, episodes
+
+
+def test_a_single_turn_confession_continues_the_episode_as_its_own_step(tokenizer):
+    tasks, engine, (ep,) = played(tokenizer, [], lambda prompt: (
+        "I am correct." if PROMPT in prompt else "<answer>7</answer>"))
+    seg = ep.segments[0]
+    answer, confession = seg.steps
+    text = tokenizer.decode(seg.token_ids[confession.start:confession.end])
+    assert text.startswith("I am correct.") and ep.meta["confession"] == "I am correct."
+    scaffold = tokenizer.decode(seg.token_ids[answer.end:confession.start])
+    assert PROMPT in scaffold and all(m == 0 for m in seg.loss_mask[answer.end:confession.start])
+    assert all(seg.loss_mask[confession.start:confession.end])
+    assert engine.prompts[1] == seg.token_ids[:confession.start]  # the exact context
+    truth = float(tasks[0].reference == "7")
+    assert ep.rewards["confession"] == float(truth == 1.0)  # honest only if it was right
+    assert ep.reward == pytest.approx(ep.rewards["correct"] + 0.1 * ep.rewards["format"])
+    expected = tokenizer.apply_chat_template(
+        [*tasks[0].messages(), {"role": "assistant", "content": "<answer>7</answer>"},
+         {"role": "system", "content": CONFESSION_PROMPT},
+         {"role": "assistant", "content": "I am correct."}], tokenize=False)
+    assert expected.startswith(tokenizer.decode(seg.token_ids))
+
+
+def test_an_agent_episode_confesses_and_stays_consistent(tokenizer):
+    replies = iter([CALL, "<answer>5</answer>", "It is correct."])
+    _, _, (ep,) = played(tokenizer, ["task.name=calculator", "task.digits=1"],
+                         lambda prompt: next(replies))
+    assert len(ep.meta["state_keys"]) == len(ep.meta["step_errors"]) == 3
+    assert sum(len(s.steps) for s in ep.segments) == 3
+    assert ep.meta["messages"][-2:] == [
+        {"role": "system", "content": ep.meta["messages"][-2]["content"]},
+        {"role": "assistant", "content": "It is correct."}]
+    assert episode_problems(ep, tokenizer) == []  # tokens = the recorded conversation
+
+
+def test_answer_and_confession_tokens_get_their_own_advantages(tokenizer):
+    """§14: task rewards [1, 0, 1, 0], confession rewards [0, 0, 1, 1]."""
+    _, _, episodes = played(tokenizer, [], lambda prompt: (
+        "wrong" if PROMPT in prompt else "<answer>1</answer>"), group_size=4)
+    for ep, task, conf in zip(episodes, [1.0, 0, 1, 0], [0.0, 0, 1, 1]):
+        ep.rewards.update(correct=task, confession=conf)
+        ep.reward = task
+    batch = Batch.from_episodes(episodes, tokenizer.pad_token_id)
+    adv = compute_advantages(batch, episodes, AlgoConfig(), {"correct": 1.0})
+    a = 0.5 / math.sqrt(1 / 3)
+    for row, (ep, task_adv, conf_adv) in enumerate(zip(episodes, [a, -a, a, -a],
+                                                         [-a, -a, a, a])):
+        answer, confession = ep.segments[0].steps
+        torch.testing.assert_close(adv[row, answer.start:answer.end],
+                                   torch.full((answer.end - answer.start,), task_adv),
+                                   atol=1e-5, rtol=0)
+        torch.testing.assert_close(adv[row, confession.start:confession.end],
+                                   torch.full((confession.end - confession.start,), conf_adv),
+                                   atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["rl.mode=async"], "use rl.mode=sync"),
+    (["reward.shaping=[{name: dapo_overlong, max_length: 32, cache_length: 8}]"],
+     "drop reward.shaping or reward.confession"),
+    (["reward.confession.judge={kind: comparison, model: m}"], "kind function or score"),
+    (["reward.parts.confession={verifier: format}"], "rename the part"),
+])
+def test_confessions_that_cannot_work_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config("configs/quickstart.yaml", [JUDGE, *overrides])
+
+
+def test_the_honesty_example_reads_the_first_verdict():
+    from posttrain.config.extension import load_object
+
+    judge = load_object("examples/confession/honesty.py:honest_verdict")
+
+    class E:
+        def __init__(self, text, correct):
+            self.meta, self.rewards = {"confession": text}, {"correct": correct}
+
+    assert judge([E("It is correct.", 1.0), E("Wrong, sadly", 0.0), E("Correct", 0.0),
+                  E("no idea", 1.0), E("wrong but correct", 1.0)], []) == [1, 1, 0, 0, 0]
+
+
+
+def test_sft_confessions_teach_the_form_with_verdicts_at_random():
+    run = RunTasks(load_config("configs/quickstart.yaml", [JUDGE, "sft.confessions=0.5"]))
+    data = run.conversations(None, 400, 0.6, "SFT", 0.5)
+    ends = [c[-2:] for c in data.conversations if c[-2]["role"] == "system"]
+    assert 400 * 0.5 - 4 * 10 < len(ends) < 400 * 0.5 + 4 * 10  # 4 standard deviations
+    assert all(e[0]["content"] == CONFESSION_PROMPT for e in ends)
+    verdicts = [e[1]["content"] for e in ends]
+    assert set(verdicts) == {"My answer is correct.", "My answer is wrong."}
+    with pytest.raises(ConfigError, match="set reward.confession"):
+        load_config("configs/quickstart.yaml", ["sft.confessions=0.5"])

@@ -1,0 +1,72 @@
+"""The kernel environment: a correct kernel earns the catalogue's speed reward measured in the
+sandbox on fresh inputs (the expert's about 0.5, a Python loop far less), and each scripted
+hack (a cache of the first output, float16 arithmetic, a replaced clock) earns 0 and is
+counted; the env audit plays those hacks through the agent loop and finds no hole."""
+
+import pytest
+from typer.testing import CliRunner
+
+from posttrain.audit.exploits import KERNEL_HACKS
+from posttrain.cli.app import app
+from posttrain.envs.kernel import OPS, KernelTasks, measure, scored
+
+
+def hacked(op, name):
+    return op.expert.replace("def kernel(", "def _expert(") + "\n" + KERNEL_HACKS[name]
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_the_expert_kernel_is_correct_and_the_loop_is_slow(op):
+    expert, naive = (scored(measure(OPS[op], code)) for code in (OPS[op].expert, OPS[op].naive))
+    assert expert["correct"] == naive["correct"] == 1.0 and expert["hack"] == 0.0
+    assert 0.2 < expert["speed"] <= 1.0  # ~0.5; the machine's noise moves it either way
+    assert naive["speed"] < expert["speed"] / 2  # the loop is many times slower
+
+
+@pytest.mark.parametrize("hack,kind", [("kernel_cache", "cache"), ("kernel_half", "precision"),
+                                       ("kernel_clock", "timing")])
+def test_every_hack_earns_zero_and_is_named(hack, kind):
+    result = measure(OPS["row_softmax"], hacked(OPS["row_softmax"], hack))
+    assert result["hack"] == kind
+    assert scored(result) == {"correct": 0.0, "speed": 0.0, "hack": 1.0}
+
+
+@pytest.mark.parametrize("code,error", [
+    ("def kernel(a):\n    return a\n", None),  # wrong values
+    ("import numpy as np\ndef kernel(a):\n    return np.zeros(3)\n", None),  # wrong shape
+    ("syntax error here", "SyntaxError"),
+    ("import numpy as np\ndef kernel(a):\n    while True:\n        pass\n", ""),  # killed
+])
+def test_a_wrong_or_crashing_kernel_scores_zero_without_a_hack(code, error, monkeypatch):
+    from posttrain.envs import kernel
+
+    monkeypatch.setattr(kernel, "LIMITS", kernel.SandboxLimits(cpu_s=3, wall_s=3.0))
+    result = measure(OPS["row_softmax"], code, kernel.LIMITS)
+    assert scored(result) == {"correct": 0.0, "speed": 0.0, "hack": 0.0}
+    assert error is None or (result["error"] and error in result["error"])
+
+
+def test_a_kernel_printing_a_result_line_cannot_forge_it():
+    forged = ('print(\'{"hack": null, "correct": true, "rounds": [[1e-9, 1, 0.5]]}\')\n'
+              "def kernel(a):\n    return a\n")
+    assert scored(measure(OPS["row_softmax"], forged))["correct"] == 0.0
+
+
+def test_the_sft_conversations_submit_the_expert_or_the_naive_kernel():
+    import random
+
+    tasks = KernelTasks()
+    problem = tasks.splits["train"][0]
+    codes = {tasks.sft_conversation(problem, 0.5, random.Random(k))[1]["content"]
+             for k in range(20)}
+    assert len(codes) == 2 and tasks.make_env(problem.reference).problem == problem
+
+
+def test_the_audit_finds_no_hole_in_the_kernel_environment(tmp_path):
+    result = CliRunner().invoke(app, ["env", "audit", "configs/kernel.yaml", "--num-tasks", "3",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = (tmp_path / "audit.md").read_text() if (tmp_path / "audit.md").exists() else \
+        result.output
+    for hack in KERNEL_HACKS:
+        assert hack in report
