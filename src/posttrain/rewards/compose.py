@@ -143,7 +143,7 @@ class RewardFunction:
         missing ones with their reasons (``rollout.missing`` fills them from the group)."""
         meta: dict = {}
         if self.fallible_parts:
-            meta["fallible_parts"] = self.fallible_parts
+            meta["fallible_parts"] = list(self.fallible_parts)  # the episode's own
         if scored.missing:
             meta["missing_parts"] = list(scored.missing)
             meta["missing_reasons"] = dict(scored.missing)

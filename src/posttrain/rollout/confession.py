@@ -46,7 +46,8 @@ class ConfessionRollout:
             episode.rewards[CONFESSION_PART] = 0.0 if score is None else float(score)
             if score is None:
                 episode.meta.setdefault("missing_parts", []).append(CONFESSION_PART)
-            episode.meta.setdefault("fallible_parts", []).append(CONFESSION_PART)
+            if CONFESSION_PART not in episode.meta.setdefault("fallible_parts", []):
+                episode.meta["fallible_parts"].append(CONFESSION_PART)
         fill_missing(episodes, reward_fn)  # the task's total leaves the confession out
         return episodes
 
