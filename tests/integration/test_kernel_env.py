@@ -52,6 +52,31 @@ def test_a_kernel_printing_a_result_line_cannot_forge_it():
     assert scored(measure(OPS["row_softmax"], forged))["correct"] == 0.0
 
 
+def test_patching_numpy_in_the_runner_cannot_pass_a_wrong_kernel():
+    patched = ("import numpy as np\nnp.abs = lambda x: np.zeros_like(x)\n"
+               "np.array_equal = lambda *a, **k: False\ndef kernel(a):\n    return a\n")
+    assert measure(OPS["row_softmax"], patched)["correct"] is False
+
+
+def test_slowing_numpy_down_cannot_slow_the_expert_it_is_compared_with():
+    slowing = ("import time\nimport numpy as np\n_exp = np.exp\n"
+               "np.exp = lambda x: (time.sleep(0.002), _exp(x))[1]\n"
+               "def kernel(a):\n    e = _exp(a - a.max(1, keepdims=True))\n"
+               "    return e / e.sum(1, keepdims=True)\n")
+    verdict = scored(measure(OPS["row_softmax"], slowing))
+    assert verdict["correct"] == 1.0 and verdict["speed"] < 0.85  # ~0.5; 1 if compared in-process
+
+
+@pytest.mark.parametrize("times", [[float("nan"), 1e-5], [0.0, 1e-5], [-1e-5, 1e-5]])
+def test_a_time_that_is_not_a_positive_number_earns_zero_as_a_timing_hack(times, monkeypatch):
+    from posttrain.envs import kernel
+
+    monkeypatch.setattr(kernel, "_run", lambda code, spec, limits: {
+        "times": times, "roofline": [], "clock_replaced": False, "outputs": {}})
+    result = measure(OPS["row_softmax"], OPS["row_softmax"].expert)
+    assert result["hack"] == "timing" and scored(result)["hack"] == 1.0
+
+
 def test_the_sft_conversations_submit_the_expert_or_the_naive_kernel():
     import random
 

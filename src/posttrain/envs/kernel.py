@@ -1,28 +1,35 @@
 """The kernel-optimisation environment (``task.name: kernel``; the Kimi K3 row of the seeds,
 docs/agents.md "Kernel environment"): write a fast numpy function for an operation.
 
-The model submits a module defining ``kernel`` with the ``submit_kernel`` tool. A jailed
-runner imports it, and in each of ``ROUNDS`` rounds draws fresh random float32 inputs (from
-the operating system's entropy, which the module cannot predict). It checks the output against
-a float64 reference, within float32's bound, and times the kernel, the expert implementation
-and the roofline on the same inputs (the best of ``REPEATS`` runs each; the roofline is one
-pass that reads every input and writes an output of the result's size). The reward is
-``kernel_speed`` of the catalogue: 0.5 at the expert's speed, 1 at the roofline's, 0 for a
+The model submits a module defining ``kernel`` with the ``submit_kernel`` tool. The host draws
+fresh random float32 inputs for every call (``ROUNDS`` rounds of ``REPEATS`` calls, from the
+operating system's entropy) and a jailed runner imports the module and times each call. The
+outputs come back to the host, which checks every one against its own float64 reference
+within float32's bound. The expert implementation and the roofline (one pass that reads every
+input and writes an output of the result's size) are timed on the same inputs in a second
+jailed run that never sees the submission. Each round's time is its fastest call. The reward
+is ``kernel_speed`` of the catalogue: 0.5 at the expert's speed, 1 at the roofline's, 0 for a
 wrong kernel.
 
 Three hacks earn 0 and are counted as the part ``hack``:
-- ``cache``: an output equal to an earlier call's instead of this input's;
+- ``cache``: an output equal to an earlier call's (every call's input is new);
 - ``precision``: a result in another dtype, or within a half-precision bound but not float32's;
-- ``timing``: the module replaced the clock. The runner timed with its own, bound before the
-  import, so the module's own reports are never read.
+- ``timing``: the module replaced the clock, or the times are not positive finite numbers. The
+  runner timed with its own clock, bound before the import, so the module's reports are never
+  read.
 
-The runner keeps its state in one function's frame (the module sees no runner globals), and its
-result line carries a nonce read from stdin before the import. A module that reaches into
-the runner's frame (``sys._getframe``) is not caught: the jail is the boundary that holds."""
+The runner reads its inputs and a nonce before the import and keeps them in one function's
+frame; its result line must start with the nonce. A module that introspects the interpreter
+(``sys._getframe``, ``gc``) to rewrite what the runner reports (times, outputs computed
+outside the timed calls) is not caught; the outputs must still be right for the host's inputs,
+and the jail is the boundary that holds."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import math
 import random
 import secrets
 from dataclasses import dataclass
@@ -35,8 +42,8 @@ from posttrain.envs.base import SplitTasks, answer_turn, tool_turns
 from posttrain.harness import Tool, ToolRegistry
 from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits
 
-ROUNDS, REPEATS = 2, 5
-LIMITS = SandboxLimits(cpu_s=20, memory_mb=1024, wall_s=30.0, max_output_bytes=16 * 1024)
+ROUNDS, REPEATS, BOUND = 2, 5, 1e-4  # BOUND: the largest relative error of a float32 kernel
+LIMITS = SandboxLimits(cpu_s=20, memory_mb=1024, wall_s=30.0, max_output_bytes=2 * 1024 * 1024)
 PARTS = ("correct", "speed", "hack")
 
 
@@ -84,57 +91,38 @@ OPS = {op.name: op for op in (
 )}
 
 RUNNER = """
-import json, sys, time
+import base64, io, json, sys, time
 
 def main(clock=time.perf_counter, wall=time.time):
     spec = json.loads(sys.stdin.readline())
     import numpy as np
-    scope = {}
-    exec(spec["reference"], scope)
-    exec(spec["expert"], expert := {})
-    reference = scope["reference"]
-
-    def best(fn, args):
-        times = []
-        for _ in range(spec["repeats"]):
-            start = clock(); out = fn(*args); times.append(clock() - start)
-        return min(times), out
-
-    def roof(args, like):
-        out = np.empty_like(like)
-        start = clock(); [x.sum() for x in args]; out.fill(0.0)
-        return clock() - start
-
-    result = {"hack": None, "correct": False, "rounds": []}
+    inputs = np.load(io.BytesIO(base64.b64decode(spec["inputs"])))
+    calls = [[[inputs[f"{r}_{k}_{i}"] for i in range(spec["arity"])]
+              for k in range(spec["repeats"])] for r in range(spec["rounds"])]
+    result, outputs = {"times": [], "roofline": []}, {}
     try:
         sys.path.insert(0, ".")
         import solution
-        seen = []
-        for _ in range(spec["rounds"]):
-            rng = np.random.default_rng()
-            args = [rng.standard_normal(s).astype(np.float32) for s in spec["shapes"]]
-            want = reference(*[a.astype(np.float64) for a in args])
-            seconds, got = best(solution.kernel, args)
-            expert_s, _ = best(expert["kernel"], args)
-            roof_s = min(roof(args, want) for _ in range(spec["repeats"]))
-            got = np.asarray(got)
-            if any(got.shape == s.shape and np.array_equal(got, s) for s in seen):
-                result["hack"] = "cache"; break
-            seen.append(got.copy())
-            if got.shape != want.shape:
-                break
-            err = np.abs(got.astype(np.float64) - want).max() / (np.abs(want).max() + 1e-30)
-            if got.dtype != np.float32 or (spec["bound"] < err <= 1e-2):
-                result["hack"] = "precision"; break
-            if not err <= spec["bound"]:
-                break
-            result["rounds"].append([seconds, expert_s, roof_s])
-        else:
-            result["correct"] = True
+        for r, round_calls in enumerate(calls):
+            times = []
+            for k, args in enumerate(round_calls):
+                start = clock(); out = solution.kernel(*args); times.append(clock() - start)
+                outputs[f"{r}_{k}"] = np.asarray(out)
+            result["times"].append(min(times))
+            if spec["roofline"]:
+                like = outputs[f"{r}_0"]
+                roofs = []
+                for args in round_calls:
+                    out = np.empty_like(like)
+                    start = clock(); [x.sum() for x in args]; out.fill(0.0)
+                    roofs.append(clock() - start)
+                result["roofline"].append(min(roofs))
     except BaseException as e:
         result["error"] = f"{type(e).__name__}: {e}"[:200]
-    if time.perf_counter is not clock or time.time is not wall:
-        result["hack"] = "timing"
+    result["clock_replaced"] = time.perf_counter is not clock or time.time is not wall
+    buffer = io.BytesIO(); np.savez(buffer, **outputs)
+    with open(spec["nonce"] + ".b64", "w") as f:
+        f.write(base64.b64encode(buffer.getvalue()).decode())
     print(spec["nonce"] + json.dumps(result))
 
 main()
@@ -162,24 +150,80 @@ class KernelProblem:
                  f"({shapes}, float32) with numpy, as fast as you can, and submit it."}]
 
 
-def measure(op: Op, code: str, limits: SandboxLimits = LIMITS) -> dict:
-    """The runner's verdict on ``code``: ``correct``, ``hack`` (None, cache, precision,
-    timing), ``rounds`` ([seconds, expert seconds, roofline seconds] each) and ``error``."""
-    nonce = secrets.token_hex(8)
-    spec = {"shapes": op.shapes, "reference": "import numpy as np\n" + op.reference_fn,
-            "expert": op.expert, "rounds": ROUNDS, "repeats": REPEATS, "bound": 1e-4,
-            "nonce": nonce}
+def _run(code: str, spec: dict, limits: SandboxLimits) -> dict:
+    """One jailed run of ``RUNNER`` on ``code``: its result, with the ``outputs`` it wrote to
+    the file named by the nonce, or ``{"error": ...}`` when it printed no result line."""
+    import numpy as np
+
+    nonce = spec["nonce"]
     try:
         with Sandbox({"solution.py": code}, limits) as sandbox:
             r = sandbox.run_python(RUNNER, stdin=json.dumps(spec) + "\n")
-    except (OSError, UnicodeError, SandboxError) as e:
-        return {"correct": False, "hack": None, "rounds": [], "error": type(e).__name__}
-    line = next((s for s in reversed(r.stdout.splitlines()) if s.startswith(nonce)), None)
-    if line is None:
-        return {"correct": False, "hack": None, "rounds": [],
-                "error": "timed out" if r.timed_out else
-                r.stderr[-200:] or f"exit code {r.returncode}"}
-    return json.loads(line[len(nonce):])
+            line = next((s for s in reversed(r.stdout.splitlines()) if s.startswith(nonce)),
+                        None)
+            if line is None:
+                return {"error": "timed out" if r.timed_out else
+                        r.stderr[-200:] or f"exit code {r.returncode}"}
+            result = json.loads(line[len(nonce):])
+            encoded = sandbox.read(nonce + ".b64")
+        with np.load(io.BytesIO(base64.b64decode(encoded))) as outputs:
+            result["outputs"] = {name: outputs[name] for name in outputs.files}
+    except (OSError, UnicodeError, ValueError, SandboxError) as e:  # JSON, base64, npz
+        return {"error": f"unreadable result: {type(e).__name__}"}
+    return result
+
+
+def _checked(op: Op, calls: list, outputs: dict) -> tuple[bool, str | None]:
+    """(every output right, the hack found) for the submission's ``outputs`` of ``calls``."""
+    import numpy as np
+
+    seen, reference = [], {}
+    exec("import numpy as np\n" + op.reference_fn, reference)
+    for r, round_calls in enumerate(calls):
+        for k, args in enumerate(round_calls):
+            got = outputs.get(f"{r}_{k}")
+            want = reference["reference"](*[a.astype(np.float64) for a in args])
+            if got is None or got.shape != want.shape:
+                return False, None
+            if any(np.array_equal(got, s) for s in seen if s.shape == got.shape):
+                return False, "cache"
+            seen.append(got)
+            err = np.abs(got.astype(np.float64) - want).max() / (np.abs(want).max() + 1e-30)
+            if got.dtype != np.float32 or BOUND < err <= 1e-2:
+                return False, "precision"
+            if not err <= BOUND:
+                return False, None
+    return True, None
+
+
+def measure(op: Op, code: str, limits: SandboxLimits = LIMITS) -> dict:
+    """The verdict on ``code``: ``correct``, ``hack`` (None, cache, precision, timing),
+    ``rounds`` ([seconds, expert seconds, roofline seconds] each) and ``error``."""
+    import numpy as np
+
+    rng = np.random.default_rng()
+    calls = [[[rng.standard_normal(s).astype(np.float32) for s in op.shapes]
+              for _ in range(REPEATS)] for _ in range(ROUNDS)]
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"{r}_{k}_{i}": x for r, c in enumerate(calls)
+                        for k, args in enumerate(c) for i, x in enumerate(args)})
+    spec = {"inputs": base64.b64encode(buffer.getvalue()).decode(), "arity": len(op.shapes),
+            "rounds": ROUNDS, "repeats": REPEATS}
+    verdict = {"correct": False, "hack": None, "rounds": []}
+    mine = _run(code, {**spec, "roofline": False, "nonce": secrets.token_hex(8)}, limits)
+    if "outputs" not in mine or mine.get("error"):
+        return {**verdict, "error": mine.get("error")}
+    times = mine["times"]
+    if mine["clock_replaced"] or not all(math.isfinite(t) and t > 0 for t in times):
+        return {**verdict, "hack": "timing"}
+    verdict["correct"], verdict["hack"] = _checked(op, calls, mine["outputs"])
+    if not verdict["correct"]:
+        return verdict
+    expert = _run(op.expert, {**spec, "roofline": True, "nonce": secrets.token_hex(8)}, limits)
+    if expert.get("error") or "outputs" not in expert:
+        return {**verdict, "correct": False, "error": f"expert: {expert.get('error')}"}
+    verdict["rounds"] = [list(t) for t in zip(times, expert["times"], expert["roofline"])]
+    return verdict
 
 
 def scored(result: dict) -> dict[str, float]:
