@@ -20,6 +20,8 @@ from posttrain.config import ConfigError, load_config
      r"set engine.gpu_memory_share <= 0.25"),
     (["engine.name=sglang", "dist.backend=ray", "dist.engines=2", "dist.gpus_per_engine=0.25",
       "engine.gpu_memory_share=0.4"], r"set engine.gpu_memory_share <= 0.25"),
+    (["engine.name=vllm", "dist.backend=ray", "dist.engines=2", "dist.gpus_per_engine=0.5",
+      "dist.placement=disaggregated"], r"<= 0.5, leaving the other engines the rest"),
 ])
 def test_engine_combinations_that_cannot_work_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -64,6 +64,18 @@ def test_an_agent_episode_confesses_and_stays_consistent(tokenizer):
     assert episode_problems(ep, tokenizer) == []  # tokens = the recorded conversation
 
 
+def test_an_agent_stopped_before_its_last_word_does_not_confess(tokenizer):
+    """max_turns ends the episode on a tool's reply: no confession, the part missing, and
+    the episode stays out of its group's confession statistics."""
+    replies = iter([CALL, CALL, "It is correct.", "It is correct."])
+    _, _, episodes = played(tokenizer, ["task.name=calculator", "task.digits=1",
+                                        "agent.max_turns=1"], lambda prompt: next(replies),
+                            group_size=2)
+    assert all("confession" not in ep.meta for ep in episodes)
+    assert all(ep.meta["missing_parts"] == ["confession"] for ep in episodes)
+    assert all(sum(len(s.steps) for s in ep.segments) == 1 for ep in episodes)
+
+
 def test_answer_and_confession_tokens_get_their_own_advantages(tokenizer):
     """§14: task rewards [1, 0, 1, 0], confession rewards [0, 0, 1, 1]."""
     _, _, episodes = played(tokenizer, [], lambda prompt: (
@@ -85,12 +97,34 @@ def test_answer_and_confession_tokens_get_their_own_advantages(tokenizer):
                                    atol=1e-5, rtol=0)
 
 
+def test_a_confession_the_judge_could_not_score_stays_out_of_the_group(tokenizer):
+    """Confession rewards [0, 0, 1, missing]: the three scored ones are normalised among
+    themselves (mean 1/3, sample std sqrt(1/3)); the unscored one's tokens get 0."""
+    _, _, episodes = played(tokenizer, [], lambda prompt: (
+        "wrong" if PROMPT in prompt else "<answer>1</answer>"), group_size=4)
+    for ep, conf in zip(episodes, [0.0, 0, 1, 0]):
+        ep.rewards["confession"] = conf
+    episodes[3].meta["missing_parts"] = ["confession"]
+    batch = Batch.from_episodes(episodes, tokenizer.pad_token_id)
+    adv = compute_advantages(batch, episodes, AlgoConfig(), {"correct": 1.0})
+    s = math.sqrt(1 / 3)
+    for row, (ep, want) in enumerate(zip(episodes, [-1 / 3 / s, -1 / 3 / s, 2 / 3 / s, 0.0])):
+        confession = ep.segments[0].steps[1]
+        torch.testing.assert_close(adv[row, confession.start:confession.end],
+                                   torch.full((confession.end - confession.start,), want),
+                                   atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["rl.mode=async"], "use rl.mode=sync"),
     (["reward.shaping=[{name: dapo_overlong, max_length: 32, cache_length: 8}]"],
      "drop reward.shaping or reward.confession"),
     (["reward.confession.judge={kind: comparison, model: m}"], "kind function or score"),
     (["reward.parts.confession={verifier: format}"], "rename the part"),
+    (["algo.adv_estimator=reinforce_plus_plus"], "episode- or step-level estimator"),
+    (["algo.adv_estimator=gae", "critic.enabled=true"], "episode- or step-level estimator"),
+    (["algo.kl.coef=0.1", "algo.kl.placement=in_reward"], "cannot follow algo.kl.placement"),
+    (["task.name=calculator", "agent.swarm={}"], "cannot follow agent.swarm"),
 ])
 def test_confessions_that_cannot_work_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -41,6 +41,14 @@ def test_without_reference_scores_it_refuses(tmp_path):
         WinRateMonitor("rm", 0.65, tmp_path / "none.json", print)(episodes([1.0]))
 
 
+def test_saved_scores_of_another_part_or_count_are_refused(tmp_path):
+    WinRateMonitor("rm", 0.65, tmp_path / "ref.json", print).set_reference(episodes([0.5] * 4))
+    with pytest.raises(ValueError, match="under 'rm', not 'judge'"):
+        WinRateMonitor("judge", 0.65, tmp_path / "ref.json", print)
+    with pytest.raises(ValueError, match="has 3 episodes and the reference 4 scores"):
+        WinRateMonitor("rm", 0.65, tmp_path / "ref.json", print)(episodes([0.5] * 3))
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["rl.rm_win_rate_monitor={}"], "needs a reward part with verifier judge"),
     (["reward.parts.q={verifier: judge}", "reward.judges.q={kind: comparison, model: m}",

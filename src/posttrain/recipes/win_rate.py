@@ -23,8 +23,14 @@ class WinRateMonitor:
     def __init__(self, part: str, warn_above: float, path: Path,
                  warn: Callable[[str], None]) -> None:
         self.part, self.warn_above, self.path, self.warn = part, warn_above, Path(path), warn
-        self.reference: list[float] | None = (json.loads(self.path.read_text())["scores"]
-                                              if self.path.exists() else None)
+        self.reference: list[float] | None = None
+        if self.path.exists():
+            saved = json.loads(self.path.read_text())
+            if saved["part"] != part:
+                raise ValueError(f"{self.path} holds the reference's scores under "
+                                 f"{saved['part']!r}, not {part!r}: resume with the same "
+                                 "rl.rm_win_rate_monitor.part")
+            self.reference = saved["scores"]
 
     def scores(self, episodes: Sequence[Episode]) -> list[float]:
         return [e.rewards[self.part] for e in episodes]
@@ -37,6 +43,10 @@ class WinRateMonitor:
         """``{"rm_win_rate": rate}`` of ``episodes`` (an evaluation's) over the reference."""
         if self.reference is None:
             raise RuntimeError("the win-rate monitor has no reference scores yet")
+        if len(episodes) != len(self.reference):
+            raise ValueError(f"the evaluation has {len(episodes)} episodes and the reference "
+                             f"{len(self.reference)} scores ({self.path}): the monitor compares "
+                             "the same held-out tasks and samples")
         rate = get("metric", "rm_win_rate")(policy_scores=self.scores(episodes),
                                             reference_scores=self.reference)
         if rate > self.warn_above:

@@ -37,12 +37,16 @@ class ConfessionRollout:
                                    group_prefix=group_prefix)
         task_of = [tasks[j // group_size] for j in range(len(episodes))]
         scaffolds = [self.scaffold(tokenizer, e, t) for e, t in zip(episodes, task_of)]
-        outs = engine.generate([e.segments[-1].token_ids + s for e, s in zip(episodes, scaffolds)],
+        confessing = [k for k, s in enumerate(scaffolds) if s is not None]
+        outs = engine.generate([episodes[k].segments[-1].token_ids + scaffolds[k]
+                                for k in confessing],
                                replace(sampling, max_new_tokens=self.max_new_tokens))
-        for episode, scaffold, out in zip(episodes, scaffolds, outs):
-            confess(tokenizer, episode, self.prompt, scaffold, out)
-        scores = self.judge([judged_view(e) for e in episodes], task_of)
-        for episode, score in zip(episodes, scores):
+        for k, out in zip(confessing, outs):
+            confess(tokenizer, episodes[k], self.prompt, scaffolds[k], out)
+        scores = dict(zip(confessing, self.judge([judged_view(episodes[k]) for k in confessing],
+                                                 [task_of[k] for k in confessing])))
+        for k, episode in enumerate(episodes):
+            score = scores.get(k)
             episode.rewards[CONFESSION_PART] = 0.0 if score is None else float(score)
             if score is None:
                 episode.meta.setdefault("missing_parts", []).append(CONFESSION_PART)
@@ -51,12 +55,16 @@ class ConfessionRollout:
         fill_missing(episodes, reward_fn)  # the task's total leaves the confession out
         return episodes
 
-    def scaffold(self, tokenizer, episode: Episode, task: Task) -> list[int]:
+    def scaffold(self, tokenizer, episode: Episode, task: Task) -> list[int] | None:
         """The template's tokens between the episode's last token and the confession: the
-        system message with ``prompt`` and the assistant's generation prompt. The episode's
-        text is the rendering up to its last turn plus that turn as sampled (as the agent
-        loop builds it), so no token is decoded and re-encoded."""
+        system message with ``prompt`` and the assistant's generation prompt; None for an
+        episode whose last turn is not the policy's (an agent stopped by ``max_turns``, a
+        timeout or an error), which does not confess and has its part missing. The
+        episode's text is the rendering up to its last turn plus that turn as sampled (as
+        the agent loop builds it), so no token is decoded and re-encoded."""
         messages, tools = conversation(tokenizer, episode, task), episode.meta.get("tools")
+        if messages[-1]["role"] != "assistant":
+            return None
         seg = episode.segments[-1]
         ended = bool(seg.token_ids) and seg.token_ids[-1] == tokenizer.eos_token_id
         text = render_prompt(tokenizer, messages[:-1], True, tools or None) + \

@@ -146,9 +146,8 @@ def curio_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
               if "curio" in e.meta.get("env", {})]
     if not finals:
         return {}
-    n, mean = len(finals), sum(finals) / len(finals)
-    var = sum((x - mean) ** 2 for x in finals) / (n - 1) if n > 1 else 0.0
-    return {"curio/log_belief": mean, "curio/log_belief_se": math.sqrt(var / n)}
+    se = statistics.stdev(finals) / math.sqrt(len(finals)) if len(finals) > 1 else 0.0
+    return {"curio/log_belief": statistics.fmean(finals), "curio/log_belief_se": se}
 
 
 def swarm_metrics(episodes: Sequence[Episode]) -> dict[str, float]:

@@ -102,6 +102,13 @@ def confession_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor
     return step_tokens(last, episodes, batch)
 
 
+def confessed(episode: Episode) -> bool:
+    """Whether ``episode`` confessed and its confession was scored: the others stay out of
+    their group's confession statistics."""
+    return "confession" in episode.meta and \
+        CONFESSION_PART not in episode.meta.get("missing_parts", ())
+
+
 def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
                      part_weights: dict[str, float]) -> LazyInputs:
     """What the pipeline can feed an estimator, by input name. Per episode: ``rewards``
@@ -207,7 +214,8 @@ def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
             advantages=adv, confession_mask=confession_tokens(episodes, batch),
             confession_rewards=torch.tensor([ep.rewards.get(CONFESSION_PART, 0.0)
                                              for ep in episodes], dtype=torch.float64),
-            group_ids=group_index([ep.group_id for ep in episodes]),
+            group_ids=group_index([ep.group_id if confessed(ep) else ("alone", k)
+                                   for k, ep in enumerate(episodes)]),
             rows=episode_rows(episodes))
     return adv
 

@@ -44,18 +44,20 @@ class EngineFamily(Member):
 class ServingEngineFamily(EngineFamily):
     """An inference server's engine (vLLM, SGLang) that takes a fixed share of a GPU's memory
     for its weights and KV cache: ``gpu_memory_share`` (vLLM's ``gpu_memory_utilization``,
-    SGLang's ``mem_fraction_static``; null: the engine's default). Colocated Ray engines that
-    share a GPU (``0 < dist.gpus_per_engine < 1``) must set it, at most their share of the
-    GPU, or the first engine to start would claim the memory the others and the trainer need."""
+    SGLang's ``mem_fraction_static``; null: the engine's default). Ray engines that share a GPU
+    (``0 < dist.gpus_per_engine < 1``, colocated with the trainer or not) must set it, at most
+    their share of the GPU, or the first engine to start would claim the memory the others
+    (and a colocated trainer) need."""
 
     gpu_memory_share: float | None = Field(None, gt=0, le=1)
 
     def check(self, cfg) -> None:
         share = cfg.dist.gpus_per_engine
-        if (cfg.dist.backend == "ray" and cfg.dist.placement == "colocated" and 0 < share < 1
+        if (cfg.dist.backend == "ray" and 0 < share < 1
                 and (self.gpu_memory_share is None or self.gpu_memory_share > share)):
-            raise ValueError(f"engine.gpu_memory_share: {cfg.dist.engines} colocated engines "
-                             f"share a GPU with the trainer (dist.gpus_per_engine={share:g}); "
-                             f"set engine.gpu_memory_share <= {share:g}, leaving the trainer "
-                             "the rest")
+            beside = "the other engines and the trainer" \
+                if cfg.dist.placement == "colocated" else "the other engines"
+            raise ValueError(f"engine.gpu_memory_share: engines share a GPU (dist."
+                             f"gpus_per_engine={share:g}); set engine.gpu_memory_share <= "
+                             f"{share:g}, leaving {beside} the rest")
         super().check(cfg)

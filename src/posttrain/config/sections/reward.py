@@ -206,6 +206,20 @@ class RewardConfig(Section):
         if self.shaping:
             raise ValueError("reward.shaping counts the response's tokens, which a confession "
                              "would lengthen: drop reward.shaping or reward.confession")
+        algo, agent = cfg.algo, cfg.agent
+        if facts("advantage", algo.adv_estimator).output == "token":
+            raise ValueError(f"algo.adv_estimator={algo.adv_estimator} carries the task's "
+                             "reward back through every token, the confession's too: use an "
+                             "episode- or step-level estimator with reward.confession")
+        refused = [("algo.kl.placement: in_reward (the confession's KL would enter the task's "
+                    "reward)", algo.kl.coef > 0 and algo.kl.placement == "in_reward"),
+                   ("agent.swarm (its sub-agents' episodes are scored by the swarm)",
+                    agent.swarm is not None),
+                   ("an external agent (its sessions end outside posttrain)",
+                    agent.plays_externally)]
+        for what, present in refused:
+            if present:
+                raise ValueError(f"reward.confession cannot follow {what}")
 
     @model_validator(mode="after")
     def _judged_parts(self) -> RewardConfig:
