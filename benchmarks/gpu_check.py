@@ -45,7 +45,7 @@ from posttrain.engines.sleep import held_bytes
 from posttrain.models import build_tiny, load_model, load_tokenizer, load_value_model
 from posttrain.recipes.distillation.teachers import Teacher, model_targets
 from posttrain.recipes.sampling_loop import sync_weights
-from posttrain.rollout.judged import RewardModelJudge
+from posttrain.rollout.wrappers.judged import RewardModelJudge
 from posttrain.train import Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.train.rl_update import policy_steps
 from posttrain.types import Batch, Episode, SamplingParams, Segment

@@ -17,15 +17,15 @@ from posttrain.envs import ArithmeticTasks
 from posttrain.models import load_tokenizer, load_value_model
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import rollout_metrics
-from posttrain.rollout.judged import (
+from posttrain.rollout.scoring import missing_metrics
+from posttrain.rollout.single_turn import rollout
+from posttrain.rollout.wrappers.judged import (
     ComparisonJudge,
     JudgedRollout,
     RewardModelJudge,
     ScoreJudge,
     chat_compare,
 )
-from posttrain.rollout.scoring import missing_metrics
-from posttrain.rollout.single_turn import rollout
 from posttrain.types import Episode, SamplingParams, Segment, read_episodes
 
 TASKS = ArithmeticTasks(("+",), 2).eval_set(4)
@@ -61,7 +61,7 @@ def comparer(conversations):
 
 
 def test_score_judge_scores_parse_and_misses_are_imputed_and_counted():
-    from posttrain.rollout.judged import apply_judge
+    from posttrain.rollout.wrappers.judged import apply_judge
 
     eps = [episode("good", "g0"), episode("bad", "g0"), episode("???", "g0"),
            episode("???", "g1"), episode("good", "g1")]

@@ -17,7 +17,7 @@ from posttrain.recipes.reward_model import (
     run_reward_model,
 )
 from posttrain.reporting import Reporter
-from posttrain.rollout.judged import ClassifierCompare
+from posttrain.rollout.wrappers.judged import ClassifierCompare
 from posttrain.train import Trainer, reward_model_step
 
 TASKS = ArithmeticTasks(("+",), 2, 0, 0.1)

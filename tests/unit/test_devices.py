@@ -65,7 +65,7 @@ def test_helper_models_answer_what_their_models_compute(tiny_dir):
     from posttrain.models import load_model, load_value_model
     from posttrain.models.devices import model_device, placed
     from posttrain.recipes.distillation.teachers import Teacher, model_targets
-    from posttrain.rollout.judged import RewardModelJudge
+    from posttrain.rollout.wrappers.judged import RewardModelJudge
     from posttrain.types import Batch, Episode, Segment
 
     rm = placed(load_value_model(tiny_dir), "cpu")

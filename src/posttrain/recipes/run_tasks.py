@@ -31,9 +31,9 @@ from posttrain.recipes.skills import skill_library
 from posttrain.reporting import StepProgress
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
-from posttrain.rollout.confession import ConfessionRollout
 from posttrain.rollout.evaluation import absent_columns, evaluate
-from posttrain.rollout.judged import JudgedRollout
+from posttrain.rollout.wrappers.confession import ConfessionRollout
+from posttrain.rollout.wrappers.judged import JudgedRollout
 from posttrain.skills.library import SkilledTasks
 from posttrain.types import Episode
 

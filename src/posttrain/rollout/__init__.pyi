@@ -4,10 +4,10 @@ from .agent import AgentRollout
 from .async_source import AsyncEpisodes
 from .evaluation import evaluate
 from .external import ExternalAgentRollout, command_agent
-from .greedy_baseline import GreedyBaseline
-from .judged import JudgedRollout
 from .scoring import informative, rollout_metrics, shape_rewards
 from .single_turn import SyncEpisodes, rollout
+from .wrappers.greedy_baseline import GreedyBaseline
+from .wrappers.judged import JudgedRollout
 
 __all__ = ["AgentRollout", "AsyncEpisodes", "ExternalAgentRollout", "GreedyBaseline",
            "JudgedRollout", "SyncEpisodes", "command_agent", "evaluate", "informative",

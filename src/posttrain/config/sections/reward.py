@@ -16,7 +16,7 @@ from posttrain.config.sections.rl import ShapingRule
 from posttrain.config.served import ServedModel
 
 ENV = "env"  # the verifier name of a part the episode's environment scores
-JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.judged)
+JUDGE = "judge"  # ... and of a part a judge scores after the rollout (rollout.wrappers.judged)
 SYNTHESES = ("grs",)  # the functions a synthesised reward may be (rewards.synthesis)
 DEFAULT_RUBRIC = ("Is the response correct, complete and clearly stated? Reward correctness "
                   "first, then clarity.")
@@ -68,8 +68,8 @@ class JudgeFamily(Member):
     kind: str
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
-        """The judge (``rollout.judged.Judge``): scores or None per episode; ``dtype`` and
-        ``seed`` place and sample a local model."""
+        """The judge (``rollout.wrappers.judged.Judge``): scores or None per episode; ``dtype``
+        and ``seed`` place and sample a local model."""
         raise NotImplementedError
 
 

@@ -20,7 +20,7 @@ class ComparisonJudgeConfig(ServedJudge):
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         from posttrain.recipes.judges.chats import ServedChats
-        from posttrain.rollout.judged import ComparisonJudge, chat_compare
+        from posttrain.rollout.wrappers.judged import ComparisonJudge, chat_compare
 
         chat = ServedChats(dtype, seed).chat(self)
         return ComparisonJudge(chat_compare(chat, self.rubric), self.budget_tokens)

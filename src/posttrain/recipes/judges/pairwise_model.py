@@ -21,7 +21,7 @@ class PairwiseModelJudgeConfig(LocalJudge):
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         from posttrain.models import load_tokenizer, load_value_model
         from posttrain.models.devices import placed
-        from posttrain.rollout.judged import ClassifierCompare, ComparisonJudge
+        from posttrain.rollout.wrappers.judged import ClassifierCompare, ComparisonJudge
 
         compare = ClassifierCompare(placed(load_value_model(self.model, dtype), self.device),
                                     load_tokenizer(self.model))

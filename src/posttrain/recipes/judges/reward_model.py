@@ -17,7 +17,7 @@ class RewardModelJudgeConfig(LocalJudge):
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         from posttrain.models import check_same_vocabulary, load_tokenizer, load_value_model
         from posttrain.models.devices import placed
-        from posttrain.rollout.judged import RewardModelJudge
+        from posttrain.rollout.wrappers.judged import RewardModelJudge
 
         check_same_vocabulary(policy_tokenizer, load_tokenizer(self.model), "a reward model")
         return RewardModelJudge(placed(load_value_model(self.model, dtype), self.device),

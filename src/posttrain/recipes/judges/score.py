@@ -20,7 +20,7 @@ class ScoreJudgeConfig(ServedJudge):
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         from posttrain.recipes.judges.chats import ServedChats
-        from posttrain.rollout.judged import ScoreJudge
+        from posttrain.rollout.wrappers.judged import ScoreJudge
 
         return ScoreJudge(ServedChats(dtype, seed).chat(self), self.rubric, self.n_samples,
                           self.score_max)

@@ -16,8 +16,8 @@ from posttrain.config.sections.reward import CONFESSION_PART
 from posttrain.envs import Task
 from posttrain.models.chat import render_prompt
 from posttrain.rewards import RewardFunction
-from posttrain.rollout.judged import Judge
 from posttrain.rollout.scoring import fill_missing
+from posttrain.rollout.wrappers.judged import Judge
 from posttrain.types import ChatTemplateError, Episode, Segment, StepSpan
 
 
