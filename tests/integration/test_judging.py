@@ -164,7 +164,7 @@ def test_a_judged_rl_run_through_the_cli(tiny_dir, tmp_path):
      "exactly one of model and endpoint"),
     (["reward.parts.q={verifier: judge}",
       "reward.judges.q={kind: reward_model, endpoint: e}"],
-     r"q.endpoint: applies to kind in \(comparison, score\), not reward_model"),
+     r"q.endpoint: applies to kind in \(comparison, pgenrm, score\), not reward_model"),
     (["reward.parts.q={verifier: judge}", "reward.judges.q={model: m}", "rl.mode=async"],
      "rl.mode=sync"),
 ])

@@ -1,5 +1,6 @@
 """Rewards of the seeds' last rows (ALGORITHMS.md §14) that a task or environment computes:
-CURIO's potential-based curiosity about the user, the kernel environment's speed reward."""
+CURIO's potential-based curiosity about the user, the kernel environment's speed reward, and
+the agreement of the policy's own grade with a verifiable outcome (``actor_as_grm``)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,17 @@ def kernel_speed(
     fast = (0.5 + 0.5 * (torch.log(t_e) - torch.log(t)) / (torch.log(t_e) - torch.log(t_r)))
     reward = torch.where(t >= t_e, slow, fast.clamp(max=1.0))
     return torch.where(correct.to(torch.bool), reward, torch.zeros_like(reward))
+
+
+@register("reward", "actor_as_grm", source="PT (DeepSeek V4)", output="reward")
+def actor_as_grm(*, grades: torch.Tensor, outcomes: torch.Tensor) -> torch.Tensor:
+    """The policy graded a response: ``r = 1{(g >= 1/2) = (o >= 1/2)}`` for its grade ``g``
+    (the ``genrm`` score over ``score_max``, in [0, 1]; NaN where it wrote none, which scores
+    0) and the response's verifiable outcome ``o`` (1 right, 0 wrong)."""
+    require_finite("actor_as_grm", outcomes=outcomes)
+    g, o = grades.to(torch.float64), outcomes.to(torch.float64)
+    agree = ((g >= 0.5) == (o >= 0.5)).to(torch.float64)
+    return torch.where(torch.isnan(g), torch.zeros_like(agree), agree)
 
 
 def discounted_sum(values: Sequence[float], gamma: float) -> float:

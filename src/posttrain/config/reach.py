@@ -40,6 +40,8 @@ SWITCHED = {
     ("metric", "rm_win_rate"): "`rl.rm_win_rate_monitor` (`eval/rm_win_rate`)",
     ("advantage", "confession"): "`reward.confession` (on its tokens; the task's on the answer's)",
     ("reward", "kernel_speed"): "`task.name=kernel` (its part `speed`)",
+    ("reward", "actor_as_grm"): "`rl.actor_as_grm` (grading episodes' part `grading`; the "
+                                "policy grades as `reward.judges` kind `policy`)",
 }
 
 # entries no run applies, on purpose
@@ -47,8 +49,9 @@ FUNCTION_ONLY = {
     ("reward_model", "bt_token_span"): "function only: reward models here score the last token "
                                        "(`rm.loss`); a per-token value head is not trained",
     ("reward_model", "pgenrm_pair"): "function only for now: `PreferencePrototypes.loss` "
-                                     "(`posttrain.models`) trains on it; no run config "
-                                     "reaches the P-GenRM judge yet (issue 36)",
+                                     "(`posttrain.models`) trains on it; the judge kind "
+                                     "`pgenrm` reads chains, and no run trains prototypes "
+                                     "yet (issue 36)",
 }
 
 

@@ -70,6 +70,16 @@ class PreferencePrototypes(nn.Module):
         self.users.copy_(start)
         self.prototypes.copy_(kmeans(start, len(self.prototypes), seed=seed)[0])
 
+    @torch.no_grad()
+    def similar_users(self, user: int, n: int) -> list[int]:
+        """Up to ``n`` users who share ``user``'s nearest prototype, nearest embedding first
+        (the similar users whose chains P-GenRM aggregates at test time)."""
+        nearest = torch.cdist(self.users, self.prototypes).argmin(dim=1)
+        peers = [j for j in torch.nonzero(nearest == nearest[user]).flatten().tolist()
+                 if j != user]
+        distance = torch.cdist(self.users[user][None], self.users[peers])[0] if peers else []
+        return [peers[k] for k in torch.argsort(torch.as_tensor(distance)).tolist()][:n]
+
     def preference(self, users: torch.Tensor, query: torch.Tensor, history_q: torch.Tensor,
                    history_diff: torch.Tensor, user_emb: torch.Tensor | None = None
                    ) -> torch.Tensor:

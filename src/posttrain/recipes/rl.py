@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from posttrain.algos import entry
+from posttrain.config.sections.grading import ActorAsGRM
 from posttrain.engines import Engine
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.placement import (
@@ -33,17 +34,23 @@ from posttrain.rollout.dispatch import GroupSource
 from posttrain.rollout.evaluation import eval_episodes
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.rank_shared import shared_engine
+from posttrain.rollout.wrappers.grading import GradingAccuracy, GradingRollout
 from posttrain.types import Episode
 
 
 def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
-           rollout_fn: Callable[..., list[Episode]] = rollout) -> list[dict[str, float]]:
+           rollout_fn: Callable[..., list[Episode]] = rollout,
+           grading: ActorAsGRM | None = None) -> list[dict[str, float]]:
     """``run``'s steps, each sampling its own episodes with ``rollout_fn`` (``rollout``, an
-    ``AgentRollout``, ...) on ``engine``; with ``efforts`` every prompt is asked at each level.
-    Returns the evaluations made."""
+    ``AgentRollout``, ...) on ``engine``, followed by the policy's gradings of some of them
+    with ``grading`` (``rl.actor_as_grm``; never at evaluation); with ``efforts`` every
+    prompt is asked at each level. Returns the evaluations made."""
+    played = rollout_fn
     if entry("advantage", run.algo.adv_estimator).takes("baseline_rewards"):
-        rollout_fn = GreedyBaseline(rollout_fn)  # remax: each prompt's greedy decode too
-    return rl_loop(run, SyncEpisodes(engine, run.rollout_plan(), efforts, rollout_fn))
+        played = GreedyBaseline(played)  # remax: each prompt's greedy decode too
+    if grading is not None:
+        played = GradingRollout(played, grading, run.accuracy_part, run.seed)
+    return rl_loop(run, SyncEpisodes(engine, run.rollout_plan(), efforts, played, rollout_fn))
 
 
 def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine], groups: GroupSource | None = None,
@@ -74,6 +81,23 @@ def win_rate_monitor(parts: RunParts, run: RLRun, engine: Engine,
     return monitor
 
 
+def grading_accuracy(parts: RunParts, run: RLRun, engine: Engine,
+                     evals: dict) -> GradingAccuracy | None:
+    """``rl.actor_as_grm``'s evaluation: the policy on ``engine`` grades the held-out
+    episodes; the stage's starting policy's figures go to ``evals["grading_before_rl"]``
+    (once: a resumed run keeps them)."""
+    grm = parts.cfg.rl.actor_as_grm
+    if grm is None:
+        return None
+    watch = GradingAccuracy(grm, parts.cfg.reward.accuracy_part, run.tokenizer, run.eval_tasks,
+                            engine)
+    if "grading_before_rl" not in evals:
+        evals["grading_before_rl"] = watch(eval_episodes(
+            engine, run.tokenizer, run.eval_tasks, run.reward_fn, run.eval_cfg, run.seed,
+            parts.rollout_fn))
+    return watch
+
+
 def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
     """The ``rl`` stage (sync or async, local or on Ray); returns the trained model with
     whole weights."""
@@ -94,13 +118,16 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
                 sync_weights(trainer, shared_engine(e), start, cfg=sync)
-            run.watch = win_rate_monitor(parts, run, engines[0], resumed=ckpt is not None)
+            monitor = win_rate_monitor(parts, run, engines[0], resumed=ckpt is not None)
+            grading = grading_accuracy(parts, run, engines[0], evals)
+            run.watches = [w for w in (monitor, grading) if w]
             external = parts.rollout_fn if cfg.agent.plays_externally else None
             try:
                 if cfg.rl.mode == "async":
                     made = run_async_rl(run, engines, agent=external)
                 else:
-                    made = run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn)
+                    made = run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn,
+                                  cfg.rl.actor_as_grm)
             finally:
                 if external is not None:
                     external.close()  # its server (a later stage's use starts a new one)

@@ -6,6 +6,7 @@ held-out evaluation and the data a stage reads. Commands that only sample or eva
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +34,7 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
 from posttrain.rollout.evaluation import absent_columns, evaluate
 from posttrain.rollout.wrappers.confession import ConfessionRollout
+from posttrain.rollout.wrappers.grading import grading_conversation
 from posttrain.rollout.wrappers.judged import JudgedRollout
 from posttrain.skills.library import SkilledTasks
 from posttrain.types import Episode
@@ -153,10 +155,11 @@ class RunTasks:
                 f"{escape(skipped[0][1])})")
 
     def conversations(self, path: str | None, n: int, error_rate: float, what: str,
-                      confessions: float = 0.0) -> ChatData:
+                      confessions: float = 0.0, gradings: float = 0.0) -> ChatData:
         """Conversations from the dataset at ``path`` (with their rows' tools, else the task's),
         or ``n`` generated from the task with a share ``error_rate`` of flawed answers (a share
-        ``confessions`` of them ending with a confession, ``sft.confessions``)."""
+        ``confessions`` of them ending with a confession, ``sft.confessions``; a share
+        ``gradings`` turned into grading prompts, ``sft.gradings``)."""
         if path is not None:
             data = load_chat_data(path)
             self.report_skipped(what, data.skipped)
@@ -164,6 +167,11 @@ class RunTasks:
             data = generate_arithmetic_sft(self.tasks, n, error_rate, self.cfg.seed,
                                            self.cfg.task.efforts,
                                            self.confession_turns(confessions))
+            if gradings:
+                rng = random.Random(f"gradings:{self.cfg.seed}")
+                data.conversations = [
+                    grading_conversation(c, self.cfg.rl.actor_as_grm, rng)
+                    if rng.random() < gradings else c for c in data.conversations]
         task_tools = self.tools.schemas() if self.tools else None
         data.tools = [row_tools or task_tools for row_tools in data.tools]
         return data

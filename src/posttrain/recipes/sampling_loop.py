@@ -110,8 +110,8 @@ class LoopRun:
     start_step: int = 0
     on_step_end: Callable[[int], None] | None = None
     cfg: Any = field(kw_only=True)
-    watch: Callable[[Sequence[Episode]], dict[str, float]] | None = field(default=None,
-                                                                           kw_only=True)
+    watches: list[Callable[[Sequence[Episode]], dict[str, float]]] = field(
+        default_factory=list, kw_only=True)
 
     def eval_due(self, step: int) -> bool:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
@@ -120,12 +120,14 @@ class LoopRun:
     def evaluate(self, engine: Engine, step: int, rollout_fn: Callable[..., list] = rollout
                  ) -> dict[str, float]:
         """Held-out evaluation of the weights ``engine`` holds after step ``step`` (0-based)
-        (with ``watch``'s metrics of its episodes); its samples go to the trackers as
-        ``<stage>_step_<n>``."""
+        (with each of ``watches``' metrics of its episodes); its samples go to the trackers
+        as ``<stage>_step_<n>``."""
         episodes, metrics = evaluate(engine, self.tokenizer, self.eval_tasks, self.reward_fn,
                                       self.eval_cfg, self.accuracy_part, self.seed, rollout_fn)
         self.reporter.samples(f"{self.STAGE}_step_{step + 1}", episodes, self.tokenizer)
-        return metrics | (self.watch(episodes) if self.watch is not None else {})
+        for watch in self.watches:
+            metrics |= watch(episodes)
+        return metrics
 
     @staticmethod
     def record_eval(step: int, result: dict[str, float], evals: list[dict]) -> dict[str, float]:
@@ -289,7 +291,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
             tokens = sum(s.num_trainable for e in sampled for s in e.segments)
             metrics |= {"perf/step_s": seconds, "perf/sampled_tokens_per_s": tokens / seconds}
             if run.eval_due(step):
-                result = source.first(lambda e: run.evaluate(e, step, source.rollout_fn))
+                result = source.first(lambda e: run.evaluate(e, step, source.eval_rollout_fn))
                 metrics |= run.record_eval(step, result, evals)
             run.finish_step(step, metrics | source.stats())
     run.reporter.finish()

@@ -45,7 +45,7 @@ def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
     cfg = parts.cfg
     trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)
     data = parts.conversations(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT",
-                               cfg.sft.confessions)
+                               cfg.sft.confessions, cfg.sft.gradings)
     run_sft(trainer, tokenizer, data, cfg.sft, parts.reporter, cfg.seed,
             parts.resume(ckpt, trainer), parts.checkpointer(trainer, tokenizer, "sft", evals))
     return trainer.export_model()

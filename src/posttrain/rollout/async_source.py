@@ -80,7 +80,7 @@ class AsyncEpisodes:
         self.buffer = RolloutBuffer(g, acfg.max_overtake)
         capacity = acfg.capacity or -(-b * g // len(self.workers))
         self.loop = AsyncRollout(self.workers, dispatcher, self.buffer, capacity)
-        self.rollout_fn = agent or rollout  # what evaluation plays
+        self.eval_rollout_fn = agent or rollout  # what evaluation plays
         self.version = 0
         self._marks = (0.0, 0.0, 0)
 

@@ -133,7 +133,7 @@ class LeaderEpisodes:
     def __init__(self, source) -> None:
         self.source = source
         self.title, self.on_policy = source.title, source.on_policy
-        self.rollout_fn = source.rollout_fn
+        self.eval_rollout_fn = source.eval_rollout_fn
 
     @property
     def version(self) -> int:
@@ -172,7 +172,7 @@ class FollowerEpisodes:
 
     def __init__(self, source) -> None:
         self.title, self.on_policy = source.title, source.on_policy
-        self.rollout_fn = source.rollout_fn
+        self.eval_rollout_fn = source.eval_rollout_fn
         self.mirrors = list(source.engines)
         self.version, self._staleness = 0, ()
 

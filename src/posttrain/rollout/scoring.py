@@ -123,6 +123,10 @@ def informative(episodes: list[Episode]) -> list[Episode]:
 
 # -- a rollout's metrics -------------------------------------------------------------------
 def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:
+    """The step's means over its task episodes; the policy's gradings (``rl.actor_as_grm``)
+    apart, as ``grading/reward`` and ``grading/missing``."""
+    gradings = [e for e in episodes if e.meta.get("grading")]
+    episodes = [e for e in episodes if not e.meta.get("grading")]
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}
     for name in episodes[0].rewards:
@@ -135,6 +139,9 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
         out["tool_use"] = tool_use_rate(episodes)
         for key in ("turns", "compactions", "guard_flags", "guard_blocks", "guard_judge_failures"):
             out[key] = sum(e.meta[key] for e in episodes) / n
+    if gradings:
+        out["grading/reward"] = statistics.fmean(e.reward for e in gradings)
+        out["grading/missing"] = statistics.fmean(e.meta["grade"] is None for e in gradings)
     return out | swarm_metrics(episodes) | curio_metrics(episodes)
 
 

@@ -121,15 +121,20 @@ class SyncEpisodes:
     ``resample`` mode, draws fresh prompts (round ``r`` from ``(seed, k, r)``) until
     ``prompts_per_step`` do or the rounds run out. Tasks read as a stream draw from position
     ``k * prompts_per_step`` on (``seek_step``; resampled rounds read ahead: the next step's
-    first prompts). Behaviour log-probs are the current weights' (``on_policy``)."""
+    first prompts). Behaviour log-probs are the current weights' (``on_policy``). Evaluation
+    plays ``eval_rollout_fn`` (null: ``rollout_fn``)."""
 
     engine: Engine
     plan: RolloutPlan
     efforts: Sequence[int] | None = None
     rollout_fn: Callable[..., list[Episode]] = rollout
+    eval_rollout_fn: Callable[..., list[Episode]] | None = None  # what evaluation plays
     title = "RL"
     on_policy = True
     version: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.eval_rollout_fn = self.eval_rollout_fn or self.rollout_fn
 
     def __enter__(self) -> SyncEpisodes:
         return self

@@ -96,6 +96,21 @@ def test_the_kernel_reward_refuses_a_roofline_slower_than_the_expert():
                                       roofline_seconds=torch.full((1,), 2.0))
 
 
+def test_a_grade_earns_one_on_the_outcomes_side_of_one_half():
+    grades = torch.tensor([0.9, 0.5, 0.49, 0.0, float("nan"), 1.0])
+    outcomes = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0])
+    r = get("reward", "actor_as_grm")(grades=grades, outcomes=outcomes)
+    assert r.tolist() == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("constant", [0.0, 0.3, 0.5, 1.0])
+def test_on_balanced_outcomes_a_constant_grade_earns_exactly_one_half(constant):
+    """The claim the balanced grading prompts rest on: only telling right from wrong pays."""
+    outcomes = torch.tensor([1.0, 0.0] * 8)
+    r = get("reward", "actor_as_grm")(grades=torch.full((16,), constant), outcomes=outcomes)
+    assert float(r.mean()) == 0.5
+
+
 def test_confession_and_answer_tokens_get_their_own_advantages():
     task = get("advantage", "grpo")(rewards=torch.tensor([1.0, 0, 1, 0]),
                                     group_ids=torch.zeros(4), mask=torch.ones(4, 1))

@@ -31,7 +31,9 @@ class SFTConfig(BatchStageConfig):
     ``confessions``: the share of generated conversations that end with a confession turn
     (``reward.confession``'s prompt, then "My answer is correct." or "... wrong.", drawn at
     random), so a small model learns the confession's form, and nothing of its honesty,
-    before RL trains that."""
+    before RL trains that. ``gradings``: the share of generated conversations turned into
+    ``rl.actor_as_grm``'s grading prompt for their answer, graded 0 or ``score_max`` at
+    random (the form again, not the judgement)."""
 
     steps: Steps = 500
     batch_size: Count = 64
@@ -41,14 +43,18 @@ class SFTConfig(BatchStageConfig):
     optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=30)
     pack_tokens: int | None = Field(None, ge=2)
     confessions: float = Field(0.0, ge=0, le=1)
+    gradings: float = Field(0.0, ge=0, le=1)
 
     def check(self, cfg) -> None:
         if self.data is not None:
-            unread(self, "sft", ["num_examples", "error_rate", "confessions"],
+            unread(self, "sft", ["num_examples", "error_rate", "confessions", "gradings"],
                    GIVEN.format("sft"))
         if self.confessions and cfg.reward.confession is None:
             raise ValueError("sft.confessions ends generated conversations with a confession "
                              "after reward.confession's prompt: set reward.confession")
+        if self.gradings and cfg.rl.actor_as_grm is None:
+            raise ValueError("sft.gradings turns generated conversations into "
+                             "rl.actor_as_grm's grading prompts: set rl.actor_as_grm")
 
 
 # preference losses on (chosen, rejected) pairs; kto sees the pairs' responses unpaired

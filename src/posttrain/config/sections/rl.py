@@ -18,6 +18,7 @@ from posttrain.config.section import (
     check_hyperparameters,
     registered,
 )
+from posttrain.config.sections.grading import ActorAsGRM
 from posttrain.config.sections.trainer import KLConfig, OffPolicyConfig
 
 
@@ -88,14 +89,14 @@ class AsyncConfig(Section):
     max_overtake: int | None = Field(None, ge=0)
 
 
-ABSOLUTE_JUDGES = ("score", "reward_model", "function")  # a score per response, not per group
+ABSOLUTE_JUDGES = ("score", "pgenrm", "reward_model", "function")  # a score per response
 
 
 class RMWinRateMonitor(Section):
     """At every evaluation, the share of held-out prompts whose response the judge of
-    ``part`` (a reward model or judge of kind score, reward_model or function; null: the run's
-    only such part) scores above the reference model's (the stage's starting policy), ties
-    half; above ``warn_above`` the run warns of reward-model over-optimisation."""
+    ``part`` (a reward model or judge of kind score, pgenrm, reward_model or function; null:
+    the run's only such part) scores above the reference model's (the stage's starting
+    policy), ties half; above ``warn_above`` the run warns of reward-model over-optimisation."""
 
     part: str | None = None
     warn_above: float = Field(0.65, gt=0.5, lt=1)
@@ -123,7 +124,9 @@ class RLConfig(SampledStageConfig):
     ``save_episodes`` appends every step's episodes to ``episodes.jsonl`` in the run directory
     (``posttrain replay`` checks them; ``posttrain view`` shows them), ``token_stats`` of them a
     step with each token's advantage, trainer log-prob and entropy; ``sync`` verifies every
-    weight sync (``recipes.sampling_loop.sync_weights``)."""
+    weight sync (``recipes.sampling_loop.sync_weights``). ``rm_win_rate_monitor`` and
+    ``actor_as_grm`` are the reward-model monitor and the grading prompts of ALGORITHMS.md
+    §14."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
                               serialize_by_alias=True)
@@ -139,6 +142,7 @@ class RLConfig(SampledStageConfig):
     mode: Literal["sync", "async"] = "sync"
     async_: AsyncConfig = Field(AsyncConfig(), alias="async")
     rm_win_rate_monitor: RMWinRateMonitor | None = None
+    actor_as_grm: ActorAsGRM | None = None
 
     @model_validator(mode="after")
     def _async_options_act(self) -> RLConfig:
@@ -150,6 +154,8 @@ class RLConfig(SampledStageConfig):
         """The loop with the engines, the task and the agent; options that act only in one
         mode or with a switch on."""
         agent, async_ = cfg.agent, self.async_
+        if self.actor_as_grm is not None:
+            self.actor_as_grm.check(cfg)
         if self.rm_win_rate_monitor is not None:
             self.rm_win_rate_monitor.part_of(cfg)
             if cfg.dist.trainer_processes > 1:
@@ -338,6 +344,9 @@ class AlgoConfig(Section):
             if multi and reward.shaping:
                 raise ValueError(f"reward.shaping reshapes the scalar reward, which {est} "
                                  "does not use")
+            if (multi or est == "gar") and cfg.rl.actor_as_grm is not None:
+                raise ValueError(f"algo.adv_estimator={est} reads the task's reward parts, "
+                                 "which rl.actor_as_grm's grading episodes do not have")
             if multi and self.kl.coef > 0 and self.kl.placement == "in_reward":
                 raise ValueError("algo.kl.placement: in_reward applies to one scalar reward, "
                                  f"not to {est}'s reward parts; use in_loss")

@@ -1,8 +1,9 @@
 """Judges as RL reward parts (ALGORITHMS.md §9): after a rollout, each judged part of the reward
 is filled in for every episode by a judge — a prompted generative grader (``genrm``: rubric,
-score extraction that survives garbage), a round-robin comparison of the group's answers by a
-prompted judge or a pairwise classifier (``group_binary_comparison``: an answer over the
-verbosity budget loses without a comparison), or a Bradley–Terry reward model's scalar head.
+score extraction that survives garbage; or the policy itself, ``PolicyJudge``), a round-robin
+comparison of the group's answers by a prompted judge or a pairwise classifier
+(``group_binary_comparison``: an answer over the verbosity budget loses without a comparison),
+or a Bradley–Terry reward model's scalar head.
 
 A sample the judge leaves unscored (no parsable output) is marked missing, never scored 0
 silently (``rollout.missing``).
@@ -19,7 +20,7 @@ import torch
 from posttrain.algos import get
 from posttrain.config.sections.reward import DEFAULT_RUBRIC
 from posttrain.data.preference_pairs import PreferencePair, comparison_batch
-from posttrain.engines.chat import Chat
+from posttrain.engines.chat import Chat, engine_chat
 from posttrain.envs import Task
 from posttrain.models import sequence_scores
 from posttrain.models.devices import model_device
@@ -55,6 +56,23 @@ class ScoreJudge:
         graded = [genrm(outputs=replies[i * n:(i + 1) * n], score_max=self.score_max)
                   for i in range(len(episodes))]
         return [None if failed else value for value, failed in graded]
+
+
+@dataclass
+class PolicyJudge:
+    """``genrm`` by the policy itself: a ``ScoreJudge`` whose chat is the rollout's own engine
+    (``on_engine``), so it grades with the weights being trained."""
+
+    rubric: str
+    n_samples: int
+    score_max: float
+    max_new_tokens: int
+    temperature: float
+    seed: int
+
+    def on_engine(self, engine, tokenizer) -> ScoreJudge:
+        chat = engine_chat(engine, tokenizer, self.max_new_tokens, self.temperature, self.seed)
+        return ScoreJudge(chat, self.rubric, self.n_samples, self.score_max)
 
 
 # (question, answer A, answer B) -> the probability that A is the better answer, None: unknown
@@ -174,5 +192,7 @@ class JudgedRollout:
                                    group_prefix=group_prefix)
         task_of = [tasks[j // group_size] for j in range(len(episodes))]
         for part, judge in self.judges.items():
+            if isinstance(judge, PolicyJudge):
+                judge = judge.on_engine(engine, tokenizer)
             apply_judge(episodes, part, judge(episodes, task_of), reward_fn)
         return episodes

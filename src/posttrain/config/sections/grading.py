@@ -1,0 +1,51 @@
+"""The actor as a generative reward model (``rl.actor_as_grm``; DeepSeek V4, ALGORITHMS.md §14
+``actor_as_grm``, docs/reward_models.md): grading prompts mixed into RL."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from posttrain.config.section import Section
+
+GRADING_PART = "grading"  # the reward part of a grading episode: its grade's agreement
+GRADING_RUBRIC = "Is the response's final answer correct? Grade it high if so, low if not."
+
+
+class ActorAsGRM(Section):
+    """After each step's rollout, ``share`` x ``rl.prompts_per_step`` of its episodes (at least
+    one), as many right as wrong by ``reward.accuracy_part`` where the step has both, become
+    grading prompts: the ``score`` judge's prompt with ``rubric`` on ``0..score_max``. The
+    policy grades each ``rl.group_size`` times in at most ``max_new_tokens`` tokens and earns
+    the catalogue's ``actor_as_grm``: 1 when its grade falls on the outcome's side of
+    ``score_max / 2``, else 0 (no grade: 0). Every evaluation also has the policy grade the
+    held-out episodes greedily: ``grading_accuracy``."""
+
+    share: float = Field(0.25, gt=0, le=1)
+    rubric: str = Field(GRADING_RUBRIC, min_length=1)
+    score_max: float = Field(10.0, gt=0)
+    max_new_tokens: int = Field(16, ge=1)
+
+    def check(self, cfg) -> None:
+        """Grading prompts need single-turn episodes with a verifiable outcome, in a
+        synchronous loop (the estimator's own check refuses one that reads reward parts)."""
+        accuracy = cfg.reward.parts.get(cfg.reward.accuracy_part)
+        refused = [
+            (not cfg.single_turn, f"task.name={cfg.task.name} is an agent task; grading prompts "
+                                  "are built from single-turn episodes"),
+            (cfg.rl.mode == "async", "grading prompts follow each synchronous rollout: use "
+                                     "rl.mode=sync"),
+            (accuracy is None or accuracy.verifier == "judge",
+             f"reward.accuracy_part ({cfg.reward.accuracy_part}) must be a verifiable part, "
+             "not a judge's: its outcome is what a grade must agree with"),
+            (bool(cfg.reward.shaping), "reward.shaping would reshape the grades' rewards too"),
+            (cfg.algo.dynamic_sampling.enabled and cfg.algo.dynamic_sampling.mode == "resample",
+             "algo.dynamic_sampling mode resample would count the grading groups as the "
+             "task's; use mode drop"),
+            (cfg.reward.confession is not None, "reward.confession and rl.actor_as_grm do not "
+                                                "combine"),
+            (cfg.dist.trainer_processes > 1, "the grading prompts are built in one trainer "
+                                             "process: set dist.trainer_processes=1"),
+        ]
+        for bad, why in refused:
+            if bad:
+                raise ValueError(f"rl.actor_as_grm: {why}")

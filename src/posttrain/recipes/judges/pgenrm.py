@@ -1,0 +1,46 @@
+"""The judge ``pgenrm``: a personalised generative reward model's evaluation chains."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from posttrain.config.family import member
+from posttrain.config.sections.reward import JudgeFamily
+from posttrain.config.served import ServedModel
+
+
+@member("judge", "pgenrm")
+class PGenRMJudgeConfig(JudgeFamily, ServedModel):
+    """``pgenrm`` (P-GenRM, ALGORITHMS.md §14): a chat model (``model`` or ``endpoint``)
+    writes the evaluation chain (persona, core preference, weighted criteria, final score on
+    ``0..score_max``) for each answer, ``n_samples`` times for its user (``user``, one profile
+    for every task, or the task row's ``user_column``) and once for each similar user's
+    profile in the row's ``similar_column``; the part is the mean of the two means of the
+    chains that parse (none: unscored)."""
+
+    n_samples: int = Field(1, ge=1)
+    score_max: float = Field(10.0, gt=0)
+    max_new_tokens: int = Field(128, ge=1)
+    user: str | None = None
+    user_column: str | None = None
+    similar_column: str | None = None
+
+    @model_validator(mode="after")
+    def _one_user(self) -> PGenRMJudgeConfig:
+        self.served_once("a pgenrm judge")
+        if (self.user is None) == (self.user_column is None):
+            raise ValueError("a pgenrm judge needs its user: set one of user (a profile for "
+                             "every task) and user_column (the task row's)")
+        if self.n_samples > 1 and self.temperature == 0:
+            raise ValueError("a pgenrm judge's n_samples > 1 needs temperature > 0 (greedy "
+                             "chains are all the same)")
+        return self
+
+    def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
+        from posttrain.recipes.judges.chats import ServedChats
+        from posttrain.rollout.wrappers.pgenrm_judge import PGenRMJudge
+
+        return PGenRMJudge(ServedChats(dtype, seed).chat(self), self.n_samples, self.score_max,
+                           self.user, self.user_column, self.similar_column)

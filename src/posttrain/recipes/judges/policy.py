@@ -1,0 +1,39 @@
+"""The judge ``policy``: the policy being trained grades its own answers (``genrm``; the
+actor as a generative reward model, ALGORITHMS.md §14 ``actor_as_grm``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from posttrain.config.family import member
+from posttrain.config.sections.grading import GRADING_RUBRIC
+from posttrain.config.sections.reward import JudgeFamily
+
+
+@member("judge", "policy")
+class PolicyJudgeConfig(JudgeFamily):
+    """``policy``: after each rollout (and evaluation) the policy itself, on the rollout's
+    engine, grades every answer ``n_samples`` times by ``rubric`` on ``0..score_max`` in at
+    most ``max_new_tokens`` tokens at ``temperature``; the part is the mean of the grades that
+    parse over ``score_max`` (none: unscored). ``rl.actor_as_grm`` trains it to grade."""
+
+    rubric: str = Field(GRADING_RUBRIC, min_length=1)
+    n_samples: int = Field(1, ge=1)
+    score_max: float = Field(10.0, gt=0)
+    max_new_tokens: int = Field(16, ge=1)
+    temperature: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _samples_differ(self) -> PolicyJudgeConfig:
+        if self.n_samples > 1 and self.temperature == 0:
+            raise ValueError("a policy judge's n_samples > 1 needs temperature > 0 (greedy "
+                             "gradings are all the same)")
+        return self
+
+    def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
+        from posttrain.rollout.wrappers.judged import PolicyJudge
+
+        return PolicyJudge(self.rubric, self.n_samples, self.score_max, self.max_new_tokens,
+                           self.temperature, seed)
