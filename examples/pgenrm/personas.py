@@ -12,8 +12,9 @@ else 3), and its final score is their weighted sum.
 
     python examples/pgenrm/personas.py --evaluate runs/pgenrm_judge/sft_model
 
-measures a trained judge on held-out problems (``evaluate``), and ``--styles <model>`` a
-policy's answers (``styles``)."""
+measures a trained judge on held-out problems (``evaluate``), ``--styles <model>`` a
+policy's answers (``styles``), and ``--pairs OUT.jsonl HARD`` writes preference pairs for the
+GRPO stage (``write_pairs``, ``pairs.py``)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,28 @@ def write(out: Path, n_judge: int = 4000, n_policy: int = 8000, seed: int = 0) -
             f.write(json.dumps({"messages": [
                 {"role": "user", "content": question},
                 {"role": "assistant", "content": styled(answer, rng.random() < 0.5)}]}) + "\n")
+
+
+def write_pairs(path: Path, n: int = 2000, hard: float = 0.5, seed: int = 2) -> None:
+    """Preference pairs for ``pairs.py``'s GRPO stage, one user each: a share ``hard`` are hard
+    negatives (a right answer over a wrong one, both in the user's style), the others differ
+    in style only (the same right answer)."""
+    run = RunTasks(load_config("configs/quickstart.yaml", [f"seed={seed}"]))
+    rng = random.Random(f"pairs:{seed}")
+    with open(path, "w") as f:
+        for task in run.tasks.sample(n, rng):
+            right = run.tasks.sft_conversation(task, 0.0, rng)[-1]["content"]
+            wrong = run.tasks.sft_conversation(task, 1.0, rng)[-1]["content"]
+            persona = rng.choice(sorted(PERSONAS))
+            profile, preference, wants_working = PERSONAS[persona]
+            is_hard = rng.random() < hard and wrong != right
+            chosen, rejected = ((styled(right, wants_working), styled(wrong, wants_working))
+                                if is_hard else
+                                (styled(right, wants_working), styled(right, not wants_working)))
+            question = task.messages()[-1]["content"]
+            f.write(json.dumps({"prompt": chain_messages(question, chosen, profile),
+                                "rejected_prompt": chain_messages(question, rejected, profile),
+                                "preference": preference, "hard": is_hard}) + "\n")
 
 
 def evaluate(judge_dir: str, n: int = 100) -> dict[str, float]:
@@ -160,5 +183,7 @@ if __name__ == "__main__":
         print(json.dumps(evaluate(sys.argv[2]), indent=1))
     elif sys.argv[1:2] == ["--styles"]:
         print(json.dumps(styles(sys.argv[2]), indent=1))
+    elif sys.argv[1:2] == ["--pairs"]:  # --pairs OUT.jsonl HARD_SHARE
+        write_pairs(Path(sys.argv[2]), hard=float(sys.argv[3]))
     else:
         write(Path(sys.argv[1] if len(sys.argv) > 1 else "runs/pgenrm_data"))

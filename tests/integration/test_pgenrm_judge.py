@@ -122,3 +122,43 @@ def test_the_examples_styles_keep_or_drop_the_working():
     styled = load_object("examples/pgenrm/personas.py:styled")
     answer = "<think>0+1=1 2+9=11</think><answer>111</answer>"
     assert styled(answer, True) == answer and styled(answer, False) == "<answer>111</answer>"
+
+
+def pairs_example(name):
+    from posttrain.config.extension import load_object
+
+    return load_object(f"examples/pgenrm/pairs.py:{name}")
+
+
+def test_the_grpo_stages_parts_order_the_pairs_and_cover_the_preference():
+    ordered, coverage = pairs_example("ordered"), pairs_example("coverage")
+    assert ordered(0.9, [0.5, 0.95, None], chosen=True) == pytest.approx(1 / 3)
+    assert ordered(0.5, [0.9, 0.4], chosen=False) == pytest.approx(1 / 2)
+    assert ordered(None, [0.1], chosen=True) == 0.0  # no parse orders nothing
+    chain = "Persona: x\nCore preference: the answer ALONE, please\nFinal score: 3"
+    assert coverage(chain, "the answer alone") == 1.0
+    assert coverage("Core preference: the working", "the answer alone") == pytest.approx(1 / 3)
+    assert coverage("Final score: 3", "the answer alone") == 0.0
+
+
+def test_a_pair_rollout_judges_both_answers_in_one_group(tokenizer):
+    from agent_helpers import ScriptedEngine
+
+    from posttrain.rewards import RewardFunction
+    from posttrain.types import SamplingParams
+
+    row = {"rejected_prompt": [{"role": "user", "content": "REJECTED?"}],
+           "preference": "the answer alone"}
+    tasks = [UserTask("CHOSEN?", row)]
+    engine = ScriptedEngine(tokenizer, lambda p: "Core preference: the answer alone\n"
+                            "Final score: 8" if "CHOSEN?" in p else "Final score: 9")
+    reward_fn = RewardFunction({"or": ("judge", 1.0), "pr": ("judge", 0.5)})
+    episodes = pairs_example("pair_rollout")(engine, tokenizer, tasks, reward_fn,
+                                             SamplingParams(seed=0), 4, group_prefix="0-")
+    assert [e.meta["side"] for e in episodes] == ["chosen"] * 2 + ["rejected"] * 2
+    assert {e.group_id for e in episodes} == {"0-0"}
+    assert pairs_example("order")(episodes, tasks * 4) == [0.0] * 4  # 8 < 9: misordered
+    assert pairs_example("cover")(episodes, tasks * 4) == [1.0, 1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="group_size must be even"):
+        pairs_example("pair_rollout")(engine, tokenizer, tasks, reward_fn,
+                                      SamplingParams(seed=0), 3)
