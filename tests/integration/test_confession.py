@@ -3,6 +3,7 @@ continue the episode's last segment token for token as one more step, the judge'
 out of the task's reward, and the update gives the confession's tokens their own group
 advantage and the answer's the task's (ALGORITHMS.md §14's worked example)."""
 
+import json
 import math
 
 import pytest
@@ -116,7 +117,6 @@ def test_a_confession_the_judge_could_not_score_stays_out_of_the_group(tokenizer
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["rl.mode=async"], "use rl.mode=sync"),
     (["reward.shaping=[{name: dapo_overlong, max_length: 32, cache_length: 8}]"],
      "drop reward.shaping or reward.confession"),
     (["reward.confession.judge={kind: comparison, model: m}"], "kind function or score"),
@@ -129,6 +129,30 @@ def test_a_confession_the_judge_could_not_score_stays_out_of_the_group(tokenizer
 def test_confessions_that_cannot_work_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config("configs/quickstart.yaml", [JUDGE, *overrides])
+
+
+def test_an_async_run_confesses_on_every_group_it_takes(tmp_path):
+    from typer.testing import CliRunner
+
+    from posttrain.cli.app import app
+    from posttrain.types import read_episodes
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", "configs/quickstart.yaml", f"out_dir={out}", JUDGE, "stages=[rl]",
+        "rl.mode=async", "rl.async.chunk_tokens=8", "rl.async.partial_rollout=true",
+        "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2", "rl.save_episodes=true",
+        "reward.confession.max_new_tokens=4", "eval.num_problems=2"])
+    assert result.exit_code == 0, result.output
+    episodes = list(read_episodes(out / "episodes.jsonl"))
+    assert len(episodes) == 8 and all("confession" in e.meta for e in episodes)
+    for e in episodes:
+        (seg,) = e.segments
+        answer, confession = seg.steps
+        assert all(seg.loss_mask[confession.start:confession.end])
+        assert not any(seg.loss_mask[answer.end:confession.start])
+    summary = json.loads((out / "summary.json").read_text())
+    assert "confession" in summary["eval_after_rl"]
 
 
 def test_the_honesty_example_reads_the_first_verdict():

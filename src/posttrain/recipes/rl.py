@@ -54,13 +54,18 @@ def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
 
 
 def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine], groups: GroupSource | None = None,
-                 agent: ExternalAgentRollout | None = None) -> list[dict[str, float]]:
+                 agent: ExternalAgentRollout | None = None,
+                 eval_rollout_fn: Callable[..., list[Episode]] | None = None
+                 ) -> list[dict[str, float]]:
     """``run``'s steps with one rollout thread per engine generating continuously
     (``cfg.async_``): single-turn samples, or sessions of the external ``agent``, of
     ``run.tasks`` in the synchronous run's order, or of any ``groups`` source
-    (``TaskMixer.groups`` mixes task families by ratio). Returns the evaluations made."""
+    (``TaskMixer.groups`` mixes task families by ratio). Evaluation plays ``eval_rollout_fn``
+    (the run's, confessing with ``reward.confession``, and then so do the step's groups).
+    Returns the evaluations made."""
     engines = [engine] if isinstance(engine, Engine) else list(engine)
-    return rl_loop(run, AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups, agent))
+    return rl_loop(run, AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups, agent,
+                                      eval_rollout_fn))
 
 
 def win_rate_monitor(parts: RunParts, run: RLRun, engine: Engine,
@@ -124,7 +129,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
             external = parts.rollout_fn if cfg.agent.plays_externally else None
             try:
                 if cfg.rl.mode == "async":
-                    made = run_async_rl(run, engines, agent=external)
+                    made = run_async_rl(run, engines, agent=external,
+                                        eval_rollout_fn=parts.rollout_fn)
                 else:
                     made = run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn,
                                   cfg.rl.actor_as_grm)

@@ -20,6 +20,7 @@ from posttrain.rollout.external import ExternalAgentRollout
 from posttrain.rollout.scoring import fill_missing, informative, shape_rewards
 from posttrain.rollout.single_turn import RolloutPlan, rollout, seek_step
 from posttrain.rollout.worker import RolloutWorker
+from posttrain.rollout.wrappers.confession import ConfessionRollout
 from posttrain.types import Episode
 from posttrain.types.sampling import step_seed
 
@@ -58,14 +59,17 @@ class AsyncEpisodes:
     is shaped, then dropped and replaced if stale (``stale: drop``) or, with dynamic sampling,
     without signal, until ``B`` are kept or ``max_rounds * B`` were dropped. With ``agent``
     each sample is a session of that external agent (``ExternalAgentWorker``), and evaluation
-    plays sessions too."""
+    plays sessions too. Evaluation plays ``eval_rollout_fn`` (null: ``agent``'s or one
+completion a sample); when it confesses (``ConfessionRollout``), so does every group the
+step takes."""
 
     title = "RL (async)"
     on_policy = False  # the update's mismatch includes the policy's lag behind the samples
 
     def __init__(self, engines: Sequence[Engine], plan: RolloutPlan, start_step: int,
                  groups: GroupSource | None = None,
-                 agent: ExternalAgentRollout | None = None) -> None:
+                 agent: ExternalAgentRollout | None = None,
+                 eval_rollout_fn: Callable[..., list[Episode]] | None = None) -> None:
         cfg, tokenizer, reward_fn = plan.cfg, plan.tokenizer, plan.reward_fn
         acfg, b, g = cfg.async_, cfg.prompts_per_step, cfg.group_size
         self.plan, self.engines = plan, engines
@@ -74,15 +78,38 @@ class AsyncEpisodes:
         self.workers: list[Worker] = [
             RolloutWorker(e, tokenizer, reward_fn, sampling, chunk) if agent is None
             else agent.worker(e, tokenizer, reward_fn, sampling) for e in engines]
-        dispatcher = Dispatcher(groups or step_groups(plan.tasks, plan.seed, b, g), g, b,
-                                acfg.max_staleness, acfg.max_inflight_per_group,
+        self.eval_rollout_fn = eval_rollout_fn or agent or rollout  # what evaluation plays
+        self.confession = self.eval_rollout_fn \
+            if isinstance(self.eval_rollout_fn, ConfessionRollout) else None
+        self._tasks: dict[int, Task] = {}  # a dispatched group's task, until it is taken
+        dispatcher = Dispatcher(self._remembered(groups or step_groups(plan.tasks, plan.seed,
+                                                                       b, g)),
+                                g, b, acfg.max_staleness, acfg.max_inflight_per_group,
                                 start_group=start_step * b)
         self.buffer = RolloutBuffer(g, acfg.max_overtake)
         capacity = acfg.capacity or -(-b * g // len(self.workers))
         self.loop = AsyncRollout(self.workers, dispatcher, self.buffer, capacity)
-        self.eval_rollout_fn = agent or rollout  # what evaluation plays
         self.version = 0
         self._marks = (0.0, 0.0, 0)
+
+    def _remembered(self, source: GroupSource) -> GroupSource:
+        """``source``, keeping each group's task while confessions need it."""
+        if self.confession is None:
+            return source
+
+        def remembering(group: int) -> tuple[Task, list[int]]:
+            task, seeds = source(group)
+            self._tasks[group] = task
+            return task, seeds
+
+        return remembering
+
+    def _confess(self, group: list[Episode]) -> None:
+        """``reward.confession``: the group confesses on the first engine, at its next chunk
+        boundary (its confession tokens carry that engine's weight version)."""
+        plan, tasks = self.plan, [self._tasks.pop(int(group[0].group_id))] * len(group)
+        self.first(lambda engine: self.confession.confess(engine, plan.tokenizer, group, tasks,
+                                                          plan.reward_fn, plan.sampling))
 
     def __enter__(self) -> AsyncEpisodes:
         self.loop.__enter__()
@@ -109,6 +136,8 @@ class AsyncEpisodes:
         while len(kept) < b and stale + discarded < dynamic.max_rounds * b:
             (group,) = loop.wait_groups(1)
             fill_missing(group, plan.reward_fn)
+            if self.confession is not None:
+                self._confess(group)
             group = shape_rewards(group, plan.shaping, step, None, plan.prompt_budgets)
             sampled += group
             if acfg.stale == "drop" and not fresh_enough(group, self.version, acfg.max_staleness):

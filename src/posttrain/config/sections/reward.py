@@ -200,9 +200,6 @@ class RewardConfig(Section):
         if CONFESSION_PART in self.parts:
             raise ValueError(f"reward.parts.{CONFESSION_PART}: the confession's score is kept "
                              "apart from the task's reward; rename the part")
-        if cfg.rl.mode == "async":
-            raise ValueError("reward.confession asks for the confession after each synchronous "
-                             "rollout: use rl.mode=sync")
         if self.shaping:
             raise ValueError("reward.shaping counts the response's tokens, which a confession "
                              "would lengthen: drop reward.shaping or reward.confession")

@@ -35,7 +35,15 @@ class ConfessionRollout:
                  sampling, group_size: int = 1, group_prefix: str = "") -> list[Episode]:
         episodes = self.rollout_fn(engine, tokenizer, tasks, reward_fn, sampling, group_size,
                                    group_prefix=group_prefix)
-        task_of = [tasks[j // group_size] for j in range(len(episodes))]
+        self.confess(engine, tokenizer, episodes, [tasks[j // group_size]
+                                                   for j in range(len(episodes))],
+                     reward_fn, sampling)
+        return episodes
+
+    def confess(self, engine, tokenizer, episodes: Sequence[Episode], task_of: Sequence[Task],
+                reward_fn: RewardFunction, sampling) -> None:
+        """Have each of ``episodes`` (of ``task_of``) confess on ``engine`` and judge it, in
+        place (a synchronous rollout's, or an asynchronous step's group as it is taken)."""
         scaffolds = [self.scaffold(tokenizer, e, t) for e, t in zip(episodes, task_of)]
         confessing = [k for k, s in enumerate(scaffolds) if s is not None]
         outs = engine.generate([episodes[k].segments[-1].token_ids + scaffolds[k]
@@ -53,7 +61,6 @@ class ConfessionRollout:
             if CONFESSION_PART not in episode.meta.setdefault("fallible_parts", []):
                 episode.meta["fallible_parts"].append(CONFESSION_PART)
         fill_missing(episodes, reward_fn)  # the task's total leaves the confession out
-        return episodes
 
     def scaffold(self, tokenizer, episode: Episode, task: Task) -> list[int] | None:
         """The template's tokens between the episode's last token and the confession: the
