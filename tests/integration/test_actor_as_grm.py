@@ -59,6 +59,13 @@ def test_a_constant_grade_earns_one_half_on_the_balanced_prompts(tokenizer):
         assert sum(e.reward for e in gradings) / len(gradings) == 0.5
 
 
+def test_an_unbalanced_step_gives_as_many_right_as_wrong_prompts(tokenizer):
+    """6 right and 2 wrong episodes, 4 prompts asked: 2 of each (not 3 right and 1 wrong), so
+    a constant 10 earns 1/2."""
+    _, gradings = graded(tokenizer, right={0, 1, 2}, share=1.0, n_tasks=4)
+    assert len(gradings) == 4 * 2 and sum(e.reward for e in gradings) / len(gradings) == 0.5
+
+
 def test_a_grade_that_does_not_parse_earns_zero_and_is_counted(tokenizer):
     task_eps, gradings = graded(tokenizer, right={0}, grade="it is fine")
     assert all(e.reward == 0.0 and e.meta["grade"] is None for e in gradings)
@@ -123,6 +130,7 @@ def test_sft_gradings_teach_the_grades_form_at_random(tokenizer):
     (["reward.shaping=[{name: dapo_overlong, max_length: 32, cache_length: 8}]"],
      "reshape the grades"),
     (["algo.dynamic_sampling.enabled=true"], "use mode drop"),
+    (["algo.adv_estimator=remax"], "needs each prompt's greedy decode"),
 ])
 def test_gradings_that_cannot_work_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

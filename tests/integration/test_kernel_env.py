@@ -67,6 +67,30 @@ def test_slowing_numpy_down_cannot_slow_the_expert_it_is_compared_with():
     assert verdict["correct"] == 1.0 and verdict["speed"] < 0.85  # ~0.5; 1 if compared in-process
 
 
+def test_work_left_to_an_array_conversion_is_refused():
+    lazy = ("import numpy as np\nclass Lazy:\n    def __init__(self, a):\n        self.a = a\n"
+            "    def __array__(self, dtype=None, copy=None):\n"
+            "        return np.sqrt(np.einsum('ij,ij->i', self.a, self.a))\n"
+            "def kernel(a):\n    return Lazy(a)\n")
+    result = measure(OPS["row_norms"], lazy)
+    assert result["correct"] is False and "not numpy.ndarray" in result["error"]
+
+
+def test_a_kernel_that_reuses_its_output_buffer_is_correct():
+    reusing = ("import numpy as np\n_out = np.empty(256, dtype=np.float32)\n"
+               "def kernel(a):\n    np.einsum('ij,ij->i', a, a, out=_out)\n"
+               "    return np.sqrt(_out, out=_out)\n")
+    assert scored(measure(OPS["row_norms"], reusing))["correct"] == 1.0
+
+
+@pytest.mark.parametrize("output", ["np.full(256, 'x')", "np.zeros(256, dtype=np.int64)",
+                                    "np.array([object()] * 256)"])
+def test_an_output_that_is_not_floating_point_is_wrong_without_a_crash(output):
+    code = f"import numpy as np\ndef kernel(a):\n    return {output}\n"
+    assert scored(measure(OPS["row_norms"], code)) == {"correct": 0.0, "speed": 0.0,
+                                                       "hack": 0.0}
+
+
 @pytest.mark.parametrize("times", [[float("nan"), 1e-5], [0.0, 1e-5], [-1e-5, 1e-5]])
 def test_a_time_that_is_not_a_positive_number_earns_zero_as_a_timing_hack(times, monkeypatch):
     from posttrain.envs import kernel

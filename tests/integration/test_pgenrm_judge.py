@@ -58,6 +58,15 @@ def test_chains_are_asked_for_the_user_and_each_similar_user():
     assert "likes long answers" in asked[2][1]["content"]
 
 
+@pytest.mark.parametrize("similar,asked", [("likes long answers", 2), (None, 1), ([], 1)])
+def test_the_similar_users_column_may_hold_one_profile_or_none(similar, asked):
+    chats = []
+    judge = PGenRMJudge(lambda c: chats.extend(c) or ["Final score: 5"] * len(c),
+                        user_column="user", similar_column="like")
+    assert judge([answered("A")], [UserTask("Q?", {"user": "u", "like": similar})]) == [0.5]
+    assert len(chats) == asked
+
+
 def test_a_task_without_its_users_column_is_a_clear_error():
     judge = PGenRMJudge(lambda c: [], user_column="user")
     with pytest.raises(KeyError, match="no column 'user'"):

@@ -18,11 +18,15 @@ Three hacks earn 0 and are counted as the part ``hack``:
   runner timed with its own clock, bound before the import, so the module's reports are never
   read.
 
-The runner reads its inputs and a nonce before the import and keeps them in one function's
-frame; its result line must start with the nonce. A module that introspects the interpreter
-(``sys._getframe``, ``gc``) to rewrite what the runner reports (times, outputs computed
-outside the timed calls) is not caught; the outputs must still be right for the host's inputs,
-and the jail is the boundary that holds."""
+The kernel must return a ``numpy.ndarray`` (an object converted later would compute outside
+the clock); each output is copied as the call returns. The runner reads its inputs and a
+nonce before the import and keeps them, and the functions it writes with, in one function's
+frame. Its result line must start with the nonce and goes out through a descriptor it held
+before the import, after which it exits at once: no exit handler or thread of the module's
+runs after it. A module that introspects the interpreter (``sys._getframe``, ``gc``) or
+patches the standard library's internals to rewrite what the runner reports is not caught;
+the outputs must still be right for the host's inputs, and the jail is the boundary that
+holds."""
 
 from __future__ import annotations
 
@@ -42,8 +46,8 @@ from posttrain.envs.base import SplitTasks, answer_turn, tool_turns
 from posttrain.harness import Tool, ToolRegistry
 from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits
 
-ROUNDS, REPEATS, BOUND = 2, 5, 1e-4  # BOUND: the largest relative error of a float32 kernel
-LIMITS = SandboxLimits(cpu_s=20, memory_mb=1024, wall_s=30.0, max_output_bytes=2 * 1024 * 1024)
+ROUNDS, REPEATS, BOUND = 2, 10, 1e-4  # BOUND: the largest relative error of a float32 kernel
+LIMITS = SandboxLimits(cpu_s=20, memory_mb=1024, wall_s=30.0, max_output_bytes=4 * 1024 * 1024)
 PARTS = ("correct", "speed", "hack")
 
 
@@ -91,39 +95,44 @@ OPS = {op.name: op for op in (
 )}
 
 RUNNER = """
-import base64, io, json, sys, time
+import base64, binascii, io, json, os, sys, time
 
-def main(clock=time.perf_counter, wall=time.time):
+def main(clock=time.perf_counter, wall=time.time, dumps=json.dumps, b64=binascii.b2a_base64,
+         write=os.write, fd=os.dup(1), leave=os._exit):
     spec = json.loads(sys.stdin.readline())
     import numpy as np
+    ndarray, copy, tobytes = np.ndarray, np.ndarray.copy, np.ndarray.tobytes
     inputs = np.load(io.BytesIO(base64.b64decode(spec["inputs"])))
     calls = [[[inputs[f"{r}_{k}_{i}"] for i in range(spec["arity"])]
               for k in range(spec["repeats"])] for r in range(spec["rounds"])]
-    result, outputs = {"times": [], "roofline": []}, {}
+    result, outputs = {"times": [], "roofline": []}, []
     try:
         sys.path.insert(0, ".")
         import solution
-        for r, round_calls in enumerate(calls):
+        for round_calls in calls:
             times = []
-            for k, args in enumerate(round_calls):
+            for args in round_calls:
                 start = clock(); out = solution.kernel(*args); times.append(clock() - start)
-                outputs[f"{r}_{k}"] = np.asarray(out)
+                if type(out) is not ndarray:  # an __array__ would compute outside the clock
+                    raise TypeError(f"kernel returned {type(out).__name__}, not numpy.ndarray")
+                outputs.append(copy(out))  # before the next call may reuse its buffer
             result["times"].append(min(times))
             if spec["roofline"]:
-                like = outputs[f"{r}_0"]
                 roofs = []
                 for args in round_calls:
-                    out = np.empty_like(like)
+                    out = np.empty_like(outputs[-1])
                     start = clock(); [x.sum() for x in args]; out.fill(0.0)
                     roofs.append(clock() - start)
                 result["roofline"].append(min(roofs))
     except BaseException as e:
         result["error"] = f"{type(e).__name__}: {e}"[:200]
     result["clock_replaced"] = time.perf_counter is not clock or time.time is not wall
-    buffer = io.BytesIO(); np.savez(buffer, **outputs)
-    with open(spec["nonce"] + ".b64", "w") as f:
-        f.write(base64.b64encode(buffer.getvalue()).decode())
-    print(spec["nonce"] + json.dumps(result))
+    result["outputs"] = [[o.dtype.str, list(o.shape), b64(tobytes(o), newline=False).decode()]
+                         for o in outputs]
+    line = (spec["nonce"] + dumps(result) + "\\n").encode()
+    while line:
+        line = line[write(fd, line):]
+    leave(0)  # no exit handler or thread of the module's runs after the result
 
 main()
 """
@@ -151,48 +160,56 @@ class KernelProblem:
 
 
 def _run(code: str, spec: dict, limits: SandboxLimits) -> dict:
-    """One jailed run of ``RUNNER`` on ``code``: its result, with the ``outputs`` it wrote to
-    the file named by the nonce, or ``{"error": ...}`` when it printed no result line."""
+    """One jailed run of ``RUNNER`` on ``code``: its result with ``outputs`` decoded to arrays,
+    or ``{"error": ...}`` when it printed no well-formed result line."""
     import numpy as np
 
     nonce = spec["nonce"]
     try:
         with Sandbox({"solution.py": code}, limits) as sandbox:
             r = sandbox.run_python(RUNNER, stdin=json.dumps(spec) + "\n")
-            line = next((s for s in reversed(r.stdout.splitlines()) if s.startswith(nonce)),
-                        None)
-            if line is None:
-                return {"error": "timed out" if r.timed_out else
-                        r.stderr[-200:] or f"exit code {r.returncode}"}
-            result = json.loads(line[len(nonce):])
-            encoded = sandbox.read(nonce + ".b64")
-        with np.load(io.BytesIO(base64.b64decode(encoded))) as outputs:
-            result["outputs"] = {name: outputs[name] for name in outputs.files}
-    except (OSError, UnicodeError, ValueError, SandboxError) as e:  # JSON, base64, npz
+    except (OSError, UnicodeError, SandboxError) as e:
+        return {"error": type(e).__name__}
+    line = next((s for s in reversed(r.stdout.splitlines()) if s.startswith(nonce)), None)
+    if line is None:
+        return {"error": "timed out" if r.timed_out else
+                r.stderr[-200:] or f"exit code {r.returncode}"}
+    try:
+        result = json.loads(line[len(nonce):])
+        times, roofline = result["times"], result["roofline"]
+        if not (isinstance(times, list) and isinstance(roofline, list)
+                and all(type(t) is float for t in times + roofline)
+                and type(result["clock_replaced"]) is bool):
+            raise ValueError("malformed result")
+        result["outputs"] = [np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype))
+                             .reshape(shape) for dtype, shape, data in result["outputs"]]
+    except (ValueError, TypeError, KeyError) as e:  # JSON, base64, dtype, shape
         return {"error": f"unreadable result: {type(e).__name__}"}
     return result
 
 
-def _checked(op: Op, calls: list, outputs: dict) -> tuple[bool, str | None]:
-    """(every output right, the hack found) for the submission's ``outputs`` of ``calls``."""
+def _checked(op: Op, calls: list, outputs: list) -> tuple[bool, str | None]:
+    """(every output right, the hack found) for the submission's ``outputs`` of ``calls``, in
+    call order; an output that is not floating point is wrong."""
     import numpy as np
 
     seen, reference = [], {}
     exec("import numpy as np\n" + op.reference_fn, reference)
-    for r, round_calls in enumerate(calls):
-        for k, args in enumerate(round_calls):
-            got = outputs.get(f"{r}_{k}")
-            want = reference["reference"](*[a.astype(np.float64) for a in args])
-            if got is None or got.shape != want.shape:
-                return False, None
-            if any(np.array_equal(got, s) for s in seen if s.shape == got.shape):
-                return False, "cache"
-            seen.append(got)
-            err = np.abs(got.astype(np.float64) - want).max() / (np.abs(want).max() + 1e-30)
-            if got.dtype != np.float32 or BOUND < err <= 1e-2:
-                return False, "precision"
-            if not err <= BOUND:
-                return False, None
+    flat = [args for round_calls in calls for args in round_calls]
+    if len(outputs) != len(flat):
+        return False, None
+    for args, got in zip(flat, outputs):
+        want = reference["reference"](*[a.astype(np.float64) for a in args])
+        if got.shape != want.shape or got.dtype.kind != "f":
+            return False, None
+        if any(np.array_equal(got, s) for s in seen):
+            return False, "cache"
+        seen.append(got)
+        err = np.abs(got.astype(np.float64) - want).max() / (np.abs(want).max() + 1e-30)
+        if got.dtype != np.float32 or BOUND < err <= 1e-2:
+            return False, "precision"
+        if not err <= BOUND:
+            return False, None
     return True, None
 
 

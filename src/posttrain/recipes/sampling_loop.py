@@ -281,7 +281,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                     run.trainer, e, source.version + 1, probes, cfg.sync))
                 metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
             if run.evolve is not None:
-                metrics |= run.evolve(step, sampled)
+                metrics |= run.evolve(step, [e for e in sampled if not e.meta.get("grading")])
             if cfg.save_episodes:  # after the update: some carry its token stats
                 for episode in sampled:  # the viewer's step filter and group view
                     episode.meta["step"] = step + 1

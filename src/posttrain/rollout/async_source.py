@@ -104,10 +104,10 @@ step takes."""
 
         return remembering
 
-    def _confess(self, group: list[Episode]) -> None:
-        """``reward.confession``: the group confesses on the first engine, at its next chunk
-        boundary (its confession tokens carry that engine's weight version)."""
-        plan, tasks = self.plan, [self._tasks.pop(int(group[0].group_id))] * len(group)
+    def _confess(self, group: list[Episode], task: Task) -> None:
+        """``reward.confession``: the group (of ``task``) confesses on the first engine, at
+        its next chunk boundary (its confession tokens carry that engine's weight version)."""
+        plan, tasks = self.plan, [task] * len(group)
         self.first(lambda engine: self.confession.confess(engine, plan.tokenizer, group, tasks,
                                                           plan.reward_fn, plan.sampling))
 
@@ -136,8 +136,7 @@ step takes."""
         while len(kept) < b and stale + discarded < dynamic.max_rounds * b:
             (group,) = loop.wait_groups(1)
             fill_missing(group, plan.reward_fn)
-            if self.confession is not None:
-                self._confess(group)
+            task = self._tasks.pop(int(group[0].group_id), None)
             group = shape_rewards(group, plan.shaping, step, None, plan.prompt_budgets)
             sampled += group
             if acfg.stale == "drop" and not fresh_enough(group, self.version, acfg.max_staleness):
@@ -145,6 +144,8 @@ step takes."""
             elif dynamic.enabled and not informative(group):
                 discarded += 1
             else:
+                if self.confession is not None:  # only kept groups confess
+                    self._confess(group, task)
                 kept.append(group)
                 continue
             loop.release(1)

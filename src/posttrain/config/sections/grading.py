@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from posttrain.algos.registry import facts
 from posttrain.config.section import Section
 
 GRADING_PART = "grading"  # the reward part of a grading episode: its grade's agreement
@@ -13,9 +14,9 @@ GRADING_RUBRIC = "Is the response's final answer correct? Grade it high if so, l
 
 class ActorAsGRM(Section):
     """After each step's rollout, ``share`` x ``rl.prompts_per_step`` of its episodes (at least
-    one), as many right as wrong by ``reward.accuracy_part`` where the step has both, become
-    grading prompts: the ``score`` judge's prompt with ``rubric`` on ``0..score_max``. The
-    policy grades each ``rl.group_size`` times in at most ``max_new_tokens`` tokens and earns
+    one), as many right as wrong by ``reward.accuracy_part`` where the step has both (then at
+    most twice the smaller side), become grading prompts: the ``score`` judge's prompt with
+    ``rubric`` on ``0..score_max``. The policy grades each ``rl.group_size`` times in at most ``max_new_tokens`` tokens and earns
     the catalogue's ``actor_as_grm``: 1 when its grade falls on the outcome's side of
     ``score_max / 2``, else 0 (no grade: 0). Every evaluation also has the policy grade the
     held-out episodes greedily: ``grading_accuracy``."""
@@ -43,6 +44,9 @@ class ActorAsGRM(Section):
              "task's; use mode drop"),
             (cfg.reward.confession is not None, "reward.confession and rl.actor_as_grm do not "
                                                 "combine"),
+            ("baseline_rewards" in facts("advantage", cfg.algo.adv_estimator).parameter_names(),
+             f"algo.adv_estimator={cfg.algo.adv_estimator} needs each prompt's greedy decode, "
+             "which grading prompts do not get"),
             (cfg.dist.trainer_processes > 1, "the grading prompts are built in one trainer "
                                              "process: set dist.trainer_processes=1"),
         ]

@@ -60,24 +60,30 @@ def outcome_of(episode: Episode, accuracy_part: str) -> float | None:
     return float(episode.rewards[accuracy_part] >= 0.5)
 
 
+def every_grading(episodes: Sequence[Episode], tasks: Sequence[Task], accuracy_part: str,
+                  cfg: ActorAsGRM) -> list[GradingTask]:
+    """The grading prompt of each of ``episodes`` (of ``tasks``) whose outcome is known."""
+    return [GradingTask(question_of(task.messages()), ep.meta["completion"], outcome,
+                        cfg.rubric, cfg.score_max)
+            for ep, task in zip(episodes, tasks)
+            if (outcome := outcome_of(ep, accuracy_part)) is not None]
+
+
 def grading_tasks(episodes: Sequence[Episode], tasks: Sequence[Task], n: int,
                   accuracy_part: str, cfg: ActorAsGRM, rng: random.Random) -> list[GradingTask]:
-    """``n`` grading prompts from ``episodes`` (of ``tasks``, in order): right and wrong ones
-    taken in turn while both last, each at random, so that a constant grade earns 1/2."""
+    """Up to ``n`` grading prompts from ``episodes`` (of ``tasks``, in order), each drawn at
+    random: when the step has both outcomes, ``n // 2`` right and as many wrong (at least
+    one of each, at most the smaller side), so that a constant grade earns exactly 1/2;
+    else ``n`` of the one outcome."""
     pools: dict[float, list[GradingTask]] = {1.0: [], 0.0: []}
-    for ep, task in zip(episodes, tasks):
-        outcome = outcome_of(ep, accuracy_part)
-        if outcome is not None:
-            pools[outcome].append(GradingTask(question_of(task.messages()), ep.meta["completion"],
-                                              outcome, cfg.rubric, cfg.score_max))
+    for t in every_grading(episodes, tasks, accuracy_part, cfg):
+        pools[t.outcome].append(t)
     for pool in pools.values():
         rng.shuffle(pool)
-    picked = []
-    while len(picked) < n and (pools[1.0] or pools[0.0]):
-        for outcome in (1.0, 0.0):
-            if pools[outcome] and len(picked) < n:
-                picked.append(pools[outcome].pop())
-    return picked
+    if not (pools[1.0] and pools[0.0]):
+        return (pools[1.0] or pools[0.0])[:n]
+    each = min(n // 2 or 1, len(pools[1.0]), len(pools[0.0]))
+    return [t for pair in zip(pools[1.0][:each], pools[0.0][:each]) for t in pair]
 
 
 def grade_agreement(grades: Sequence[float | None], outcomes: Sequence[float]) -> list[float]:
@@ -98,7 +104,8 @@ def grades_of(replies: Sequence[str], score_max: float) -> list[float | None]:
 class GradingRollout:
     """``rollout_fn``'s episodes, then the policy's gradings of a share of them (``cfg``),
     ``group_size`` a grading prompt, as episodes with ``meta["grading"]`` and the one reward
-    part ``grading``. Grading prompts are drawn with ``Random(f"grading:{seed}:{prefix}")``."""
+    part ``grading``. Grading prompts are drawn from the run's seed, the step's sampling seed
+    and the group prefix."""
 
     rollout_fn: Callable[..., list[Episode]]
     cfg: ActorAsGRM
@@ -112,7 +119,8 @@ class GradingRollout:
         n = max(1, round(self.cfg.share * len(tasks)))
         prompts = grading_tasks(episodes, [tasks[j // group_size] for j in range(len(episodes))],
                                 n, self.accuracy_part, self.cfg,
-                                random.Random(f"grading:{self.seed}:{group_prefix}"))
+                                random.Random(f"grading:{self.seed}:{sampling.seed}:"
+                                              f"{group_prefix}"))
         if not prompts:  # every outcome missing: nothing to grade against
             return episodes
         gradings = rollout(engine, tokenizer, prompts, GRADING_REWARD,
@@ -142,9 +150,9 @@ class GradingAccuracy:
 
     def __call__(self, episodes: Sequence[Episode]) -> dict[str, float]:
         per_task = len(episodes) // len(self.tasks)
-        prompts = grading_tasks(episodes, [self.tasks[j // per_task]
+        prompts = every_grading(episodes, [self.tasks[j // per_task]
                                            for j in range(len(episodes))],
-                                len(episodes), self.accuracy_part, self.cfg, random.Random(0))
+                                self.accuracy_part, self.cfg)
         if not prompts:  # every held-out outcome missing
             return {}
         chat = engine_chat(self.engine, self.tokenizer, self.cfg.max_new_tokens)

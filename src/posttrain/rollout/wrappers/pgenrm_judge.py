@@ -29,7 +29,8 @@ def pgenrm_score(own: Sequence[float | None], similar: Sequence[float | None]
 class PGenRMJudge:
     """Each answer judged for its task's user (``user``, or the task row's ``user_column``)
     in ``n_samples`` chains, and once for each profile in the row's ``similar_column`` (a
-    list; e.g. the users ``PreferencePrototypes.similar_users`` finds); ``pgenrm_score`` of
+    list, one profile, or null; e.g. the users ``PreferencePrototypes.similar_users`` finds);
+    ``pgenrm_score`` of
     the chains' ``extract`` on ``0..score_max``."""
 
     chat: Chat
@@ -45,8 +46,9 @@ class PGenRMJudge:
         if own is None:
             raise KeyError(f"pgenrm: the task row has no column {self.user_column!r} naming "
                            f"its user (columns: {', '.join(row) or 'none'})")
-        return str(own), [str(p) for p in row.get(self.similar_column, [])] \
-            if self.similar_column else []
+        similar = row.get(self.similar_column) if self.similar_column else None
+        similar = [] if similar is None else [similar] if isinstance(similar, str) else similar
+        return str(own), [str(p) for p in similar]
 
     def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]) -> list[float | None]:
         asks, spans = [], []
