@@ -16,10 +16,10 @@ class ActorAsGRM(Section):
     """After each step's rollout, ``share`` x ``rl.prompts_per_step`` of its episodes (at least
     one), as many right as wrong by ``reward.accuracy_part`` where the step has both (then at
     most twice the smaller side), become grading prompts: the ``score`` judge's prompt with
-    ``rubric`` on ``0..score_max``. The policy grades each ``rl.group_size`` times in at most ``max_new_tokens`` tokens and earns
-    the catalogue's ``actor_as_grm``: 1 when its grade falls on the outcome's side of
-    ``score_max / 2``, else 0 (no grade: 0). Every evaluation also has the policy grade the
-    held-out episodes greedily: ``grading_accuracy``."""
+    ``rubric`` on ``0..score_max``. The policy grades each ``rl.group_size`` times in at most
+    ``max_new_tokens`` tokens and earns the catalogue's ``actor_as_grm``: 1 when its grade
+    falls on the outcome's side of ``score_max / 2``, else 0 (no grade: 0). Every evaluation
+    also has the policy grade the held-out episodes greedily: ``grading_accuracy``."""
 
     share: float = Field(0.25, gt=0, le=1)
     rubric: str = Field(GRADING_RUBRIC, min_length=1)
