@@ -56,6 +56,14 @@ def check_hyperparameters(label: str, accepted: dict[str, bool], given: set[str]
         raise ValueError(f"{label} needs {', '.join(missing)}")
 
 
+def samples_differ(samples: str, n: int, temperature: str, t: float) -> None:
+    """Refuse ``n > 1`` samples (the key ``samples``) at temperature 0 (the key
+    ``temperature``): greedy samples are all the same."""
+    if n > 1 and t == 0:
+        raise ValueError(f"{samples} > 1 needs {temperature} > 0 (greedy samples are all the "
+                         "same)")
+
+
 def _number_only(annotation: Any) -> bool:
     """Whether a field of this type takes numbers but not booleans."""
     if get_origin(annotation) is Annotated:

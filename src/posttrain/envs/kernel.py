@@ -228,8 +228,8 @@ def measure(op: Op, code: str, limits: SandboxLimits = LIMITS) -> dict:
             "rounds": ROUNDS, "repeats": REPEATS}
     verdict = {"correct": False, "hack": None, "rounds": []}
     mine = _run(code, {**spec, "roofline": False, "nonce": secrets.token_hex(8)}, limits)
-    if "outputs" not in mine or mine.get("error"):
-        return {**verdict, "error": mine.get("error")}
+    if mine.get("error"):
+        return {**verdict, "error": mine["error"]}
     times = mine["times"]
     if mine["clock_replaced"] or not all(math.isfinite(t) and t > 0 for t in times):
         return {**verdict, "hack": "timing"}
@@ -237,8 +237,8 @@ def measure(op: Op, code: str, limits: SandboxLimits = LIMITS) -> dict:
     if not verdict["correct"]:
         return verdict
     expert = _run(op.expert, {**spec, "roofline": True, "nonce": secrets.token_hex(8)}, limits)
-    if expert.get("error") or "outputs" not in expert:
-        return {**verdict, "correct": False, "error": f"expert: {expert.get('error')}"}
+    if expert.get("error"):
+        return {**verdict, "correct": False, "error": f"expert: {expert['error']}"}
     verdict["rounds"] = [list(t) for t in zip(times, expert["times"], expert["roofline"])]
     return verdict
 

@@ -71,14 +71,21 @@ class PreferencePrototypes(nn.Module):
         self.prototypes.copy_(kmeans(start, len(self.prototypes), seed=seed)[0])
 
     @torch.no_grad()
+    def nearest(self) -> torch.Tensor:
+        """``[U]``: each user's nearest prototype."""
+        return torch.cdist(self.users, self.prototypes).argmin(dim=1)
+
+    @torch.no_grad()
     def similar_users(self, user: int, n: int) -> list[int]:
         """Up to ``n`` users who share ``user``'s nearest prototype, nearest embedding first
         (the similar users whose chains P-GenRM aggregates at test time)."""
-        nearest = torch.cdist(self.users, self.prototypes).argmin(dim=1)
+        nearest = self.nearest()
         peers = [j for j in torch.nonzero(nearest == nearest[user]).flatten().tolist()
                  if j != user]
-        distance = torch.cdist(self.users[user][None], self.users[peers])[0] if peers else []
-        return [peers[k] for k in torch.argsort(torch.as_tensor(distance)).tolist()][:n]
+        if not peers:
+            return []
+        distance = torch.cdist(self.users[user][None], self.users[peers])[0]
+        return [peers[k] for k in distance.argsort().tolist()[:n]]
 
     def preference(self, users: torch.Tensor, query: torch.Tensor, history_q: torch.Tensor,
                    history_diff: torch.Tensor, user_emb: torch.Tensor | None = None
@@ -105,8 +112,8 @@ class PreferencePrototypes(nn.Module):
              lam_cent: float = 0.0, lam_tr: float = 0.0) -> torch.Tensor:
         """The mean ``pgenrm_pair`` loss over the pairs; ``mu_j`` (no gradient) and ``p_j``
         come from each user's nearest prototype."""
+        nearest = self.nearest()
         with torch.no_grad():
-            nearest = torch.cdist(self.users, self.prototypes).argmin(dim=1)
             centroids = torch.stack([self.users[nearest == c].mean(dim=0)
                                      if bool((nearest == c).any()) else self.prototypes[c]
                                      for c in range(len(self.prototypes))])

@@ -60,8 +60,8 @@ class AsyncEpisodes:
     without signal, until ``B`` are kept or ``max_rounds * B`` were dropped. With ``agent``
     each sample is a session of that external agent (``ExternalAgentWorker``), and evaluation
     plays sessions too. Evaluation plays ``eval_rollout_fn`` (null: ``agent``'s or one
-completion a sample); when it confesses (``ConfessionRollout``), so does every group the
-step takes."""
+    completion a sample); when it confesses (``ConfessionRollout``), so does every group the
+    step takes."""
 
     title = "RL (async)"
     on_policy = False  # the update's mismatch includes the policy's lag behind the samples

@@ -17,6 +17,7 @@ from posttrain.config.section import (
     Steps,
     check_hyperparameters,
     registered,
+    samples_differ,
 )
 from posttrain.config.sections.grading import ActorAsGRM
 from posttrain.config.sections.trainer import KLConfig, OffPolicyConfig
@@ -37,9 +38,7 @@ class EvalConfig(SamplingConfig):
 
     @model_validator(mode="after")
     def _samples(self) -> EvalConfig:
-        if self.samples > 1 and self.temperature == 0:
-            raise ValueError("eval.samples > 1 needs eval.temperature > 0 (greedy samples are "
-                             "all the same)")
+        samples_differ("eval.samples", self.samples, "eval.temperature", self.temperature)
         if self.ks is not None and max(self.ks) > self.samples:
             raise ValueError(f"eval.ks: k={max(self.ks)} needs at least that many "
                              f"eval.samples (there are {self.samples})")

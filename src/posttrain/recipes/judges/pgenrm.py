@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from posttrain.config.family import member
+from posttrain.config.section import samples_differ
 from posttrain.config.sections.reward import JudgeFamily
 from posttrain.config.served import ServedModel
 
@@ -33,9 +34,8 @@ class PGenRMJudgeConfig(JudgeFamily, ServedModel):
         if (self.user is None) == (self.user_column is None):
             raise ValueError("a pgenrm judge needs its user: set one of user (a profile for "
                              "every task) and user_column (the task row's)")
-        if self.n_samples > 1 and self.temperature == 0:
-            raise ValueError("a pgenrm judge's n_samples > 1 needs temperature > 0 (greedy "
-                             "chains are all the same)")
+        samples_differ("a pgenrm judge's n_samples", self.n_samples, "temperature",
+                       self.temperature)
         return self
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from posttrain.config.family import member
+from posttrain.config.section import samples_differ
 from posttrain.config.sections.grading import GRADING_RUBRIC
 from posttrain.config.sections.reward import JudgeFamily
 
@@ -27,9 +28,8 @@ class PolicyJudgeConfig(JudgeFamily):
 
     @model_validator(mode="after")
     def _samples_differ(self) -> PolicyJudgeConfig:
-        if self.n_samples > 1 and self.temperature == 0:
-            raise ValueError("a policy judge's n_samples > 1 needs temperature > 0 (greedy "
-                             "gradings are all the same)")
+        samples_differ("a policy judge's n_samples", self.n_samples, "temperature",
+                       self.temperature)
         return self
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:

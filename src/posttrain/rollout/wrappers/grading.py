@@ -18,7 +18,7 @@ from posttrain.envs import Task
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.judge import question_of, score_messages
 from posttrain.rollout.single_turn import rollout
-from posttrain.rollout.wrappers.judged import apply_judge
+from posttrain.rollout.wrappers.judged import apply_judge, genrm_grades
 from posttrain.types import Episode
 
 GRADING_REWARD = RewardFunction({GRADING_PART: (JUDGE, 1.0)})
@@ -93,13 +93,6 @@ def grade_agreement(grades: Sequence[float | None], outcomes: Sequence[float]) -
         grades=g, outcomes=torch.tensor(list(outcomes), dtype=torch.float64)).tolist()
 
 
-def grades_of(replies: Sequence[str], score_max: float) -> list[float | None]:
-    """Each reply's ``genrm`` grade over ``score_max``, None where it wrote none."""
-    genrm = get("reward_model", "genrm")
-    graded = [genrm(outputs=[r], score_max=score_max) for r in replies]
-    return [None if failed else value for value, failed in graded]
-
-
 @dataclass
 class GradingRollout:
     """``rollout_fn``'s episodes, then the policy's gradings of a share of them (``cfg``),
@@ -127,7 +120,7 @@ class GradingRollout:
                            replace(sampling, max_new_tokens=self.cfg.max_new_tokens), group_size,
                            f"{group_prefix}grading-")
         outcomes = [prompts[j // group_size].outcome for j in range(len(gradings))]
-        grades = grades_of([e.meta["completion"] for e in gradings], self.cfg.score_max)
+        grades = genrm_grades([e.meta["completion"] for e in gradings], 1, self.cfg.score_max)
         apply_judge(gradings, GRADING_PART, grade_agreement(grades, outcomes), GRADING_REWARD)
         for ep, grade in zip(gradings, grades):
             ep.meta.update(grading=True, grade=grade)
@@ -156,7 +149,7 @@ class GradingAccuracy:
         if not prompts:  # every held-out outcome missing
             return {}
         chat = engine_chat(self.engine, self.tokenizer, self.cfg.max_new_tokens)
-        grades = grades_of(chat([p.messages() for p in prompts]), self.cfg.score_max)
+        grades = genrm_grades(chat([p.messages() for p in prompts]), 1, self.cfg.score_max)
         agree = grade_agreement(grades, [p.outcome for p in prompts])
         by_outcome = [[a for a, p in zip(agree, prompts) if p.outcome == o] for o in (1.0, 0.0)]
         balanced = [sum(a) / len(a) for a in by_outcome if a]

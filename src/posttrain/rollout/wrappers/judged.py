@@ -52,10 +52,16 @@ class ScoreJudge:
         replies = self.chat([score_messages(question_of(t.messages()), e.meta["completion"],
                                             self.rubric, self.score_max)
                              for e, t in zip(episodes, tasks) for _ in range(n)])
-        genrm = get("reward_model", "genrm")
-        graded = [genrm(outputs=replies[i * n:(i + 1) * n], score_max=self.score_max)
-                  for i in range(len(episodes))]
-        return [None if failed else value for value, failed in graded]
+        return genrm_grades(replies, n, self.score_max)
+
+
+def genrm_grades(replies: Sequence[str], n: int, score_max: float) -> list[float | None]:
+    """``genrm`` of each run of ``n`` consecutive replies: the mean of the grades that parse,
+    over ``score_max``; None when none does."""
+    genrm = get("reward_model", "genrm")
+    graded = [genrm(outputs=replies[i:i + n], score_max=score_max)
+              for i in range(0, len(replies), n)]
+    return [None if failed else value for value, failed in graded]
 
 
 @dataclass

@@ -30,8 +30,7 @@ class PGenRMJudge:
     """Each answer judged for its task's user (``user``, or the task row's ``user_column``)
     in ``n_samples`` chains, and once for each profile in the row's ``similar_column`` (a
     list, one profile, or null; e.g. the users ``PreferencePrototypes.similar_users`` finds);
-    ``pgenrm_score`` of
-    the chains' ``extract`` on ``0..score_max``."""
+    ``pgenrm_score`` of the chains' ``extract`` on ``0..score_max``."""
 
     chat: Chat
     n_samples: int = 1
