@@ -13,8 +13,10 @@ else 3), and its final score is their weighted sum.
     python examples/pgenrm/personas.py --evaluate runs/pgenrm_judge/sft_model
 
 measures a trained judge on held-out problems (``evaluate``), ``--styles <model>`` a
-policy's answers (``styles``), and ``--pairs OUT.jsonl HARD`` writes preference pairs for the
-GRPO stage (``write_pairs``, ``pairs.py``)."""
+policy's answers (``styles``). ``--pairs OUT.jsonl HARD [HARD_END ROWS]`` writes preference pairs
+for the GRPO stage and the curriculum (``write_pairs``, ``pairs.py``), and ``--users
+OUT.jsonl`` pairs that name their user for the prototype module (``write_user_pairs``,
+``prototypes.yaml``)."""
 
 from __future__ import annotations
 
@@ -86,19 +88,24 @@ def write(out: Path, n_judge: int = 4000, n_policy: int = 8000, seed: int = 0) -
                 {"role": "assistant", "content": styled(answer, rng.random() < 0.5)}]}) + "\n")
 
 
-def write_pairs(path: Path, n: int = 2000, hard: float = 0.5, seed: int = 2) -> None:
+def write_pairs(path: Path, n: int = 2000, hard: float = 0.5, hard_end: float | None = None,
+                seed: int = 2) -> None:
     """Preference pairs for ``pairs.py``'s GRPO stage, one user each: a share ``hard`` are hard
     negatives (a right answer over a wrong one, both in the user's style), the others differ
-    in style only (the same right answer)."""
+    in style only (the same right answer). With ``hard_end`` the share grows linearly from
+    ``hard`` at the first row to ``hard_end`` at the last (the curriculum, read in file
+    order)."""
     run = RunTasks(load_config("configs/quickstart.yaml", [f"seed={seed}"]))
     rng = random.Random(f"pairs:{seed}")
+    end = hard if hard_end is None else hard_end
     with open(path, "w") as f:
-        for task in run.tasks.sample(n, rng):
+        for i, task in enumerate(run.tasks.sample(n, rng)):
             right = run.tasks.sft_conversation(task, 0.0, rng)[-1]["content"]
             wrong = run.tasks.sft_conversation(task, 1.0, rng)[-1]["content"]
             persona = rng.choice(sorted(PERSONAS))
             profile, preference, wants_working = PERSONAS[persona]
-            is_hard = rng.random() < hard and wrong != right
+            share = hard + (end - hard) * i / max(1, n - 1)
+            is_hard = rng.random() < share and wrong != right
             chosen, rejected = ((styled(right, wants_working), styled(wrong, wants_working))
                                 if is_hard else
                                 (styled(right, wants_working), styled(right, not wants_working)))
@@ -106,6 +113,29 @@ def write_pairs(path: Path, n: int = 2000, hard: float = 0.5, seed: int = 2) -> 
             f.write(json.dumps({"prompt": chain_messages(question, chosen, profile),
                                 "rejected_prompt": chain_messages(question, rejected, profile),
                                 "preference": preference, "hard": is_hard}) + "\n")
+
+
+def write_user_pairs(path: Path, n_users: int = 40, per_user: int = 30, seed: int = 3) -> None:
+    """Pairs that name their user, for the prototype module (``prototypes.yaml``): each of
+    ``n_users`` users (``brief_07``, ``teacher_12``: a persona at random) judges
+    ``per_user`` answers, half a right answer over a wrong one in their style, half the same
+    right answer in their style over the other; rows in random order."""
+    run = RunTasks(load_config("configs/quickstart.yaml", [f"seed={seed}"]))
+    rng = random.Random(f"users:{seed}")
+    users = [f"{rng.choice(sorted(PERSONAS))}_{j:02d}" for j in range(n_users)]
+    rows = []
+    for task in run.tasks.sample(n_users * per_user, rng):
+        user = users[len(rows) // per_user]
+        wants_working = PERSONAS[user.split("_")[0]][2]
+        right = run.tasks.sft_conversation(task, 0.0, rng)[-1]["content"]
+        wrong = run.tasks.sft_conversation(task, 1.0, rng)[-1]["content"]
+        rejected = styled(wrong, wants_working) if len(rows) % 2 and wrong != right \
+            else styled(right, not wants_working)
+        rows.append({"prompt": task.messages()[-1]["content"], "user": user,
+                     "chosen": styled(right, wants_working), "rejected": rejected})
+    rng.shuffle(rows)
+    with open(path, "w") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
 
 
 def evaluate(judge_dir: str, n: int = 100) -> dict[str, float]:
@@ -183,7 +213,11 @@ if __name__ == "__main__":
         print(json.dumps(evaluate(sys.argv[2]), indent=1))
     elif sys.argv[1:2] == ["--styles"]:
         print(json.dumps(styles(sys.argv[2]), indent=1))
-    elif sys.argv[1:2] == ["--pairs"]:  # --pairs OUT.jsonl HARD_SHARE
-        write_pairs(Path(sys.argv[2]), hard=float(sys.argv[3]))
+    elif sys.argv[1:2] == ["--pairs"]:  # --pairs OUT.jsonl HARD [HARD_AT_END ROWS]
+        write_pairs(Path(sys.argv[2]), hard=float(sys.argv[3]),
+                    hard_end=float(sys.argv[4]) if len(sys.argv) > 4 else None,
+                    n=int(sys.argv[5]) if len(sys.argv) > 5 else 2000)
+    elif sys.argv[1:2] == ["--users"]:  # --users OUT.jsonl
+        write_user_pairs(Path(sys.argv[2]))
     else:
         write(Path(sys.argv[1] if len(sys.argv) > 1 else "runs/pgenrm_data"))

@@ -32,6 +32,8 @@ SWITCHED = {
     ("reward_model", "pairwise_classifier"): "`rm.loss`; judges of kind `pairwise_model`",
     ("reward_model", "genrm"): "judges of kind `score` (`reward.judges`)",
     ("reward_model", "group_binary_comparison"): "judges of kind `comparison`, `pairwise_model`",
+    ("reward_model", "pgenrm_pair"): "`rm.loss` (user prototypes on the backbone's text "
+                                     "embeddings); judges of kind `prototypes`",
     ("metric", "pass_at_k"): "`eval.samples`, `eval.ks`",
     ("metric", "maj_at_k"): "`eval.samples`, `eval.ks`",
     ("metric", "mean_at_k"): "`eval.samples`",
@@ -48,10 +50,6 @@ SWITCHED = {
 FUNCTION_ONLY = {
     ("reward_model", "bt_token_span"): "function only: reward models here score the last token "
                                        "(`rm.loss`); a per-token value head is not trained",
-    ("reward_model", "pgenrm_pair"): "function only for now: `PreferencePrototypes.loss` "
-                                     "(`posttrain.models`) trains on it; the judge kind "
-                                     "`pgenrm` reads chains, and no run trains prototypes "
-                                     "yet (issue 36)",
 }
 
 

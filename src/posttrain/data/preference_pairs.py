@@ -4,7 +4,9 @@ A row (of any file ``datasets`` reads) is ``{"prompt", "chosen", "rejected"}``: 
 string (one user turn) or a list of messages, each response a string or a list with one
 assistant message; or the conversational form ``{"chosen": [messages], "rejected":
 [messages]}``, two conversations that share every message but the last, an assistant turn
-(TRL's two preference forms). Malformed rows are skipped and their indices and reasons kept.
+(TRL's two preference forms). An optional ``user`` column (a string or an integer) names whose
+preference the pair records (P-GenRM's prototypes, ``rm.loss: pgenrm_pair``). Malformed rows
+are skipped and their indices and reasons kept.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class PreferencePair:
     prompt: tuple[dict, ...]
     chosen: str
     rejected: str
+    user: str | None = None
 
     def conversations(self) -> tuple[list[dict], list[dict]]:
         return tuple([*self.prompt, {"role": "assistant", "content": reply}]
@@ -64,7 +67,10 @@ def parse_pair(row: object) -> PreferencePair:
         prompt, chosen, rejected = c[:-1], c[-1]["content"], r[-1]["content"]
     if chosen == rejected:
         raise ValueError("chosen and rejected are the same response")
-    return PreferencePair(tuple(prompt), chosen, rejected)
+    user = row.get("user")
+    if user is not None and (isinstance(user, bool) or not isinstance(user, str | int)):
+        raise ValueError(f"'user' must be a string or an integer, not {type(user).__name__}")
+    return PreferencePair(tuple(prompt), chosen, rejected, None if user is None else str(user))
 
 
 def load_preference_data(path: str | Path) -> PreferenceData:

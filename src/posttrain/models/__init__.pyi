@@ -13,6 +13,7 @@ from .loading import (
 from .logprobs import naive_sequence_logprobs, sequence_logprobs, token_distributions
 from .presets import PRESETS
 from .shared_prefix import prefix_lengths
+from .text_embeddings import pooled_states
 from .tiny import build_tiny, build_tokenizer
 from .values import sequence_scores, sequence_values
 
@@ -30,6 +31,7 @@ __all__ = [
     "load_tokenizer",
     "load_value_model",
     "naive_sequence_logprobs",
+    "pooled_states",
     "prefix_lengths",
     "render_prompt",
     "save_model",

@@ -10,13 +10,20 @@ preference of ``y+`` over ``y-`` is ``Delta = z_t . (y+ - y-)``. Training minimi
 catalogue's ``pgenrm_pair``: ``-log sigmoid(Delta)`` plus ``lam_cent ||a_j - mu_j||^2`` (the
 centroid of the users sharing ``j``'s nearest prototype) and ``lam_tr ||a_j - p_j||^2`` (that
 prototype). The user embeddings start at the mean of their history's ``y+ - y-`` and the
-prototypes at those embeddings' k-means centroids."""
+prototypes at those embeddings' k-means centroids. ``UserPreferences`` keeps a trained module
+with its users' names and histories, saved beside a backbone."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from posttrain.algos import get
@@ -122,3 +129,73 @@ class PreferencePrototypes(nn.Module):
             delta=self.delta(users, query, chosen, rejected, history_q, history_diff),
             user=self.users[users], centroid=centroids[cluster],
             prototype=self.prototypes[cluster], lam_cent=lam_cent, lam_tr=lam_tr).mean()
+
+
+WEIGHTS, SETTINGS = "preference_prototypes.safetensors", "preference_prototypes.json"
+
+
+@dataclass
+class UserPreferences:
+    """A trained ``PreferencePrototypes`` with its users' names and histories (``[U, H, d]``):
+    what ``posttrain reward-model`` with ``rm.loss: pgenrm_pair`` writes beside its backbone,
+    and what the judge ``prototypes`` reads. A response's score ``z_t . y`` makes ``Delta``
+    the difference of two scores."""
+
+    module: PreferencePrototypes
+    users: list[str]
+    history_q: torch.Tensor
+    history_diff: torch.Tensor
+
+    def index(self, names: Sequence[str]) -> torch.Tensor:
+        """``[N]``: the users' rows; a user the module was not trained on raises
+        ``KeyError``."""
+        rows = {name: i for i, name in enumerate(self.users)}
+        unknown = sorted({n for n in names if n not in rows})
+        if unknown:
+            raise KeyError(f"the prototypes know no user {', '.join(map(repr, unknown[:5]))}: "
+                           f"they hold the {len(self.users)} users of their training pairs "
+                           "(a new user needs pairs and a new run)")
+        return torch.tensor([rows[n] for n in names], dtype=torch.long)
+
+    def preference(self, names: Sequence[str], query: torch.Tensor) -> torch.Tensor:
+        """``z_t [N, d]`` of each named user asking ``query [N, d]``."""
+        users = self.index(names)
+        return self.module.preference(users, query, self.history_q[users],
+                                      self.history_diff[users])
+
+    def scores(self, names: Sequence[str], query: torch.Tensor, reply: torch.Tensor
+               ) -> torch.Tensor:
+        """``[N]``: ``z_t . y`` of each reply for its user and query."""
+        return (self.preference(names, query) * reply).sum(dim=-1)
+
+    def save(self, directory: str | Path) -> None:
+        """Weights and histories to ``WEIGHTS``, names and sizes to ``SETTINGS`` (each written
+        to a temporary file, then renamed)."""
+        directory = Path(directory)
+        m = self.module
+        tensors = {**{f"module.{k}": v.detach().contiguous() for k, v in m.state_dict().items()},
+                   "history_q": self.history_q.contiguous(),
+                   "history_diff": self.history_diff.contiguous()}
+        settings = {"users": self.users, "prototypes": len(m.prototypes),
+                    "dim": m.users.shape[1], "lam_q": m.lam_q, "lam_s": m.lam_s, "rho": m.rho}
+        save_file(tensors, directory / f"{WEIGHTS}.tmp")
+        (directory / f"{SETTINGS}.tmp").write_text(json.dumps(settings, indent=1))
+        for name in (WEIGHTS, SETTINGS):
+            os.replace(directory / f"{name}.tmp", directory / name)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> UserPreferences:
+        """What ``save`` wrote to ``directory``; ``FileNotFoundError`` names a missing file."""
+        directory = Path(directory)
+        for name in (WEIGHTS, SETTINGS):
+            if not (directory / name).is_file():
+                raise FileNotFoundError(f"{directory / name} is missing: train prototypes with "
+                                        "posttrain reward-model and rm.loss=pgenrm_pair")
+        s = json.loads((directory / SETTINGS).read_text())
+        tensors = load_file(directory / WEIGHTS)
+        module = PreferencePrototypes(len(s["users"]), s["dim"], s["prototypes"], s["lam_q"],
+                                      s["lam_s"], s["rho"])
+        module.load_state_dict({k.removeprefix("module."): v for k, v in tensors.items()
+                                if k.startswith("module.")})
+        return cls(module.eval(), list(s["users"]), tensors["history_q"],
+                   tensors["history_diff"])

@@ -15,6 +15,7 @@ from posttrain.config.section import (
     Every,
     NamedLoss,
     OptimConfig,
+    Section,
     Steps,
     registered,
 )
@@ -110,11 +111,37 @@ class PreferenceConfig(PairDataConfig):
                    f"preference loss {self.loss.name} has no reference model to score with")
 
 
+class PrototypesConfig(Section):
+    """P-GenRM's prototype module (``rm.loss: pgenrm_pair``, ALGORITHMS.md §14): ``count``
+    prototypes, each user's ``history`` (their first train pairs, repeated when they have
+    fewer), the pulls ``lam_cent`` and ``lam_tr`` and the weights ``lam_q``, ``lam_s``,
+    ``rho`` of ``z_t = a_j + lam_q W_q q_t + lam_s W_s v_H``."""
+
+    count: Count = 4
+    history: Count = 8
+    lam_cent: float = Field(5.0, ge=0)
+    lam_tr: float = Field(5.0, ge=0)
+    lam_q: float = Field(1.0, ge=0)
+    lam_s: float = Field(1.0, ge=0)
+    rho: float = Field(1.0, ge=0)
+
+
 class RewardModelConfig(PairDataConfig):
     """Reward-model training (``posttrain reward-model``): ``loss`` ``bradley_terry`` (a score
-    per response) or ``pairwise_classifier`` (a score per comparison of two answers); ``steps``
-    of ``batch_size`` pairs; held-out accuracy every ``eval_every`` steps."""
+    per response), ``pairwise_classifier`` (a score per comparison of two answers) or
+    ``pgenrm_pair`` (P-GenRM's user prototypes over the frozen backbone's text embeddings,
+    ``prototypes``; rows of ``data`` name their ``user``); ``steps`` of ``batch_size`` pairs;
+    held-out accuracy every ``eval_every`` steps."""
 
     KEY: ClassVar[str] = "rm"
-    loss: Literal["bradley_terry", "pairwise_classifier"] = "bradley_terry"
+    loss: Literal["bradley_terry", "pairwise_classifier", "pgenrm_pair"] = "bradley_terry"
     optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=10)
+    prototypes: PrototypesConfig = PrototypesConfig()
+
+    def check(self, cfg) -> None:
+        super().check(cfg)
+        if self.loss != "pgenrm_pair":
+            unread(self, "rm", ["prototypes"], "only rm.loss=pgenrm_pair trains prototypes")
+        elif self.data is None:
+            raise ValueError("rm.loss=pgenrm_pair learns each user's preference: set rm.data "
+                             "to pairs whose rows name their user (generated pairs have none)")

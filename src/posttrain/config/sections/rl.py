@@ -88,12 +88,13 @@ class AsyncConfig(Section):
     max_overtake: int | None = Field(None, ge=0)
 
 
-ABSOLUTE_JUDGES = ("score", "pgenrm", "reward_model", "function")  # a score per response
+# the judge kinds that give a score per response
+ABSOLUTE_JUDGES = ("score", "pgenrm", "prototypes", "reward_model", "function")
 
 
 class RMWinRateMonitor(Section):
     """At every evaluation, the share of held-out prompts whose response the judge of
-    ``part`` (a reward model or judge of kind score, pgenrm, reward_model or function; null:
+    ``part`` (a judge of kind score, pgenrm, prototypes, reward_model or function; null:
     the run's only such part) scores above the reference model's (the stage's starting
     policy), ties half; above ``warn_above`` the run warns of reward-model over-optimisation."""
 
