@@ -166,7 +166,7 @@ def eval_(
         _fail(f"--out {out} holds a training run ({mark}): give the evaluation a folder of its own")
     if skills_bench and cfg.skills is None:
         _fail("--skills-bench needs a skill bank: set skills.dir")
-    with fail_on(ModelNotFoundError, EngineUnavailableError):
+    with fail_on(ModelNotFoundError, EngineUnavailableError, FileNotFoundError):
         tok = load_tokenizer(model)
         engine = make_engine(cfg, model, tok)
     parts = RunTasks(cfg)

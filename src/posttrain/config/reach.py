@@ -32,6 +32,8 @@ SWITCHED = {
     ("reward_model", "pairwise_classifier"): "`rm.loss`; judges of kind `pairwise_model`",
     ("reward_model", "genrm"): "judges of kind `score` (`reward.judges`)",
     ("reward_model", "group_binary_comparison"): "judges of kind `comparison`, `pairwise_model`",
+    ("divergence", "mtp_self_distill"): "`trainer.mtp` (an MTP head beside the model; it "
+                                        "drafts for `engine.draft_tokens`)",
     ("reward_model", "pgenrm_pair"): "`rm.loss` (user prototypes on the backbone's text "
                                      "embeddings); judges of kind `prototypes`",
     ("metric", "pass_at_k"): "`eval.samples`, `eval.ks`",

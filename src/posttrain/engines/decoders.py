@@ -138,9 +138,34 @@ class LlamaDecoder:
         keep = self.valid[:, None, None, : self.length + 1]
         return self._forward(tokens[:, None], self.pos, keep)
 
-    def _forward(self, ids: torch.Tensor, pos: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    def extend(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``tokens [B, S]`` (each row's next ``S``, causal among themselves) and
+        return every one's logits ``[B, S, V]`` and final hidden state (after the last norm)
+        ``[B, S, d]``: speculative decoding's verification. ``commit`` then keeps a prefix."""
+        b, s = tokens.shape
+        self.pos = self.pos[:, -1:] + torch.arange(1, s + 1, device=tokens.device)
+        end = self.length + s
+        keep = self.valid[:, None, None, :end].expand(b, 1, s, end).clone()
+        keep[..., self.length :] &= torch.ones((s, s), dtype=torch.bool,
+                                               device=tokens.device).tril()
+        states = _rms_norm(self.base.norm, self._forward(tokens, self.pos, keep, last=False))
+        return self.head(states), states
+
+    def commit(self, kept: torch.Tensor) -> None:
+        """After ``extend`` of ``S`` tokens, keep the first ``kept[b] + 1`` of row ``b``'s:
+        the others' cache slots are never attended to again, and the row continues after
+        its last kept token."""
+        s = self.pos.shape[1]
+        slots = torch.arange(s, device=kept.device)[None]
+        self.valid[:, self.length - s : self.length] &= slots <= kept[:, None]
+        self.pos = self.pos.gather(1, kept[:, None])
+
+    def _forward(self, ids: torch.Tensor, pos: torch.Tensor, keep: torch.Tensor,
+                 last: bool = True) -> torch.Tensor:
         """Run ``ids [B, S]`` at cache slots ``length .. length+S``; ``keep [B, 1, S, K]`` says
-        which of the ``K = length+S`` slots each query may attend to. Returns last logits."""
+        which of the ``K = length+S`` slots each query may attend to. Returns the last
+        position's logits, and keeps its final hidden state in ``last_hidden``; with
+        ``last=False``, every position's residual stream before the final norm."""
         b, s = ids.shape
         start, end = self.length, self.length + s
         n_h, n_kv, d = self.n_heads, self.n_kv, self.head_dim
@@ -173,4 +198,7 @@ class LlamaDecoder:
             gate, up = F.linear(h, w_gu, b_gu).chunk(2, dim=-1)
             x = x + layer.mlp.down_proj(F.silu(gate) * up)
         self.length = end
-        return self.head(_rms_norm(self.base.norm, x[:, -1]))
+        if not last:
+            return x
+        self.last_hidden = _rms_norm(self.base.norm, x[:, -1])
+        return self.head(self.last_hidden)

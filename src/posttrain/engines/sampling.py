@@ -93,12 +93,19 @@ def sample_tokens(
         tokens = logits.argmax(dim=-1)
         return tokens, torch.zeros(tokens.shape, dtype=torch.float32, device=tokens.device)
     logp = processed_logprobs(logits, sampling)
-    probs = logp.exp()
+    tokens = inverse_cdf(logp.exp(), uniforms)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """``[B]``: per row of ``probs [B, V]`` (non-negative, not necessarily normalised), the
+    first index whose cumulative probability exceeds ``u`` times the total; a zero-probability
+    index is never chosen."""
     cdf = probs.cumsum(dim=-1)
     u = (uniforms.to(cdf.dtype)[:, None] * cdf[:, -1:]).contiguous()
     tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1)
-    over = tokens >= logp.shape[-1]  # u rounded up to the total: take the last possible token
+    over = tokens >= probs.shape[-1]  # u rounded up to the total: take the last possible token
     if bool(over.any()):
         last_possible = (probs[over].flip(-1) > 0).float().argmax(-1)
-        tokens[over] = logp.shape[-1] - 1 - last_possible
-    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+        tokens[over] = probs.shape[-1] - 1 - last_possible
+    return tokens

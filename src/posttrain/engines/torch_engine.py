@@ -13,7 +13,9 @@ from posttrain.engines.base import GenerationOutput
 from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder
 from posttrain.engines.sampling import counter_uniforms, resolve_seeds, sample_tokens
 from posttrain.engines.sleep import EngineAsleepError, FreedStorage
+from posttrain.engines.speculative import SpeculativeDecoder, SpeculativeStats
 from posttrain.engines.weights import WeightsDigest, weights_checksum
+from posttrain.models.mtp import MTPHead
 from posttrain.models.routing import capture, routers
 from posttrain.types import SamplingParams
 
@@ -30,13 +32,18 @@ class TorchEngine:
     Decoding a tiny model is overhead-bound, not FLOP-bound, so Llama-family models decode
     through ``LlamaDecoder`` (``fast=False`` or another architecture: ``HFDecoder``, the model's
     own forward). docs/performance.md has the figures.
+
+    With ``draft`` (an ``MTPHead``) it decodes speculatively, ``draft_tokens`` drafts a round
+    (``engines.speculative``; Llama-family models): the same distribution, the same greedy
+    output, and ``speculative`` counts the drafts accepted.
     """
 
     def __init__(
         self, model: PreTrainedModel, pad_token_id: int, eos_token_id: int | None = None,
         max_batch_size: int = 256, version: int = 0, fast: bool = True,
         dtype: torch.dtype | None = None, record_routing: bool = False,
-        device: torch.device | str = "cpu",
+        device: torch.device | str = "cpu", draft: MTPHead | None = None,
+        draft_tokens: int = 3,
     ) -> None:
         self.device = torch.device(device)
         self.model = copy.deepcopy(model).eval().to(self.device)
@@ -52,6 +59,17 @@ class TorchEngine:
         # built before parameters are listed: LlamaDecoder turns projections into fused views
         fast = fast and LlamaDecoder.supports(self.model)
         self._decoder: Decoder = LlamaDecoder(self.model) if fast else HFDecoder(self.model)
+        self.speculative = SpeculativeStats()
+        self._drafter = None
+        if draft is not None:
+            if not isinstance(self._decoder, LlamaDecoder) or record_routing:
+                raise ValueError("speculative decoding (an MTP draft) needs a Llama-family "
+                                 "model on the fast decoder, without record_routing")
+            head = copy.deepcopy(draft).eval().to(self.device,
+                                                  self.model.get_output_embeddings().weight.dtype)
+            head.requires_grad_(False)
+            self._drafter = SpeculativeDecoder(self._decoder, head, draft_tokens,
+                                               self.speculative)
         self.pad_token_id, self.eos_token_id = pad_token_id, eos_token_id
         self.max_batch_size, self._version = max_batch_size, version
         self._params = dict(self.model.named_parameters())
@@ -169,8 +187,22 @@ class TorchEngine:
             stops.add(self.eos_token_id)
         stop_ids = torch.tensor(sorted(stops), dtype=torch.long, device=self.device)
         ids, valid, group = ids.to(self.device), valid.to(self.device), group.to(self.device)
+        if self._drafter is not None:
+            return self._decode_speculative(prompts, sampling, seeds, ids, valid, group, stop_ids)
         with capture(self.model) if self.record_routing else contextlib.nullcontext() as rec:
             return self._decode(prompts, sampling, seeds, ids, valid, group, stop_ids, rec)
+
+    def _decode_speculative(self, prompts, sampling, seeds, ids, valid, group, stop_ids
+                            ) -> list[GenerationOutput]:
+        start = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=self.device)
+        out = self._drafter.decode(len(prompts), sampling, seeds, ids, valid, group, start,
+                                   stop_ids, self.pad_token_id)
+        return [GenerationOutput(prompt_ids=list(p),
+                                 token_ids=out.tokens[i, : out.lengths[i]].tolist(),
+                                 logprobs=out.logps[i, : out.lengths[i]].tolist(),
+                                 finish_reason="stop" if bool(out.stopped[i]) else "length",
+                                 version=self._version)
+                for i, p in enumerate(prompts)]
 
     def _decode(self, prompts, sampling, seeds, ids, valid, group, stop_ids, rec
                 ) -> list[GenerationOutput]:

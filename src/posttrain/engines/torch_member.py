@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from posttrain.config.family import member
 from posttrain.config.section import Device
 from posttrain.config.sections.engine import EngineFamily
@@ -13,10 +15,20 @@ from posttrain.config.sections.engine import EngineFamily
 @member("engine", "torch")
 class TorchEngineConfig(EngineFamily):
     """``torch``: ``TorchEngine`` in this process, on ``device`` (``auto``: the first CUDA
-    device if any, else the CPU); it records routing for ``trainer.routing_replay``."""
+    device if any, else the CPU); it records routing for ``trainer.routing_replay``.
+    ``draft_tokens`` > 0: speculative decoding, that many drafts a round from the MTP head
+    saved beside the model (``trainer.mtp``; a Llama-family model): the same distribution,
+    the same greedy output (docs/engines.md)."""
 
     RECORDS_ROUTING: ClassVar[bool] = True
     device: Device = "auto"
+    draft_tokens: int = Field(0, ge=0)
+
+    def check(self, cfg) -> None:
+        if self.draft_tokens and cfg.trainer.routing_replay:
+            raise ValueError("engine.draft_tokens: speculative decoding does not record "
+                             "routing; set trainer.routing_replay=false")
+        super().check(cfg)
 
     def build(self, model_dir: Path, dtype: str, pad_token_id: int,
               eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:
@@ -25,8 +37,11 @@ class TorchEngineConfig(EngineFamily):
         from posttrain.engines.torch_engine import TorchEngine
         from posttrain.models import load_model
         from posttrain.models.devices import resolve_device
+        from posttrain.models.mtp import MTPHead
 
+        draft = MTPHead.load(model_dir) if self.draft_tokens else None
         return TorchEngine(model if model is not None else load_model(model_dir, dtype),
                            pad_token_id, eos_token_id,
                            dtype=getattr(torch, dtype), record_routing=record_routing,
-                           device=resolve_device(self.device, "engine.device"))
+                           device=resolve_device(self.device, "engine.device"), draft=draft,
+                           draft_tokens=self.draft_tokens or 1)

@@ -71,7 +71,8 @@ class VLLMEngine:
     def __init__(self, model_dir: str | Path, dtype: str = "float32",
                  max_model_len: int | None = None, kv_cache_gib: int = 1,
                  repair_tied_head: bool = True, version: int = 0, sleep: bool = False,
-                 lora_rank: int | None = None, gpu_memory_share: float | None = None) -> None:
+                 lora_rank: int | None = None, gpu_memory_share: float | None = None,
+                 speculative_config: dict | None = None) -> None:
         for key, value in IN_PROCESS.items():
             os.environ.setdefault(key, value)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
@@ -86,7 +87,9 @@ class VLLMEngine:
                              **({"gpu_memory_utilization": gpu_memory_share}
                                 if gpu_memory_share else {}),
                              **({"enable_lora": True, "max_lora_rank": lora_rank,
-                                 "max_loras": 1} if lora_rank else {}))
+                                 "max_loras": 1} if lora_rank else {}),
+                             **({"speculative_config": speculative_config}
+                                if speculative_config else {}))
         self.serves_adapters, self._lora_rank = lora_rank is not None, lora_rank
         self._adapter: tuple[Any, tempfile.TemporaryDirectory] | None = None  # request, dir
         self._asleep = False

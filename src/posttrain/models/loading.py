@@ -1,10 +1,14 @@
-"""Load any Hugging Face causal LM and its tokenizer from a local directory."""
+"""Load any Hugging Face causal LM and its tokenizer from a local directory; save modules
+of our own beside one."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -88,3 +92,26 @@ def check_same_vocabulary(student_tokenizer, teacher_tokenizer,
     if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
         raise TeacherMismatchError(f"the tokenizers differ: {what} needs the policy's vocabulary "
                                    "(no cross-tokenizer mode is implemented)")
+
+
+def save_beside(directory: str | Path, weights: str, tensors: dict[str, torch.Tensor],
+                settings: str, values: dict) -> None:
+    """``tensors`` to ``directory/weights`` (safetensors) and ``values`` to
+    ``directory/settings`` (JSON), each written to a temporary file, then renamed."""
+    directory = Path(directory)
+    save_file({k: v.detach().contiguous() for k, v in tensors.items()},
+              directory / f"{weights}.tmp")
+    (directory / f"{settings}.tmp").write_text(json.dumps(values, indent=1))
+    for name in (weights, settings):
+        os.replace(directory / f"{name}.tmp", directory / name)
+
+
+def load_beside(directory: str | Path, weights: str, settings: str, missing: str
+                ) -> tuple[dict[str, torch.Tensor], dict]:
+    """What ``save_beside`` wrote; a missing file raises ``FileNotFoundError`` naming it,
+    then ``missing``."""
+    directory = Path(directory)
+    for name in (weights, settings):
+        if not (directory / name).is_file():
+            raise FileNotFoundError(f"{directory / name} is missing: {missing}")
+    return load_file(directory / weights), json.loads((directory / settings).read_text())

@@ -15,18 +15,16 @@ with its users' names and histories, saved beside a backbone."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from posttrain.algos import get
+from posttrain.models.loading import load_beside, save_beside
 
 
 def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0
@@ -169,30 +167,21 @@ class UserPreferences:
         return (self.preference(names, query) * reply).sum(dim=-1)
 
     def save(self, directory: str | Path) -> None:
-        """Weights and histories to ``WEIGHTS``, names and sizes to ``SETTINGS`` (each written
-        to a temporary file, then renamed)."""
-        directory = Path(directory)
+        """Weights and histories to ``WEIGHTS``, names and sizes to ``SETTINGS``
+        (``save_beside``)."""
         m = self.module
-        tensors = {**{f"module.{k}": v.detach().contiguous() for k, v in m.state_dict().items()},
-                   "history_q": self.history_q.contiguous(),
-                   "history_diff": self.history_diff.contiguous()}
-        settings = {"users": self.users, "prototypes": len(m.prototypes),
-                    "dim": m.users.shape[1], "lam_q": m.lam_q, "lam_s": m.lam_s, "rho": m.rho}
-        save_file(tensors, directory / f"{WEIGHTS}.tmp")
-        (directory / f"{SETTINGS}.tmp").write_text(json.dumps(settings, indent=1))
-        for name in (WEIGHTS, SETTINGS):
-            os.replace(directory / f"{name}.tmp", directory / name)
+        save_beside(directory, WEIGHTS,
+                    {**{f"module.{k}": v for k, v in m.state_dict().items()},
+                     "history_q": self.history_q, "history_diff": self.history_diff},
+                    SETTINGS, {"users": self.users, "prototypes": len(m.prototypes),
+                               "dim": m.users.shape[1], "lam_q": m.lam_q, "lam_s": m.lam_s,
+                               "rho": m.rho})
 
     @classmethod
     def load(cls, directory: str | Path) -> UserPreferences:
         """What ``save`` wrote to ``directory``; ``FileNotFoundError`` names a missing file."""
-        directory = Path(directory)
-        for name in (WEIGHTS, SETTINGS):
-            if not (directory / name).is_file():
-                raise FileNotFoundError(f"{directory / name} is missing: train prototypes with "
-                                        "posttrain reward-model and rm.loss=pgenrm_pair")
-        s = json.loads((directory / SETTINGS).read_text())
-        tensors = load_file(directory / WEIGHTS)
+        tensors, s = load_beside(directory, WEIGHTS, SETTINGS, "train prototypes with "
+                                 "posttrain reward-model and rm.loss=pgenrm_pair")
         module = PreferencePrototypes(len(s["users"]), s["dim"], s["prototypes"], s["lam_q"],
                                       s["lam_s"], s["rho"])
         module.load_state_dict({k.removeprefix("module."): v for k, v in tensors.items()

@@ -15,7 +15,8 @@ import torch
 
 from posttrain.config import RunConfig
 from posttrain.engines import Engine
-from posttrain.models import build_tiny
+from posttrain.models import build_tiny, save_model
+from posttrain.models.mtp import MTPHead, has_mtp_head
 from posttrain.recipes.run_dir import CHECKPOINTS
 from posttrain.recipes.run_tasks import RunTasks
 from posttrain.recipes.sampling_loop import SKILL_BANK, Checkpointer, LoopRun
@@ -45,7 +46,25 @@ class RunParts(RunTasks):
         self.reporter = reporter or (
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
         self.ckpt_dir = self.out / CHECKPOINTS
+        self.mtp_head: MTPHead | None = None  # trainer.mtp's, one for the run's stages
         super().__init__(cfg, self.reporter, self.out)
+
+    def save_stage_model(self, model, tokenizer, stage: str) -> None:
+        """``stage``'s model to ``<stage>_model``, with ``trainer.mtp``'s head beside it."""
+        save_model(model, tokenizer, self.out / f"{stage}_model")
+        if self.mtp_head is not None:
+            self.mtp_head.save(self.out / f"{stage}_model")
+
+    def mtp_head_for(self, model) -> MTPHead | None:
+        """``trainer.mtp``'s head, shared by the run's stages: the starting model's (saved
+        beside it), else a fresh one sized to ``model``; None without ``trainer.mtp``."""
+        if self.cfg.trainer.mtp is None:
+            return None
+        if self.mtp_head is None:
+            start = self.base_model_dir()
+            self.mtp_head = MTPHead.load(start) if has_mtp_head(start) \
+                else MTPHead.for_model(model)
+        return self.mtp_head
 
     def evaluate_logged(self, engine: Engine, tokenizer, name: str | None = None
                  ) -> dict[str, float]:

@@ -81,16 +81,18 @@ def reference_model(cfg: RunConfig, model, start_dir: Path, resumed: bool):
 
 
 def policy_trainer(cfg: RunConfig, model, optim: OptimConfig, steps: int,
-                   ref_model=None) -> PolicyTrainer:
-    """The policy's trainer: in this process, or a Ray actor (``dist.trainer_actor``)."""
-    return (RayTrainer if cfg.dist.trainer_actor else Trainer)(
-        model, optim, steps, cfg.trainer, ref_model=ref_model)
+                   ref_model=None, mtp_head=None) -> PolicyTrainer:
+    """The policy's trainer: in this process (with ``trainer.mtp``'s ``mtp_head``), or a Ray
+    actor (``dist.trainer_actor``)."""
+    if cfg.dist.trainer_actor:
+        return RayTrainer(model, optim, steps, cfg.trainer, ref_model=ref_model)
+    return Trainer(model, optim, steps, cfg.trainer, ref_model=ref_model, mtp_head=mtp_head)
 
 
 def scalar_head_settings(cfg: RunConfig) -> TrainerConfig:
     """A critic's or reward model's trainer settings: fully fine-tuned (``trainer.lora``
-    adapts the policy; a fresh scalar head must train whole)."""
-    return cfg.trainer.model_copy(update={"lora": None})
+    adapts the policy; a fresh scalar head must train whole), without an MTP head."""
+    return cfg.trainer.model_copy(update={"lora": None, "mtp": None})
 
 
 def critic_trainer(cfg: RunConfig, start_dir: Path, ckpt: Path | None) -> Trainer | None:

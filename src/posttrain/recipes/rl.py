@@ -110,7 +110,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
     start_dir = parts.start_dir("rl")
     ref = reference_model(cfg, model, start_dir, ckpt is not None) if cfg.algo.kl.coef > 0 else None
     with cluster_session(cfg):
-        trainer = policy_trainer(cfg, model, cfg.rl.optim, cfg.rl.steps, ref)
+        trainer = policy_trainer(cfg, model, cfg.rl.optim, cfg.rl.steps, ref,
+                                 parts.mtp_head_for(model))
         critic = critic_trainer(cfg, start_dir, ckpt)
         start = parts.resume(ckpt, trainer, critic)
         sync = cfg.rl.sync  # its tolerance resolved at trainer.precision (config.schema)

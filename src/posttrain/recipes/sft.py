@@ -43,7 +43,8 @@ def run_sft(trainer: Trainer, tokenizer, data: ChatData, cfg: SFTConfig, reporte
 def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
     """The ``sft`` stage; returns the trained model with whole weights."""
     cfg = parts.cfg
-    trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer)
+    trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer,
+                      mtp_head=parts.mtp_head_for(model))
     data = parts.conversations(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT",
                                cfg.sft.confessions, cfg.sft.gradings)
     run_sft(trainer, tokenizer, data, cfg.sft, parts.reporter, cfg.seed,

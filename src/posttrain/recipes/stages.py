@@ -14,7 +14,7 @@ import torch
 
 from posttrain import OPENMP_WAIT
 from posttrain.config import RunConfig
-from posttrain.models import load_model, load_tokenizer, save_model
+from posttrain.models import load_model, load_tokenizer
 from posttrain.recipes.build import RunParts, seed_everything
 from posttrain.recipes.distillation.offline import distill_stage
 from posttrain.recipes.distillation.opd import opd_stage
@@ -88,7 +88,7 @@ class Stages(RunParts):
         for stage in stages:
             stage_ckpt = ckpt if ckpt is not None and cursor["stage"] == stage else None
             model = STAGES[stage](self, model, tokenizer, engine, stage_ckpt, evals)
-            self.on_rank0(lambda: save_model(model, tokenizer, self.out / f"{stage}_model"))
+            self.on_rank0(lambda: self.save_stage_model(model, tokenizer, stage))
             engine.update_weights(((n, p.detach()) for n, p in model.named_parameters()), 0)
             if not skipped and f"eval_after_{stage}" not in evals:  # (a loop's last step did)
                 evals[f"eval_after_{stage}"] = self.evaluate_logged(engine, tokenizer,

@@ -43,7 +43,9 @@ from posttrain.models.lora import (
     merged_copy,
     merged_weights,
 )
+from posttrain.models.mtp import MTPHead
 from posttrain.models.routing import replay
+from posttrain.train.mtp_training import MTPTraining
 from posttrain.train.parallel import (
     DataParallel,
     full_optimizer_state,
@@ -143,7 +145,8 @@ class TrainingDivergedError(RuntimeError):
 class Trainer:
     def __init__(self, model: torch.nn.Module, optim: OptimConfig, total_steps: int,
                  settings: TrainerConfig | None = None,
-                 ref_model: torch.nn.Module | None = None) -> None:
+                 ref_model: torch.nn.Module | None = None,
+                 mtp_head: MTPHead | None = None) -> None:
         self.settings = settings or TrainerConfig()
         self.device = resolve_device(self.settings.device, "trainer.device")
         if any(p.dtype in (torch.bfloat16, torch.float16) for p in model.parameters()):
@@ -175,6 +178,9 @@ class Trainer:
         # what an objective keeps from step to step where the trainer lives, checkpointed
         # with it (the RL controllers: ``rl_update.controllers``)
         self.objective_state: dict[str, dict] = {}
+        # trainer.mtp: a head trained after each step (``mtp_head``, else a fresh one)
+        self.mtp = None if self.settings.mtp is None else MTPTraining(
+            mtp_head or MTPHead.for_model(model), self.settings.mtp, self.device)
 
     @property
     def sharded(self) -> bool:
@@ -278,6 +284,8 @@ class Trainer:
         self.scheduler.step()
         self.step += 1
         self.consecutive_bad = 0
+        if self.mtp is not None:
+            sums |= self.mtp.step(self.model, batch, micro_size or self.settings.micro_batch_size)
         return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 0.0,
                 "bad_steps": float(self.bad_steps), **sums}
 
@@ -319,7 +327,8 @@ class Trainer:
                 "bad_steps": self.bad_steps, "consecutive_bad": self.consecutive_bad,
                 "objective_state": copy.deepcopy(self.objective_state),
                 "precision": self.precision.state_dict(),
-                **({"adapter": adapter_state(self.model)} if is_lora(self.model) else {})}
+                **({"adapter": adapter_state(self.model)} if is_lora(self.model) else {}),
+                **({"mtp": self.mtp.state_dict()} if self.mtp is not None else {})}
 
     def load_state_dict(self, state: dict) -> None:
         """``state_dict``'s; without an optimiser state, the optimiser is left as it is."""
@@ -336,3 +345,5 @@ class Trainer:
         self.precision.load_state_dict(state.get("precision", {}))
         if "adapter" in state:
             load_adapter_state(self.model, state["adapter"])
+        if self.mtp is not None and "mtp" in state:
+            self.mtp.load_state_dict(state["mtp"])

@@ -108,3 +108,16 @@ def test_opd_sampled_estimates_the_reverse_kl_and_its_gradient():
                           generator=torch.Generator().manual_seed(0))
     # 100k draws: standard error 0.67% of the value; 0.05 is 7.5 s.e.
     assert (-adv[y]).mean().item() == pytest.approx(exact.item(), rel=0.05)
+
+
+def test_mtp_self_distill_is_the_masked_token_mean_of_kl_main_to_head():
+    main = torch.stack([P, Q, Q])[None].requires_grad_(True)  # [1, T=3, V=3]
+    head = torch.stack([Q, P, Q])[None].requires_grad_(True)
+    fn = get("divergence", "mtp_self_distill")
+    # positions 0 and 1 count: (KL(P||Q) + KL(Q||P)) / 2, the spec example's two directions
+    loss = fn(main_logp=main, mtp_logp=head, mask=t([[1.0, 1.0, 0.0]]))
+    assert loss.item() == pytest.approx((0.085123 + 0.092033) / 2, rel=1e-4)
+    loss.backward()
+    assert main.grad is None and head.grad[0, :2].abs().sum() > 0
+    assert head.grad[0, 2].abs().sum() == 0  # the masked position sends nothing
+    assert fn(main_logp=main, mtp_logp=head, mask=t([[0.0, 0.0, 0.0]])).item() == 0.0

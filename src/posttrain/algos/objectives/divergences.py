@@ -166,6 +166,20 @@ def gkd(
     return (1 - lmbda) * data_divergence + lmbda * on_policy_divergence
 
 
+@register("divergence", "mtp_self_distill", source="S03, PT (Composer 2, DeepSeek)")
+def mtp_self_distill(
+    *, main_logp: torch.Tensor, mtp_logp: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """The token mean over ``mask [..., T]`` of ``KL(sg p_main(. | x_<=t+1) || p_mtp(. |
+    h_t, e(x_t+1)))``: a multi-token-prediction head, reading the hidden state at ``t`` and
+    the next token's embedding, learns the main head's distribution of token ``t + 2``
+    (``main_logp``, ``mtp_logp``: ``[..., T, V]`` log-probs, aligned; no gradient to the main
+    model). No masked position: 0."""
+    p, q = _inputs("mtp_self_distill", main_logp, mtp_logp)
+    mask = mask.to(q.dtype)
+    return (_kl(p, q) * mask).sum() / mask.sum().clamp(min=1)
+
+
 def rl_kd_objective(reward: torch.Tensor, divergence: torch.Tensor, alpha: float) -> torch.Tensor:
     """RL with distillation: maximise ``(1 - alpha) r - alpha D``."""
     return (1 - alpha) * reward - alpha * divergence

@@ -156,6 +156,16 @@ class CriticConfig(Section):
                    "critic.enabled is false (no value model)")
 
 
+class MTPConfig(Section):
+    """``trainer.mtp``: a multi-token-prediction head (``models.mtp.MTPHead``) learns
+    ``mtp_self_distill`` on every optimiser step's batch, after the step, with its own AdamW
+    (``lr``, ``weight_decay``); the model gets no gradient from it. Saved beside each stage's
+    model and in checkpoints; speculative decoding drafts with it (``engine.draft_tokens``)."""
+
+    lr: float = Field(1e-3, gt=0, le=1)
+    weight_decay: float = Field(0.0, ge=0)
+
+
 class LoraConfig(Section):
     """LoRA adapters (through ``peft``) of rank ``r`` and scale ``alpha / r`` on the
     ``target_modules`` linear layers; the base weights stay frozen."""
@@ -197,6 +207,7 @@ class TrainerConfig(Section):
     offload: bool = False
     gradient_checkpointing: bool = False
     lora: LoraConfig | None = None
+    mtp: MTPConfig | None = None
 
     @property
     def compute_dtype(self) -> str:
@@ -221,6 +232,15 @@ class TrainerConfig(Section):
         if self.lora is not None and cfg.checkpoint_format == "sharded":
             raise ValueError("checkpoint_format=sharded saves sharded weights; trainer.lora "
                              "checkpoints its adapter: use checkpoint_format=whole")
+        if self.mtp is not None:
+            blocked = {"trainer.shard": self.shard, "trainer.lora": self.lora is not None,
+                       "dist.trainer_processes > 1": cfg.dist.trainer_processes > 1,
+                       "dist.trainer_actor": cfg.dist.trainer_actor,
+                       "sft.pack_tokens": "sft" in cfg.stages and cfg.sft.pack_tokens}
+            named = [k for k, on in blocked.items() if on]
+            if named:
+                raise ValueError(f"trainer.mtp trains its head in one process on whole, "
+                                 f"unpacked rows: not with {', '.join(named)}")
         launched = int(os.environ.get("WORLD_SIZE", "1")) > 1  # started by torchrun
         if self.shard and cfg.dist.trainer_processes == 1 and not launched:
             raise ValueError("trainer.shard shards over dist.trainer_processes (or the "

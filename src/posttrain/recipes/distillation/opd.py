@@ -112,7 +112,8 @@ def opd_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
     """The ``opd`` stage from ``opd.teachers`` (or the student itself, with
     ``opd.self_distill``); returns the trained model with whole weights."""
     cfg = parts.cfg
-    trainer = Trainer(model, cfg.opd.optim, cfg.opd.steps, cfg.trainer)
+    trainer = Trainer(model, cfg.opd.optim, cfg.opd.steps, cfg.trainer,
+                      mtp_head=parts.mtp_head_for(model))
     start = parts.resume(ckpt, trainer)
     engine.update_weights(trainer.named_weights(), start)
     with cluster_session(cfg):
