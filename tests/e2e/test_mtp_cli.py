@@ -15,9 +15,9 @@ from posttrain.cli.app import app
 from posttrain.config import ConfigError, load_config
 
 runner = CliRunner()
-COMMON = ["train", "configs/quickstart.yaml", "model.preset=nano", "threads=1",
-          "trainer.mtp={lr: 0.003}", "sft.steps=4", "sft.batch_size=8", "sft.log_every=1",
-          "eval.num_problems=4", "checkpoint_every=2"]
+BASE = ["train", "configs/quickstart.yaml", "model.preset=nano", "threads=1",
+        "trainer.mtp={lr: 0.003}", "eval.num_problems=4", "checkpoint_every=2"]
+COMMON = [*BASE, "sft.steps=4", "sft.batch_size=8", "sft.log_every=1"]
 RL = ["rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2"]
 
 
@@ -49,6 +49,27 @@ def test_a_resumed_run_ends_with_the_straight_runs_head(tmp_path):
     assert resumed.exit_code == 0 and "resuming from sft-000002" in resumed.output
     ha, hb = (load_file(out / "sft_model" / "mtp_head.safetensors") for out in (a, b))
     assert all(torch.equal(ha[k], hb[k]) for k in ha)
+    assert (b / "checkpoints" / "sft-000002" / "mtp_head.safetensors").is_file()
+
+
+def test_an_rl_run_drafts_with_its_starting_models_head_and_resumes(tmp_path):
+    sft = tmp_path / "sft"
+    assert runner.invoke(app, [*COMMON, f"out_dir={sft}", "stages=[sft]"]).exit_code == 0
+    rl = [*BASE, *RL, "rl.steps=4", f"model.path={sft / 'sft_model'}", "model.preset=null",
+          "stages=[rl]", "engine.draft_tokens=2"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        result = runner.invoke(app, [*rl, f"out_dir={out}"])
+        assert result.exit_code == 0, result.output
+    shutil.rmtree(b / "checkpoints" / "rl-000004")  # as if stopped after step 2
+    (b / "checkpoints" / "latest").write_text(json.dumps({"tag": "rl-000002"}))
+    shutil.rmtree(b / "rl_model")
+    (b / "summary.json").unlink()
+    resumed = runner.invoke(app, [*rl, f"out_dir={b}", "--resume"])  # its engine drafts from
+    assert resumed.exit_code == 0, resumed.output                  # the checkpoint's head
+    for name in ("model.safetensors", "mtp_head.safetensors"):
+        wa, wb = (load_file(out / "rl_model" / name) for out in (a, b))
+        assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
 def test_eval_drafts_with_the_saved_head_and_answers_the_same(tmp_path):

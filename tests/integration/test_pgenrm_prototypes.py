@@ -177,6 +177,15 @@ def test_the_cli_trains_prototypes_that_tell_the_users_apart(trained):
     assert load_model(out).config.hidden_size == prefs.module.users.shape[1]
 
 
+def test_more_prototypes_than_users_is_a_clear_error(tmp_path):
+    user_pairs(tmp_path / "pairs.jsonl", users=2)
+    result = CliRunner().invoke(app, [
+        "reward-model", "configs/quickstart.yaml", f"out_dir={tmp_path / 'run'}",
+        "model.preset=nano", "rm.loss=pgenrm_pair", f"rm.data={tmp_path / 'pairs.jsonl'}",
+        "rm.prototypes.count=3"])
+    assert result.exit_code != 0 and "count=3 prototypes for 2 users" in result.output
+
+
 def test_the_prototypes_judge_scores_an_rl_run(trained, tmp_path):
     out = trained[0] / "rm_model"
     result = CliRunner().invoke(app, [

@@ -35,7 +35,9 @@ class TorchEngine:
 
     With ``draft`` (an ``MTPHead``) it decodes speculatively, ``draft_tokens`` drafts a round
     (``engines.speculative``; Llama-family models): the same distribution, the same greedy
-    output, and ``speculative`` counts the drafts accepted.
+    output, and ``speculative`` counts the drafts accepted. A sampled completion then depends
+    on how generation is chunked (rounds restart at a chunk), though not its distribution;
+    its KV cache holds ``draft_tokens + 1`` slots per new token.
     """
 
     def __init__(

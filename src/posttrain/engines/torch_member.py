@@ -31,7 +31,8 @@ class TorchEngineConfig(EngineFamily):
         super().check(cfg)
 
     def build(self, model_dir: Path, dtype: str, pad_token_id: int,
-              eos_token_id: int | None, model: Any = None, record_routing: bool = False) -> Any:
+              eos_token_id: int | None, model: Any = None, record_routing: bool = False,
+              draft_dir: Path | None = None) -> Any:
         import torch
 
         from posttrain.engines.torch_engine import TorchEngine
@@ -39,7 +40,7 @@ class TorchEngineConfig(EngineFamily):
         from posttrain.models.devices import resolve_device
         from posttrain.models.mtp import MTPHead
 
-        draft = MTPHead.load(model_dir) if self.draft_tokens else None
+        draft = MTPHead.load(draft_dir or model_dir) if self.draft_tokens else None
         return TorchEngine(model if model is not None else load_model(model_dir, dtype),
                            pad_token_id, eos_token_id,
                            dtype=getattr(torch, dtype), record_routing=record_routing,

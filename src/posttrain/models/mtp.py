@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posttrain.algos import get
+from posttrain.models.frozen import frozen
 from posttrain.models.loading import load_beside, save_beside
 
 WEIGHTS, SETTINGS = "mtp_head.safetensors", "mtp_head.json"
@@ -81,11 +82,12 @@ def mtp_loss(model: nn.Module, head: MTPHead, input_ids: torch.Tensor,
              attention_mask: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
     """``mtp_self_distill`` of ``head`` on right-padded rows: at each ``t`` whose token
     ``t + 2`` is in ``loss_mask``, ``head``'s distribution from ``h_t`` and ``e(x_t+1)``
-    against ``model``'s at ``t + 1``. ``model`` runs without gradient; only ``head`` learns."""
+    against ``model``'s at ``t + 1``. ``model`` runs in eval mode without gradient; only
+    ``head`` learns."""
     if input_ids.shape[1] < 3:
         raise ValueError("mtp_loss: rows need at least 3 tokens (t, t + 1 and t + 2)")
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    with torch.no_grad():
+    with frozen(model):  # eval mode, no gradient
         out = model(input_ids=input_ids, attention_mask=attention_mask,
                     position_ids=position_ids, output_hidden_states=True)
         hidden = out.hidden_states[-1][:, :-2]

@@ -25,13 +25,18 @@ from posttrain.train import PolicyTrainer, Trainer, is_sharded
 from posttrain.train.checkpoint import CRITIC_DIR
 
 
-def make_engine(cfg: RunConfig, model_dir: Path, tokenizer, model=None) -> Engine:
+def make_engine(cfg: RunConfig, model_dir: Path, tokenizer, model=None,
+                draft_dir: Path | None = None) -> Engine:
     """The rollout engine ``engine`` describes (its member's ``build``), holding the model
     saved in ``model_dir`` (an in-process engine takes ``model``, if loaded, as it is), in the
-    trainer's compute dtype: what every command that samples a run's model samples with."""
+    trainer's compute dtype: what every command that samples a run's model samples with.
+    A speculative engine (``engine.draft_tokens``) drafts with the MTP head in ``draft_dir``
+    (default: ``model_dir``)."""
+    drafts = getattr(cfg.engine, "draft_tokens", 0) and draft_dir is not None
     return cfg.engine.build(model_dir, cfg.trainer.compute_dtype, tokenizer.pad_token_id,
                             tokenizer.eos_token_id, model=model,
-                            record_routing=cfg.trainer.routing_replay)
+                            record_routing=cfg.trainer.routing_replay,
+                            **({"draft_dir": draft_dir} if drafts else {}))
 
 
 def cluster_session(cfg: RunConfig) -> contextlib.AbstractContextManager:

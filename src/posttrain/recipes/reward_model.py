@@ -122,6 +122,9 @@ def train_prototypes(parts: RunParts, backbone: Path, out: Path) -> list[dict[st
     tokenizer, model = load_tokenizer(backbone), load_model(backbone).eval()
     pairs, held_out = parts.preference_pairs(rm)
     names = sorted(set(pair_users(pairs, "train")))
+    if p.count > len(names):
+        raise DataError(f"rm.prototypes.count={p.count} prototypes for {len(names)} users: "
+                        "set it to at most the number of users")
     row = {name: j for j, name in enumerate(names)}
     pair_users(held_out, "held-out")
     unknown = [q for q in held_out if q.user not in row]

@@ -75,7 +75,8 @@ class Stages(RunParts):
             model_dir = self.start_dir(cursor["stage"])
         tokenizer, model = load_tokenizer(model_dir), load_model(model_dir)
         self.attach_judges(tokenizer)
-        engine = make_engine(cfg, model_dir, tokenizer, model)
+        # a speculative engine drafts with the starting model's head all run, resumed too
+        engine = make_engine(cfg, model_dir, tokenizer, model, draft_dir=self.base_model_dir())
         evals: dict[str, dict] = cursor["evals"]
         skipped = self.unevaluated()
         if skipped:

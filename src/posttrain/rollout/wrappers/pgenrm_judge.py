@@ -80,8 +80,8 @@ class PGenRMJudge:
 class PrototypeJudge:
     """Each answer's ``z_t . y`` under ``prefs`` for its task's user (``user``, or the task
     row's ``user_column``): the backbone ``model``'s ``pooled_states`` of the episode's last
-    segment give the query ``q_t`` and the reply ``y``. An episode without a reply token is
-    unscored (None)."""
+    segment give the query ``q_t`` and the reply ``y`` (a segment starts with a prompt token).
+    An episode whose last segment has no reply token is unscored (None)."""
 
     model: torch.nn.Module
     prefs: UserPreferences
@@ -93,8 +93,7 @@ class PrototypeJudge:
     @torch.no_grad()
     def __call__(self, episodes: Sequence[Episode], tasks: Sequence[Task]) -> list[float | None]:
         names = [task_user(t, self.user, self.user_column, "prototypes") for t in tasks]
-        scored = [i for i, ep in enumerate(episodes)
-                  if any(ep.segments[-1].loss_mask) and not all(ep.segments[-1].loss_mask)]
+        scored = [i for i, ep in enumerate(episodes) if any(ep.segments[-1].loss_mask)]
         out: list[float | None] = [None] * len(episodes)
         for k in range(0, len(scored), self.micro_batch_size):
             rows = scored[k : k + self.micro_batch_size]
