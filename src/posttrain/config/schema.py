@@ -38,11 +38,14 @@ class ModelConfig(Section):
     """Exactly one of ``path`` (a local HF model directory) or ``preset`` (a tiny model built
     locally into ``<out_dir>/base_model``, in ``architecture``: a real Hugging Face one at tiny
     sizes). Trained models are held in fp32 (master weights); ``trainer.precision`` sets the
-    compute dtype."""
+    compute dtype. ``attn_res`` (a llama preset): Attention Residuals, ``full`` or ``block``
+    (``attn_res_block`` layers a block), instead of the residual sum (docs/models.md)."""
 
     path: str | None = None
     preset: str | None = "micro"
     architecture: Literal[ARCHITECTURES] = "llama"
+    attn_res: Literal["full", "block"] | None = None
+    attn_res_block: int = Field(2, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -66,12 +69,24 @@ class ModelConfig(Section):
         if self.path is not None and self.architecture != "llama":
             raise ValueError("model.architecture shapes a tiny preset; model.path loads its "
                              "own architecture")
+        if self.attn_res is not None and (self.path is not None or self.architecture != "llama"):
+            raise ValueError("model.attn_res shapes a tiny llama preset: set model.preset and "
+                             "model.architecture=llama (model.path loads its own)")
+        if self.attn_res != "block" and self.attn_res_block != 2:
+            raise ValueError("model.attn_res_block is set but cannot take effect: it sizes "
+                             "model.attn_res=block's blocks")
         return self
 
     def check(self, cfg) -> None:
         """Router options need a mixture-of-experts model (known here for a preset);
         ``trainer.routing_replay`` needs the routing recorded: by an engine that records it,
         in this process, on synchronous single-turn samples (the only ones that carry it)."""
+        if self.attn_res is not None:
+            for key, on in (("critic.enabled", "rl" in cfg.stages and cfg.critic.enabled),
+                            (f"engine.name={cfg.engine.name}", cfg.engine.name != "torch")):
+                if on:
+                    raise ValueError(f"model.attn_res is an architecture of posttrain's own: "
+                                     f"{key} cannot load it (a value head, another engine)")
         dense = self.path is None and self.architecture not in MOE_ARCHITECTURES
         for key, on in (("trainer.routing_replay", cfg.trainer.routing_replay),
                         ("actor.router_aux_coef", cfg.actor.router_aux_coef > 0)):

@@ -18,6 +18,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from posttrain.models.architectures import attn_res  # noqa: F401  (registers the auto classes)
 from posttrain.types import TeacherMismatchError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

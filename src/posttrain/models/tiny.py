@@ -26,6 +26,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from posttrain.models.architectures.attn_res import AttnResConfig
 from posttrain.models.presets import ARCHITECTURES, PRESETS, TinyPreset
 
 PAD, EOS, BOS = "<|pad|>", "<|im_end|>", "<|endoftext|>"
@@ -100,8 +101,8 @@ def build_tokenizer(vocab_size: int = 512, seed: int = 0) -> PreTrainedTokenizer
     return fast
 
 
-def tiny_config(architecture: str, p: TinyPreset, tokenizer, max_positions: int
-                ) -> PretrainedConfig:
+def tiny_config(architecture: str, p: TinyPreset, tokenizer, max_positions: int,
+                attn_res: str | None = None, attn_res_block: int = 2) -> PretrainedConfig:
     """``architecture``'s Hugging Face config at preset ``p``'s sizes, tied embeddings. Qwen3
     and Gemma 3 normalise q and k per head; Qwen3-MoE routes each token to 2 of 4 experts of
     half the dense width in every layer; Gemma 3 alternates sliding-window and global layers."""
@@ -113,6 +114,10 @@ def tiny_config(architecture: str, p: TinyPreset, tokenizer, max_positions: int
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id)
     head_dim = p.hidden_size // p.num_heads
+    if attn_res is not None:
+        if architecture != "llama":
+            raise ValueError("attn_res is a variant of the llama architecture")
+        return AttnResConfig(attn_res=attn_res, attn_res_block=attn_res_block, **common)
     if architecture == "llama":
         return LlamaConfig(**common)
     if architecture == "qwen2":
@@ -131,17 +136,17 @@ def tiny_config(architecture: str, p: TinyPreset, tokenizer, max_positions: int
 
 def build_tiny(
     out_dir: str | Path, preset: str = "micro", seed: int = 0, max_positions: int = 512,
-    architecture: str = "llama",
+    architecture: str = "llama", attn_res: str | None = None, attn_res_block: int = 2,
 ) -> Path:
-    """Create model + tokenizer for ``preset`` in ``architecture`` in ``out_dir`` and return
-    the directory."""
+    """Create model + tokenizer for ``preset`` in ``architecture`` (with Attention Residuals:
+    ``attn_res`` ``full`` or ``block``) in ``out_dir`` and return the directory."""
     if preset not in PRESETS:
         raise ValueError(f"unknown tiny preset {preset!r}; known: {', '.join(PRESETS)}")
     p = PRESETS[preset]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(p.vocab_size, seed=seed)
-    config = tiny_config(architecture, p, tokenizer, max_positions)
+    config = tiny_config(architecture, p, tokenizer, max_positions, attn_res, attn_res_block)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id

@@ -79,8 +79,10 @@ class RunParts(RunTasks):
         if self.cfg.model.path is not None:
             return Path(self.cfg.model.path)
         d = self.out / "base_model"
+        m = self.cfg.model
         self.on_rank0(lambda: (d / "config.json").is_file() or build_tiny(
-            d, self.cfg.model.preset, seed=self.cfg.seed, architecture=self.cfg.model.architecture))
+            d, m.preset, seed=self.cfg.seed, architecture=m.architecture, attn_res=m.attn_res,
+            attn_res_block=m.attn_res_block))
         return d
 
     def start_dir(self, stage: str) -> Path:
