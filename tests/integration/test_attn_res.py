@@ -88,6 +88,15 @@ def test_blocks_of_one_layer_are_full_and_larger_blocks_differ():
     assert not torch.allclose(full, two)
 
 
+def test_embeddings_given_directly_start_the_sources_too():
+    model = tiny("full")
+    ids = torch.randint(40, (2, 6))
+    with torch.no_grad():
+        by_ids = model(input_ids=ids).logits
+        by_embeds = model(inputs_embeds=model.model.embed_tokens(ids)).logits
+    assert torch.equal(by_ids, by_embeds)
+
+
 def test_the_queries_learn_and_change_the_output():
     model = tiny("block", 2).train()
     ids = torch.randint(40, (2, 6))
@@ -126,6 +135,7 @@ def test_a_built_preset_loads_and_decodes_with_its_cache_as_full_forwards(tmp_pa
     (["model.attn_res=full", "critic.enabled=true", "algo.adv_estimator=gae"],
      "critic.enabled cannot load it"),
     (["model.attn_res=block", "engine.name=vllm"], "engine.name=vllm cannot load it"),
+    (["model.attn_res=full", "engine.draft_tokens=2"], "engine.draft_tokens cannot work"),
 ])
 def test_what_cannot_load_the_architecture_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -139,4 +149,4 @@ def test_a_scalar_head_reward_model_is_refused(tmp_path):
 
     result = CliRunner().invoke(app, ["reward-model", "configs/quickstart.yaml",
                                       "model.attn_res=full", f"out_dir={tmp_path}"])
-    assert result.exit_code != 0 and "scalar head would load it" in result.output
+    assert result.exit_code != 0 and "scalar head cannot load it" in result.output

@@ -19,7 +19,10 @@ def hacked(op, name):
 def test_the_expert_kernel_is_correct_and_the_loop_is_slow(op):
     expert, naive = (scored(measure(OPS[op], code)) for code in (OPS[op].expert, OPS[op].naive))
     assert expert["correct"] == naive["correct"] == 1.0 and expert["hack"] == 0.0
-    assert 0.2 < expert["speed"] <= 1.0  # ~0.5; the machine's noise moves it either way
+    # ~0.5 on a quiet machine; the submission and the reference expert are timed in two
+    # jails, so load moves their ratio (0.15 measured beside a full test run): only a 10x
+    # slowdown of one against the other fails this
+    assert 0.05 < expert["speed"] <= 1.0
     assert naive["speed"] < expert["speed"] / 2  # the loop is many times slower
 
 

@@ -234,8 +234,8 @@ def reward_model(config: ConfigFile, overrides: Overrides = None, out: OutDir = 
 
     cfg = _load(config, overrides, out_dir=out)
     if cfg.model.attn_res is not None and cfg.rm.loss != "pgenrm_pair":
-        _fail("model.attn_res is an architecture of posttrain's own: a scalar head would load "
-              "it as a plain Llama (rm.loss=pgenrm_pair reads its hidden states)")
+        _fail("model.attn_res is an architecture of posttrain's own: a scalar head cannot load "
+              "it (rm.loss=pgenrm_pair reads its hidden states)")
     if cfg.rm.data is None and not cfg.task.PAIRS:
         _fail(f"rm.data is null: generated preference pairs exist for task.name=arithmetic, "
               f"not {cfg.task.name}")

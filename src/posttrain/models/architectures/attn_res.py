@@ -12,7 +12,8 @@ attention with its own ``w``.
 
 Depth attention works per token, so a KV cache needs nothing new; ``TorchEngine`` decodes the
 model through its own forward (``HFDecoder``). The layers run unchanged, wrapped by hooks:
-a pre-hook replaces each layer's input, a hook takes its update. Loading a saved directory
+a pre-hook replaces each layer's input (the first layer's starts the forward's sources), a
+hook takes its update. Loading a saved directory
 with ``from_pretrained`` needs ``posttrain.models`` imported first (the registration)."""
 
 from __future__ import annotations
@@ -77,10 +78,9 @@ class AttnResForCausalLM(LlamaForCausalLM):
         super().__init__(config)
         self.depth_queries = nn.Parameter(torch.zeros(config.num_hidden_layers + 1,
                                                       config.hidden_size))
-        self._sources: DepthSources | None = None
+        self._sources: DepthSources | None = None  # one forward's, started by the first layer
         self._inputs: dict[int, torch.Tensor] = {}
         base = self.model
-        base.embed_tokens.register_forward_hook(self._start)
         for i, layer in enumerate(base.layers):  # partials of bound methods: a deep copy of
             # the model (an engine's) rebinds them to the copy, where closures would not
             layer.register_forward_pre_hook(partial(self._read, i), with_kwargs=True)
@@ -92,13 +92,13 @@ class AttnResForCausalLM(LlamaForCausalLM):
         if module is self and hasattr(self, "depth_queries"):
             nn.init.zeros_(self.depth_queries)
 
-    def _start(self, module, args, output) -> None:
-        block = None if self.config.attn_res == "full" else self.config.attn_res_block
-        self._sources = DepthSources(output, block)
-
     def _read(self, i: int, module, args, kwargs):
-        h = args[0] if i == 0 else self._sources.read(self.depth_queries[i],
-                                                      self.config.rms_norm_eps)
+        if i == 0:  # v_0 = h_1: the embedding as the first layer gets it (LoRA'd or given)
+            block = None if self.config.attn_res == "full" else self.config.attn_res_block
+            self._sources, self._inputs = DepthSources(args[0], block), {}
+            h = args[0]
+        else:
+            h = self._sources.read(self.depth_queries[i], self.config.rms_norm_eps)
         self._inputs[i] = h
         return (h, *args[1:]), kwargs
 
