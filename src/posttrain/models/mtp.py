@@ -78,27 +78,37 @@ class MTPHead(nn.Module):
         return head
 
 
+CHUNK = 1024  # positions whose vocabulary-wide distributions exist at once
+
+
 def mtp_loss(model: nn.Module, head: MTPHead, input_ids: torch.Tensor,
              attention_mask: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
     """``mtp_self_distill`` of ``head`` on right-padded rows: at each ``t`` whose token
     ``t + 2`` is in ``loss_mask``, ``head``'s distribution from ``h_t`` and ``e(x_t+1)``
     against ``model``'s at ``t + 1``. ``model`` runs in eval mode without gradient; only
-    ``head`` learns."""
+    ``head`` learns. Logits exist only at those positions, ``CHUNK`` at a time (the token mean
+    over all of them; none: 0)."""
     if input_ids.shape[1] < 3:
         raise ValueError("mtp_loss: rows need at least 3 tokens (t, t + 1 and t + 2)")
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    with frozen(model):  # eval mode, no gradient
-        out = model(input_ids=input_ids, attention_mask=attention_mask,
-                    position_ids=position_ids, output_hidden_states=True)
-        hidden = out.hidden_states[-1][:, :-2]
-        main_logp = torch.log_softmax(out.logits[:, 1:-1].float(), dim=-1)
-        next_embeds = model.get_input_embeddings()(input_ids[:, 1:-1])
-    state = head(hidden, next_embeds)
+    rows, t = (loss_mask[:, 2:].bool() & attention_mask[:, 2:].bool()).nonzero(as_tuple=True)
     output_weight = model.get_output_embeddings().weight.detach()
-    mtp_logp = torch.log_softmax(head.logits(state, output_weight).float(), dim=-1)
-    mask = loss_mask[:, 2:].bool() & attention_mask[:, 2:].bool()
-    return get("divergence", "mtp_self_distill")(main_logp=main_logp, mtp_logp=mtp_logp,
-                                                 mask=mask)
+    with frozen(model):  # eval mode, no gradient
+        states = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                     position_ids=position_ids).last_hidden_state
+        next_embeds = model.get_input_embeddings()(input_ids[rows, t + 1])
+    fn = get("divergence", "mtp_self_distill")
+    total = torch.zeros((), dtype=torch.float32, device=input_ids.device)
+    for i in range(0, len(rows), CHUNK):
+        r, at = rows[i : i + CHUNK], t[i : i + CHUNK]
+        with torch.no_grad():
+            main_logp = torch.log_softmax(F.linear(states[r, at + 1], output_weight).float(), -1)
+        state = head(states[r, at], next_embeds[i : i + CHUNK])
+        mtp_logp = torch.log_softmax(head.logits(state, output_weight).float(), dim=-1)
+        share = len(r) / len(rows)
+        total = total + share * fn(main_logp=main_logp, mtp_logp=mtp_logp,
+                                   mask=torch.ones(len(r), device=r.device))
+    return total
 
 
 def has_mtp_head(directory: str | Path) -> bool:

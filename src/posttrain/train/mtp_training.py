@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+
 import torch
 
 from posttrain.config import MTPConfig
@@ -18,11 +21,13 @@ class MTPTraining:
         self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.lr,
                                            weight_decay=cfg.weight_decay)
 
-    def step(self, model: torch.nn.Module, batch: Batch, micro_size: int) -> dict[str, float]:
-        """One step of the head on ``batch`` (right-padded rows, ``micro_size`` at a time):
-        the loss is the token mean over the whole batch, and the gradient norm is clipped
-        to 1. A batch with no counted position (rows under 3 tokens) leaves the head as is.
-        Returns ``mtp_loss``."""
+    def step(self, model: torch.nn.Module, batch: Batch, micro_size: int,
+             autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+             ) -> dict[str, float]:
+        """One step of the head on ``batch`` (right-padded rows, ``micro_size`` at a time,
+        each forward under ``autocast``, the trainer's precision): the loss is the token mean
+        over the whole batch, and the gradient norm is clipped to 1. A batch with no counted
+        position (rows under 3 tokens) leaves the head as is. Returns ``mtp_loss``."""
         device = self.head.proj.weight.device
         self.head.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -36,7 +41,8 @@ class MTPTraining:
             if share == 0:
                 continue
             mb = mb.to(device)
-            loss = mtp_loss(model, self.head, mb.input_ids, mb.attention_mask, mb.loss_mask)
+            with autocast():
+                loss = mtp_loss(model, self.head, mb.input_ids, mb.attention_mask, mb.loss_mask)
             (loss * share).backward()
             total += float(loss) * share
         torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)

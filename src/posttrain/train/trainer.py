@@ -285,7 +285,8 @@ class Trainer:
         self.step += 1
         self.consecutive_bad = 0
         if self.mtp is not None:
-            sums |= self.mtp.step(self.model, batch, micro_size or self.settings.micro_batch_size)
+            sums |= self.mtp.step(self.model, batch, micro_size or self.settings.micro_batch_size,
+                                  self.precision.autocast)
         return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 0.0,
                 "bad_steps": float(self.bad_steps), **sums}
 
