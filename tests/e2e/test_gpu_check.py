@@ -61,6 +61,10 @@ def test_the_gpu_check_dry_runs_on_cpu():
     # smoke only: the CPU against itself (the same code on the same inputs: exactly 0)
     assert report["helpers"] == {"reward_model": 0.0, "teacher_score": 0.0,
                                  "teacher_distributions": 0.0}
+    # the MTP head learned under bf16 autocast, and its drafts were accepted at times
+    spec = report["speculative"]
+    assert spec["mtp_loss_last"] < spec["mtp_loss_first"]
+    assert 0 < spec["acceptance_rate"] <= 1 and spec["tokens_per_forward"] >= 1
     # TRL's GRPOTrainer ran from the kit's wheels beside posttrain's step
     trl = report["trl"]
     assert "trl_error" not in trl and trl["trl_step_s"] > 0 and trl["posttrain_step_s"] > 0
