@@ -151,6 +151,32 @@ class LlamaDecoder:
         states = _rms_norm(self.base.norm, self._forward(tokens, self.pos, keep, last=False))
         return self.head(states), states
 
+    def park(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A copy of ``rows``' cache as it stands (slots ``0 .. length``, their validity and
+        each row's last position), for ``restore`` to continue later."""
+        return {"k": self.k[:, rows, :, : self.length], "v": self.v[:, rows, :, : self.length],
+                "valid": self.valid[rows, : self.length], "pos": self.pos[rows, -1:]}
+
+    def restore(self, parked: list[dict[str, torch.Tensor]], more: int) -> None:
+        """A batch of the ``parked`` rows (in order), each able to take ``more`` tokens: their
+        caches side by side, the shorter ones padded with slots nobody attends to."""
+        length = max(p["valid"].shape[1] for p in parked)
+
+        def padded(t: torch.Tensor, dim: int, fill) -> torch.Tensor:
+            shape = list(t.shape)
+            shape[dim] = length + more - t.shape[dim]
+            return torch.cat([t, t.new_full(shape, fill)], dim=dim)
+
+        self.k = torch.cat([padded(p["k"], 3, 0) for p in parked], dim=1)
+        self.v = torch.cat([padded(p["v"], 3, 0) for p in parked], dim=1)
+        self.valid = torch.cat([torch.cat([p["valid"], p["valid"].new_zeros(
+            (len(p["valid"]), length - p["valid"].shape[1])), p["valid"].new_ones(
+            (len(p["valid"]), more))], dim=1) for p in parked])
+        self.pos = torch.cat([p["pos"] for p in parked])
+        self.length = length
+        positions = torch.arange(int(self.pos.max()) + more + 1, device=self.pos.device)[None]
+        self.cos, self.sin = (t[0] for t in self.base.rotary_emb(self.head.weight, positions))
+
     def commit(self, kept: torch.Tensor) -> None:
         """After ``extend`` of ``S`` tokens, keep the first ``kept[b] + 1`` of row ``b``'s:
         the others' cache slots are never attended to again, and the row continues after
@@ -202,3 +228,14 @@ class LlamaDecoder:
             return x
         self.last_hidden = _rms_norm(self.base.norm, x[:, -1])
         return self.head(self.last_hidden)
+
+
+def drop_finished(decoder: Decoder, hit: torch.Tensor, *rows: torch.Tensor
+                  ) -> tuple[torch.Tensor, ...] | None:
+    """Keep the decoder's rows that ``hit`` does not mark and the same entries of each of
+    ``rows``; None when no row is left."""
+    keep = (~hit).nonzero().squeeze(-1)
+    if len(keep) == 0:
+        return None
+    decoder.select(keep)
+    return tuple(r[keep] for r in rows)

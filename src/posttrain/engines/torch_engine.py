@@ -10,7 +10,8 @@ import torch
 from transformers import PreTrainedModel
 
 from posttrain.engines.base import GenerationOutput
-from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder
+from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder, drop_finished
+from posttrain.engines.quick import QuickOutput, answer
 from posttrain.engines.sampling import counter_uniforms, resolve_seeds, sample_tokens
 from posttrain.engines.sleep import EngineAsleepError, FreedStorage
 from posttrain.engines.speculative import SpeculativeDecoder, SpeculativeStats
@@ -161,19 +162,52 @@ class TorchEngine:
         self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
         seeds: Sequence[int] | None = None,
     ) -> list[GenerationOutput]:
+        return [o for rows, row_seeds in self._batches(prompts, sampling, seeds)
+                for o in self._generate_batch(prompts[rows], sampling, row_seeds)]
+
+    def _batches(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+                 seeds: Sequence[int] | None):
+        """``(rows, their seeds)`` of each batch of at most ``max_batch_size`` prompts."""
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         self._check_awake()
         row_seeds = torch.tensor(resolve_seeds(len(prompts), sampling, seeds), dtype=torch.long,
                                  device=self.device)
-        outs: list[GenerationOutput] = []
         for i in range(0, len(prompts), self.max_batch_size):
             rows = slice(i, i + self.max_batch_size)
-            outs += self._generate_batch(prompts[rows], sampling, row_seeds[rows])
+            yield rows, row_seeds[rows]
+
+    def _stop_ids(self, sampling: SamplingParams) -> torch.Tensor:
+        """The tokens that end a completion: ``sampling``'s and the engine's eos."""
+        stops = set(sampling.stop_token_ids)
+        if self.eos_token_id is not None:
+            stops.add(self.eos_token_id)
+        return torch.tensor(sorted(stops), dtype=torch.long, device=self.device)
+
+    @torch.inference_mode()
+    def generate_quick(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+                       quick: Sequence[int], max_quick_tokens: int = 16,
+                       seeds: Sequence[int] | None = None) -> list[QuickOutput]:
+        """``generate``, then for each completion the greedy answer to each quick-instruction
+        token of ``quick``, continuing its KV cache (``engines.quick``; the fast decoder,
+        without a draft or routing)."""
+        if not isinstance(self._decoder, LlamaDecoder) or self._drafter or self.record_routing:
+            raise ValueError("quick instructions continue the fast decoder's cache: a "
+                             "Llama-family model, without a draft or record_routing")
+        if not quick:
+            raise ValueError("quick: at least one instruction token")
+        outs: list[QuickOutput] = []
+        for rows, row_seeds in self._batches(prompts, sampling, seeds):
+            parked: list = []
+            done = self._generate_batch(prompts[rows], sampling, row_seeds, parked)
+            answers = answer(self._decoder, parked, quick, max_quick_tokens,
+                             self._stop_ids(sampling))
+            outs += [QuickOutput(o, answers[j]) for j, o in enumerate(done)]
         return outs
 
     def _generate_batch(
-        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, seeds: torch.Tensor
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, seeds: torch.Tensor,
+        parked: list | None = None,
     ) -> list[GenerationOutput]:
         distinct: dict[tuple[int, ...], int] = {}
         group = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts])
@@ -184,15 +218,13 @@ class TorchEngine:
         for i, p in enumerate(uniq):
             ids[i, p_len - len(p) :] = torch.tensor(p, dtype=torch.long)
             valid[i, p_len - len(p) :] = True
-        stops = set(sampling.stop_token_ids)
-        if self.eos_token_id is not None:
-            stops.add(self.eos_token_id)
-        stop_ids = torch.tensor(sorted(stops), dtype=torch.long, device=self.device)
+        stop_ids = self._stop_ids(sampling)
         ids, valid, group = ids.to(self.device), valid.to(self.device), group.to(self.device)
         if self._drafter is not None:
             return self._decode_speculative(prompts, sampling, seeds, ids, valid, group, stop_ids)
         with capture(self.model) if self.record_routing else contextlib.nullcontext() as rec:
-            return self._decode(prompts, sampling, seeds, ids, valid, group, stop_ids, rec)
+            return self._decode(prompts, sampling, seeds, ids, valid, group, stop_ids, rec,
+                                parked)
 
     def _decode_speculative(self, prompts, sampling, seeds, ids, valid, group, stop_ids
                             ) -> list[GenerationOutput]:
@@ -206,10 +238,11 @@ class TorchEngine:
                                  version=self._version)
                 for i, p in enumerate(prompts)]
 
-    def _decode(self, prompts, sampling, seeds, ids, valid, group, stop_ids, rec
+    def _decode(self, prompts, sampling, seeds, ids, valid, group, stop_ids, rec, parked=None
                 ) -> list[GenerationOutput]:
         """Prefill the distinct prompts ``ids`` (left-padded, ``valid``), then sample token by
-        token; with ``rec`` (a routing capture) record every processed token's experts."""
+        token; with ``rec`` (a routing capture) record every processed token's experts; with
+        ``parked`` (a list) park each finished row's cache there (``engines.quick``)."""
         max_new = sampling.max_new_tokens
         decoder = self._decoder
         logits = decoder.prefill(ids, valid, max_new)[group]
@@ -230,13 +263,16 @@ class TorchEngine:
                                                                        start[active] + t))
             tokens[active, t], logps[active, t] = tok, lp
             hit = torch.isin(tok, stop_ids)
+            if parked is not None and (bool(hit.any()) or t + 1 == max_new):
+                done = hit if t + 1 < max_new else torch.ones_like(hit)
+                parked.append((active[done], decoder.park(done.nonzero().squeeze(-1)),
+                               tok[done]))
             if bool(hit.any()):
                 lengths[active[hit]], stopped[active[hit]] = t + 1, True
-                keep = (~hit).nonzero().squeeze(-1)
-                if len(keep) == 0:
+                left = drop_finished(decoder, hit, active, tok)
+                if left is None:
                     break
-                decoder.select(keep)
-                active, tok = active[keep], tok[keep]
+                active, tok = left
             if t + 1 < max_new:
                 logits = decoder.step(tok)
                 if rec is not None:
