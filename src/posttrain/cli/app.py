@@ -18,6 +18,7 @@ from posttrain.cli.options import ConfigFile, OutDir, Overrides, Overwrite, Resu
 from posttrain.cli.options import load_or_fail as _load
 from posttrain.cli.output import console, fail_on
 from posttrain.cli.output import fail as _fail
+from posttrain.cli.quick_cmd import quick_data, quick_eval
 from posttrain.cli.serve_cmd import free_port_or_fail, serve
 from posttrain.cli.tau import tau_app
 from posttrain.cli.template import template_app
@@ -31,6 +32,8 @@ app.command(name="harness-search")(harness_search)
 app.command()(serve)
 app.command(name="filter")(filter_cmd)
 app.command(name="rejection-sample")(rejection_sample)
+app.command(name="quick-data")(quick_data)
+app.command(name="quick-eval")(quick_eval)
 
 
 def _version(shown: bool) -> None:

@@ -29,6 +29,8 @@ from posttrain.config.sections.task import TaskFamily
 from posttrain.config.sections.trainer import ActorConfig, CriticConfig, TrainerConfig
 from posttrain.models import PRESETS
 from posttrain.models.presets import ARCHITECTURES, MOE_ARCHITECTURES
+from posttrain.models.quick_tokens import NAME as QUICK_NAME
+from posttrain.models.quick_tokens import QUICK_TOKENS
 
 Task = chosen(TaskFamily, "arithmetic")  # the member ``task.name`` selects
 Engine = chosen(EngineFamily, "torch")  # the member ``engine.name`` selects
@@ -39,13 +41,26 @@ class ModelConfig(Section):
     locally into ``<out_dir>/base_model``, in ``architecture``: a real Hugging Face one at tiny
     sizes). Trained models are held in fp32 (master weights); ``trainer.precision`` sets the
     compute dtype. ``attn_res`` (a llama preset): Attention Residuals, ``full`` or ``block``
-    (``attn_res_block`` layers a block), instead of the residual sum (docs/models.md)."""
+    (``attn_res_block`` layers a block), instead of the residual sum (docs/models.md).
+    ``quick_tokens``: quick-instruction tokens (``<action>``, ...) the run's model must have;
+    those its tokenizer lacks are added, a ``path`` model then copied with them into
+    ``<out_dir>/base_model`` (docs/quick_instructions.md)."""
 
     path: str | None = None
     preset: str | None = "micro"
     architecture: Literal[ARCHITECTURES] = "llama"
     attn_res: Literal["full", "block"] | None = None
     attn_res_block: int = Field(2, ge=1)
+    quick_tokens: list[str] = Field(default_factory=list)
+
+    @field_validator("quick_tokens")
+    @classmethod
+    def _quick_tokens(cls, v: list[str]) -> list[str]:
+        bad = [n for n in v if not QUICK_NAME.fullmatch(n)]
+        if bad or len(set(v)) < len(v):
+            raise ValueError(f"distinct names of the form <word>, such as {', '.join(QUICK_TOKENS)}"
+                             + (f"; not {', '.join(map(repr, bad))}" if bad else ""))
+        return v
 
     @model_validator(mode="before")
     @classmethod

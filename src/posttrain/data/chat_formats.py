@@ -7,6 +7,10 @@
   "observation", "value": ...}], "tools": ...}``; a ``function_call`` value is the JSON call.
 - TRL: ``{"prompt", "completion"}``, each a string or a list of messages.
 
+Any of them may carry ``quick``: quick-instruction answers (``{"<action>": "search", ...}``,
+``models.quick_tokens``), asked after the messages up to the last user message. A row with
+them needs no assistant message.
+
 ``datasets`` before 5.0 gives every row every struct field of its column: an object's key that
 another row has and this one lacks comes back as null (5.0 keeps such columns as JSON).
 Null-valued keys of tool-call arguments and tool schemas are therefore dropped (give arguments
@@ -16,8 +20,11 @@ as a JSON string to keep a null).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from posttrain.models.quick_tokens import NAME as QUICK_NAME
+from posttrain.models.quick_tokens import QUICK_ROLE
 
 ROLES = ("system", "user", "assistant", "tool")
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -27,10 +34,19 @@ SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistan
 
 @dataclass(frozen=True)
 class Conversation:
-    """Chat messages to train on and the tool schemas rendered with them (None: none)."""
+    """Chat messages to train on, the tool schemas rendered with them (None: none) and the
+    answers to quick instructions asked after the last user message."""
 
     messages: list[dict]
     tools: list[dict] | None = None
+    quick: dict[str, str] = field(default_factory=dict)
+
+    def quick_examples(self) -> list[list[dict]]:
+        """One conversation per quick instruction: the messages through the last user
+        message, then the instruction and its answer (``models.chat``)."""
+        last_user = max(i for i, m in enumerate(self.messages) if m["role"] == "user")
+        return [[*self.messages[: last_user + 1], {"role": QUICK_ROLE, "name": n, "content": a}]
+                for n, a in self.quick.items()]
 
 
 def without_nulls(value: Any) -> Any:
@@ -127,9 +143,21 @@ def tool_schemas(value: Any) -> list[dict] | None:
     return without_nulls(value) or None
 
 
+def quick_answers(value: Any) -> dict[str, str]:
+    """A ``quick`` cell as ``{instruction: answer}`` (null answers dropped: another row's
+    instruction); ``ValueError`` says what is wrong."""
+    value = without_nulls(value) or {}
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and QUICK_NAME.fullmatch(k) and isinstance(v, str)
+            for k, v in value.items()):
+        raise ValueError("quick must map quick-instruction tokens such as '<action>' to "
+                         f"answer strings, got {value!r}")
+    return value
+
+
 def conversation(row: Any) -> Conversation:
     """The conversation of a row in any of the formats above; ``ValueError`` names what is
-    wrong. It must contain an assistant turn to train on."""
+    wrong. It must contain an assistant turn or quick answers to train on."""
     if not isinstance(row, dict):
         raise ValueError("a row must be an object")
     has = {k for k, v in row.items() if v is not None}  # a null cell is an absent one
@@ -143,6 +171,9 @@ def conversation(row: Any) -> Conversation:
     else:
         raise ValueError("a row needs 'messages' (OpenAI), 'conversations' (ShareGPT) or "
                          f"'prompt' and 'completion' (TRL); it has {', '.join(has) or 'nothing'}")
-    if not any(m["role"] == "assistant" for m in messages):
-        raise ValueError("no assistant message to train on")
-    return Conversation(messages, tool_schemas(row.get("tools")))
+    quick = quick_answers(row.get("quick"))
+    if quick and not any(m["role"] == "user" for m in messages):
+        raise ValueError("quick instructions are asked after a user message; there is none")
+    if not quick and not any(m["role"] == "assistant" for m in messages):
+        raise ValueError("no assistant message (or quick answers) to train on")
+    return Conversation(messages, tool_schemas(row.get("tools")), quick)

@@ -16,6 +16,7 @@ from posttrain.data.chat_formats import conversation
 from posttrain.data.reading import read_rows
 from posttrain.envs import ArithmeticTasks, EffortTask
 from posttrain.models import encode_chat
+from posttrain.models.quick_tokens import QUICK_ROLE
 from posttrain.types import Segment
 
 
@@ -34,10 +35,23 @@ class ChatData:
 
 def load_chat_data(path: str | Path) -> ChatData:
     """The conversations of the dataset at ``path`` (any format ``datasets`` reads; rows in
-    the OpenAI, ShareGPT or TRL prompt/completion form, ``data.chat_formats``). Unusable rows
-    are skipped with their reasons; none usable raises ``DataError``."""
+    the OpenAI, ShareGPT or TRL prompt/completion form, ``data.chat_formats``), and one per
+    quick-instruction answer a row has. Unusable rows are skipped with their reasons; none
+    usable raises ``DataError``."""
     rows, skipped = read_rows(path, conversation, "SFT data")
-    return ChatData([c.messages for c in rows], skipped, [c.tools for c in rows])
+    data = ChatData([], skipped, [])
+    for c in rows:
+        whole = [c.messages] if any(m["role"] == "assistant" for m in c.messages) else []
+        for messages in whole + c.quick_examples():
+            data.conversations.append(messages)
+            data.tools.append(c.tools)
+    return data
+
+
+def quick_instructions(data: ChatData) -> list[str]:
+    """The quick instructions ``data`` trains, in order of first use."""
+    return list(dict.fromkeys(c[-1]["name"] for c in data.conversations
+                              if c[-1]["role"] == QUICK_ROLE))
 
 
 def generate_arithmetic_sft(

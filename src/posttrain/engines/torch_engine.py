@@ -11,6 +11,7 @@ from transformers import PreTrainedModel
 
 from posttrain.engines.base import GenerationOutput
 from posttrain.engines.decoders import Decoder, HFDecoder, LlamaDecoder, drop_finished
+from posttrain.engines.quick import AT as QUICK_AT
 from posttrain.engines.quick import QuickOutput, answer
 from posttrain.engines.sampling import counter_uniforms, resolve_seeds, sample_tokens
 from posttrain.engines.sleep import EngineAsleepError, FreedStorage
@@ -184,30 +185,41 @@ class TorchEngine:
             stops.add(self.eos_token_id)
         return torch.tensor(sorted(stops), dtype=torch.long, device=self.device)
 
-    @torch.inference_mode()
-    def generate_quick(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
-                       quick: Sequence[int], max_quick_tokens: int = 16,
-                       seeds: Sequence[int] | None = None) -> list[QuickOutput]:
-        """``generate``, then for each completion the greedy answer to each quick-instruction
-        token of ``quick``, continuing its KV cache (``engines.quick``; the fast decoder,
-        without a draft or routing)."""
+    def check_quick(self) -> None:
+        """``ValueError`` unless this engine can answer quick instructions."""
         if not isinstance(self._decoder, LlamaDecoder) or self._drafter or self.record_routing:
             raise ValueError("quick instructions continue the fast decoder's cache: a "
                              "Llama-family model, without a draft or record_routing")
+
+    @torch.inference_mode()
+    def generate_quick(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+                       quick: Sequence[int], max_quick_tokens: int = 16,
+                       seeds: Sequence[int] | None = None, at: str = "prompt"
+                       ) -> list[QuickOutput]:
+        """``generate``, and for each prompt (``at="prompt"``) or each prompt and its
+        completion (``at="completion"``) the greedy answer to each quick-instruction token of
+        ``quick``, continuing its KV cache (``engines.quick``; the fast decoder, without a
+        draft or routing)."""
+        self.check_quick()
         if not quick:
             raise ValueError("quick: at least one instruction token")
+        if at not in QUICK_AT:
+            raise ValueError(f"at: one of {', '.join(QUICK_AT)}, got {at!r}")
         outs: list[QuickOutput] = []
         for rows, row_seeds in self._batches(prompts, sampling, seeds):
             parked: list = []
-            done = self._generate_batch(prompts[rows], sampling, row_seeds, parked)
+            done = self._generate_batch(prompts[rows], sampling, row_seeds, (at, parked))
             answers = answer(self._decoder, parked, quick, max_quick_tokens,
                              self._stop_ids(sampling))
-            outs += [QuickOutput(o, answers[j]) for j, o in enumerate(done)]
+            if at == "prompt":  # a repeated prompt was asked once, as its first request
+                by_prompt = {tuple(done[j].prompt_ids): a for j, a in answers.items()}
+                answers = {j: by_prompt[tuple(o.prompt_ids)] for j, o in enumerate(done)}
+            outs += [QuickOutput(o, answers[j], at) for j, o in enumerate(done)]
         return outs
 
     def _generate_batch(
         self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, seeds: torch.Tensor,
-        parked: list | None = None,
+        parked: tuple[str, list] | None = None,
     ) -> list[GenerationOutput]:
         distinct: dict[tuple[int, ...], int] = {}
         group = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts])
@@ -242,11 +254,19 @@ class TorchEngine:
                 ) -> list[GenerationOutput]:
         """Prefill the distinct prompts ``ids`` (left-padded, ``valid``), then sample token by
         token; with ``rec`` (a routing capture) record every processed token's experts; with
-        ``parked`` (a list) park each finished row's cache there (``engines.quick``)."""
+        ``parked`` (``(at, a list)``) park each row's cache there after the prefill
+        (``at="prompt"``) or as it finishes (``engines.quick``)."""
         max_new = sampling.max_new_tokens
         decoder = self._decoder
         logits = decoder.prefill(ids, valid, max_new)[group]
         prefill_routing = None if rec is None else rec.take().view(*ids.shape, rec.n, -1)
+        at, parked = parked or (None, None)
+        if at == "prompt":  # each distinct prompt once, as its first request
+            distinct = torch.arange(len(ids), device=self.device)
+            first = torch.full_like(distinct, len(prompts)).scatter_reduce(
+                0, group, torch.arange(len(prompts), device=self.device), "amin")
+            parked.append((first, decoder.park(distinct), None))
+            parked = None
         decoder.select(group)
         b = len(prompts)
         on = {"device": self.device}  # the sampling state lives where the logits do

@@ -10,12 +10,17 @@ from .loading import (
     load_value_model,
     save_model,
 )
-from .logprobs import naive_sequence_logprobs, sequence_logprobs, token_distributions
+from .logprobs import (
+    naive_sequence_logprobs,
+    sequence_logprobs,
+    sequence_scores,
+    sequence_values,
+    token_distributions,
+)
 from .presets import PRESETS
 from .shared_prefix import prefix_lengths
 from .text_embeddings import pooled_states
 from .tiny import build_tiny, build_tokenizer
-from .values import sequence_scores, sequence_values
 
 __all__ = [
     "PRESETS",

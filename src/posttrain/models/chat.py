@@ -1,9 +1,13 @@
-"""Render chat conversations to token ids with an assistant-only loss mask."""
+"""Render chat conversations to token ids with an assistant-only loss mask. A conversation may
+end with a quick instruction (``{"role": "quick", "name": "<action>", "content": answer}``,
+``models.quick_tokens``): the messages before it as a prompt, the token, then the answer and
+eos, the answer and eos trained."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from posttrain.models.quick_tokens import QUICK_ROLE, quick_token_ids
 from posttrain.types import ChatTemplateError
 
 
@@ -41,6 +45,9 @@ def encode_chat(
     """
     if not messages:
         raise ValueError("a conversation needs at least one message")
+    if messages[-1].get("role") == QUICK_ROLE:
+        return encode_quick(tokenizer, messages[:-1], messages[-1]["name"],
+                            messages[-1]["content"], tools)
     ids: list[int] = []
     mask: list[int] = []
     for i, msg in enumerate(messages):
@@ -63,3 +70,12 @@ def _assistant_mask(span: list[int], eos_id: int | None, role: str) -> list[int]
         return [0] * len(span)
     end = span.index(eos_id) + 1 if eos_id in span else len(span)
     return [1] * end + [0] * (len(span) - end)
+
+
+def encode_quick(tokenizer, messages: Sequence[dict], name: str, answer: str,
+                 tools: list[dict] | None = None) -> tuple[list[int], list[int]]:
+    """``(token_ids, loss_mask)`` of quick instruction ``name`` answered ``answer`` after
+    ``messages`` (rendered with the generation prompt): the answer and eos are trained."""
+    prompt = encode_prompt(tokenizer, messages, True, tools) + quick_token_ids(tokenizer, [name])
+    answer_ids = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return prompt + answer_ids, [0] * len(prompt) + [1] * len(answer_ids)

@@ -1,4 +1,5 @@
-"""Log-prob and entropy of the sampled tokens, computed in chunks.
+"""Log-prob and entropy of the sampled tokens, computed in chunks; a value model's per-token
+values and a reward model's scores, aligned the same way.
 
 The full-vocabulary fp32 logits ``[B, T, V]`` never exist at once: the decoder's hidden states
 are projected to the vocabulary ``chunk_size`` token positions at a time, and each chunk runs
@@ -121,3 +122,23 @@ class Scorer(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options):
         return sequence_logprobs(self.model, input_ids, attention_mask, **options)
+
+
+def sequence_values(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                    ) -> torch.Tensor:
+    """``V[b, t]`` = the value head on the hidden state before token ``t`` (the state in which
+    token ``t`` was chosen); ``[B, T]``, position 0 holds 0."""
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    head = out.logits[..., 0].float()
+    return torch.cat([head.new_zeros((head.shape[0], 1)), head[:, :-1]], dim=1)
+
+
+def sequence_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                    ) -> torch.Tensor:
+    """``[B]``: a reward model's scalar head on the last valid token of each right-padded
+    row."""
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    last = attention_mask.sum(dim=1) - 1
+    return out.logits[torch.arange(len(last)), last, 0].float()

@@ -10,6 +10,7 @@ initialised. Digits are always single tokens, so arithmetic is learnable.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -28,6 +29,7 @@ from transformers.utils import logging as hf_logging
 
 from posttrain.models.architectures.attn_res import AttnResConfig
 from posttrain.models.presets import ARCHITECTURES, PRESETS, TinyPreset
+from posttrain.models.quick_tokens import add_quick_tokens
 
 PAD, EOS, BOS = "<|pad|>", "<|im_end|>", "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -137,9 +139,12 @@ def tiny_config(architecture: str, p: TinyPreset, tokenizer, max_positions: int,
 def build_tiny(
     out_dir: str | Path, preset: str = "micro", seed: int = 0, max_positions: int = 512,
     architecture: str = "llama", attn_res: str | None = None, attn_res_block: int = 2,
+    quick_tokens: Sequence[str] = (),
 ) -> Path:
     """Create model + tokenizer for ``preset`` in ``architecture`` (with Attention Residuals:
-    ``attn_res`` ``full`` or ``block``) in ``out_dir`` and return the directory."""
+    ``attn_res`` ``full`` or ``block``) in ``out_dir`` and return the directory. The
+    ``quick_tokens`` are added afterwards (``add_quick_tokens``): the model is the same but
+    for their rows."""
     if preset not in PRESETS:
         raise ValueError(f"unknown tiny preset {preset!r}; known: {', '.join(PRESETS)}")
     p = PRESETS[preset]
@@ -150,6 +155,7 @@ def build_tiny(
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    add_quick_tokens(tokenizer, model, quick_tokens)
     hf_logging.disable_progress_bar()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -17,6 +17,7 @@ from posttrain.config import RunConfig
 from posttrain.engines import Engine
 from posttrain.models import build_tiny, save_model
 from posttrain.models.mtp import MTPHead, has_mtp_head
+from posttrain.models.quick_tokens import has_quick_tokens, with_quick_tokens
 from posttrain.recipes.run_dir import CHECKPOINTS
 from posttrain.recipes.run_tasks import RunTasks
 from posttrain.recipes.sampling_loop import SKILL_BANK, Checkpointer, LoopRun
@@ -76,13 +77,19 @@ class RunParts(RunTasks):
 
     # -- the run directory -----------------------------------------------------------------
     def base_model_dir(self) -> Path:
-        if self.cfg.model.path is not None:
-            return Path(self.cfg.model.path)
-        d = self.out / "base_model"
-        m = self.cfg.model
-        self.on_rank0(lambda: (d / "config.json").is_file() or build_tiny(
-            d, m.preset, seed=self.cfg.seed, architecture=m.architecture, attn_res=m.attn_res,
-            attn_res_block=m.attn_res_block))
+        """The run's starting model: a preset's build in ``base_model``, or ``model.path``
+        (copied there with the ``model.quick_tokens`` its tokenizer lacks)."""
+        m, d = self.cfg.model, self.out / "base_model"
+        if m.path is None:
+            self.on_rank0(lambda: (d / "config.json").is_file() or build_tiny(
+                d, m.preset, seed=self.cfg.seed, architecture=m.architecture,
+                attn_res=m.attn_res, attn_res_block=m.attn_res_block,
+                quick_tokens=m.quick_tokens))
+            return d
+        if not m.quick_tokens or has_quick_tokens(m.path, m.quick_tokens):
+            return Path(m.path)
+        self.on_rank0(lambda: (d / "config.json").is_file()
+                      or with_quick_tokens(m.path, d, m.quick_tokens))
         return d
 
     def start_dir(self, stage: str) -> Path:

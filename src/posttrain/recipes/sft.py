@@ -10,8 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from posttrain.config import SFTConfig
-from posttrain.data.conversations import ChatData, ConversationSegments, batch_indices
+from posttrain.data.conversations import (
+    ChatData,
+    ConversationSegments,
+    batch_indices,
+    quick_instructions,
+)
 from posttrain.engines import Engine
+from posttrain.models.quick_tokens import quick_token_ids
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.sampling_loop import due
 from posttrain.reporting import Reporter
@@ -47,6 +53,7 @@ def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
                       mtp_head=parts.mtp_head_for(model))
     data = parts.conversations(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT",
                                cfg.sft.confessions, cfg.sft.gradings)
+    quick_token_ids(tokenizer, quick_instructions(data))  # each one's token, before training
     run_sft(trainer, tokenizer, data, cfg.sft, parts.reporter, cfg.seed,
             parts.resume(ckpt, trainer), parts.checkpointer(trainer, tokenizer, "sft", evals))
     return trainer.export_model()

@@ -4,7 +4,9 @@ events.
 
 Content blocks map one to one: ``text`` is text, an assistant's ``tool_use`` a tool call whose
 arguments are its ``input``, a user's ``tool_result`` a ``tool`` message; ``system`` (a string
-or text blocks) is the system message; a tool's ``input_schema`` its parameters.
+or text blocks) is the system message; a tool's ``input_schema`` its parameters. ``quick``
+(posttrain's extension, as for chat completions) asks quick instructions; the message's
+``quick`` holds their answers.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class MessagesBody(BaseModel):
     stop_sequences: list[str] | None = None
     thinking: dict[str, Any] | None = None
     stream: bool = False
+    quick: list[str] = Field(default_factory=list, max_length=16)
 
 
 def _messages(body: MessagesBody) -> list[dict]:
@@ -75,7 +78,8 @@ def parse_messages(body: dict) -> tuple[MessagesBody, Request]:
             "parameters": t.get("input_schema", {"type": "object"})}}, i, "input_schema")
         for i, t in enumerate(msg.tools or [])] or None)
     return msg, Request(_messages(msg), tools, 1, msg.temperature, msg.top_p, msg.max_tokens,
-                        list(msg.stop_sequences or []), force_tool=force)
+                        list(msg.stop_sequences or []), force_tool=force,
+                        quick=list(dict.fromkeys(msg.quick)))
 
 
 def _blocks(s: Sampled) -> list[dict]:
@@ -89,7 +93,8 @@ def message_response(msg: MessagesBody, s: Sampled, prompt_tokens: int) -> dict:
     return {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant",
             "model": msg.model, "content": _blocks(s), "stop_reason": reason,
             "stop_sequence": s.stop_sequence,
-            "usage": {"input_tokens": prompt_tokens, "output_tokens": len(s.token_ids)}}
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": len(s.token_ids)}
+            } | ({"quick": s.quick.to_dict()} if s.quick else {})
 
 
 def message_events(msg: MessagesBody, s: Sampled, prompt_tokens: int) -> Iterator[str]:

@@ -8,6 +8,9 @@ group with each row's own seed. The engine's samples depend on a row's seed, not
 was batched. The engine is only ever called from the worker, one call at a time; an engine
 that restarted (``EngineRestarted``) is asked once more.
 
+``generate_quick`` does the same with quick instructions answered after each prompt
+(``TorchEngine.generate_quick``); requests asking the same instructions share a call.
+
 ``pause`` refuses new requests (``EngineBusy``) and waits until none is queued or running, so
 the engine's weights can change under nobody; ``resume`` lets requests in again; ``close``
 ends the worker. ``exclusive`` gives the engine to its caller without refusing anyone: new
@@ -28,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from posttrain.engines import Engine, EngineRestarted, GenerationOutput
+from posttrain.engines.quick import QuickOutput
 from posttrain.engines.sampling import resolve_seeds
 from posttrain.types import SamplingParams
 
@@ -42,6 +46,7 @@ class _Job:
     sampling: SamplingParams
     seeds: list[int]
     result: Future
+    quick: tuple[int, ...] = ()
 
 
 class Batcher:
@@ -57,7 +62,18 @@ class Batcher:
     def generate(self, prompts: list[list[int]], sampling: SamplingParams
                  ) -> list[GenerationOutput]:
         """``engine.generate(prompts, sampling)``'s answer, computed in a shared batch."""
-        job = _Job(prompts, sampling, resolve_seeds(len(prompts), sampling, None), Future())
+        return self._submit(prompts, sampling, ())
+
+    def generate_quick(self, prompts: list[list[int]], sampling: SamplingParams,
+                       quick: tuple[int, ...]) -> list[QuickOutput]:
+        """``engine.generate_quick(prompts, sampling, quick)``'s answer (instructions asked
+        after each prompt), computed in a shared batch."""
+        return self._submit(prompts, sampling, quick)
+
+    def _submit(self, prompts: list[list[int]], sampling: SamplingParams,
+                quick: tuple[int, ...]) -> list:
+        job = _Job(prompts, sampling, resolve_seeds(len(prompts), sampling, None), Future(),
+                   quick)
         with self._state:
             if self._held:
                 self.waiting += 1
@@ -132,21 +148,28 @@ class Batcher:
             rows += len(job.prompts)
         return jobs
 
-    def _run(self, prompts, sampling, seeds) -> list[GenerationOutput]:
+    def _run(self, prompts, sampling, seeds, quick) -> list:
+        def once() -> list:
+            if quick:
+                return self.engine.generate_quick(prompts, sampling, quick, seeds=seeds,
+                                                  at="prompt")
+            return self.engine.generate(prompts, sampling, seeds)
+
         try:
-            return self.engine.generate(prompts, sampling, seeds)
+            return once()
         except EngineRestarted:  # its lost work, once more
-            return self.engine.generate(prompts, sampling, seeds)
+            return once()
 
     def _work(self) -> None:
         while (gathered := self._gather()) is not None:
-            groups: dict[SamplingParams, list[_Job]] = defaultdict(list)
+            groups: dict[tuple[SamplingParams, tuple[int, ...]], list[_Job]] = defaultdict(list)
             for job in gathered:
-                groups[dataclasses.replace(job.sampling, seed=None)].append(job)
-            for sampling, jobs in groups.items():
+                groups[dataclasses.replace(job.sampling, seed=None), job.quick].append(job)
+            for (sampling, quick), jobs in groups.items():
                 prompts = [p for j in jobs for p in j.prompts]
                 try:
-                    outs = self._run(prompts, sampling, [s for j in jobs for s in j.seeds])
+                    outs = self._run(prompts, sampling, [s for j in jobs for s in j.seeds],
+                                     quick)
                 except Exception as exc:  # every waiting request learns of it
                     for j in jobs:
                         j.result.set_exception(exc)

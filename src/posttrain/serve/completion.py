@@ -5,7 +5,8 @@ characters needs at least ``c / L`` tokens, ``L`` the longest token's length in 
 more than the context window is refused at once), renders it with the model's chat template
 (tool calls the server returned replayed as sampled, others in the model's tool-call format;
 a final assistant message is continued, not closed), checks it fits the context window,
-samples ``n`` choices with the engine (batched with other sessions' requests: ``Batcher``),
+samples ``n`` choices with the engine (batched with other sessions' requests: ``Batcher``;
+with ``quick`` instructions, answered from the prompt's KV cache first: ``generate_quick``),
 cuts each at its first stop string, parses its tool calls in the model's format
 (``tool_formats``; each gets a unique id), and records the call in the session's trace. A
 malformed tool call stays in the text, with its parse error on the choice. A ``tool_choice``
@@ -20,16 +21,18 @@ call's number when the session has one, so the samples do not depend on timing.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import uuid
 
 from posttrain.engines import Engine
 from posttrain.models import render_prompt
+from posttrain.models.quick_tokens import quick_token_ids
 from posttrain.serve.batching import Batcher
 from posttrain.serve.bridge import Choice, SessionTrace
 from posttrain.serve.messages import normalised, rendered
-from posttrain.serve.requests import Request, RequestError, Sampled
+from posttrain.serve.requests import QuickAnswers, Request, RequestError, Sampled
 from posttrain.serve.tool_choice import ANY_TOOL
 from posttrain.serve.tool_formats import ToolFormat, call_opening, detect
 from posttrain.types import SamplingParams
@@ -70,9 +73,19 @@ class Completer:
             messages = continued(messages, opening)
         prompt = self._prompt(messages, request.tools, trace)
         sampling = self._sampling(request, self.context - len(prompt), len(prompt), trace)
-        outs = self.batcher.generate([prompt] * request.n, sampling)
+        quick = self._quick_ids(request.quick)
+        if quick:
+            asked = self.batcher.generate_quick([prompt] * request.n, sampling, quick)
+            outs = [o.output for o in asked]
+        else:
+            outs = self.batcher.generate([prompt] * request.n, sampling)
         sampled = [self._choice(o.token_ids, o.logprobs, o.version, o.finish_reason,
                                 request.stop, request.tools, opening) for o in outs]
+        if quick:
+            answers = QuickAnswers({name: self.tokenizer.decode(a, skip_special_tokens=True)
+                                    for name, a in zip(request.quick, asked[0].answers)},
+                                   asked[0].prefill_saved)
+            sampled = [dataclasses.replace(s, quick=answers) for s in sampled]
         if trace is not None:
             self._record(trace, prompt, messages, sampled, request.tools, opening)
         return len(prompt), sampled
@@ -93,6 +106,21 @@ class Completer:
             trace.sampled_calls |= {c.call_id: reply["content"] for c in s.tool_calls}
             if not s.tool_calls:
                 trace.sampled_texts[clients + s.text] = reply["content"]
+
+    def _quick_ids(self, names: list[str]) -> tuple[int, ...]:
+        """The tokens of the quick instructions ``names``; a ``RequestError`` when the
+        tokenizer lacks one or the engine cannot answer them."""
+        if not names:
+            return ()
+        check = getattr(self.engine, "check_quick", None)
+        try:
+            if check is None:
+                raise ValueError("this server's engine does not answer quick instructions "
+                                 "(the torch engine does, with a Llama-family model)")
+            check()
+            return tuple(quick_token_ids(self.tokenizer, names))
+        except ValueError as exc:
+            raise RequestError(f"quick: {exc}", "quick") from None
 
     def _check_length(self, messages: list[dict]) -> None:
         chars = sum(len(m["content"]) for m in messages if isinstance(m.get("content"), str))

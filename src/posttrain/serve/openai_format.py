@@ -17,7 +17,8 @@ from posttrain.serve.tool_choice import applied, from_chat
 
 class ChatBody(BaseModel):
     """The fields posttrain reads; others (``user``, ``metadata``, ...) are accepted and
-    ignored."""
+    ignored. ``quick`` (posttrain's extension): quick-instruction tokens to answer after the
+    prompt; the response's ``quick`` holds the answers."""
 
     model_config = ConfigDict(extra="allow")
     model: str
@@ -35,6 +36,7 @@ class ChatBody(BaseModel):
     top_logprobs: int | None = Field(None, ge=0, le=20)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
+    quick: list[str] = Field(default_factory=list, max_length=16)
 
 
 def parse_chat(body: dict) -> tuple[ChatBody, Request]:
@@ -53,7 +55,8 @@ def parse_chat(body: dict) -> tuple[ChatBody, Request]:
                 for i, m in enumerate(chat.messages)]
     stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
     return chat, Request(messages, tools, chat.n, chat.temperature, chat.top_p,
-                         chat.max_completion_tokens or chat.max_tokens, stop, chat.seed, force)
+                         chat.max_completion_tokens or chat.max_tokens, stop, chat.seed, force,
+                         list(dict.fromkeys(chat.quick)))
 
 
 MEDIA_PARTS = ("image", "image_url", "input_image", "input_audio", "input_file", "file",
@@ -129,7 +132,12 @@ def completion_response(chat: ChatBody, sampled: list[Sampled], prompt_tokens: i
                                  "tool_calls": tool_calls(s)},
                      "logprobs": _logprobs(s, tokenizer) if chat.logprobs else None}
                     for i, s in enumerate(sampled)],
-        "usage": usage(prompt_tokens, sampled)}
+        "usage": usage(prompt_tokens, sampled)} | quick_field(sampled)
+
+
+def quick_field(sampled: list[Sampled]) -> dict:
+    """The response's ``quick`` (its answers), for a request that asked some."""
+    return {"quick": sampled[0].quick.to_dict()} if sampled and sampled[0].quick else {}
 
 
 def completion_chunks(chat: ChatBody, sampled: list[Sampled], prompt_tokens: int,
@@ -151,9 +159,9 @@ def completion_chunks(chat: ChatBody, sampled: list[Sampled], prompt_tokens: int
         for k, call in enumerate(tool_calls(s) or []):
             yield event(i, {"tool_calls": [{"index": k, **call}]})
         yield event(i, {}, s.finish_reason, _logprobs(s, tokenizer) if chat.logprobs else None)
-    if (chat.stream_options or {}).get("include_usage"):
+    if (chat.stream_options or {}).get("include_usage") or chat.quick:
         last = {**base, "choices": [], "usage": usage(prompt_tokens, sampled)}
-        yield f"data: {json.dumps(last)}\n\n"
+        yield f"data: {json.dumps(last | quick_field(sampled))}\n\n"
     yield "data: [DONE]\n\n"
 
 

@@ -33,6 +33,18 @@ def validated(model: type[M], body: dict) -> M:
         raise RequestError(f"{where}: {first['msg']}", where) from None
 
 
+@dataclass(frozen=True)
+class QuickAnswers:
+    """A request's quick instructions answered after its prompt (``quick``, docs/serve.md),
+    and the prompt tokens a separate request per instruction would have prefilled again."""
+
+    answers: dict[str, str]
+    prefill_saved: int
+
+    def to_dict(self) -> dict:
+        return {"answers": self.answers, "prefill_saved": self.prefill_saved}
+
+
 @dataclass
 class Sampled:
     """One choice as the APIs return it."""
@@ -45,6 +57,7 @@ class Sampled:
     logprobs: list[float]
     version: int
     stop_sequence: str | None = None  # the stop string that ended it
+    quick: QuickAnswers | None = None  # the request's, on each of its choices
 
 
 @dataclass
@@ -60,3 +73,4 @@ class Request:
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
     force_tool: str | None = None  # a tool the reply must call (``tool_choice.ANY_TOOL``: any)
+    quick: list[str] = field(default_factory=list)  # quick instructions to answer (their tokens)

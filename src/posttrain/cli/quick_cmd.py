@@ -1,0 +1,98 @@
+"""``posttrain quick-data`` and ``posttrain quick-eval``: quick-instruction rows from the
+built-in task families, and their answers' accuracy through the engine or a served endpoint
+(docs/quick_instructions.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from posttrain.cli.output import console, fail, fail_on
+
+
+def quick_data(
+    out: Annotated[Path, typer.Argument(help="JSONL file to write")],
+    rows: Annotated[int, typer.Option(min=1, help="how many rows")] = 3000,
+    split: Annotated[str, typer.Option(help="train, or eval (held out)")] = "train",
+    seed: Annotated[int, typer.Option(help="the rows' seed")] = 0,
+) -> None:
+    """Write quick-instruction rows of the built-in task families (JSONL).
+
+    Each row is a task's prompt with its answers to <action>, <query> and <domain>: train rows
+    for sft.data, eval rows (held out) for quick-eval --data."""
+    from posttrain.data.quick_data import quick_rows
+
+    if split not in ("train", "eval"):
+        fail(f"--split is train or eval, not {split!r}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in quick_rows(rows, split, seed)))
+    tmp.replace(out)
+    console.print(f"wrote {rows} {split} rows to {out}")
+
+
+def quick_eval(
+    model: Annotated[Path | None, typer.Argument(
+        help="local model directory (a Llama-family model; or --url)")] = None,
+    data: Annotated[Path | None, typer.Option(
+        help="rows with quick answers (default: --rows held-out rows of the built-in tasks)")
+    ] = None,
+    rows: Annotated[int, typer.Option(min=1, help="held-out rows without --data")] = 300,
+    url: Annotated[str | None, typer.Option(
+        help="ask a served model instead (posttrain serve's base URL, e.g. "
+             "http://127.0.0.1:8000/v1)")] = None,
+    served_model: Annotated[str, typer.Option(help="the model name to ask at --url")] = "",
+    api_key: Annotated[str, typer.Option(help="the key to send to --url")] = "quick-eval",
+    max_tokens: Annotated[int, typer.Option(min=1, help="longest answer, in tokens")] = 16,
+    out: Annotated[Path | None, typer.Option(help="write the report here too (JSON)")] = None,
+) -> None:
+    """Ask quick instructions after held-out prompts; print their accuracy (JSON).
+
+    Each row's instructions are answered from its prompt's KV cache, through the engine or a
+    served model (--url); the report adds the prompt tokens not prefilled again."""
+    from posttrain.data.chat_formats import conversation
+    from posttrain.data.quick_data import quick_rows
+    from posttrain.data.reading import read_rows
+    from posttrain.recipes.outer.quick_eval import ask_served, report
+    from posttrain.types import DataError
+
+    if (model is None) == (url is None):
+        fail("give MODEL (ask it through the engine) or --url (ask a served model), not both")
+
+    def parse(row: dict):
+        c = conversation(row)
+        if not c.quick:
+            raise ValueError("no quick answers")
+        return c, str(row.get("source") or "all")
+
+    with fail_on(DataError, FileNotFoundError):
+        parsed = [parse(r) for r in quick_rows(rows, "eval")] if data is None \
+            else read_rows(data, parse, "quick-eval data")[0]
+    convs, sources = [c for c, _ in parsed], [s for _, s in parsed]
+    if url is not None:
+        from openai import OpenAI
+
+        client = OpenAI(base_url=url, api_key=api_key)
+        asked = ask_served(client, served_model or client.models.list().data[0].id, convs)
+    else:
+        asked = _ask_local(model, convs, max_tokens)
+    result = report(convs, sources, asked) | {"through": "serve" if url else "engine"}
+    if out is not None:
+        out.write_text(json.dumps(result, indent=2) + "\n")
+    typer.echo(json.dumps(result, indent=2))
+
+
+def _ask_local(model: Path, convs, max_tokens: int):
+    from posttrain.engines import TorchEngine
+    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.recipes.outer.quick_eval import ask_engine
+
+    # a model without the tokens, or whose engine cannot continue a cache: ValueError
+    with fail_on(ModelNotFoundError, ValueError):
+        tok = load_tokenizer(model)
+        engine = TorchEngine(load_model(model), tok.pad_token_id, tok.eos_token_id)
+        engine.check_quick()
+        return ask_engine(engine, tok, convs, max_tokens)
