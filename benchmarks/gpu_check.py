@@ -24,7 +24,11 @@
   (its first and last ``mtp_loss``), then a bf16 ``TorchEngine`` on the device decoding 32
   prompts greedily with 2 drafts a round against plain decoding: the share of completions
   that are the same (near ties in bf16 may differ), the acceptance rate, tokens a forward and
-  tokens/s of each.
+  tokens/s of each;
+- ``quick``: a bf16 ``TorchEngine`` on the device answering ``<action>`` and ``<query>``
+  from the KV cache of 32 prompts, after each prompt and after each completion, against
+  separate requests that prefill the sequence again: the share of answers that are the same
+  (near ties in bf16 may differ) and the prefill tokens each way.
 
     python benchmarks/gpu_check.py                  # cuda, Qwen3-0.6B shape
     python benchmarks/gpu_check.py --device cpu --tiny   # the same code on a tiny model (CI)
@@ -388,6 +392,33 @@ def speculative(device: torch.device, tmp: Path) -> dict:
             "speculative_tokens_per_s": runs["speculative"][1]}
 
 
+def quick(device: torch.device, tmp: Path) -> dict:
+    from posttrain.models.quick_tokens import QUICK_TOKENS, quick_token_ids
+
+    d = build_tiny(tmp / "quick", "small", quick_tokens=QUICK_TOKENS)
+    tok = load_tokenizer(d)
+    engine = TorchEngine(load_model(d), tok.pad_token_id, None, dtype=torch.bfloat16,
+                         device=device)
+    g = torch.Generator().manual_seed(1)
+    prompts = torch.randint(8, len(tok) - len(QUICK_TOKENS), (32, 24), generator=g).tolist()
+    asked = quick_token_ids(tok, ["<action>", "<query>"])
+    reply = SamplingParams(temperature=0.0, max_new_tokens=16)
+    short = SamplingParams(temperature=0.0, max_new_tokens=8)
+    report = {}
+    for at in ("prompt", "completion"):
+        outs = engine.generate_quick(prompts, reply, asked, 8, at=at)
+        seqs = [o.output.prompt_ids + (o.output.token_ids if at == "completion" else [])
+                for o in outs]
+        separate = engine.generate([s + [q] for s in seqs for q in asked], short)
+        answers = [a for o in outs for a in o.answers]
+        report[at] = {"same_answers": sum(a == s.token_ids for a, s in zip(answers, separate))
+                      / len(answers),
+                      "prefill_quick": (1 if at == "prompt" else 2) * len(answers),
+                      "prefill_separate": sum(len(s) + 1 for s in seqs) * len(asked),
+                      "prefill_saved": sum(o.prefill_saved for o in outs)}
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -404,6 +435,7 @@ def main() -> None:
                   "routing_replay": routing_replay(device, tmp),
                   "resume": resume(device, tmp), "sleep": sleep(device, tmp),
                   "helpers": helpers(device, tmp), "speculative": speculative(device, tmp),
+                  "quick": quick(device, tmp),
                   "trl": side_by_side(device, args.tiny, tmp)}
     report["seconds"] = time.perf_counter() - start
     print(json.dumps(report, indent=2))

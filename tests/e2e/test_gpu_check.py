@@ -65,6 +65,11 @@ def test_the_gpu_check_dry_runs_on_cpu():
     spec = report["speculative"]
     assert spec["mtp_loss_last"] < spec["mtp_loss_first"]
     assert 0 < spec["acceptance_rate"] <= 1 and spec["tokens_per_forward"] >= 1
+    # quick instructions from the cache: what separate requests prefill, less one or two a
+    # question; the answers mostly theirs (bf16 near ties may differ)
+    for at, q in report["quick"].items():
+        assert q["prefill_saved"] == q["prefill_separate"] - q["prefill_quick"], at
+        assert q["same_answers"] > 0, at
     # TRL's GRPOTrainer ran from the kit's wheels beside posttrain's step
     trl = report["trl"]
     assert "trl_error" not in trl and trl["trl_step_s"] > 0 and trl["posttrain_step_s"] > 0
