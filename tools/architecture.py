@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engines", "rewards"),
     ("harness",),
     ("envs", "serve", "skills", "viewer"),
-    ("data", "audit", "harness_search"),
+    ("data", "audit", "harness_search", "synthesis"),
     ("rollout", "train"),
     ("cluster",),
     ("recipes",),

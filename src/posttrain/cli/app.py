@@ -20,6 +20,7 @@ from posttrain.cli.output import console, fail_on
 from posttrain.cli.output import fail as _fail
 from posttrain.cli.quick_cmd import quick_data, quick_eval
 from posttrain.cli.serve_cmd import free_port_or_fail, serve
+from posttrain.cli.synthesize_cmd import synthesize_app
 from posttrain.cli.tau import tau_app
 from posttrain.cli.template import template_app
 
@@ -28,6 +29,7 @@ app.add_typer(tau_app, name="tau")
 app.add_typer(template_app, name="template")
 app.add_typer(config_app, name="config")
 app.add_typer(env_app, name="env")
+app.add_typer(synthesize_app, name="synthesize")
 app.command(name="harness-search")(harness_search)
 app.command()(serve)
 app.command(name="filter")(filter_cmd)

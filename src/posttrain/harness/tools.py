@@ -71,10 +71,16 @@ class Tool:
     tool in a forked process that is killed at the timeout (a thread cannot be killed: a
     non-isolated sync tool that hangs returns a timeout error while its thread runs on)."""
 
-    def __init__(self, fn: Callable, timeout: float = 10.0, isolated: bool = False) -> None:
+    def __init__(self, fn: Callable, timeout: float = 10.0, isolated: bool = False,
+                 schema: dict | None = None) -> None:
+        """``schema`` (OpenAI's function form): shown instead of ``fn``'s own, and ``fn``
+        takes the arguments as keywords unchecked (the implementation checks them)."""
         if isolated and inspect.iscoroutinefunction(fn):
             raise ValueError(f"tool {fn.__name__}: an async tool cannot run isolated")
         self.fn, self.timeout, self.isolated = fn, timeout, isolated
+        if schema is not None:
+            self.name, self.schema, self._validated = schema["function"]["name"], schema, fn
+            return
         self.name = fn.__name__
         from transformers.utils import get_json_schema  # transformers only when a tool is made
 

@@ -1,0 +1,67 @@
+"""``posttrain synthesize``: build verifiable tasks (docs/synthesis.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from posttrain.cli.output import console, fail, fail_on
+
+synthesize_app = typer.Typer(no_args_is_help=True,
+                             help="synthesise verifiable tasks: tool environments.")
+
+
+def builder_of(spec: str, seed: int, flaw_rate: float, model: str | None):
+    """``scripted``, an OpenAI-compatible base URL (a served model), or a dotted path to a
+    ``BuildRequest -> files`` callable."""
+    from posttrain.synthesis.scripted import ScriptedToolBuilder
+
+    if spec == "scripted":
+        return ScriptedToolBuilder(seed, flaw_rate)
+    if spec.startswith(("http://", "https://")):
+        from posttrain.synthesis.prompted import PromptedBuilder, served_chat
+
+        return PromptedBuilder(served_chat(spec, model))
+    from posttrain.config.extension import ExtensionError, load_object
+
+    with fail_on(ExtensionError):
+        return load_object(spec)
+
+
+@synthesize_app.command()
+def tools(
+    out: Annotated[Path, typer.Argument(help="directory for the environments and report.json")],
+    count: Annotated[int, typer.Option(min=1, help="environments to attempt")] = 50,
+    builder: Annotated[str, typer.Option(
+        help="scripted, a served model's base URL (http://HOST:PORT/v1), or a dotted path "
+             "to a BuildRequest -> files callable")] = "scripted",
+    model: Annotated[str | None, typer.Option(
+        help="the model name to ask at a --builder URL (default: its first)")] = None,
+    max_level: Annotated[int, typer.Option(min=1, help="the hardest level asked")] = 4,
+    max_rounds: Annotated[int, typer.Option(min=1, help="drafts per environment")] = 6,
+    flaw_rate: Annotated[float, typer.Option(
+        min=0, max=1, help="scripted: share of first drafts with a planted verifier bug")] = 0.0,
+    seed: Annotated[int, typer.Option(help="scripted: the builder's seed")] = 0,
+) -> None:
+    """Build tool environments: a database, tools, a task, a verifier and a solution each.
+
+    Each draft is validated in the sandbox (the reference solution calls only tools and the
+    verifier accepts its answer and rejects the empty one), sent back with the reason until
+    it validates, then asked for one level harder; the hardest valid draft is kept. Prints the
+    report (also in OUT/report.json); train on OUT with task.name=tool_envs task.dir=OUT."""
+    from posttrain.reporting import StepProgress
+    from posttrain.synthesis.tool_envs import synthesize_tool_envs
+
+    if out.exists() and any(out.iterdir()):
+        fail(f"{out} is not empty: give the environments a new directory")
+    make = builder_of(builder, seed, flaw_rate, model)
+    bar = StepProgress(console)
+    bar.start("environments", count)
+    report = synthesize_tool_envs(make, count, out, max_level, max_rounds,
+                                  lambda done: bar.advance(done))
+    bar.finish()
+    summary = {k: v for k, v in report.items() if k != "environments"}
+    typer.echo(json.dumps(summary, indent=2))

@@ -1,0 +1,126 @@
+"""Tool-environment synthesis (docs/synthesis.md): every kept environment passes its reference
+solution and fails the empty answer; the validation names each planted defect; a draft sent
+back with its reason is fixed and then made harder; duplicates are dropped; a model builder's
+replies are parsed, and a tiny served model's failures are reported; a kept environment plays
+through its own tools and verifier."""
+
+import json
+
+import pytest
+
+from posttrain.envs.tool_env import ToolEnvFiles, ToolEnvRunner, ToolEnvTasks
+from posttrain.synthesis.prompted import PromptedBuilder, draft_json, served_chat
+from posttrain.synthesis.scripted import MAX_LEVEL, BuildRequest, ScriptedToolBuilder
+from posttrain.synthesis.tool_envs import synthesize_tool_envs, validate
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth") / "envs"
+    return out, synthesize_tool_envs(ScriptedToolBuilder(0, flaw_rate=0.5), 6, out)
+
+
+def test_kept_environments_pass_their_solution_and_fail_the_empty_answer(built):
+    out, report = built
+    assert report["kept"] == 6 and sum(report["levels"].values()) == 6
+    # each planted flaw was caught and fixed: a draft either failed or validated its level,
+    # and the loop went up a level after each valid one (until max_rounds drafts)
+    assert set(report["failed_drafts"]) == {"the verifier rejects the reference solution's "
+                                            "answer"}
+    for row in report["environments"]:
+        assert row["rounds"] == row["level"] + len(row["failures"]) <= 6
+        assert row["level"] == MAX_LEVEL or row["rounds"] == 6
+        env = ToolEnvFiles.load(out / row["kept"])
+        runner = ToolEnvRunner(env)
+        answer, calls = runner.solve()
+        assert answer == env.spec["meta"]["trace"]["answer"] and len(calls) >= 2
+        assert runner.verify(answer) is True and runner.verify("") is False
+
+
+def draft(**changes) -> dict:
+    files = ScriptedToolBuilder(1)(BuildRequest(0, 2))
+    return {**files, **changes}
+
+
+@pytest.mark.parametrize(("files", "reason"), [
+    ({k: v for k, v in draft().items() if k != "verifier.py"}, "malformed: missing verifier.py"),
+    (draft(**{"solution.py": "def solve(call):\n    return len(open('db.json').read())\n"}),
+     "does not only call tools: it uses open"),
+    (draft(**{"solution.py": "import json\ndef solve(call):\n    return 1\n"}),
+     "does not only call tools: it imports"),
+    (draft(**{"solution.py": "def solve(call):\n    return 42\n"}), "calls no tool"),
+    (draft(**{"verifier.py": "def verify(db, answer):\n    return True\n"}),
+     "does not reject the empty answer"),
+    (draft(**{"verifier.py": "def verify(db, answer):\n    return 1 / 0\n"}),
+     "the verifier failed: ZeroDivisionError"),
+    (draft(**{"tools.py": "def find_x(db, name):\n    raise KeyError(name)\n"}),
+     "the reference solution failed: AttributeError"),
+])
+def test_validation_names_each_planted_defect(files, reason):
+    _, check = validate(files)
+    assert reason in check.reason
+
+
+def test_duplicates_are_dropped_and_a_models_replies_are_parsed(tmp_path):
+    same = ScriptedToolBuilder(2)
+
+    def reply(messages):  # a model that writes one environment, whatever it is asked
+        return "Here it is: " + draft_json(same(BuildRequest(0, 1))) + " Done."
+
+    report = synthesize_tool_envs(PromptedBuilder(reply), 3, tmp_path / "envs", max_level=1)
+    assert report["kept"] == 1 and report["dropped"] == {
+        "duplicate: a kept task asks the same over the same database": 2}
+    assert [r.get("duplicate_of") for r in report["environments"]][1:] == ["scripted-2-00000"] * 2
+    asked = PromptedBuilder(reply).messages(BuildRequest(3, 2, same(BuildRequest(3, 1)),
+                                                         "the verifier failed: KeyError"))
+    assert asked[-1]["content"] == "That fails validation: the verifier failed: KeyError. " \
+                                   "Fix it." and json.loads(asked[-2]["content"])["solution"]
+
+
+def test_a_tiny_served_builders_failures_are_reported(tmp_path, tiny_dir):
+    from posttrain.engines import TorchEngine
+    from posttrain.models import load_model, load_tokenizer
+    from posttrain.serve import Completer, Sessions, create_app, running
+
+    tok = load_tokenizer(tiny_dir)
+    engine = TorchEngine(load_model(tiny_dir), tok.pad_token_id, tok.eos_token_id)
+    with running(create_app(Completer(engine, tok, 512, 32), Sessions(), "tiny")) as url:
+        report = synthesize_tool_envs(PromptedBuilder(served_chat(url)), 3, tmp_path / "e",
+                                      max_rounds=2)
+    assert report["kept"] == 0 and report["drafts"] == 6
+    assert sum(report["dropped"].values()) == 3
+    assert all(k.startswith("the builder failed") for k in report["failed_drafts"])
+
+
+def test_a_kept_environment_plays_through_its_tools_and_verifier(built):
+    out, _ = built
+    tasks = ToolEnvTasks(out, eval_fraction=0.2)
+    problem = tasks.splits["train"][0]
+    episode = tasks.make_env(problem.reference)
+    name, arguments, result = problem.calls[0]
+    call = next(iter(episode.tools.tools.values()))
+    assert {t["function"]["name"] for t in episode.tools.schemas()} == set(
+        problem.env.tool_names)
+    import asyncio
+
+    assert json.loads(asyncio.run(episode.tools.tools[name](arguments))) == result
+    assert call.schema == problem.env.spec["tools"][0]
+    assert episode.verdict(f"It is <answer>{problem.answer}</answer>") == {"correct": 1.0}
+    assert episode.verdict("<answer>nobody</answer>") == {"correct": 0.0}
+    held = {p.reference for p in tasks.splits["eval"]}
+    assert held and not held & {p.reference for p in tasks.splits["train"]}
+
+
+def test_the_command_writes_the_environments_and_refuses_a_used_directory(tmp_path):
+    from typer.testing import CliRunner
+
+    from posttrain.cli.app import app
+
+    out = tmp_path / "envs"
+    result = CliRunner().invoke(app, ["synthesize", "tools", str(out), "--count", "2",
+                                      "--max-level", "1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "report.json").read_text())["kept"] == 2
+    assert len(list(out.glob("*/env.json"))) == 2
+    again = CliRunner().invoke(app, ["synthesize", "tools", str(out), "--count", "2"])
+    assert again.exit_code != 0 and "is not empty" in again.output
