@@ -50,7 +50,7 @@ def draft(**changes) -> dict:
      "does not only call tools: it imports"),
     (draft(**{"solution.py": "def solve(call):\n    return 42\n"}), "calls no tool"),
     (draft(**{"verifier.py": "def verify(db, answer):\n    return True\n"}),
-     "does not reject the empty answer"),
+     "leaky: the verifier accepts the empty answer, a refusal, an answer spray"),
     (draft(**{"verifier.py": "def verify(db, answer):\n    return 1 / 0\n"}),
      "the verifier failed: ZeroDivisionError"),
     (draft(**{"tools.py": "def find_x(db, name):\n    raise KeyError(name)\n"}),
@@ -59,6 +59,28 @@ def draft(**changes) -> dict:
 def test_validation_names_each_planted_defect(files, reason):
     _, check = validate(files)
     assert reason in check.reason
+
+
+def level_one(**changes) -> dict:
+    files = ScriptedToolBuilder(1)(BuildRequest(0, 1))
+    return {**files, **{name: edit(files[name]) for name, edit in changes.items()}}
+
+
+def test_the_audit_rejects_a_leaky_a_flaky_and_an_unstable_environment():
+    """A substring verifier lets an answer spray through; a verifier that flips a coin
+    disagrees with itself over 20 runs (all 20 alike with probability 2 ** -19); a tool
+    that answers at random makes the reference solution's second run differ."""
+    assert validate(level_one())[1].ok
+    leaky = level_one(**{"verifier.py": lambda v: v.replace(
+        "answer.lower() == expected.lower()", "expected.lower() in answer.lower()")})
+    assert validate(leaky)[1].reason == "leaky: the verifier accepts an answer spray"
+    flaky = level_one(**{"verifier.py": lambda v: "import random\n" + v.replace(
+        "return answer.lower() == expected.lower()",
+        "return answer.lower() == expected.lower() and random.random() < 0.5")})
+    assert validate(flaky, repeats=20)[1].reason.startswith("the verifier is flaky")
+    unstable = level_one(**{"tools.py": lambda t: "import random\n" + t.replace(
+        "return row", "return dict(row, city=str(random.random()))")})
+    assert validate(unstable)[1].reason.startswith("the reference solution is unstable")
 
 
 def test_duplicates_are_dropped_and_a_models_replies_are_parsed(tmp_path):
@@ -124,3 +146,28 @@ def test_the_command_writes_the_environments_and_refuses_a_used_directory(tmp_pa
     assert len(list(out.glob("*/env.json"))) == 2
     again = CliRunner().invoke(app, ["synthesize", "tools", str(out), "--count", "2"])
     assert again.exit_code != 0 and "is not empty" in again.output
+
+
+def test_knowledge_graph_tasks_follow_known_paths_of_a_dag(tmp_path):
+    from posttrain.synthesis.knowledge_graph import (
+        KINDS,
+        KnowledgeGraphBuilder,
+        build_graph,
+        question,
+    )
+
+    graph = build_graph(0)
+    order = {n: (KINDS.index(graph.kind[n]), i) for i, n in enumerate(graph.facts)}
+    # down the kinds, or to an earlier entity of the same kind: a DAG
+    assert all(order[v] > order[e] if graph.kind[v] != graph.kind[e] else order[v] < order[e]
+               for e, fs in graph.facts.items() for r, v in fs)
+    report = synthesize_tool_envs(KnowledgeGraphBuilder(0), 4, tmp_path / "kg", max_level=2)
+    assert report["kept"] == 4 and report["levels"] == {"2": 4}
+    for row in report["environments"]:
+        env = ToolEnvFiles.load(tmp_path / "kg" / row["kept"])
+        path = env.spec["meta"]["path"]
+        assert len(path) == 3 and all([r, v] in graph.facts[e] for e, r, v in path)
+        assert env.spec["task"] == question(path[0][0], [r for _, r, _ in path])
+        runner = ToolEnvRunner(env)
+        assert runner.verify_all([path[-1][2], path[-1][0]]) == [True, False]
+        assert env.spec["meta"]["trace"]["answer"] == path[-1][2]

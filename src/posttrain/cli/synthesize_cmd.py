@@ -10,8 +10,11 @@ import typer
 
 from posttrain.cli.output import console, fail, fail_on
 
-synthesize_app = typer.Typer(no_args_is_help=True,
-                             help="synthesise verifiable tasks: tool environments.")
+synthesize_app = typer.Typer(no_args_is_help=True, help="synthesise verifiable tasks: tool "
+                                                        "environments, knowledge-graph tasks.")
+Out = Annotated[Path, typer.Argument(help="directory for the environments and report.json")]
+Count = Annotated[int, typer.Option(min=1, help="environments to attempt")]
+MaxRounds = Annotated[int, typer.Option(min=1, help="drafts per environment")]
 
 
 def builder_of(spec: str, seed: int, flaw_rate: float, model: str | None):
@@ -31,17 +34,32 @@ def builder_of(spec: str, seed: int, flaw_rate: float, model: str | None):
         return load_object(spec)
 
 
+def build(out: Path, make, count: int, max_level: int, max_rounds: int) -> None:
+    """Run the loop into the new directory ``out``; print the report without its rows."""
+    from posttrain.reporting import StepProgress
+    from posttrain.synthesis.tool_envs import synthesize_tool_envs
+
+    if out.exists() and any(out.iterdir()):
+        fail(f"{out} is not empty: give the environments a new directory")
+    bar = StepProgress(console)
+    bar.start("environments", count)
+    report = synthesize_tool_envs(make, count, out, max_level, max_rounds,
+                                  lambda done: bar.advance(done))
+    bar.finish()
+    typer.echo(json.dumps({k: v for k, v in report.items() if k != "environments"}, indent=2))
+
+
 @synthesize_app.command()
 def tools(
-    out: Annotated[Path, typer.Argument(help="directory for the environments and report.json")],
-    count: Annotated[int, typer.Option(min=1, help="environments to attempt")] = 50,
+    out: Out,
+    count: Count = 50,
     builder: Annotated[str, typer.Option(
         help="scripted, a served model's base URL (http://HOST:PORT/v1), or a dotted path "
              "to a BuildRequest -> files callable")] = "scripted",
     model: Annotated[str | None, typer.Option(
         help="the model name to ask at a --builder URL (default: its first)")] = None,
     max_level: Annotated[int, typer.Option(min=1, help="the hardest level asked")] = 4,
-    max_rounds: Annotated[int, typer.Option(min=1, help="drafts per environment")] = 6,
+    max_rounds: MaxRounds = 6,
     flaw_rate: Annotated[float, typer.Option(
         min=0, max=1, help="scripted: share of first drafts with a planted verifier bug")] = 0.0,
     seed: Annotated[int, typer.Option(help="scripted: the builder's seed")] = 0,
@@ -52,16 +70,24 @@ def tools(
     verifier accepts its answer and rejects the empty one), sent back with the reason until
     it validates, then asked for one level harder; the hardest valid draft is kept. Prints the
     report (also in OUT/report.json); train on OUT with task.name=tool_envs task.dir=OUT."""
-    from posttrain.reporting import StepProgress
-    from posttrain.synthesis.tool_envs import synthesize_tool_envs
+    build(out, builder_of(builder, seed, flaw_rate, model), count, max_level, max_rounds)
 
-    if out.exists() and any(out.iterdir()):
-        fail(f"{out} is not empty: give the environments a new directory")
-    make = builder_of(builder, seed, flaw_rate, model)
-    bar = StepProgress(console)
-    bar.start("environments", count)
-    report = synthesize_tool_envs(make, count, out, max_level, max_rounds,
-                                  lambda done: bar.advance(done))
-    bar.finish()
-    summary = {k: v for k, v in report.items() if k != "environments"}
-    typer.echo(json.dumps(summary, indent=2))
+
+@synthesize_app.command()
+def kg(
+    out: Out,
+    count: Count = 200,
+    max_level: Annotated[int, typer.Option(
+        min=1, help="the hardest level asked (a question follows level + 1 relations)")] = 3,
+    max_rounds: MaxRounds = 6,
+    seed: Annotated[int, typer.Option(help="the knowledge graph's seed")] = 0,
+) -> None:
+    """Build multi-hop questions over a knowledge graph of invented facts (a DAG).
+
+    Each question follows a path of relations from one entity ("the region of the country of
+    the headquarters city of the employer of ..."), answered with a facts(entity) tool; the
+    path is known and kept (meta.path). Validated, made harder (one relation more a level)
+    and written as tool environments: train with task.name=tool_envs task.dir=OUT."""
+    from posttrain.synthesis.knowledge_graph import KnowledgeGraphBuilder
+
+    build(out, KnowledgeGraphBuilder(seed), count, max_level, max_rounds)

@@ -47,7 +47,8 @@ try:
                                                                   **request["arguments"])}
     elif request["op"] == "verify":
         import verifier
-        out = {"ok": True, "result": bool(verifier.verify(table, request["answer"]))}
+        out = {"ok": True, "result": [bool(verifier.verify(json.load(open("db.json")), a))
+                                      for a in request["answers"]]}
     else:
         import solution, tools
         out = {"ok": True, "result": str(solution.solve(call)), "calls": calls}
@@ -163,7 +164,13 @@ class ToolEnvRunner:
 
     def verify(self, answer: str) -> bool | str:
         """The verifier's verdict on ``answer``, or why it gave none (a string)."""
-        out = self._run({"op": "verify", "answer": answer}, ("db.json", "verifier.py"))
+        verdicts = self.verify_all([answer])
+        return verdicts if isinstance(verdicts, str) else verdicts[0]
+
+    def verify_all(self, answers: list[str]) -> list[bool] | str:
+        """The verifier's verdicts on ``answers``, in one process (each call with the
+        database as stored), or why it gave none (a string)."""
+        out = self._run({"op": "verify", "answers": answers}, ("db.json", "verifier.py"))
         return out["result"] if out["ok"] else out["error"]
 
     def solve(self) -> tuple[str, list] | str:

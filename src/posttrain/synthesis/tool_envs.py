@@ -5,8 +5,11 @@ sandbox; a draft that fails goes back to the builder with the reason, until it v
 hardest valid draft is kept. Kept environments are saved with the reference solution's trace;
 a task already kept (same question over the same database) is dropped as a duplicate.
 
-Validation: the files parse; the reference solution only calls tools, runs, and calls at
-least one; the verifier accepts its answer and rejects the empty answer."""
+Validation: the files parse; the reference solution only calls tools, runs, calls at least
+one, and answers the same when run again; the verifier accepts its answer every one of
+``repeats`` times (else it is flaky); the audit's exploit answers each fail (else the
+environment is leaky): the empty answer, a refusal, and a spray of every value in the
+database (what a lenient verifier, such as a substring match, lets through)."""
 
 from __future__ import annotations
 
@@ -37,7 +40,23 @@ class Validation:
         return not self.reason
 
 
-def validate(files: dict[str, str]) -> tuple[ToolEnvFiles | None, Validation]:
+def exploit_answers(env: ToolEnvFiles) -> dict[str, str]:
+    """Answers that solve nothing, by name: each must fail the verifier."""
+    values: list[str] = []
+
+    def collect(x) -> None:
+        if isinstance(x, dict | list):
+            for v in x.values() if isinstance(x, dict) else x:
+                collect(v)
+        elif x is not None:
+            values.append(str(x))
+
+    collect(json.loads(env.files["db.json"]))
+    return {"the empty answer": "", "a refusal": "unknown",
+            "an answer spray": " ".join(dict.fromkeys(values))}
+
+
+def validate(files: dict[str, str], repeats: int = 5) -> tuple[ToolEnvFiles | None, Validation]:
     """The draft's environment (None when malformed) and its ``Validation``."""
     try:
         env = ToolEnvFiles(files)
@@ -50,12 +69,23 @@ def validate(files: dict[str, str]) -> tuple[ToolEnvFiles | None, Validation]:
     answer, calls = solved
     if not calls:
         return env, Validation("the reference solution calls no tool")
-    verdict = runner.verify(answer)
-    if verdict is not True:
-        return env, Validation("the verifier rejects the reference solution's answer"
-                               if verdict is False else f"the verifier failed: {verdict}")
-    if runner.verify("") is not False:
-        return env, Validation("the verifier does not reject the empty answer")
+    again = runner.solve()
+    if again != solved:
+        return env, Validation("the reference solution is unstable: a second run answered "
+                               "otherwise")
+    exploits = exploit_answers(env)
+    verdicts = runner.verify_all([answer] * repeats + list(exploits.values()))
+    if isinstance(verdicts, str):
+        return env, Validation(f"the verifier failed: {verdicts}")
+    mine, theirs = verdicts[:repeats], verdicts[repeats:]
+    if len(set(mine)) > 1:
+        return env, Validation(f"the verifier is flaky: it accepted the reference solution's "
+                               f"answer {sum(mine)} times of {repeats}")
+    if not mine[0]:
+        return env, Validation("the verifier rejects the reference solution's answer")
+    leaks = [name for name, accepted in zip(exploits, theirs) if accepted]
+    if leaks:
+        return env, Validation(f"leaky: the verifier accepts {', '.join(leaks)}")
     return env, Validation(answer=answer, calls=calls)
 
 
