@@ -171,3 +171,47 @@ def test_knowledge_graph_tasks_follow_known_paths_of_a_dag(tmp_path):
         runner = ToolEnvRunner(env)
         assert runner.verify_all([path[-1][2], path[-1][0]]) == [True, False]
         assert env.spec["meta"]["trace"]["answer"] == path[-1][2]
+
+
+def scripted_solver(name, tokenizer, problems, solves, knows=()):
+    """A solver that replays the reference trace of the tasks whose ids are in ``solves``
+    (calls, then the answer), answers the ones in ``knows`` at once without tools, and says
+    "unknown" to the others: a stand-in for a model whose skill the test sets."""
+    from posttrain.audit.attacker import AttackerEngine
+    from posttrain.audit.exploits import Exploit, call
+    from posttrain.recipes.outer.task_filter import Solver
+
+    def act(attempt):
+        p = next(p for p in problems if p.env.spec["task"] in attempt.prompt)
+        if p.reference in knows:
+            return f"<answer>{p.answer}</answer>"
+        if p.reference not in solves:
+            return "<answer>unknown</answer>"
+        if attempt.turn < len(p.calls):
+            return call(p.calls[attempt.turn][0], **p.calls[attempt.turn][1])
+        return f"<answer>{p.answer}</answer>"
+
+    return Solver(name, AttackerEngine(tokenizer, Exploit(name, "", (), act)), tokenizer)
+
+
+def test_the_solver_pool_keeps_what_some_solver_passes_and_nothing_answered_closed_book(
+        tmp_path, tokenizer):
+    from posttrain.recipes.outer.task_filter import filter_tasks
+    from posttrain.synthesis.knowledge_graph import KnowledgeGraphBuilder
+
+    synthesize_tool_envs(KnowledgeGraphBuilder(0), 6, tmp_path / "kg", max_level=1)
+    problems = sorted(ToolEnvTasks(tmp_path / "kg").problems.values(),
+                      key=lambda p: p.reference)
+    assert len({p.env.spec["task"] for p in problems}) == 6  # the solvers tell them apart
+    ids = [p.reference for p in problems]
+    a = scripted_solver("a", tokenizer, problems, solves=set(ids[:4]))
+    b = scripted_solver("b", tokenizer, problems, solves={ids[0]})
+    book = scripted_solver("book", tokenizer, problems, solves=set(), knows={ids[1]})
+    kept, dropped = filter_tasks(problems, [a, b], 2, [book], require_failure=False)
+    assert set(kept) == {ids[0], ids[2], ids[3]}
+    assert dropped == {ids[1]: "answered without tools by book",
+                       ids[4]: "no solver passed in 2 tries", ids[5]: "no solver passed in 2 tries"}
+    assert kept[ids[0]] == {"pass_rates": {"a": 1.0, "b": 1.0}, "difficulty": 0.0}
+    assert kept[ids[2]] == {"pass_rates": {"a": 1.0, "b": 0.0}, "difficulty": 0.5}
+    kept, dropped = filter_tasks(problems, [a, b], 2, require_failure=True)
+    assert dropped[ids[0]] == "every solver passed all 2 tries" and ids[1] in kept

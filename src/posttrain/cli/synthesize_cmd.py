@@ -91,3 +91,71 @@ def kg(
     from posttrain.synthesis.knowledge_graph import KnowledgeGraphBuilder
 
     build(out, KnowledgeGraphBuilder(seed), count, max_level, max_rounds)
+
+
+@synthesize_app.command(name="filter")
+def filter_cmd(
+    src: Annotated[Path, typer.Argument(help="synthesised environments (synthesize tools/kg)")],
+    out: Annotated[Path, typer.Argument(help="new directory for the kept ones")],
+    solver: Annotated[list[Path], typer.Option(
+        help="a solver model directory (repeat for a pool)")],
+    k: Annotated[int, typer.Option(min=1, help="episodes a solver plays each task")] = 4,
+    closed_book: Annotated[list[Path] | None, typer.Option(
+        help="a model that must fail every task without its tools (repeatable)")] = None,
+    require_failure: Annotated[bool, typer.Option(
+        help="also drop tasks every solver passes every time")] = False,
+    max_turns: Annotated[int, typer.Option(min=1, help="turns an episode may take")] = 6,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens a turn")] = 64,
+    temperature: Annotated[float, typer.Option(min=0, help="the solvers' sampling")] = 1.0,
+    seed: Annotated[int, typer.Option(help="the episodes' seed")] = 0,
+) -> None:
+    """Keep the tasks a solver pool can pass, with their difficulty.
+
+    Each solver plays each task k times through the agent loop: a task no solver passes is
+    dropped (pass@k = 0); with --require-failure so is one every solver always passes; a task
+    a --closed-book model answers without tools is dropped too. Kept tasks are copied to OUT
+    with their pass rates and difficulty (meta); OUT/filter_report.json says why each other
+    task was dropped."""
+    import shutil
+
+    from posttrain.config import LoopLimits
+    from posttrain.envs.tool_env import ToolEnvError, ToolEnvFiles, ToolEnvTasks
+    from posttrain.recipes.outer.task_filter import filter_tasks
+    from posttrain.types import SamplingParams
+
+    if out.exists() and any(out.iterdir()):
+        fail(f"{out} is not empty: give the kept environments a new directory")
+    with fail_on(ToolEnvError):
+        problems = list(ToolEnvTasks(src).problems.values())
+    kept, dropped = filter_tasks(
+        problems, [_solver(d) for d in solver], k, [_solver(d) for d in closed_book or []],
+        require_failure, SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens,
+                                        seed=seed), LoopLimits(max_turns=max_turns))
+    out.mkdir(parents=True, exist_ok=True)
+    for p in problems:
+        if p.reference in kept:
+            spec = {**p.env.spec, "meta": {**p.env.spec.get("meta", {}), **kept[p.reference]}}
+            ToolEnvFiles({**p.env.files, "env.json": json.dumps(spec)}).save(out / p.reference)
+    difficulty = [m["difficulty"] for m in kept.values()]
+    report = {"tasks": len(problems), "kept": len(kept),
+              "dropped": {r: sum(1 for v in dropped.values() if v == r)
+                          for r in sorted(set(dropped.values()))},
+              "mean_difficulty": round(sum(difficulty) / len(difficulty), 4) if kept else None,
+              "per_task": {i: kept.get(i) or {"dropped": dropped[i]}
+                           for i in (p.reference for p in problems)}}
+    (out / "filter_report.json").write_text(json.dumps(report, indent=1) + "\n")
+    if (src / "report.json").is_file():  # the synthesis report goes with its tasks
+        shutil.copy(src / "report.json", out / "report.json")
+    typer.echo(json.dumps({k_: v for k_, v in report.items() if k_ != "per_task"}, indent=2))
+
+
+def _solver(model_dir: Path):
+    from posttrain.engines import TorchEngine
+    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.recipes.outer.task_filter import Solver
+
+    with fail_on(ModelNotFoundError):
+        tok = load_tokenizer(model_dir)
+        engine = TorchEngine(load_model(model_dir), tok.pad_token_id, tok.eos_token_id)
+    return Solver(model_dir.name if model_dir.name not in ("sft_model", "rl_model")
+                  else f"{model_dir.parent.name}/{model_dir.name}", engine, tok)
