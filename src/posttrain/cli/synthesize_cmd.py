@@ -10,8 +10,9 @@ import typer
 
 from posttrain.cli.output import console, fail, fail_on
 
-synthesize_app = typer.Typer(no_args_is_help=True, help="synthesise verifiable tasks: tool "
-                                                        "environments, knowledge-graph tasks.")
+synthesize_app = typer.Typer(
+    no_args_is_help=True, help="synthesise verifiable tasks: tool environments, knowledge-graph "
+                               "tasks, code tasks from a repository; filter them.")
 Out = Annotated[Path, typer.Argument(help="directory for the environments and report.json")]
 Count = Annotated[int, typer.Option(min=1, help="environments to attempt")]
 MaxRounds = Annotated[int, typer.Option(min=1, help="drafts per environment")]
@@ -159,3 +160,39 @@ def _solver(model_dir: Path):
         engine = TorchEngine(load_model(model_dir), tok.pad_token_id, tok.eos_token_id)
     return Solver(model_dir.name if model_dir.name not in ("sft_model", "rl_model")
                   else f"{model_dir.parent.name}/{model_dir.name}", engine, tok)
+
+
+@synthesize_app.command()
+def repo(
+    repository: Annotated[Path, typer.Argument(help="a local git repository")],
+    out: Annotated[Path, typer.Argument(help="new directory for the tasks and report.json")],
+    runs: Annotated[int, typer.Option(min=1, help="test runs on each commit (stability)")] = 8,
+    demo: Annotated[bool, typer.Option(
+        help="first generate a demo repository at REPOSITORY (it must not exist)")] = False,
+) -> None:
+    """Build code tasks from a repository's commits: statement, workspace, F2P/P2P tests.
+
+    Each commit with one parent is a task: its message the statement, its parent's tree the
+    workspace (no history, caches or bytecode), its tests split into fail-to-pass and
+    pass-to-pass by running them on both trees; flaky tests (results differing over --runs
+    runs) are left out, and a commit without a stable F2P test, or whose packaged workspace
+    holds a line of the solution, is dropped. Prints the report (also OUT/report.json)."""
+    from posttrain.reporting import StepProgress
+    from posttrain.synthesis.demo_repo import make_demo_repo
+    from posttrain.synthesis.repo_tasks import git, synthesize_repo_tasks
+
+    if out.exists() and any(out.iterdir()):
+        fail(f"{out} is not empty: give the tasks a new directory")
+    if demo:
+        if repository.exists():
+            fail(f"--demo generates a repository at {repository}, which exists")
+        make_demo_repo(repository)
+    try:
+        commits = len(git(repository, "rev-list", "HEAD").split())
+    except Exception:  # git's own message says what is wrong
+        fail(f"{repository} is not a git repository with commits")
+    bar = StepProgress(console)
+    bar.start("commits", commits)
+    report = synthesize_repo_tasks(repository, out, runs, lambda done: bar.advance(done))
+    bar.finish()
+    typer.echo(json.dumps({k: v for k, v in report.items() if k != "tasks"}, indent=2))

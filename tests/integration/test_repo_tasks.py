@@ -1,0 +1,89 @@
+"""Code tasks from a repository's history (docs/synthesis.md): every kept task's patch,
+applied to its packaged workspace, passes its fail-to-pass and pass-to-pass tests, and the
+workspace alone fails every fail-to-pass test; root, docs-only, test-less and flaky commits are
+dropped with their reasons, and so is a commit whose base already holds a line of its
+solution; the workspace carries no history, cache or bytecode."""
+
+import json
+import subprocess
+
+import pytest
+
+from posttrain.synthesis.demo_repo import commit, make_demo_repo
+from posttrain.synthesis.repo_tasks import (
+    apply_patch,
+    git,
+    run_tests,
+    synthesize_repo_tasks,
+    task_from_commit,
+)
+
+
+def files_under(d):
+    return {str(p.relative_to(d)): p.read_text() for p in d.rglob("*") if p.is_file()}
+
+
+def test_kept_tasks_pass_with_their_patch_and_fail_without(tmp_path):
+    repo = make_demo_repo(tmp_path / "repo", functions=5, flaky=False)
+    report = synthesize_repo_tasks(repo, tmp_path / "tasks", runs=2)
+    assert report["kept"] == 5 and report["dropped"] == {
+        "a root or merge commit (not one parent)": 1, "the commit changes no code": 1,
+        "no fail-to-pass test": 1}
+    for row in report["tasks"]:
+        if row["kept"] is None:
+            continue
+        d = tmp_path / "tasks" / row["kept"]
+        task = json.loads((d / "task.json").read_text())
+        workspace, hidden = files_under(d / "workspace"), files_under(d / "hidden")
+        assert not any(p.startswith(".git") or p.endswith(".pyc") for p in workspace)
+        assert task["statement"].startswith("Add f") and len(task["f2p"]) == 1
+        solved = run_tests({**apply_patch(workspace, (d / "patch.diff").read_text()), **hidden})
+        assert all(solved[t] == "pass" for t in task["f2p"] + task["p2p"])
+        empty = run_tests({**workspace, **hidden})
+        assert all(empty.get(t) != "pass" for t in task["f2p"])  # a failed import: absent
+        assert all(empty[t] == "pass" for t in task["p2p"])
+
+
+def test_a_flaky_test_is_left_out_and_a_commit_resting_on_it_dropped(tmp_path):
+    """The coin test passes half the time: 20 runs all alike with probability 2 ** -19."""
+    repo = make_demo_repo(tmp_path / "repo", functions=7)
+    log = git(repo, "log", "--format=%H %s").splitlines()
+    coin = next(line.split()[0] for line in log if "coin" in line)
+    after = next(line.split()[0] for line in log if " Add f6" in line)
+    task, why = task_from_commit(repo, coin, runs=20)
+    assert task is None and why.startswith("unstable: its fail-to-pass tests")
+    task, why = task_from_commit(repo, after, runs=20)
+    assert why == "" and task["flaky"] == ["tests.test_coin::test_coin"]
+    assert "tests.test_coin::test_coin" not in task["p2p"] + task["f2p"]
+
+
+def test_a_base_holding_a_line_of_the_solution_is_leaky(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    line = "return max(2, min(14, x))"
+    commit(repo, {"pkg/__init__.py": "", "pkg/core.py": "def f(x):\n    return x\n",
+                  "tests/__init__.py": "", "NOTES.md": f"{line}\n"},
+           "Start")
+    commit(repo, {"pkg/core.py": f"def f(x):\n    {line}\n", "tests/test_f.py":
+                  "from pkg.core import f\n\n\ndef test_f():\n    assert f(20) == 14\n"},
+           "Clip f")
+    task, why = task_from_commit(repo, git(repo, "rev-parse", "HEAD").strip(), runs=1)
+    assert task is None and why == f"leaky: the workspace holds the solution's line {line!r}"
+
+
+@pytest.mark.parametrize("args", [["--demo"], []])
+def test_the_command_builds_from_a_demo_or_refuses_what_is_no_repository(tmp_path, args):
+    from typer.testing import CliRunner
+
+    from posttrain.cli.app import app
+
+    if not args:
+        (tmp_path / "repo").mkdir()
+    result = CliRunner().invoke(app, ["synthesize", "repo", str(tmp_path / "repo"),
+                                      str(tmp_path / "tasks"), "--runs", "1", *args])
+    if args:
+        assert result.exit_code == 0, result.output
+        assert json.loads((tmp_path / "tasks" / "report.json").read_text())["kept"] >= 7
+    else:
+        assert result.exit_code != 0 and "is not a git repository" in result.output
