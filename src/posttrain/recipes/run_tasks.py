@@ -33,6 +33,7 @@ from posttrain.reporting import StepProgress
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
 from posttrain.rollout.evaluation import absent_columns, evaluate
+from posttrain.rollout.harness_mix import Harness, HarnessMix
 from posttrain.rollout.wrappers.confession import ConfessionRollout
 from posttrain.rollout.wrappers.grading import grading_conversation
 from posttrain.rollout.wrappers.judged import JudgedRollout
@@ -63,6 +64,10 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
     if cfg.task.rollout is not None:
         return load_extension("rollout", cfg.task.rollout)
     agent = cfg.agent
+    if agent.harnesses and tools is not None:
+        return HarnessMix([Harness(h.name, h.share, rollout_function(
+            harness_config(cfg, h), offered_tools(tools, h.tools, h.name), env_factory),
+            h.system) for h in agent.harnesses])
     if agent.plays_externally:
         play = load_extension("external_agent", agent.external) if agent.external else \
             command_agent(agent.external_command, agent.timeout_s)
@@ -81,6 +86,26 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
         swarm=None if swarm is None else SwarmSettings(
             tools, swarm.max_subagents, replace(cfg.agent.limits(), max_turns=swarm.max_turns),
             swarm.prompt, swarm.target))
+
+
+def harness_config(cfg: RunConfig, h) -> RunConfig:
+    """``cfg`` with harness ``h``'s loop settings instead of ``agent``'s."""
+    changes = {k: getattr(h, k) for k in ("max_turns", "max_tokens", "retain_reasoning",
+                                          "compaction") if getattr(h, k) is not None}
+    agent = cfg.agent.model_copy(update=changes | {"harnesses": []})
+    return cfg.model_copy(update={"agent": agent})
+
+
+def offered_tools(tools: ToolRegistry, names: list[str] | None, harness: str) -> ToolRegistry:
+    """The task's ``tools`` a harness offers (``names``; None: all of them)."""
+    if names is None:
+        return tools
+    unknown = sorted(set(names) - set(tools.tools))
+    if unknown:
+        raise ValueError(f"agent.harnesses[{harness}].tools: the task has no tool "
+                         f"{', '.join(unknown)} (it has {', '.join(tools.tools)})")
+    return ToolRegistry([tools.tools[n] for n in names], tools.max_output_lines,
+                        tools.max_output_bytes)
 
 
 class RunTasks:

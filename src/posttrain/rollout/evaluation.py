@@ -12,6 +12,7 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.rollout.scoring import (
     curio_metrics,
+    harness_metrics,
     missing_metrics,
     swarm_metrics,
     tool_use_rate,
@@ -58,7 +59,8 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
             out[f"accuracy/{d}"] = sum(mine) / len(mine)
     if any("tool_records" in e.meta for e in episodes):
         out["tool_use"] = tool_use_rate(episodes)
-    out |= swarm_metrics(episodes) | curio_metrics(episodes)
+    out |= swarm_metrics(episodes) | curio_metrics(episodes) | harness_metrics(
+        episodes, accuracy_part)
     per_problem = per_task(episodes, cfg.samples)
     if cfg.samples > 1:
         out |= sample_metrics(per_problem, accuracy_part, cfg.pass_ks())

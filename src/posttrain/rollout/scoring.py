@@ -142,7 +142,22 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     if gradings:
         out["grading/reward"] = statistics.fmean(e.reward for e in gradings)
         out["grading/missing"] = statistics.fmean(e.meta["grade"] is None for e in gradings)
-    return out | swarm_metrics(episodes) | curio_metrics(episodes)
+    return out | swarm_metrics(episodes) | curio_metrics(episodes) | harness_metrics(
+        episodes, accuracy_part)
+
+
+def harness_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:
+    """Per harness of ``agent.harnesses`` (``meta["harness"]``): ``harness/<name>/share``
+    of the episodes, its mean ``reward`` and ``accuracy``; nothing for other episodes."""
+    names = sorted({h for e in episodes if (h := e.meta.get("harness")) is not None})
+    out = {}
+    for name in names:
+        mine = [e for e in episodes if e.meta.get("harness") == name]
+        out[f"harness/{name}/share"] = len(mine) / len(episodes)
+        out[f"harness/{name}/reward"] = statistics.fmean(e.reward for e in mine)
+        out[f"harness/{name}/accuracy"] = statistics.fmean(e.rewards[accuracy_part]
+                                                           for e in mine)
+    return out
 
 
 def curio_metrics(episodes: Sequence[Episode]) -> dict[str, float]:

@@ -160,6 +160,23 @@ class SwarmConfig(Section):
     prompt: str = Field(SUBAGENT_PROMPT, min_length=1)
 
 
+class HarnessConfig(Section):
+    """One harness of ``agent.harnesses``: how the built-in loop plays the episodes of a
+    ``share`` of the tasks. ``system``: a system message opening every episode (merged into
+    the task's own); ``max_turns``, ``max_tokens``, ``retain_reasoning``, ``compaction``:
+    this harness's instead of ``agent``'s; ``tools``: the names of the task's tools it
+    offers (null: all)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    share: float = Field(1.0, gt=0)
+    system: str | None = None
+    max_turns: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=16)
+    retain_reasoning: Literal[RETENTION] | None = None  # type: ignore[valid-type]
+    compaction: Compaction | None = None
+    tools: list[str] | None = None
+
+
 class AgentConfig(Section):
     """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
     budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
@@ -174,7 +191,9 @@ class AgentConfig(Section):
     without tools then plays through the agent loop. ``external`` (``pkg.mod:fn``, called as
     ``fn(base_url, api_key, task)``) or ``external_command`` (a program; docs/serve.md): the
     user's own agent plays each sample against ``posttrain serve`` on the rollout engine,
-    within ``timeout_s``, and its session's recording is the episode."""
+    within ``timeout_s``, and its session's recording is the episode. ``harnesses``: several
+    harness configurations in one run, each playing a share of the tasks (docs/agents.md,
+    Several harnesses)."""
 
     max_turns: int = Field(4, ge=1)
     max_tokens: int = Field(512, ge=16)
@@ -189,6 +208,15 @@ class AgentConfig(Section):
     external: Annotated[str, extension("external_agent")] | None = None
     external_command: str | None = None
     swarm: SwarmConfig | None = None
+    harnesses: list[HarnessConfig] = Field(default_factory=list)
+
+    @field_validator("harnesses")
+    @classmethod
+    def _distinct_harnesses(cls, v: list[HarnessConfig]) -> list[HarnessConfig]:
+        names = [h.name for h in v]
+        if len(set(names)) < len(names):
+            raise ValueError(f"harness names must be distinct, got {names}")
+        return v
 
     @property
     def plays_externally(self) -> bool:
@@ -243,6 +271,15 @@ class AgentConfig(Section):
                              f"agent.tree.rounds * branches + 1 = {self.tree.per_backbone}")
         applies(self.compaction, "agent.compaction", COMPACTION_KEYS,
                 self.compaction.strategy, "agent.compaction.strategy")
+        if self.harnesses:
+            for what, on in (("a single-turn task", cfg.single_turn),
+                             ("agent.tree", self.tree is not None),
+                             ("agent.swarm", self.swarm is not None),
+                             ("an external agent", self.plays_externally),
+                             ("task.rollout", task.rollout is not None)):
+                if on:
+                    raise ValueError(f"agent.harnesses are configurations of the built-in "
+                                     f"agent loop: not with {what}")
 
     def limits(self) -> LoopLimits:
         """The episode limits (the per-turn budget comes with each call's sampling)."""
