@@ -69,7 +69,7 @@ def test_a_base_holding_a_line_of_the_solution_is_leaky(tmp_path):
                   "from pkg.core import f\n\n\ndef test_f():\n    assert f(20) == 14\n"},
            "Clip f")
     task, why = task_from_commit(repo, git(repo, "rev-parse", "HEAD").strip(), runs=1)
-    assert task is None and why == f"leaky: the workspace holds the solution's line {line!r}"
+    assert task is None and why == f"leaky: the workspace holds the solution's lines {line!r}"
 
 
 @pytest.mark.parametrize("args", [["--demo"], []])
@@ -87,3 +87,56 @@ def test_the_command_builds_from_a_demo_or_refuses_what_is_no_repository(tmp_pat
         assert json.loads((tmp_path / "tasks" / "report.json").read_text())["kept"] >= 7
     else:
         assert result.exit_code != 0 and "is not a git repository" in result.output
+
+
+@pytest.fixture(scope="module")
+def repo_tasks(tmp_path_factory):
+    from posttrain.envs.repo_env import RepoTasks
+
+    d = tmp_path_factory.mktemp("repo_env")
+    synthesize_repo_tasks(make_demo_repo(d / "repo", functions=3, flaky=False), d / "tasks",
+                          runs=1)
+    return RepoTasks(d / "tasks", eval_fraction=0.3)
+
+
+def test_an_episode_is_scored_by_the_hidden_tests_whatever_it_does_to_the_visible_ones(
+        repo_tasks):
+    import asyncio
+
+    task = next(iter(repo_tasks.tasks.values()))
+    path = task.meta["files"][0]
+    solved = apply_patch(task.workspace, task.patch)[path]
+
+    def play(*calls):
+        env = repo_tasks.make_env(task.reference)
+        try:
+            for name, args in calls:
+                asyncio.run(env.tools.tools[name](args))
+            return env.verdict("Done.")
+        finally:
+            env.close()
+
+    assert play() == {"correct": 0.0, "f2p": 0.0, "p2p": 1.0}  # the base as it is
+    assert play(("write_file", {"path": path, "content": solved})) == {
+        "correct": 1.0, "f2p": 1.0, "p2p": 1.0}
+    forged = {"path": task.meta["f2p"][0].split("::")[0].replace(".", "/") + ".py",
+              "content": "def test_anything():\n    pass\n"}  # the hidden test's file, faked
+    assert play(("write_file", forged))["f2p"] == 0.0
+    env = repo_tasks.make_env(task.reference)
+    read = asyncio.run(env.tools.tools["read_file"]({"path": "pkg/core.py"}))
+    assert read == task.workspace["pkg/core.py"]
+    assert asyncio.run(env.tools.tools["read_file"]({"path": path})).startswith("error:")
+    assert "pass" in asyncio.run(env.tools.tools["run_tests"]({}))
+    env.close()
+
+
+def test_sft_traces_write_the_patched_files(repo_tasks):
+    import random
+
+    task = next(iter(repo_tasks.tasks.values()))
+    conv = repo_tasks.sft_conversation(task, 0.0, random.Random(0))
+    written = [m for m in conv if m["role"] == "assistant" and "write_file" in m["content"]]
+    path = task.meta["files"][0]
+    assert json.dumps(apply_patch(task.workspace, task.patch)[path])[1:-1] in \
+        written[0]["content"] and conv[-1] == {"role": "assistant", "content": "Done."}
+    assert all(m["content"] for m in conv if m["role"] == "assistant")  # no empty turn

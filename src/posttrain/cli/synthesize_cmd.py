@@ -169,6 +169,8 @@ def repo(
     runs: Annotated[int, typer.Option(min=1, help="test runs on each commit (stability)")] = 8,
     demo: Annotated[bool, typer.Option(
         help="first generate a demo repository at REPOSITORY (it must not exist)")] = False,
+    demo_functions: Annotated[int, typer.Option(
+        min=7, help="--demo: feature commits (one function each)")] = 8,
 ) -> None:
     """Build code tasks from a repository's commits: statement, workspace, F2P/P2P tests.
 
@@ -186,7 +188,7 @@ def repo(
     if demo:
         if repository.exists():
             fail(f"--demo generates a repository at {repository}, which exists")
-        make_demo_repo(repository)
+        make_demo_repo(repository, functions=demo_functions)
     try:
         commits = len(git(repository, "rev-list", "HEAD").split())
     except Exception:  # git's own message says what is wrong

@@ -1,7 +1,8 @@
 """A generated local git repository to build code tasks from (``posttrain synthesize repo
---demo``): a small package whose history adds one function a commit, each with its tests,
-and, in between, commits the pipeline must drop: a documentation change, a refactoring with
-no new test, and a function whose test flips a coin."""
+--demo``): a small package whose history adds one function a commit, each in a module of its
+own (``pkg/f<i>.py``) with its tests, and, in between, commits the pipeline must drop: a
+documentation change, a refactoring with no new test, and a function whose test flips a
+coin."""
 
 from __future__ import annotations
 
@@ -45,14 +46,13 @@ def make_demo_repo(path: str | Path, seed: int = 0, functions: int = 8,
         values = {"k": rng.randint(2, 5), "c": c, "c_hi": c + rng.randint(3, 12)}
         name = f"f{i}"
         code = body.format(**values)
-        core += f"\n\ndef {name}{signature[1:]}:\n    {code}\n"
         namespace: dict = {}
         exec(f"def f{signature[1:]}:\n    {code}\n", namespace)  # noqa: S102 - our template
         calls = [make_input(rng) for _ in range(3)]
         asserts = "".join(f"    assert {name}({a}) == {namespace['f'](eval(a))!r}\n"  # noqa: S307
                           for a in calls)
-        commit(repo, {"pkg/core.py": core,
-                       f"tests/test_{name}.py": f"from pkg.core import {name}\n\n\n"
+        commit(repo, {f"pkg/{name}.py": f"def {name}{signature[1:]}:\n    {code}\n",
+                       f"tests/test_{name}.py": f"from pkg.{name} import {name}\n\n\n"
                                                 f"def test_{name}():\n{asserts}"},
                 f"Add {name}{signature[1:]}: it {description.format(**values)}")
         if i == 1:

@@ -12,11 +12,11 @@ what C does", its statement C's message and its reference solution C's change to
 - **Packaging**: the workspace is B's tree, its own tests included (``git archive``: no
   history at all, so none after B, and no caches or bytecode); C's test files (hidden, they
   replace B's when the task is scored) and the patch stay outside it. The audit:
-  the workspace holds no ``.git``, cache or bytecode, and no line the patch adds (a leaked
-  solution); else dropped.
+  the workspace holds no ``.git``, cache or bytecode, and no run of lines the patch adds, found
+  whole (a leaked solution); else dropped.
 
-Tests are plain functions ``test_*`` in ``tests/test_*.py``, run by a small runner in the
-sandbox (no test framework needed); a test passes when it returns without raising."""
+Tests are plain functions ``test_*`` in ``tests/test_*.py``, run by ``envs.repo_env``'s
+runner in the sandbox (no test framework needed); a test passes when it returns."""
 
 from __future__ import annotations
 
@@ -26,30 +26,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits
-
-LIMITS = SandboxLimits(cpu_s=20, memory_mb=512, wall_s=30.0, max_output_bytes=256 * 1024)
-RUNNER = """
-import importlib, json, pathlib, sys
-sys.path.insert(0, ".")
-sys.dont_write_bytecode = True
-results = {}
-for path in sorted(pathlib.Path("tests").glob("test_*.py")):
-    name = "tests." + path.stem
-    try:
-        module = importlib.import_module(name)
-    except BaseException as e:
-        results[name] = f"import failed: {type(e).__name__}"
-        continue
-    for attr in sorted(vars(module)):
-        if attr.startswith("test_") and callable(getattr(module, attr)):
-            try:
-                getattr(module, attr)()
-                results[f"{name}::{attr}"] = "pass"
-            except BaseException as e:
-                results[f"{name}::{attr}"] = f"fail: {type(e).__name__}"
-print("\\n" + json.dumps(results))
-"""
+from posttrain.envs.repo_env import apply_patch, is_test, run_tests
 
 
 def git(repo: Path, *args: str) -> str:
@@ -66,49 +43,31 @@ def tree(repo: Path, commit: str) -> dict[str, str]:
                 for m in tar.getmembers() if m.isfile()}
 
 
-def run_tests(files: dict[str, str]) -> dict[str, str] | str:
-    """Test id -> ``pass`` or why it failed, for a tree ``files``; or why nothing ran."""
-    try:
-        with Sandbox(files, LIMITS) as sandbox:
-            r = sandbox.run_python(RUNNER)
-    except (OSError, UnicodeError, SandboxError) as e:
-        return f"the sandbox failed: {type(e).__name__}"
-    try:
-        return json.loads(r.stdout.strip().splitlines()[-1])
-    except (json.JSONDecodeError, IndexError):
-        return "timed out" if r.timed_out else f"the tests did not run: {r.stderr[-200:]}"
-
-
-def apply_patch(files: dict[str, str], patch: str) -> dict[str, str] | str:
-    """``files`` with ``patch`` applied (``git apply`` in a scratch directory), or why not."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        for path, text in files.items():
-            (Path(d) / path).parent.mkdir(parents=True, exist_ok=True)
-            (Path(d) / path).write_text(text, encoding="utf-8")
-        done = subprocess.run(["git", "apply", "-"], cwd=d, input=patch, text=True,
-                              capture_output=True)
-        if done.returncode:
-            return f"the patch does not apply: {done.stderr.strip()[:200]}"
-        return {str(p.relative_to(d)): p.read_text(encoding="utf-8")
-                for p in Path(d).rglob("*") if p.is_file()}
-
-
-def is_test(path: str) -> bool:
-    return path.startswith("tests/")
+def added_blocks(patch: str) -> list[list[str]]:
+    """The runs of consecutive lines the patch adds, each line stripped."""
+    blocks, run = [], []
+    for line in patch.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            run.append(line[1:].strip())
+        elif run:
+            blocks.append(run)
+            run = []
+    return blocks + ([run] if run else [])
 
 
 def leaks(workspace: dict[str, str], patch: str) -> list[str]:
-    """What the packaged workspace must not hold: history, caches, bytecode, and any line
-    (of at least 12 characters, stripped) that the patch adds."""
+    """What the packaged workspace must not hold: history, caches, bytecode, and any run of
+    lines the patch adds (at least 12 characters in all, stripped) found whole, in order,
+    in one of its files."""
     found = [p for p in workspace if p.startswith(".git") or "__pycache__" in p
              or p.endswith(".pyc")]
-    added = {line[1:].strip() for line in patch.splitlines()
-             if line.startswith("+") and not line.startswith("+++")}
-    text = {line.strip() for body in workspace.values() for line in body.splitlines()}
-    return found + sorted(f"the solution's line {a!r}" for a in added
-                          if len(a) >= 12 and a in text)
+    texts = ["\n" + "\n".join(line.strip() for line in body.splitlines()) + "\n"
+             for body in workspace.values()]
+    for block in added_blocks(patch):
+        whole = "\n".join(block)
+        if len(whole) >= 12 and any(f"\n{whole}\n" in t for t in texts):
+            found.append(f"the solution's lines {whole!r}")
+    return found
 
 
 def task_from_commit(repo: Path, commit: str, runs: int = 3) -> tuple[dict | None, str]:
