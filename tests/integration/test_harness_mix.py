@@ -70,6 +70,21 @@ def test_harness_metrics_are_the_hand_counts():
     assert harness_metrics([episode(1.0)], "correct") == {}
 
 
+AGENT = "examples/external_agent/agent.py:solve"  # its own loop and calculator
+def test_a_reported_reward_stands_for_every_part_in_the_metrics():
+    """A session whose agent reported its reward (part ``agent`` alone) beside episodes with
+    the reward function's parts: metrics average over all of them, hand counts."""
+    from posttrain.rollout.scoring import rollout_metrics
+
+    scored = episode(1.0, {"harness": "plain"})
+    scored.rewards["format"] = 0.1
+    reported = Episode(scored.segments, {"agent": 0.5}, 0.5, meta={"harness": "own"})
+    out = rollout_metrics([scored, reported], "correct")
+    assert out["accuracy"] == 0.75 and out["reward/correct"] == 0.75
+    assert out["reward/agent"] == 0.25 and math.isclose(out["reward/format"], 0.3)
+    assert out["harness/own/accuracy"] == 0.5
+
+
 HARNESSES = "agent.harnesses=[{name: plain}, {name: brief, system: Be brief., max_turns: 1}]"
 
 
@@ -79,19 +94,26 @@ HARNESSES = "agent.harnesses=[{name: plain}, {name: brief, system: Be brief., ma
       "algo.adv_estimator=tree_grpo"],
      "not with agent.tree"),
     (["task.name=calculator", "agent.harnesses=[{name: a}, {name: a}]"], "distinct"),
+    (["task.name=calculator", "agent.harnesses=[{name: a}, {name: b, external: "
+      f"{AGENT}, max_turns: 2}}]"], "max_turns configure the built-in loop"),
+    (["task.name=calculator", f"agent.external={AGENT}"], "make the external agent one of"),
 ])
 def test_harnesses_are_refused_where_they_cannot_take_effect(overrides, error):
     with pytest.raises(ConfigError, match=error):
         load_config(None, [HARNESSES, *overrides])
 
 
-def test_a_two_harness_run_logs_each_harness(tmp_path):
+def test_a_three_harness_run_logs_each_harness_an_external_agent_among_them(tmp_path):
+    """The built-in loop twice and examples/external_agent's own loop (its own calculator,
+    through ``posttrain serve``) in one run."""
     out = tmp_path / "run"
+    own = f"{{name: own, share: 2, external: {AGENT}}}"
     result = CliRunner().invoke(app, [
         "train", "configs/calculator.yaml", "model.preset=nano", "threads=1", "sft.steps=2",
         "sft.batch_size=4",
         "rl.steps=2", "rl.prompts_per_step=4", "rl.group_size=2", "rl.max_new_tokens=16",
-        "eval.num_problems=4", "eval.max_new_tokens=16", f"out_dir={out}", HARNESSES])
+        "eval.num_problems=4", "eval.max_new_tokens=16", f"out_dir={out}",
+        HARNESSES[:-1] + f", {own}]"])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
     steps = [r for r in rows if r.get("stage") == "rl" and "reward" in r]
@@ -99,4 +121,4 @@ def test_a_two_harness_run_logs_each_harness(tmp_path):
         shares = [v for k, v in r.items() if k.startswith("harness/") and k.endswith("/share")]
         assert shares and math.isclose(sum(shares), 1.0)
     assert {k for r in steps for k in r if k.startswith("harness/")} >= {
-        "harness/plain/reward", "harness/brief/reward"}
+        f"harness/{h}/reward" for h in ("plain", "brief", "own")}

@@ -59,7 +59,7 @@ def test_an_override_fills_a_null_section():
          "dist.cpus_per_engine places engines in a placement group"),
         (["dist.engine_strategy=spread"], "dist.engine_strategy applies to dist.backend=ray"),
         (["agent.external=examples/external_agent/agent.py:solve",
-          "agent.external_command=python a.py"], "agent.external and agent.external_command"),
+          "agent.external_command=python a.py"], "agent: external and external_command"),
         (["task.name=calculator", "rl.mode=async"], "rl.mode=async"),
         (["agent.external_command=python a.py", "rl.mode=async", "rl.async.chunk_tokens=4"],
          "rl.async.chunk_tokens"),

@@ -40,7 +40,7 @@ def test_switching_the_name_drops_the_other_members_keys_left_at_their_defaults(
     cfg = load_config("configs/quickstart.yaml", ["task.name=search"])  # it lists ops, digits
     assert cfg.task.name == "search" and "digits" not in cfg.task.model_dump()
     with pytest.raises(ConfigError, match=r"task.digits: applies to name in "
-                                          r"\(arithmetic, calculator\), not search"):
+                                          r"\(arithmetic, calculator, task_builder\), not search"):
         load_config("configs/quickstart.yaml", ["task.name=search", "task.digits=3"])
 
 

@@ -12,10 +12,17 @@ from posttrain.cli.output import console, fail, fail_on
 
 synthesize_app = typer.Typer(
     no_args_is_help=True, help="synthesise verifiable tasks: tool environments, knowledge-graph "
-                               "tasks, code tasks from a repository; filter them.")
+                               "tasks, code tasks from a repository; filter them; collect "
+                               "what a task_builder run built.")
 Out = Annotated[Path, typer.Argument(help="directory for the environments and report.json")]
 Count = Annotated[int, typer.Option(min=1, help="environments to attempt")]
 MaxRounds = Annotated[int, typer.Option(min=1, help="drafts per environment")]
+
+
+def new_out(out: Path, what: str) -> None:
+    """Stop unless ``out`` is new or empty (nothing a run wrote is overwritten)."""
+    if out.exists() and (out.is_file() or any(out.iterdir())):
+        fail(f"{out} is not empty: give {what} a new path")
 
 
 def builder_of(spec: str, seed: int, flaw_rate: float, model: str | None):
@@ -40,8 +47,7 @@ def build(out: Path, make, count: int, max_level: int, max_rounds: int) -> None:
     from posttrain.reporting import StepProgress
     from posttrain.synthesis.tool_envs import synthesize_tool_envs
 
-    if out.exists() and any(out.iterdir()):
-        fail(f"{out} is not empty: give the environments a new directory")
+    new_out(out, "the environments")
     bar = StepProgress(console)
     bar.start("environments", count)
     report = synthesize_tool_envs(make, count, out, max_level, max_rounds,
@@ -124,8 +130,7 @@ def filter_cmd(
     from posttrain.recipes.outer.task_filter import filter_tasks
     from posttrain.types import SamplingParams
 
-    if out.exists() and any(out.iterdir()):
-        fail(f"{out} is not empty: give the kept environments a new directory")
+    new_out(out, "the kept environments")
     with fail_on(ToolEnvError):
         problems = list(ToolEnvTasks(src).problems.values())
     kept, dropped = filter_tasks(
@@ -183,8 +188,7 @@ def repo(
     from posttrain.synthesis.demo_repo import make_demo_repo
     from posttrain.synthesis.repo_tasks import git, synthesize_repo_tasks
 
-    if out.exists() and any(out.iterdir()):
-        fail(f"{out} is not empty: give the tasks a new directory")
+    new_out(out, "the tasks")
     if demo:
         if repository.exists():
             fail(f"--demo generates a repository at {repository}, which exists")
@@ -198,3 +202,29 @@ def repo(
     report = synthesize_repo_tasks(repository, out, runs, lambda done: bar.advance(done))
     bar.finish()
     typer.echo(json.dumps({k: v for k, v in report.items() if k != "tasks"}, indent=2))
+
+
+@synthesize_app.command()
+def built(
+    episodes: Annotated[Path, typer.Argument(
+        help="a task_builder run's episodes.jsonl (rl.save_episodes: true)")],
+    out: Annotated[Path, typer.Argument(help="a new JSONL file of prompt rows")],
+) -> None:
+    """Collect what a task_builder run built as a dataset of prompts to train a solver on.
+
+    Every valid problem whose solver pass rate lay strictly between 0 and 1 is kept once, as
+    a row {prompt, reference, pass_rate}; the counts of what was left out, and why, are
+    printed. Train on it with task.name=dataset task.data.path=OUT."""
+    from posttrain.synthesis.task_builder import built_rows
+
+    new_out(out, "the rows")
+    if not episodes.is_file():
+        fail(f"no file {episodes}: run the builder with rl.save_episodes=true")
+    with episodes.open() as f:
+        try:
+            rows, left = built_rows(json.loads(line) for line in f if line.strip())
+        except json.JSONDecodeError as e:
+            fail(f"{episodes} is not JSONL: {e}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    typer.echo(json.dumps({"kept": len(rows), "left_out": left}, indent=2))

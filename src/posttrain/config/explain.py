@@ -118,7 +118,7 @@ def plan(cfg: RunConfig) -> list[StagePlan]:
             turns = 1 if cfg.single_turn or cfg.agent.plays_externally else cfg.agent.max_turns
             sampled = rows * section.max_new_tokens * turns
             evals = _count(section.steps, section.eval_every, True)
-            if cfg.agent.plays_externally:
+            if cfg.agent.any_external:
                 notes.append("an external agent makes as many calls as it likes: sampled "
                              "tokens are counted for one call a session")
             if cfg.algo.dynamic_sampling.enabled:

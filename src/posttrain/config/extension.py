@@ -56,6 +56,8 @@ CONTRACTS = {
                                  ("messages", "reply", "user_type")),
     "curio_classifier": Contract("a user-type classifier (returns a probability per user "
                                  "type)", ("messages", "user_types")),
+    "built_task_check": Contract("a built-task check (returns True when the worked answer "
+                                 "is right)", ("problem", "answer")),
     "external_agent": Contract("an agent (talks to the OpenAI- or Anthropic-compatible "
                                "base_url with api_key; returns its reward or None)",
                                ("base_url", "api_key", "task")),

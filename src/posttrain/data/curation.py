@@ -44,7 +44,7 @@ def sample_prompts(
         episodes = rollout_fn(engine, tokenizer, part, reward_fn, seeded, k)
         for j, task in enumerate(part):
             group = episodes[j * k : (j + 1) * k]
-            passes = sum(e.rewards[accuracy_part] >= pass_at for e in group)
+            passes = sum(e.score(accuracy_part) >= pass_at for e in group)
             yield Sampled(task, group, passes)
 
 

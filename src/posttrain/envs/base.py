@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -49,6 +50,16 @@ class SplitTasks:
         if not 0 < eval_fraction < 1:
             raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}")
         return max(1, round(eval_fraction * total))
+
+    @staticmethod
+    def split_by_id(items: dict[str, object], eval_fraction: float) -> dict[str, list]:
+        """``items`` (id -> problem) split by a hash of each id: ``crc32(id) mod 1000 <
+        1000 eval_fraction`` is held out (at least the smallest id), so adding items never
+        moves another between splits."""
+        held = {i for i in items if zlib.crc32(i.encode()) % 1000 < eval_fraction * 1000}
+        held = held or {min(items)}
+        return {"train": [p for i, p in items.items() if i not in held],
+                "eval": [p for i, p in items.items() if i in held]}
 
     def sample(self, n: int, rng: random.Random, split: str = "train") -> list:
         """``n`` problems of ``split`` drawn with replacement with ``rng``."""

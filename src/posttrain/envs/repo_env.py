@@ -14,7 +14,6 @@ import json
 import random
 import subprocess
 import tempfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -203,10 +202,7 @@ class RepoTasks(SplitTasks):
             raise ValueError(f"no code task (a folder with task.json) under {directory}")
         self.tasks = {t.reference: t for t in map(RepoTask.load, dirs)}
         self._patched: dict[str, dict[str, str] | str] = {}  # id -> its files, patched
-        held = {i for i in self.tasks if zlib.crc32(i.encode()) % 1000 < eval_fraction * 1000}
-        held = held or {min(self.tasks)}
-        self.splits = {"train": [t for i, t in self.tasks.items() if i not in held],
-                       "eval": [t for i, t in self.tasks.items() if i in held]}
+        self.splits = self.split_by_id(self.tasks, eval_fraction)
 
     def make_env(self, reference: str) -> RepoEnv:
         return RepoEnv(self.tasks[reference])

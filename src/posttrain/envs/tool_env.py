@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import json
 import random
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -240,11 +239,7 @@ class ToolEnvTasks(SplitTasks):
             trace = env.spec.get("meta", {}).get("trace") or {}
             self.problems[env.id] = ToolEnvProblem(env, str(trace.get("answer", "")),
                                                    tuple(map(tuple, trace.get("calls", []))))
-        held = {i for i in self.problems
-                if zlib.crc32(i.encode()) % 1000 < eval_fraction * 1000}
-        held = held or {min(self.problems)}
-        self.splits = {"train": [p for i, p in self.problems.items() if i not in held],
-                       "eval": [p for i, p in self.problems.items() if i in held]}
+        self.splits = self.split_by_id(self.problems, eval_fraction)
 
     def make_env(self, reference: str) -> ToolEnvEpisode:
         return ToolEnvEpisode(self.problems[reference])

@@ -135,8 +135,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
                 else:
                     made = run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn,
                                   cfg.rl.actor_as_grm)
-            finally:
-                if external is not None:
-                    external.close()  # its server (a later stage's use starts a new one)
+            finally:  # an external agent's server (a later stage's use starts a new one)
+                if hasattr(parts.rollout_fn, "close"):
+                    parts.rollout_fn.close()
         parts.keep_final_eval("rl", made, cfg.rl.steps, evals)
         return trainer.export_model()  # (a trainer actor: before the cluster session ends)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from posttrain.config import ConfigError, PairDataConfig, RunConfig
@@ -56,11 +57,11 @@ def task_family(cfg: RunConfig) -> TaskParts:
     return parts
 
 
-def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
-                     env_factory: Callable | None) -> Callable[..., list[Episode]]:
+def rollout_function(cfg: RunConfig, tools: ToolRegistry | None, env_factory: Callable | None,
+                     env_score: Callable | None = None) -> Callable[..., list[Episode]]:
     """What plays and scores episodes: ``task.rollout`` if named, the agent loop when the task
     has ``tools`` (with a dataset row's own tools, and ``task.env``'s environment), else one
-    completion a sample."""
+    completion a sample (scored with the family's ``env_score``, if any)."""
     if cfg.task.rollout is not None:
         return load_extension("rollout", cfg.task.rollout)
     agent = cfg.agent
@@ -73,7 +74,7 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
             command_agent(agent.external_command, agent.timeout_s)
         return ExternalAgentRollout(play, agent.timeout_s)
     if tools is None:
-        return rollout
+        return rollout if env_score is None else partial(rollout, env_score=env_score)
     tree, guard, swarm = cfg.agent.tree, cfg.agent.guard, cfg.agent.swarm
     task_tools = row_tools(tools) if cfg.task.ROW_TOOLS else None
     return AgentRollout(
@@ -89,9 +90,11 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None,
 
 
 def harness_config(cfg: RunConfig, h) -> RunConfig:
-    """``cfg`` with harness ``h``'s loop settings instead of ``agent``'s."""
+    """``cfg`` with harness ``h``'s loop settings (or external agent) instead of
+    ``agent``'s."""
     changes = {k: getattr(h, k) for k in ("max_turns", "max_tokens", "retain_reasoning",
-                                          "compaction") if getattr(h, k) is not None}
+                                          "compaction", "external", "external_command")
+               if getattr(h, k) is not None}
     agent = cfg.agent.model_copy(update=changes | {"harnesses": []})
     return cfg.model_copy(update={"agent": agent})
 
@@ -125,7 +128,7 @@ class RunTasks:
         if self.skills is not None and self.tools is not None and cfg.skills.tools:
             for tool in self.skills.tools():
                 self.tools.add(tool)
-        self.rollout_fn = rollout_function(cfg, self.tools, env_factory)
+        self.rollout_fn = rollout_function(cfg, self.tools, env_factory, family.env_score)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if isinstance(self.tasks, StreamedDatasetTasks):  # train rows: once read through
             self.tasks.stream.on_first_pass = lambda rows: self.report_skipped("train prompt", rows)

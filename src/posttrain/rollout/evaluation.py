@@ -47,18 +47,18 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
     """
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}
-    for name in [*reward_fn.weights, *(k for k in episodes[0].rewards
-                                        if k not in reward_fn.weights)]:  # a confession's
-        out[name] = sum(e.rewards[name] for e in episodes) / n
+    for name in dict.fromkeys([*reward_fn.weights, *(k for e in episodes for k in e.rewards)]):
+        out[name] = sum(e.score(name) for e in episodes) / n  # (also a confession's part)
     out["accuracy"] = out[accuracy_part]
     out |= missing_metrics(episodes)
     domains = sorted({d for e in episodes if (d := e.meta.get("domain")) is not None})
     if len(domains) > 1:  # per task domain too
         for d in domains:
-            mine = [e.rewards[accuracy_part] for e in episodes if e.meta.get("domain") == d]
+            mine = [e.score(accuracy_part) for e in episodes if e.meta.get("domain") == d]
             out[f"accuracy/{d}"] = sum(mine) / len(mine)
-    if any("tool_records" in e.meta for e in episodes):
-        out["tool_use"] = tool_use_rate(episodes)
+    looped = [e for e in episodes if "tool_records" in e.meta]  # the built-in loop's
+    if looped:
+        out["tool_use"] = tool_use_rate(looped)
     out |= swarm_metrics(episodes) | curio_metrics(episodes) | harness_metrics(
         episodes, accuracy_part)
     per_problem = per_task(episodes, cfg.samples)
@@ -71,7 +71,7 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
         for value, ks in sorted(by_value.items()):
             mine = [e for k in ks for e in per_problem[k]]
             out[f"accuracy/{column}={value}"] = \
-                sum(e.rewards[accuracy_part] for e in mine) / len(mine)
+                sum(e.score(accuracy_part) for e in mine) / len(mine)
             if cfg.samples > 1:
                 k = max(cfg.pass_ks())
                 out[f"pass@{k}/{column}={value}"] = sample_metrics(
@@ -101,5 +101,5 @@ def per_task(episodes: Sequence[Episode], samples: int) -> list[Sequence[Episode
 
 def pass_rates(episodes: Sequence[Episode], samples: int, accuracy_part: str) -> list[float]:
     """Each task's mean ``accuracy_part`` over its ``samples`` episodes."""
-    return [sum(e.rewards[accuracy_part] for e in mine) / len(mine)
+    return [sum(e.score(accuracy_part) for e in mine) / len(mine)
             for mine in per_task(episodes, samples)]

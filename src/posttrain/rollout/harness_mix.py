@@ -2,8 +2,9 @@
 harnesses at once): each task of a call goes, with its whole group, to one harness, drawn
 with probability proportional to the harnesses' shares from a hash of the call's group
 prefix, the task's position and the sampling seed (so a resumed run draws as the straight
-one did); each harness plays its tasks with its own rollout, a harness's ``system`` message
-opening them; every episode carries ``meta["harness"]``."""
+one did); each harness plays its tasks with its own rollout (the built-in loop, or an external
+agent's sessions), a harness's ``system`` message opening them; every episode carries
+``meta["harness"]``."""
 
 from __future__ import annotations
 
@@ -78,3 +79,9 @@ class HarnessMix:
                     e.meta["harness"] = h.name
                     by_task[k].append(e)
         return [e for episodes in by_task for e in episodes]
+
+    def close(self) -> None:
+        """Stop the harnesses' servers (external agents'; a later call starts new ones)."""
+        for h in self.harnesses:
+            if hasattr(h.rollout, "close"):
+                h.rollout.close()

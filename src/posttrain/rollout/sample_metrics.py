@@ -41,7 +41,7 @@ def sample_metrics(per_problem: Sequence[Sequence[Episode]], accuracy_part: str,
     """``pass@k`` and ``maj@k`` for each ``k`` of ``ks``, and ``mean@n``, with standard errors,
     over problems of ``n`` samples each."""
     n_tasks, n = len(per_problem), len(per_problem[0])
-    scores = [[e.rewards[accuracy_part] for e in eps] for eps in per_problem]
+    scores = [[e.score(accuracy_part) for e in eps] for eps in per_problem]
     right = [[s >= 1.0 for s in row] for row in scores]
     out: dict[str, float] = {}
     for k in ks:

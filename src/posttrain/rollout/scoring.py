@@ -129,16 +129,17 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     episodes = [e for e in episodes if not e.meta.get("grading")]
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}
-    for name in episodes[0].rewards:
-        out[f"reward/{name}"] = sum(e.rewards[name] for e in episodes) / n
-    out["accuracy"] = out[f"reward/{accuracy_part}"]
+    for name in dict.fromkeys(k for e in episodes for k in e.rewards):
+        out[f"reward/{name}"] = sum(e.score(name) for e in episodes) / n
+    out["accuracy"] = sum(e.score(accuracy_part) for e in episodes) / n
     out["response_length"] = sum(e.segments[0].num_trainable for e in episodes) / n
     out["truncated"] = sum(e.finish_reason in ("length", "max_tokens") for e in episodes) / n
     out |= missing_metrics(episodes)
-    if any("tool_records" in e.meta for e in episodes):
-        out["tool_use"] = tool_use_rate(episodes)
+    looped = [e for e in episodes if "tool_records" in e.meta]  # the built-in loop's
+    if looped:
+        out["tool_use"] = tool_use_rate(looped)
         for key in ("turns", "compactions", "guard_flags", "guard_blocks", "guard_judge_failures"):
-            out[key] = sum(e.meta[key] for e in episodes) / n
+            out[key] = sum(e.meta[key] for e in looped) / len(looped)
     if gradings:
         out["grading/reward"] = statistics.fmean(e.reward for e in gradings)
         out["grading/missing"] = statistics.fmean(e.meta["grade"] is None for e in gradings)
@@ -155,7 +156,7 @@ def harness_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
         mine = [e for e in episodes if e.meta.get("harness") == name]
         out[f"harness/{name}/share"] = len(mine) / len(episodes)
         out[f"harness/{name}/reward"] = statistics.fmean(e.reward for e in mine)
-        out[f"harness/{name}/accuracy"] = statistics.fmean(e.rewards[accuracy_part]
+        out[f"harness/{name}/accuracy"] = statistics.fmean(e.score(accuracy_part)
                                                            for e in mine)
     return out
 

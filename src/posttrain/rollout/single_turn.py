@@ -43,10 +43,13 @@ def seek_step(tasks: Any, step: int, prompts_per_step: int) -> None:
 
 
 def rollout(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
-            sampling: SamplingParams, group_size: int = 1, group_prefix: str = "") -> list[Episode]:
+            sampling: SamplingParams, group_size: int = 1, group_prefix: str = "", *,
+            env_score: Callable | None = None) -> list[Episode]:
     """``group_size`` scored episodes per task; episodes of task ``k`` share group ``prefix-k``.
     The samples are scored as one batch; a missing part takes its group's mean
-    (``rollout.missing``).
+    (``rollout.missing``). ``env_score(engine, tokenizer, tasks, completions, sampling)``
+    (a family's ``TaskParts.env_score``) gives each sample's parts with verifier ``env`` and
+    what goes into its ``meta``, as ``(parts, meta)``.
 
     An empty completion is kept (the segment has no trainable token) and scores 0.
     """
@@ -54,11 +57,15 @@ def rollout(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardF
     outs = engine.generate([p for p in prompts for _ in range(group_size)], sampling)
     task_of = [tasks[j // group_size] for j in range(len(outs))]
     samples = [sample_of(tokenizer, t, o.token_ids) for t, o in zip(task_of, outs)]
+    envs = [({}, {})] * len(samples) if env_score is None else env_score(
+        engine, tokenizer, task_of, [s.completion for s in samples], sampling)
+    scores = reward_fn.score(samples, [parts for parts, _ in envs] if env_score else None)
     episodes = [scored_episode(reward_fn, s, scored, out.prompt_ids, out.token_ids, out.logprobs,
                                out.version, out.finish_reason,
                                f"{group_prefix}{j // group_size}", t, out.routing)
-                for j, (t, s, scored, out) in enumerate(zip(task_of, samples,
-                                                            reward_fn.score(samples), outs))]
+                for j, (t, s, scored, out) in enumerate(zip(task_of, samples, scores, outs))]
+    for e, (_, meta) in zip(episodes, envs):
+        e.meta |= meta
     fill_missing(episodes, reward_fn)
     return episodes
 

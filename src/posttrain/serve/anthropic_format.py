@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.serve.openai_format import check_tool, text_of, text_only
+from posttrain.serve.openai_format import check_tool, quick_field, text_of, text_only
 from posttrain.serve.requests import Request, RequestError, Sampled, validated
 from posttrain.serve.tool_choice import applied, from_anthropic
 
@@ -94,7 +94,7 @@ def message_response(msg: MessagesBody, s: Sampled, prompt_tokens: int) -> dict:
             "model": msg.model, "content": _blocks(s), "stop_reason": reason,
             "stop_sequence": s.stop_sequence,
             "usage": {"input_tokens": prompt_tokens, "output_tokens": len(s.token_ids)}
-            } | ({"quick": s.quick.to_dict()} if s.quick else {})
+            } | quick_field([s])
 
 
 def message_events(msg: MessagesBody, s: Sampled, prompt_tokens: int) -> Iterator[str]:

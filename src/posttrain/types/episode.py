@@ -108,7 +108,8 @@ class Episode:
     """One rollout: its segments, named reward parts, and bookkeeping.
 
     ``rewards`` maps reward-part names to floats; ``reward`` is their weighted sum as set by the
-    reward function (stored, so the weights that produced it are never ambiguous).
+    reward function (stored, so the weights that produced it are never ambiguous). An external
+    agent's session whose agent reported its own reward has the one part ``agent``.
     """
 
     segments: list[Segment]
@@ -123,6 +124,11 @@ class Episode:
             raise ValueError("an Episode needs at least one Segment")
         if not math.isfinite(self.reward):
             raise ValueError(f"Episode.reward must be finite, got {self.reward}")
+
+    def score(self, part: str) -> float:
+        """Reward part ``part``, or the reward an external agent reported for its session
+        (part ``agent``), which then stands for every part (0 when neither is there)."""
+        return self.rewards.get(part, self.rewards.get("agent", 0.0))
 
     def to_dict(self) -> dict:
         return {"segments": [s.to_dict() for s in self.segments], "rewards": dict(self.rewards),

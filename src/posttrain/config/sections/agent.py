@@ -160,12 +160,34 @@ class SwarmConfig(Section):
     prompt: str = Field(SUBAGENT_PROMPT, min_length=1)
 
 
-class HarnessConfig(Section):
-    """One harness of ``agent.harnesses``: how the built-in loop plays the episodes of a
-    ``share`` of the tasks. ``system``: a system message opening every episode (merged into
-    the task's own); ``max_turns``, ``max_tokens``, ``retain_reasoning``, ``compaction``:
-    this harness's instead of ``agent``'s; ``tools``: the names of the task's tools it
-    offers (null: all)."""
+class ExternalAgent(Section):
+    """The user's own agent playing episodes against ``posttrain serve`` on the rollout engine
+    (docs/serve.md): ``external`` (``pkg.mod:fn``, called as ``fn(base_url, api_key, task)``)
+    or ``external_command`` (a program)."""
+
+    external: Annotated[str, extension("external_agent")] | None = None
+    external_command: str | None = None
+
+    @property
+    def plays_externally(self) -> bool:
+        """Whether the user's own agent plays the episodes (``external`` or
+        ``external_command``) against ``posttrain serve``."""
+        return self.external is not None or self.external_command is not None
+
+    @model_validator(mode="after")
+    def _one_external_agent(self) -> ExternalAgent:
+        if self.external is not None and self.external_command is not None:
+            raise ValueError("external and external_command both name the agent: set one")
+        return self
+
+
+class HarnessConfig(ExternalAgent):
+    """One harness of ``agent.harnesses``: how a ``share`` of the tasks is played. The
+    built-in loop, with ``system``: a system message opening every episode (merged into the
+    task's own); ``max_turns``, ``max_tokens``, ``retain_reasoning``, ``compaction``: this
+    harness's instead of ``agent``'s; ``tools``: the names of the task's tools it offers
+    (null: all). Or an external agent (``external`` / ``external_command``), which brings its
+    own loop and tools and gets the task with ``system`` opening it."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
     share: float = Field(1.0, gt=0)
@@ -176,8 +198,17 @@ class HarnessConfig(Section):
     compaction: Compaction | None = None
     tools: list[str] | None = None
 
+    @model_validator(mode="after")
+    def _loop_settings_of_the_built_in_loop(self) -> HarnessConfig:
+        loop = [k for k in ("max_turns", "max_tokens", "retain_reasoning", "compaction", "tools")
+                if getattr(self, k) is not None]
+        if self.plays_externally and loop:
+            raise ValueError(f"harness {self.name}: {', '.join(loop)} configure the built-in "
+                             "loop; an external agent brings its own loop and tools")
+        return self
 
-class AgentConfig(Section):
+
+class AgentConfig(ExternalAgent):
     """Limits of an agent episode (tool-using tasks such as ``calculator``); the per-turn token
     budget is ``rl.max_new_tokens`` (``eval.max_new_tokens`` in evaluation) and ``max_tokens``
     the context window. ``compaction`` manages the window (docs/agents.md); ``tree`` shapes
@@ -205,8 +236,6 @@ class AgentConfig(Section):
     guard: GuardConfig | None = None
     retain_reasoning: Literal[RETENTION] = "keep_all"  # type: ignore[valid-type]
     tools: list[Annotated[str, tool_set()]] = Field(default_factory=list)
-    external: Annotated[str, extension("external_agent")] | None = None
-    external_command: str | None = None
     swarm: SwarmConfig | None = None
     harnesses: list[HarnessConfig] = Field(default_factory=list)
 
@@ -219,16 +248,12 @@ class AgentConfig(Section):
         return v
 
     @property
-    def plays_externally(self) -> bool:
-        """Whether the user's own agent plays the episodes (``external`` or
-        ``external_command``) against ``posttrain serve``."""
-        return self.external is not None or self.external_command is not None
+    def any_external(self) -> bool:
+        """Whether an external agent plays some episodes: ``agent``'s or a harness's."""
+        return self.plays_externally or any(h.plays_externally for h in self.harnesses)
 
     @model_validator(mode="after")
-    def _one_external_agent(self) -> AgentConfig:
-        if self.external is not None and self.external_command is not None:
-            raise ValueError("agent.external and agent.external_command both name the agent: "
-                             "set one")
+    def _agent_tools_are_the_loops(self) -> AgentConfig:
         if self.plays_externally and self.tools:
             raise ValueError("agent.tools are tools of posttrain's agent loop; an external "
                              "agent (agent.external / external_command) brings its own")
@@ -275,11 +300,11 @@ class AgentConfig(Section):
             for what, on in (("a single-turn task", cfg.single_turn),
                              ("agent.tree", self.tree is not None),
                              ("agent.swarm", self.swarm is not None),
-                             ("an external agent", self.plays_externally),
+                             ("agent.external / external_command (make the external "
+                              "agent one of the harnesses)", self.plays_externally),
                              ("task.rollout", task.rollout is not None)):
                 if on:
-                    raise ValueError(f"agent.harnesses are configurations of the built-in "
-                                     f"agent loop: not with {what}")
+                    raise ValueError(f"agent.harnesses: not with {what}")
 
     def limits(self) -> LoopLimits:
         """The episode limits (the per-turn budget comes with each call's sampling)."""

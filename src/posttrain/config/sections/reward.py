@@ -213,7 +213,7 @@ class RewardConfig(Section):
                    ("agent.swarm (its sub-agents' episodes are scored by the swarm)",
                     agent.swarm is not None),
                    ("an external agent (its sessions end outside posttrain)",
-                    agent.plays_externally)]
+                    agent.any_external)]
         for what, present in refused:
             if present:
                 raise ValueError(f"reward.confession cannot follow {what}")

@@ -15,12 +15,15 @@ from posttrain.config.family import PATH, Member, member
 @dataclass
 class TaskParts:
     """What a task family builds: the task source (``sample(n, rng)``, ``eval_set(n)``), the
-    tools the model is shown (None: single turn, no agent loop) and the per-episode environment
-    factory (tasks whose tools hold per-episode state)."""
+    tools the model is shown (None: single turn, no agent loop), the per-episode environment
+    factory (tasks whose tools hold per-episode state) and, for a single-turn family whose
+    environment scores its completions with the engine's help, ``env_score(engine,
+    tokenizer, tasks, completions, sampling) -> [(parts, meta)]``."""
 
     tasks: Any
     tools: Any = None
     env_factory: Any = None
+    env_score: Any = None
 
 
 class Models(Protocol):
