@@ -257,29 +257,33 @@ def test_old_token_stats_are_the_rollout_policys_log_probs_and_entropies(model, 
     torch.testing.assert_close(ent[m], ref_ent[m], atol=1e-5, rtol=0)
 
 
-def test_taco_reaches_the_update(model, tokenizer, tmp_path, monkeypatch):
-    """One RL step: ``lam = 0`` leaves the update as without taco (w = 1), ``lam = 0.5`` with
-    ``alpha`` so large that every token is a tail token halves the positive advantages, and
-    the weights move differently."""
+@pytest.mark.parametrize(("neutral", "acting"), [
+    ({"taco": {"alpha": 1e6, "lam": 0.0}}, {"taco": {"alpha": 1e6, "lam": 0.5}}),
+    ({"top_entropy": {"rho": 1.0}}, {"top_entropy": {"rho": 0.2}}),
+])
+def test_token_modifiers_reach_the_update(model, tokenizer, tmp_path, monkeypatch, neutral,
+                                          acting):
+    """One RL step: a modifier's neutral setting leaves the update as without it (taco's
+    ``lam = 0``: w = 1; ``top_entropy``'s ``rho = 1``: every token kept); an acting one (taco
+    with ``alpha`` so large that every token is a tail token; the top fifth of the tokens by
+    entropy) moves the weights differently."""
     monkeypatch.setitem(VERIFIERS, "length_mod2", lambda text, ref: len(text) % 2)
 
-    def step(taco):
+    def step(algo):
         policy = copy.deepcopy(model)
         cfg = RLConfig(steps=1, prompts_per_step=4, group_size=4, max_new_tokens=5,
                        eval_every=0, optim=OptimConfig(lr=1e-2))
         engine = TorchEngine(policy, tokenizer.pad_token_id, tokenizer.eos_token_id)
         run_rl(RLRun(Trainer(policy, cfg.optim, 1), tokenizer, TASKS, [],
                      RewardFunction({"len": ("length_mod2", 1.0)}), EvalConfig(), "len",
-                     Reporter(tmp_path / str(taco), quiet=True), cfg=cfg,
-                     algo=AlgoConfig(taco=taco), actor=ActorConfig()), engine)
+                     Reporter(tmp_path / str(algo), quiet=True), cfg=cfg,
+                     algo=AlgoConfig(**algo), actor=ActorConfig()), engine)
         return torch.cat([p.detach().flatten() for p in policy.parameters()])
 
-    plain = step(None)
-    same = step({"alpha": 1e6, "lam": 0.0})
-    halved = step({"alpha": 1e6, "lam": 0.5})
+    plain, same, changed = step({}), step(neutral), step(acting)
     start = torch.cat([p.detach().flatten() for p in model.parameters()])
     torch.testing.assert_close(same, plain, atol=1e-6, rtol=0)
-    assert (halved - plain).abs().max() > 100 * (same - plain).abs().max() + 1e-6
+    assert (changed - plain).abs().max() > 100 * (same - plain).abs().max() + 1e-6
     assert (plain - start).abs().max() > 1e-4
 
 

@@ -41,6 +41,22 @@ def test_opsm_drops_drifted_negative_sequences():
     assert dropped.item() == 0.0 and kept.item() != 0.0
 
 
+def test_m2po_and_kpop_drop_the_drifted_tokens_from_the_policy_term():
+    """Token (0, 0) drifts by 1.0, the others by nothing: M2PO (tau .04: 1/6 > .04) and
+    KPop (phi .1) drop it alone; with ``token_mean`` over the step's 6 tokens the loss is the
+    plain loss without that token's term."""
+    t = tokens()
+    t.behaviour_logp = t.old_logp.clone()
+    t.behaviour_logp[0, 0] -= 1.0
+    norm = StepNorm.from_mask(t.mask)
+    per_token, _ = get("policy_loss", "ppo_clip")(logp=t.logp, old_logp=t.old_logp,
+                                                  advantages=t.advantages)
+    expected = (per_token.sum() - per_token[0, 0]).item() / 6
+    for offpolicy in (OffPolicyConfig(m2po_tau=0.04), OffPolicyConfig(kpop_phi=0.1)):
+        loss, _ = rl_loss(t, norm, ActorConfig(), offpolicy=offpolicy)
+        assert loss.item() == pytest.approx(expected, rel=1e-12)
+
+
 def test_kl_only_enters_the_loss_when_placed_there():
     t = tokens()
     norm = StepNorm.from_mask(t.mask)

@@ -41,6 +41,19 @@ def mean_baseline(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch
     return dr_grpo(rewards=rewards, group_ids=group_ids, mask=mask)
 
 
+@register("advantage", "maxrl", aliases=("max_rl",),
+          source="standard (MaxRL, arXiv 2602.02710); prime-rl, TRL", output="episode")
+def maxrl(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``A_i = (r_i - mean_g) / mean_g``, 0 when ``mean_g <= 0``: for pass/fail rewards with
+    ``K`` of ``N`` passing, ``N/K - 1`` on a pass and ``-1`` on a fail, so a prompt weighs
+    ``1/p`` (the gradient of ``log p``, maximum likelihood) where GRPO's is ``1/sqrt(p(1-p))``."""
+    require_finite("maxrl", rewards=rewards)
+    r = rewards.to(torch.float64)
+    mean = group_stats(r, group_ids)[0]
+    adv = torch.where(mean > 0, (r - mean) / mean.clamp(min=EPS), torch.zeros_like(r))
+    return per_token(adv, mask)
+
+
 @register("advantage", "rloo", source="standard (RLOO)", output="episode")
 def rloo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``A_i = r_i - mean_{j != i} r_j = G / (G - 1) (r_i - mean_g)``; ``G = 1`` gives 0."""

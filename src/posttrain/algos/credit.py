@@ -87,6 +87,24 @@ def taco(
     return torch.where(advantages > 0, w * advantages, advantages)
 
 
+@register("advantage", "top_entropy", aliases=("entropy_quantile", "high_entropy_tokens"),
+          source="standard (80/20 high-entropy minority tokens, arXiv 2506.01939)")
+def top_entropy(
+    *, advantages: torch.Tensor, old_entropy: torch.Tensor, mask: torch.Tensor, rho: float = 0.2,
+) -> torch.Tensor:
+    """Only the highest-entropy share ``rho`` of the batch's tokens keeps its advantage:
+    ``A_t <- A_t 1[H_t >= tau]``, ``tau`` the ``1 - rho`` quantile (linear interpolation) of
+    the rollout policy's entropy ``H`` over the valid tokens (``mask``)."""
+    require_finite("top_entropy", advantages=advantages, old_entropy=old_entropy)
+    if not 0 < rho <= 1:
+        raise ValueError(f"top_entropy: rho must lie in (0, 1], got {rho}")
+    valid = mask > 0
+    if not bool(valid.any()):
+        return advantages
+    tau = torch.quantile(old_entropy[valid].double(), 1 - rho)
+    return torch.where(old_entropy.double() >= tau, advantages, torch.zeros_like(advantages))
+
+
 @register("advantage", "gar", source="PT (MiMo V2.6)", output="episode")
 def gar(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,

@@ -97,6 +97,47 @@ def opsm(
     return mask * (~drop).to(mask.dtype)[:, None]
 
 
+@register("offpolicy", "m2po", source="standard (M2PO, arXiv 2510.01161); AReaL")
+def m2po(
+    *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
+    tau: float = 0.04,
+) -> torch.Tensor:
+    """Second-moment trust region: with ``d_t = (old_logp - behaviour_logp)^2`` on the valid
+    tokens sorted in decreasing order, the first ``j`` are masked, ``j`` the least for which
+    the mean of the rest is ``< tau`` (all but the smallest when none is). Returns the mask."""
+    d = _log_ratio(old_logp, behaviour_logp, mask) ** 2
+    valid = torch.nonzero(mask.flatten() > 0).flatten()
+    if len(valid) == 0:
+        return mask
+    values, order = torch.sort(d.flatten()[valid].double(), descending=True, stable=True)
+    n = len(values)
+    suffix_mean = values.flip(0).cumsum(0).flip(0) / torch.arange(n, 0, -1, dtype=values.dtype)
+    below = torch.nonzero(suffix_mean < tau).flatten()
+    j = int(below[0]) if len(below) else n - 1
+    out = mask.clone()
+    out.view(-1)[valid[order[:j]]] = 0
+    return out
+
+
+@register("offpolicy", "kpop", source="standard (KPop, Ring team); AReaL (binary_kl)")
+def kpop(
+    *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
+    phi: float = 0.1,
+) -> torch.Tensor:
+    """A token is kept iff ``max(D_B(p||q), D_B(q||p)) <= phi``: ``p`` the trainer's and
+    ``q`` the engine's probability of it (each clamped to ``[1e-8, 1 - 1e-8]``), ``D_B(p||q)
+    = p log(p/q) + (1-p) log((1-p)/(1-q))`` the KL of the two Bernoullis. Returns the mask."""
+    require_finite("kpop", old_logp=old_logp, behaviour_logp=behaviour_logp)
+    p = old_logp.detach().double().exp().clamp(1e-8, 1 - 1e-8)
+    q = behaviour_logp.detach().double().exp().clamp(1e-8, 1 - 1e-8)
+
+    def binary_kl(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a * (a / b).log() + (1 - a) * ((1 - a) / (1 - b)).log()
+
+    far = torch.maximum(binary_kl(p, q), binary_kl(q, p)) > phi
+    return mask * (~far).to(mask.dtype)
+
+
 @register("offpolicy", "keep_sampling_mask", source="PT (DeepSeek V3.2)")
 def keep_sampling_mask(
     *, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,

@@ -14,6 +14,7 @@ from posttrain.config.schema import RunConfig
 # entries applied by a switch or section rather than named by a key
 SWITCHED = {
     ("advantage", "taco"): "`algo.taco`",
+    ("advantage", "top_entropy"): "`algo.top_entropy`",
     ("advantage", "behaviour_reg"): "`algo.behaviour_reg`",
     ("advantage", "grs"): "`reward.synthesis`",
     ("advantage", "opd"): "`opd.loss` `opd_sampled`, `opd_clip`, `mopd` (the token reward)",
@@ -21,6 +22,8 @@ SWITCHED = {
     ("policy_loss", "value_clip"): "`critic.cliprange_value` (`critic.enabled`)",
     ("offpolicy", "keep_sampling_mask"): "`rl.top_p`, `rl.top_k` (the trainer's support)",
     ("offpolicy", "opsm"): "`algo.offpolicy.opsm_delta`",
+    ("offpolicy", "m2po"): "`algo.offpolicy.m2po_tau`",
+    ("offpolicy", "kpop"): "`algo.offpolicy.kpop_phi`",
     ("offpolicy", "routing_replay"): "`trainer.routing_replay` (MoE models, the torch engine)",
     ("offpolicy", "staleness_mask"): "`rl.async.max_staleness` (`rl.async.stale: mask`)",
     ("shaping", "dynamic_sampling"): "`algo.dynamic_sampling`",

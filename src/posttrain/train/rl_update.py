@@ -196,8 +196,9 @@ def compute_advantages(batch: Batch, episodes: Sequence[Episode], algo: AlgoConf
 def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
               algo: AlgoConfig) -> torch.Tensor:
     """The per-token modifiers applied to ``adv``: ``taco`` (on ``batch.old_logprobs`` and
-    ``batch.old_entropy``), then ``behaviour_reg``, then the confessions' own advantage on
-    their tokens (``reward.confession``)."""
+    ``batch.old_entropy``), ``top_entropy`` (on ``batch.old_entropy``), then
+    ``behaviour_reg``, then the confessions' own advantage on their tokens
+    (``reward.confession``)."""
     if algo.taco is not None:
         if batch.old_logprobs is None or batch.old_entropy is None:
             raise ValueError("taco needs batch.old_logprobs and batch.old_entropy")
@@ -205,6 +206,9 @@ def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
         adv = torch.where(mask, get("advantage", "taco")(
             advantages=adv, old_logp=batch.old_logprobs, old_entropy=batch.old_entropy,
             **algo.taco.model_dump()), adv)
+    if algo.top_entropy is not None:
+        adv = get("advantage", "top_entropy")(advantages=adv, old_entropy=batch.old_entropy,
+                                              mask=batch.loss_mask, rho=algo.top_entropy.rho)
     if algo.behaviour_reg is not None:
         adv = get("advantage", "behaviour_reg")(
             advantages=adv, error_mask=error_tokens(episodes, batch),
@@ -240,9 +244,10 @@ def rl_loss(t: RLTokens, norm: StepNorm, actor: ActorConfig, kl: KLConfig | None
     """``agg(w * policy loss) + [kl in loss] coef agg(KL) - entropy_coef agg(H)``.
 
     ``w`` is the off-policy correction weight (1 without one); ``opsm`` removes drifted
-    negative sequences from the policy term. Returns the loss and step-normalised
-    (``token_mean``) statistics whose sums over the micro-batches of a step are the step's
-    values; with behaviour log-probs, ``mismatch = mean |old_logp - behaviour_logp|``.
+    negative sequences from the policy term, ``m2po`` and ``kpop`` drifted tokens. Returns
+    the loss and step-normalised (``token_mean``) statistics whose sums over the
+    micro-batches of a step are the step's values; with behaviour log-probs,
+    ``mismatch = mean |old_logp - behaviour_logp|``.
     """
     aggregate = get("aggregation", actor.loss_agg_mode)
     token_mean = get("aggregation", "token_mean")
@@ -261,6 +266,12 @@ def rl_loss(t: RLTokens, norm: StepNorm, actor: ActorConfig, kl: KLConfig | None
             policy_mask = get("offpolicy", "opsm")(
                 behaviour_logp=t.behaviour_logp, logp=t.logp, advantages=t.advantages,
                 mask=mask, delta=offpolicy.opsm_delta)
+        for name, value, key in (("m2po", offpolicy.m2po_tau, "tau"),
+                                 ("kpop", offpolicy.kpop_phi, "phi")):
+            if value is not None:
+                policy_mask = get("offpolicy", name)(
+                    old_logp=t.old_logp, behaviour_logp=t.behaviour_logp, mask=policy_mask,
+                    **{key: value})
         if offpolicy.correction is not None:
             weight = get("offpolicy", offpolicy.correction)(
                 old_logp=t.old_logp, behaviour_logp=t.behaviour_logp, mask=mask,
@@ -426,7 +437,7 @@ class PolicyUpdate:
         batch = Batch.from_episodes(episodes, pad_token_id=self.pad_token_id)
         batch, metrics = (batch, {}) if version is None else fresh_tokens(batch, version,
                                                                           max_staleness)
-        if algo.taco is not None:
+        if algo.taco is not None or algo.top_entropy is not None:
             old, entropy = trainer.apply(old_token_stats, batch, steps.temperature, steps.top_k,
                                          steps.top_p)
             batch = batch.replace(old_logprobs=old, old_entropy=entropy)

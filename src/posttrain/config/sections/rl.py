@@ -195,7 +195,7 @@ class RLConfig(SampledStageConfig):
 # estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
 # parts (multi-reward); the others need a critic or episode structure
 OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline",
-                      "gar")
+                      "gar", "maxrl")
 MULTI_REWARD_ESTIMATORS = ("gdpo", "gd2po", "dvao")
 EPISODE_ESTIMATORS = ("gigpo", "tree_grpo")  # need agent episodes: state keys, trees
 TOKEN_ESTIMATORS = ("reinforce_plus_plus",)  # per-token returns of one row: single-turn only
@@ -272,6 +272,14 @@ class TacoConfig(Section):
     lam: float = Field(ge=0, le=1)
 
 
+class TopEntropyConfig(Section):
+    """``top_entropy`` (issue 39; arXiv 2506.01939): only the highest-entropy share ``rho``
+    of a step's tokens (the rollout policy's entropy) keeps its advantage; the paper keeps
+    20 %."""
+
+    rho: float = Field(0.2, gt=0, le=1)
+
+
 # estimator options and the estimators they act on
 # algo key -> (the estimators it acts on, their parameter's name)
 ESTIMATOR_OPTIONS = {"gamma": (("gae", "gigpo", "reinforce_plus_plus"), "gamma"),
@@ -293,7 +301,8 @@ class AlgoConfig(Section):
     ``gd2po`` takes ``conflict_filter`` (``hard`` or ``snr``), ``tau`` (the ``snr`` threshold)
     and ``query_weight`` (null: hard, 0.8, true). Per-token modifiers, in this order: ``taco``
     shrinks the positive advantages of tail tokens (it adds a no-gradient pass for the rollout
-    policy's entropies); ``behaviour_reg`` those of agent episodes' malformed tool calls."""
+    policy's entropies); ``top_entropy`` keeps only the highest-entropy tokens' (the same
+    pass); ``behaviour_reg`` those of agent episodes' malformed tool calls."""
 
     adv_estimator: Annotated[str, registered("advantage", ADV_ESTIMATORS)] = "grpo"
     gamma: float | None = Field(None, gt=0, le=1)
@@ -307,6 +316,7 @@ class AlgoConfig(Section):
     offpolicy: OffPolicyConfig = OffPolicyConfig()
     dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
     taco: TacoConfig | None = None
+    top_entropy: TopEntropyConfig | None = None
     behaviour_reg: BehaviourRegConfig | None = None
 
     def _set_options(self) -> list[str]:

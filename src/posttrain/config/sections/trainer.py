@@ -70,12 +70,17 @@ class OffPolicyConfig(Section):
     per-token loss by ``tis_*``/``mis_*`` of ``old - behaviour`` log-probs within ``bounds``
     (``(C_min, C_max)`` or ``(C_lo, C_hi)``; left null, the function's defaults, filled in so
     the saved config shows them); ``opsm_delta`` drops negative-advantage sequences that drifted
-    more than it. Bounds equal to another correction's defaults follow a change of
-    ``correction`` (a full config file lists them, and changing only the name keeps it valid)."""
+    more than it; ``m2po_tau`` masks the tokens of largest squared log-ratio until the rest's
+    second moment is below it (M2PO; 0.04 in its paper); ``kpop_phi`` masks the tokens whose
+    two-way Bernoulli KL exceeds it (KPop). Bounds equal to another correction's defaults
+    follow a change of ``correction`` (a full config file lists them, and changing only the
+    name keeps it valid)."""
 
     correction: Annotated[str, registered("offpolicy", MISMATCH_WEIGHTS)] | None = None
     bounds: tuple[float, float] | None = None
     opsm_delta: float | None = Field(None, ge=0)
+    m2po_tau: float | None = Field(None, gt=0)
+    kpop_phi: float | None = Field(None, gt=0)
 
     @model_validator(mode="before")
     @classmethod
