@@ -57,7 +57,7 @@ def test_a_users_own_section_class_is_selected_by_its_dotted_path():
     assert type(cfg.task).__name__ == "Doubles" and cfg.single_turn
     assert cfg.model_dump()["task"] == {"name": doubles.split("=")[1], "rollout": None,
                                         "env": None, "eval_fraction": 0.1, "efforts": None,
-                                        "digits": 3}
+                                        "curriculum": None, "digits": 3}
     problems = cfg.task.build(0, models=None).tasks.eval_set(20)
     assert {len(str(p.a)) for p in problems} == {3} and {p.op for p in problems} == {"+"}
     with pytest.raises(ConfigError, match=r"task.ops: applies to name in \(arithmetic"):

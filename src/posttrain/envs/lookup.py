@@ -130,6 +130,7 @@ class LookupConfig(TaskFamily):
     task family (it needs ``agent.swarm``)."""
 
     def check(self, cfg) -> None:
+        super().check(cfg)
         if cfg.agent.swarm is None:
             raise ValueError("task.name=lookup is the agent-swarm task family: set agent.swarm")
 

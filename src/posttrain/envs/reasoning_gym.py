@@ -59,6 +59,7 @@ class ReasoningGymConfig(TaskFamily):
     dataset_config: dict[str, Any] = Field(default_factory=dict)
 
     def check(self, cfg) -> None:
+        super().check(cfg)
         verifiers = {p.verifier for p in cfg.reward.parts.values()} - {"format"}
         if verifiers != {"reasoning_gym"}:
             raise ValueError("task.name=reasoning_gym is scored by the verifier reasoning_gym "

@@ -14,11 +14,12 @@ import numpy as np
 import torch
 
 from posttrain.config import RunConfig
+from posttrain.data.curriculum import CurriculumTasks
 from posttrain.engines import Engine
 from posttrain.models import build_tiny, save_model
 from posttrain.models.mtp import MTPHead, has_mtp_head
 from posttrain.models.quick_tokens import has_quick_tokens, with_quick_tokens
-from posttrain.recipes.run_dir import CHECKPOINTS
+from posttrain.recipes.run_dir import CHECKPOINTS, CURRICULUM
 from posttrain.recipes.run_tasks import RunTasks
 from posttrain.recipes.sampling_loop import SKILL_BANK, Checkpointer, LoopRun
 from posttrain.reporting import Reporter
@@ -124,11 +125,16 @@ class RunParts(RunTasks):
 
     def loop_run(self, cls: type[LoopRun], trainer: PolicyTrainer, tokenizer, start: int,
                  evals: dict, **settings: Any) -> LoopRun:
-        """A sampling loop's run (``RLRun``, ``OPDRun``) on this run's tasks, reward and
-        evaluation, checkpointing as ``cls.STAGE`` (with ``settings["critic"]``, if any)."""
+        """A sampling loop's run (``RLRun``, ``OPDRun``) on this run's tasks (drawn by
+        ``task.curriculum`` for RL), reward and evaluation, checkpointing as ``cls.STAGE``
+        (with ``settings["critic"]``, if any)."""
         cfg = self.cfg
         checkpoint = self.checkpointer(trainer, tokenizer, cls.STAGE, evals, settings.get("critic"))
-        return cls(trainer, tokenizer, self.tasks, self.eval_tasks, self.reward_fn, cfg.eval,
+        tasks = self.tasks
+        if cfg.task.curriculum is not None and cls.STAGE == "rl":  # (after a resume's cut)
+            tasks = CurriculumTasks(tasks, cfg.task.curriculum, cfg.reward.accuracy_part,
+                                    cfg.seed, self.out / CURRICULUM)
+        return cls(trainer, tokenizer, tasks, self.eval_tasks, self.reward_fn, cfg.eval,
                    cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint, **settings)
 
     def unevaluated(self) -> str | None:

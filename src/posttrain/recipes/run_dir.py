@@ -6,7 +6,8 @@
   config that trains the same thing as the saved ``config.yaml`` (only ``RESUMABLE`` keys may
   differ).
 - ``record_sizes`` / ``truncate_records``: every checkpoint stores the byte length of each
-  record (``metrics.jsonl``, ``episodes.jsonl``, ``prompt_budgets.jsonl``); a resumed run cuts
+  record (``metrics.jsonl``, ``episodes.jsonl``, ``prompt_budgets.jsonl``,
+  ``curriculum.jsonl``); a resumed run cuts
   them back to it, so rows logged between that checkpoint and the interruption are not
   repeated.
 """
@@ -31,7 +32,8 @@ CHECKPOINTS = "checkpoints"
 SUMMARY = "summary.json"
 PROMPT_BUDGETS = "prompt_budgets.jsonl"  # budget: auto's per-prompt budgets, as fixed
 RM_REFERENCE_SCORES = "rm_reference_scores.json"  # rl.rm_win_rate_monitor's reference
-RECORDS = ("metrics.jsonl", "episodes.jsonl", PROMPT_BUDGETS, RM_REFERENCE_SCORES)
+CURRICULUM = "curriculum.jsonl"  # task.curriculum's observed pass rates, by step
+RECORDS = ("metrics.jsonl", "episodes.jsonl", PROMPT_BUDGETS, RM_REFERENCE_SCORES, CURRICULUM)
 # what a run writes into its directory: --overwrite removes these and nothing else
 PLOTS = ("curves.png", *(f"curves_{stage}.png" for stage in STAGE_PANELS))
 ARTIFACTS = (CONFIG, *RECORDS, SUMMARY, *PLOTS, CHECKPOINTS, "base_model",

@@ -151,12 +151,14 @@ class SyncEpisodes:
 
     def _sample(self, step: int, n: int, round_: int) -> list[Episode]:
         plan = self.plan
-        problems = plan.tasks.sample(n, random.Random(f"{plan.seed}:rl:{step}:{round_}"))
-        if self.efforts:
-            problems = [EffortTask(p, b) for p in problems for b in self.efforts]
+        drawn = plan.tasks.sample(n, random.Random(f"{plan.seed}:rl:{step}:{round_}"))
+        problems = [EffortTask(p, b) for p in drawn for b in self.efforts] if self.efforts \
+            else drawn
         sampling = replace(plan.sampling, seed=step_seed(plan.seed, step) + round_)
         episodes = self.rollout_fn(self.engine, plan.tokenizer, problems, plan.reward_fn,
                                    sampling, plan.cfg.group_size, group_prefix=f"{round_}-")
+        if hasattr(plan.tasks, "observe"):  # a curriculum learns each task's pass rate
+            plan.tasks.observe(drawn, episodes, step)
         return shape_rewards(episodes, plan.shaping, step, self.efforts, plan.prompt_budgets)
 
     def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
@@ -198,4 +200,5 @@ class SyncEpisodes:
         pass
 
     def stats(self) -> dict[str, float]:
-        return {}
+        """A curriculum's pool shares (``curriculum/<pool>``), if the tasks have one."""
+        return self.plan.tasks.stats() if hasattr(self.plan.tasks, "stats") else {}

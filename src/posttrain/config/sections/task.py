@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from posttrain.config.extension import environment, extension, load_extension
 from posttrain.config.family import PATH, Member, member
+from posttrain.config.section import Section
 
 
 @dataclass
@@ -34,13 +35,49 @@ class Models(Protocol):
     def tool_chat(self, served: Any) -> Any: ...
 
 
+class DifficultyPool(Section):
+    """One pool of ``task.curriculum``: the tasks whose latest pass rate is at most
+    ``threshold`` (and above the previous pool's), drawn with ``weight`` each."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    threshold: float = Field(ge=0, le=1)
+    weight: float = Field(ge=0)
+
+
+DEFAULT_POOLS = [DifficultyPool(name="hard", threshold=0.25, weight=0.2),
+                 DifficultyPool(name="normal", threshold=0.75, weight=1.0),
+                 DifficultyPool(name="easy", threshold=1.0, weight=0.2)]
+
+
+class CurriculumConfig(Section):
+    """An online difficulty curriculum for RL (``task.curriculum``; prime-rl's difficulty
+    pools; docs/estimators.md): each task of the pool (the train split, or ``pool_size``
+    tasks drawn once) is drawn with its difficulty pool's ``weight`` by its latest pass rate,
+    ``unseen_weight`` before it is first sampled. The state is part of the checkpoint."""
+
+    pools: list[DifficultyPool] = Field(default_factory=lambda: list(DEFAULT_POOLS),
+                                        min_length=1)
+    unseen_weight: float = Field(1.0, ge=0)
+    pool_size: int = Field(1024, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered_pools(self) -> CurriculumConfig:
+        thresholds = [p.threshold for p in self.pools]
+        if thresholds != sorted(set(thresholds)):
+            raise ValueError(f"pool thresholds must increase, got {thresholds}")
+        if len({p.name for p in self.pools}) < len(self.pools):
+            raise ValueError("pool names must be distinct")
+        return self
+
+
 class TaskFamily(Member):
     """What every task family has. ``eval_fraction`` of the problems are held out. With
     ``efforts`` (levels in 1-100) every prompt carries a ``Reasoning Effort`` system line: SFT
     examples a random level, RL asks each prompt at every level (one group per (prompt,
     effort)), evaluation uses the highest. ``rollout`` (a dotted path) replaces the function
     that plays and scores the episodes (default: one completion a sample, or the agent loop for
-    tool tasks). ``env`` (a dotted path) names an environment class of your own
+    tool tasks). ``curriculum`` draws the RL stage's tasks by their difficulty
+    (``CurriculumConfig``). ``env`` (a dotted path) names an environment class of your own
     (``reset(task)``, ``step(action)``; docs/extending.md): every episode of the task's problems
     plays through the agent loop against a fresh instance, ``cls(task)`` or ``cls(task, row)``.
 
@@ -62,6 +99,7 @@ class TaskFamily(Member):
     env: Annotated[str, environment()] | None = None
     eval_fraction: float = Field(0.1, gt=0, lt=1)
     efforts: list[int] | None = None
+    curriculum: CurriculumConfig | None = None
 
     @field_validator("efforts")
     @classmethod
@@ -85,7 +123,11 @@ class TaskFamily(Member):
 
     def check(self, cfg) -> None:
         """A task whose problems are not ``GENERATED`` has no conversations to generate: the
-        sft and distill stages of ``cfg`` need their ``data``."""
+        sft and distill stages of ``cfg`` need their ``data``. A curriculum draws the
+        synchronous RL stage's tasks."""
+        if self.curriculum is not None and ("rl" not in cfg.stages or cfg.rl.mode != "sync"):
+            raise ValueError("task.curriculum draws the tasks of the rl stage with "
+                             "rl.mode=sync")
         if self.GENERATED:
             return
         for stage in ("sft", "distill"):
