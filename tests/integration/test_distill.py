@@ -57,6 +57,21 @@ def test_the_step_divergence_is_the_catalogues_on_full_distributions(
     assert want.mean().item() > 0 and got == pytest.approx(want.mean().item(), rel=1e-4)
 
 
+def test_the_ce_term_is_the_tokens_own_negative_log_likelihood(model, teacher, tokenizer):
+    """``ce_weight`` adds SFT's loss: the mean ``-log Q(y_t)`` over the trained tokens, on the
+    independent full forward (same rounding bound as above)."""
+    batch = Batch.from_episodes(
+        [Episode([conversation_segment(tokenizer, c)]) for c in conversations(3)], 0)
+    logp = full_distributions(model, batch)
+    tokens = batch.input_ids[:, 1:][batch.loss_mask[:, 1:] > 0]
+    want = -logp.gather(-1, tokens[:, None]).mean().item()
+    trainer = Trainer(model, OptimConfig(lr=1e-3), 1, TrainerConfig(micro_batch_size=2))
+    stats = distill_step(trainer, batch, model_targets(teacher), "forward_kl", {},
+                         ce_weight=0.5)
+    assert stats["ce"] == pytest.approx(want, rel=1e-4)
+    assert stats["loss"] == pytest.approx(stats["divergence"] + 0.5 * want, rel=1e-4)
+
+
 def test_distillation_closes_the_gap_to_the_teacher(model, teacher, tokenizer, tmp_path):
     data = conversations(64)
     trainer = Trainer(model, OptimConfig(lr=3e-3, warmup_steps=0), 30)

@@ -91,8 +91,8 @@ def check_same_vocabulary(student_tokenizer, teacher_tokenizer,
                           what: str = "token-level distillation") -> None:
     """``what`` compares distributions (or token ids) over one vocabulary."""
     if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
-        raise TeacherMismatchError(f"the tokenizers differ: {what} needs the policy's vocabulary "
-                                   "(no cross-tokenizer mode is implemented)")
+        raise TeacherMismatchError(f"the tokenizers differ: {what} needs the policy's "
+                                   "vocabulary")
 
 
 def save_beside(directory: str | Path, weights: str, tensors: dict[str, torch.Tensor],

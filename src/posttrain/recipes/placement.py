@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from posttrain.algos import entry
 from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_session
 from posttrain.config import OptimConfig, RunConfig, TrainerConfig
 from posttrain.engines import Engine
@@ -118,13 +119,18 @@ def teachers(cfg: RunConfig, tokenizer, student: torch.nn.Module) -> list[Teache
         return [self_teacher(opd.self_distill, student)]
     out = []
     for spec in opd.teachers:
-        check_same_vocabulary(tokenizer, load_tokenizer(spec.path))
+        own = load_tokenizer(spec.path)
+        cross = own.get_vocab() != tokenizer.get_vocab()
+        if cross and entry("divergence", opd.loss).takes("student_logp"):
+            check_same_vocabulary(tokenizer, own, f"opd.loss={opd.loss} (over the "
+                                  "vocabulary; a teacher with its own tokenizer takes a "
+                                  "sampled loss: opd_sampled, opd_clip, mopd)")
         if opd.teacher_placement == "ray":
             where = {"engine": launch_engines(
                 cfg.dist.model_copy(update={"engines": 1}), Path(spec.path), dtype,
-                tokenizer.pad_token_id, tokenizer.eos_token_id)[0]}
+                own.pad_token_id, own.eos_token_id)[0]}
         else:
             where = {"model": placed(load_model(spec.path, dtype), spec.device)}
         out.append(Teacher(spec.path, domains=tuple(spec.domains), efforts=tuple(spec.efforts),
-                           weight=spec.weight, **where))
+                           weight=spec.weight, tokenizer=own if cross else None, **where))
     return out

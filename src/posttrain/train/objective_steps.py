@@ -60,12 +60,14 @@ def reward_model_step(trainer: Trainer, batch: Batch, loss: str = "bradley_terry
 
 
 def distill_step(trainer: Trainer, batch: Batch, teacher: Callable[[Batch], list],
-                 divergence: str, options: dict, temperature: float = 1.0) -> dict[str, float]:
-    """One optimiser step of ``sum_k w_k D(P_k || Q)`` (ALGORITHMS.md §7) at the loss-mask
-    positions, ``token_mean`` over the step. ``teacher(micro_batch)`` gives, per teacher, the
-    positions it scores (indices into the micro-batch's loss-mask positions after the first
-    token, row-major), their weights ``w_k`` and its ``[n, V]`` log-probabilities, computed
-    without gradient."""
+                 divergence: str, options: dict, temperature: float = 1.0,
+                 ce_weight: float = 0.0) -> dict[str, float]:
+    """One optimiser step of ``sum_k w_k D(P_k || Q) + ce_weight (-log Q(y_t))`` (ALGORITHMS.md
+    §7; the second term the batch's own tokens, as SFT) at the loss-mask positions,
+    ``token_mean`` over the step. ``teacher(micro_batch)`` gives, per teacher, the positions
+    it scores (indices into the micro-batch's loss-mask positions after the first token,
+    row-major), their weights ``w_k`` and its ``[n, V]`` log-probabilities, computed without
+    gradient."""
     fn = get("divergence", divergence)
 
     def micro(mb: Batch, norm: StepNorm):
@@ -77,7 +79,13 @@ def distill_step(trainer: Trainer, batch: Batch, teacher: Callable[[Batch], list
                                            for t in (index, weight, teacher_logp))
             value = fn(teacher_logp=teacher_logp, student_logp=student[index], **options)
             per_token = per_token.index_add(0, index, weight.to(value.dtype) * value)
-        loss = per_token.sum() / max(norm.num_tokens, 1.0)
-        return loss, {"divergence": loss.detach()}
+        scale = 1.0 / max(norm.num_tokens, 1.0)
+        stats = {"divergence": per_token.detach().sum() * scale}
+        if ce_weight:
+            tokens = mb.input_ids[:, 1:].reshape(-1)[mb.loss_mask[:, 1:].reshape(-1).nonzero()]
+            nll = -student.gather(-1, tokens.to(student.device))[:, 0]
+            per_token = per_token + ce_weight * nll
+            stats["ce"] = nll.detach().sum() * scale
+        return per_token.sum() * scale, stats
 
     return trainer.optimizer_step(batch, micro)

@@ -59,6 +59,20 @@ def jsd(
     return beta * _kl(p, m) + (1 - beta) * _kl(q, m)
 
 
+@register("divergence", "uld", source="standard (ULD, arXiv 2402.12030); TRL GOLD")
+def uld(*, teacher_logp: torch.Tensor, student_logp: torch.Tensor) -> torch.Tensor:
+    """Universal logit distillation: ``sum_i |P_(i) - Q_(i)|``, the probabilities of each
+    sorted in decreasing order and the shorter vocabulary padded with zeros (the Wasserstein
+    distance under a uniform cost), so teacher and student vocabularies may differ."""
+    p, q = _inputs("uld", teacher_logp, student_logp)
+    p_sorted = p.exp().sort(dim=-1, descending=True).values
+    q_sorted = q.exp().sort(dim=-1, descending=True).values
+    width = max(p_sorted.shape[-1], q_sorted.shape[-1])
+    p_sorted = torch.nn.functional.pad(p_sorted, (0, width - p_sorted.shape[-1]))
+    q_sorted = torch.nn.functional.pad(q_sorted, (0, width - q_sorted.shape[-1]))
+    return (p_sorted.to(q_sorted.dtype) - q_sorted).abs().sum(-1)
+
+
 @register("divergence", "skew_fkl", source="standard (skew KL)")
 def skew_fkl(
     *, teacher_logp: torch.Tensor, student_logp: torch.Tensor, alpha: float = 0.1

@@ -22,7 +22,7 @@ from posttrain.config.section import (
     registered,
 )
 
-OFFLINE_DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "skew_fkl", "skew_rkl", "tvd")
+OFFLINE_DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "skew_fkl", "skew_rkl", "tvd", "uld")
 OPD_LOSSES = ("full_vocab_rkl", "opd_sampled", "opd_clip", "mopd")
 SELF_DISTILL = ("sdft", "sdpo", "opsd")
 
@@ -123,7 +123,9 @@ class DistillConfig(StageConfig):
     come from a live ``teacher`` (a model directory) or stored ``logits`` (a file written by
     ``posttrain teacher-logits`` for this data): exactly one. ``lam`` > 0 (GKD, live teacher
     only) replaces each conversation with that probability by the student's own answer of up
-    to ``max_new_tokens``. The live teacher runs on ``teacher_device``."""
+    to ``max_new_tokens``. The live teacher runs on ``teacher_device``. ``ce_weight`` adds
+    that many times the tokens' own negative log-likelihood (SFT's loss; ULD's paper pairs
+    ``uld`` with it)."""
 
     steps: Steps = 200
     batch_size: Count = 32
@@ -135,6 +137,7 @@ class DistillConfig(StageConfig):
     divergence: DivergenceConfig = DivergenceConfig()
     lam: float = Field(0.0, ge=0, le=1)
     max_new_tokens: Count = 32
+    ce_weight: float = Field(0.0, ge=0)
     optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=10)
 
     @model_validator(mode="after")

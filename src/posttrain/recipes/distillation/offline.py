@@ -1,7 +1,8 @@
 """Offline knowledge distillation (ALGORITHMS.md §7) on chat data: the student matches the
 teacher's next-token distribution at every assistant token — a live teacher's full one, or
 stored top-k logits (``teacher_logits``) — with a catalogue divergence (``forward_kl``,
-``reverse_kl``, ``jsd``, ``skew_fkl``, ``skew_rkl``, ``tvd``). Batches follow SFT's cursor
+``reverse_kl``, ``jsd``, ``skew_fkl``, ``skew_rkl``, ``tvd``; ``uld`` also across
+tokenizers). Batches follow SFT's cursor
 (``batch_indices``), so a resumed run repeats the data; with GKD mixing (``lam``, live teacher
 only) part of each batch is the student's own samples."""
 
@@ -19,6 +20,7 @@ from posttrain.engines import Engine
 from posttrain.models import check_same_vocabulary, encode_prompt, load_model, load_tokenizer
 from posttrain.models.devices import placed
 from posttrain.recipes.build import RunParts
+from posttrain.recipes.distillation.aligned_targets import aligned_targets
 from posttrain.recipes.distillation.teacher_logits import StoredLogits
 from posttrain.recipes.distillation.teachers import model_targets
 from posttrain.reporting import Reporter
@@ -34,13 +36,16 @@ def run_distill(trainer: Trainer, teacher: torch.nn.Module | StoredLogits, token
                 seed: int = 0, start_step: int = 0,
                 on_step_end: Callable[[int], None] | None = None, lam: float = 0.0,
                 engine: Engine | None = None, max_new_tokens: int = 32,
-                tools: Sequence[list[dict] | None] | None = None) -> None:
+                tools: Sequence[list[dict] | None] | None = None,
+                ce_weight: float = 0.0) -> None:
     """Steps ``start_step .. steps`` of ``distill_step`` on the assistant tokens (conversation
-    ``i`` rendered with ``tools[i]``, if given); a live teacher's tokenizer must be the
-    student's (stored logits must have been written for exactly this data:
-    ``teacher_tokenizer`` is then unused). GKD mixing: each conversation is replaced, with
+    ``i`` rendered with ``tools[i]``, if given); a live teacher with another tokenizer
+    scores its own rendering, aligned token to token (``aligned_targets``; divergence
+    ``uld``); stored logits must have been written for exactly this data
+    (``teacher_tokenizer`` is then unused). GKD mixing: each conversation is replaced, with
     probability ``lam``, by the student's own answer to its prompt, sampled by ``engine``
-    (which gets the student's weights after every step)."""
+    (which gets the student's weights after every step). ``ce_weight``: the SFT term's
+    weight (``distill_step``)."""
     if divergence not in DIVERGENCES:
         raise ValueError(f"divergence {divergence!r}; offline distillation takes "
                          f"{', '.join(DIVERGENCES)}")
@@ -55,8 +60,13 @@ def run_distill(trainer: Trainer, teacher: torch.nn.Module | StoredLogits, token
                              "teacher, not stored logits")
         teacher.check([encoded[i] for i in range(len(encoded))],
                       trainer.model.get_output_embeddings().out_features)
-    else:
-        check_same_vocabulary(tokenizer, teacher_tokenizer)
+    cross = not stored and tokenizer.get_vocab() != teacher_tokenizer.get_vocab()
+    if cross and (divergence != "uld" or lam > 0):
+        check_same_vocabulary(tokenizer, teacher_tokenizer, f"distill.divergence={divergence}"
+                              f"{' with GKD mixing' if lam > 0 else ''} (a teacher with its "
+                              "own tokenizer takes uld, without mixing)")
+    teacher_encoded = ConversationSegments(teacher_tokenizer, conversations, tools) \
+        if cross else None
     reporter.start(f"distill ({divergence})", steps, start_step)
     for step in range(start_step, steps):
         idx = batch_indices(step, batch_size, len(conversations), seed)
@@ -72,8 +82,15 @@ def run_distill(trainer: Trainer, teacher: torch.nn.Module | StoredLogits, token
                          for o in engine.generate(prompts, sampling)]
         batch = Batch.from_episodes([Episode([s]) for s in segments],
                                     pad_token_id=tokenizer.pad_token_id)
-        targets = teacher.targets(idx) if stored else model_targets(teacher)
-        metrics = trainer.apply(distill_step, batch, targets, divergence, options or {})
+        if stored:
+            targets = teacher.targets(idx)
+        elif cross:
+            targets = aligned_targets(teacher, tokenizer, teacher_tokenizer, segments,
+                                      [teacher_encoded[i] for i in idx])
+        else:
+            targets = model_targets(teacher)
+        metrics = trainer.apply(distill_step, batch, targets, divergence, options or {},
+                                ce_weight=ce_weight)
         metrics["on_policy"] = len(prompts) / len(idx)
         if engine is not None:
             engine.update_weights(trainer.named_weights(), step + 1)
@@ -102,5 +119,6 @@ def distill_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path 
     run_distill(trainer, teacher, tokenizer, teacher_tok, data.conversations, d.steps,
                 d.batch_size, parts.reporter, d.divergence.name, d.divergence.hyperparameters(),
                 cfg.seed, start, parts.checkpointer(trainer, tokenizer, "distill", evals),
-                d.lam, engine if d.lam > 0 else None, d.max_new_tokens, data.tools)
+                d.lam, engine if d.lam > 0 else None, d.max_new_tokens, data.tools,
+                d.ce_weight)
     return trainer.export_model()

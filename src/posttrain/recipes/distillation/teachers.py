@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -14,6 +15,7 @@ from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.models import encode_prompt, frozen, sequence_logprobs, token_distributions
 from posttrain.models.devices import model_device
+from posttrain.recipes.distillation.token_alignment import teacher_logprobs_on
 from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
 
 # per teacher: (positions among a micro-batch's distillation positions, their weights, [n, V])
@@ -27,7 +29,8 @@ class Teacher:
     serves samples whose domain is in ``domains`` and whose effort is in ``efforts`` (empty:
     any). ``context(task, episode, group)`` is the teacher's own prompt for a sample of
     ``task`` (``group``: the episodes of its group) — the privileged context of
-    self-distillation; None: the student's prompt."""
+    self-distillation; None: the student's prompt. ``tokenizer``: the teacher's own, when it
+    is not the student's (cross-tokenizer: sampled-token losses only)."""
 
     name: str
     model: torch.nn.Module | None = None
@@ -36,6 +39,7 @@ class Teacher:
     efforts: tuple[int, ...] = ()
     weight: float = 1.0
     context: Callable[[Task, Episode, list[Episode]], list[dict]] | None = None
+    tokenizer: Any = None
 
     def __post_init__(self) -> None:
         if (self.model is None) == (self.engine is None):
@@ -109,19 +113,56 @@ def teacher_sequences(teacher: Teacher, samples: Samples, rows: Sequence[int], t
 def sampled_logprobs(teachers: Sequence[Teacher], weights: torch.Tensor, samples: Samples,
                      batch: Batch, tokenizer) -> torch.Tensor:
     """``[B, T]``: ``sum_k w_k log P_k(y_t)`` at every completion token of ``batch`` (built
-    from ``samples``, one row each), each teacher asked only for the samples routed to it."""
+    from ``samples``, one row each), each teacher asked only for the samples routed to it (a
+    teacher with its own tokenizer: ``cross_tokenizer_logprobs``)."""
     out = torch.zeros_like(batch.loss_mask)
     for k, teacher in enumerate(teachers):
         rows = (weights[:, k] > 0).nonzero().squeeze(-1).tolist()
         if not rows:
             continue
-        seqs = teacher_sequences(teacher, samples, rows, tokenizer)
-        scores = teacher.score([p + c for p, c in seqs], tokenizer.pad_token_id)
-        for r, (prompt, completion), score in zip(rows, seqs, scores):
+        if teacher.tokenizer is not None:
+            per_row = cross_tokenizer_logprobs(teacher, samples, rows, tokenizer)
+        else:
+            seqs = teacher_sequences(teacher, samples, rows, tokenizer)
+            scores = teacher.score([p + c for p, c in seqs], tokenizer.pad_token_id)
+            per_row = [score[len(prompt):] for (prompt, _), score in zip(seqs, scores)]
+        for r, values in zip(rows, per_row):
             start = len(prompt_and_completion(samples.episodes[r])[0])
-            values = torch.tensor(score[len(prompt):], dtype=out.dtype)
-            out[r, start:start + len(completion)] += weights[r, k] * values
+            out[r, start:start + len(values)] += weights[r, k] * torch.tensor(
+                values, dtype=out.dtype)
     return out * batch.loss_mask
+
+
+def cross_tokenizer_logprobs(teacher: Teacher, samples: Samples, rows: Sequence[int],
+                             tokenizer) -> list[list[float]]:
+    """Teacher log-probs on the student's completion tokens of samples ``rows``, the teacher
+    having its own tokenizer: the task rendered with the teacher's chat template, the
+    completion's text encoded by the teacher (and its end of turn for the student's), scored,
+    and spread over the student's tokens span by span (``token_alignment``)."""
+    tok = teacher.tokenizer
+    plans = []  # (teacher prompt, student body, teacher body, text, ended)
+    for r in rows:
+        completion = prompt_and_completion(samples.episodes[r])[1]
+        ended = bool(completion) and completion[-1] == tokenizer.eos_token_id
+        body = completion[:-1] if ended else completion
+        text = tokenizer.decode(body, clean_up_tokenization_spaces=False)
+        messages = samples.tasks[r].messages() if teacher.context is None else \
+            teacher.context(samples.tasks[r], samples.episodes[r], samples.group(r))
+        plans.append((encode_prompt(tok, messages), body,
+                      tok.encode(text, add_special_tokens=False), text, ended))
+    scores = teacher.score([p + t + ([tok.eos_token_id] if ended else [])
+                            for p, _, t, _, ended in plans], tok.pad_token_id)
+    out = []
+    for (prompt, body, teacher_body, text, _), score in zip(plans, scores):
+        lp = score[len(prompt):]
+        try:
+            values = teacher_logprobs_on(tokenizer, body, tok, teacher_body,
+                                         lp[:len(teacher_body)], text) if body else []
+        except ValueError as e:
+            raise TeacherMismatchError(f"teacher {teacher.name}: {e} (its tokenizer does not "
+                                       f"reproduce the student's text {text[:60]!r})") from None
+        out.append(values + lp[len(teacher_body):])  # and the end of turn, if it ended
+    return out
 
 
 def distribution_targets(teachers: Sequence[Teacher], weights: torch.Tensor, samples: Samples,

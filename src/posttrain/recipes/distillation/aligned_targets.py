@@ -1,0 +1,99 @@
+"""Offline distillation from a teacher with another tokenizer: each conversation is rendered
+twice, by the student's template and tokenizer and by the teacher's, and the teacher's next-
+token distribution reaches a student position where the two tokenizations align one token to
+one token (``token_alignment``: a span of one student and one teacher token). There
+the two distributions predict the same text, over different vocabularies, which a
+vocabulary-free divergence (``uld``) compares. Positions inside longer spans get no target.
+
+Each assistant turn is aligned on its text; a turn's trailing special tokens (the end of
+turn, which the two templates may spell differently) are paired one to one from the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from posttrain.models import frozen, token_distributions
+from posttrain.models.devices import model_device
+from posttrain.recipes.distillation.teachers import Targets
+from posttrain.recipes.distillation.token_alignment import aligned_spans, token_ends
+from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
+
+
+def masked_runs(segment: Segment) -> list[list[int]]:
+    """The positions of each run of trained tokens (an assistant turn)."""
+    runs: list[list[int]] = []
+    for t, m in enumerate(segment.loss_mask):
+        if m and (not runs or runs[-1][-1] != t - 1):
+            runs.append([t])
+        elif m:
+            runs[-1].append(t)
+    return runs
+
+
+def _split_special(tokenizer, ids: list[int], run: list[int]) -> tuple[list[int], list[int]]:
+    """``run``'s positions before its trailing special tokens, and those tokens'."""
+    special, end = set(tokenizer.all_special_ids), len(run)
+    while end and ids[run[end - 1]] in special:
+        end -= 1
+    return run[:end], run[end:]
+
+
+def aligned_positions(student_tok, student: Segment, teacher_tok, teacher: Segment
+                      ) -> list[tuple[int, int]]:
+    """``(student position, teacher position)`` of every one-to-one aligned token of the
+    conversation's assistant turns, in order (the module's docstring)."""
+    s_runs, t_runs = masked_runs(student), masked_runs(teacher)
+    if len(s_runs) != len(t_runs):
+        raise TeacherMismatchError(f"the templates render {len(s_runs)} and {len(t_runs)} "
+                                   "assistant turns")
+    pairs = []
+    for s_run, t_run in zip(s_runs, t_runs):
+        (s_body, s_tail) = _split_special(student_tok, student.token_ids, s_run)
+        (t_body, t_tail) = _split_special(teacher_tok, teacher.token_ids, t_run)
+        s_ids = [student.token_ids[t] for t in s_body]
+        t_ids = [teacher.token_ids[t] for t in t_body]
+        text = student_tok.decode(s_ids, clean_up_tokenization_spaces=False)
+        if s_ids and t_ids:
+            try:
+                spans = aligned_spans(token_ends(student_tok, s_ids, text),
+                                      token_ends(teacher_tok, t_ids, text))
+            except ValueError as e:
+                raise TeacherMismatchError(f"{e}: the turn {text[:60]!r}") from None
+            pairs += [(s_body[s[0]], t_body[t[0]]) for s, t in spans
+                      if len(s) == 1 and len(t) == 1]
+        pairs += list(zip(reversed(s_tail), reversed(t_tail)))[::-1]
+    return [(s, t) for s, t in pairs if s > 0 and t > 0]  # the first token has no context
+
+
+def aligned_targets(model: torch.nn.Module, student_tok, teacher_tok,
+                    student: Sequence[Segment], teacher: Sequence[Segment],
+                    temperature: float = 1.0) -> Callable[[Batch], Targets]:
+    """For ``distill_step``: the teacher's distributions at a micro-batch's aligned
+    positions; ``student[r]`` and ``teacher[r]`` render the step batch's row ``r``."""
+
+    def targets(mb: Batch) -> Targets:
+        rows = mb.rows.tolist()
+        pairs = [aligned_positions(student_tok, student[r], teacher_tok, teacher[r])
+                 for r in rows]
+        order = {}  # (row in the micro-batch, position) -> its index among the positions
+        for (b, t) in mb.loss_mask[:, 1:].nonzero().tolist():
+            order[(b, t + 1)] = len(order)
+        index = torch.tensor([order[(b, s)] for b, row in enumerate(pairs) for s, _ in row],
+                             dtype=torch.long)
+        tb = Batch.from_episodes([Episode([teacher[r]]) for r in rows],
+                                 pad_token_id=teacher_tok.pad_token_id)
+        mask = torch.zeros_like(tb.loss_mask)
+        for b, row in enumerate(pairs):
+            for _, t in row:
+                mask[b, t] = 1
+        tb = tb.replace(loss_mask=mask).to(model_device(model))
+        with frozen(model) as m:
+            logp = token_distributions(m, tb.input_ids, tb.attention_mask, tb.loss_mask,
+                                       temperature).to(mb.input_ids.device)
+        index = index.to(logp.device)
+        return [(index, torch.ones(len(index), device=logp.device), logp)]
+
+    return targets
