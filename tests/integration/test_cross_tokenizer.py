@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from posttrain.algos import get
 from posttrain.cli.app import app
-from posttrain.config import OptimConfig
+from posttrain.config import ConfigError, OptimConfig, load_config
 from posttrain.data import generate_arithmetic_sft
 from posttrain.data.conversations import conversation_segment
 from posttrain.engines import TorchEngine
@@ -31,7 +31,12 @@ from posttrain.recipes.distillation.teachers import (
     model_targets,
     sampled_logprobs,
 )
-from posttrain.recipes.distillation.token_alignment import aligned_spans, spread, token_ends
+from posttrain.recipes.distillation.token_alignment import (
+    aligned_spans,
+    spread,
+    token_ends,
+    turn_end,
+)
 from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import rollout
@@ -60,6 +65,7 @@ def test_the_spans_of_two_real_tokenizers_by_hand():
     assert spans == [([0, 1], [0]), ([2], [1]), ([3], [2]), ([4], [3]), ([5], [4])]
     assert spread(spans, [-1.0, -0.5, -0.2, -0.3, -0.4], 6) == [-0.5, -0.5, -0.5, -0.2,
                                                                 -0.3, -0.4]
+    assert turn_end(STUDENT) == [STUDENT.convert_tokens_to_ids("<|im_end|>")]
     cafe = "café: tens"
     c_ids = STUDENT.encode(cafe, add_special_tokens=False)
     assert token_ends(STUDENT, c_ids, cafe)[3:5] == [None, 4]
@@ -108,7 +114,7 @@ def test_the_teachers_whole_completion_log_prob_reaches_the_students_tokens(mode
         text = tok.decode(completion[:-1] if ended else completion,
                           clean_up_tokenization_spaces=False)
         prompt = encode_prompt(t_tok, task.messages())
-        own = t_tok.encode(text, add_special_tokens=False) + ([t_tok.eos_token_id] if ended
+        own = t_tok.encode(text, add_special_tokens=False) + (turn_end(t_tok) if ended
                                                               else [])
         whole = sum(teacher.score([prompt + own], t_tok.pad_token_id)[0][len(prompt):])
         assert float(got[row].sum()) == pytest.approx(whole, abs=1e-4 * len(own))
@@ -188,6 +194,9 @@ def test_offline_distillation_from_a_teacher_with_another_tokenizer(models, tmp_
     assert rows[-1]["divergence"] < 0.8 * rows[0]["divergence"]
     with pytest.raises(TeacherMismatchError, match="forward_kl.*takes uld"):
         run_distill(trainer, load_model(teacher_dir), tok, t_tok, data, 1, 1, None)
+    with pytest.raises(ConfigError, match="ce_weight"):
+        load_config(None, ["stages=[distill]", f"distill.teacher={teacher_dir}",
+                           "distill.lam=0.5", "distill.ce_weight=1"])
 
 
 def test_an_opd_run_takes_a_teacher_with_another_tokenizer(models, tmp_path):

@@ -48,6 +48,10 @@ def test_pools_weights_and_draws_follow_the_pass_rates(tmp_path):
         [task_key(t) for t in cur.sample(50, random.Random(2))]
     cur.observe(pool[:1], episodes([0.5]), step=1)  # the latest rate replaces the first
     assert cur.weight(cur.keys[0]) == 1.0
+    graded = episodes([1.0, 1.0]) + [Episode(episodes([0.0])[0].segments, {"correct": 0.0},
+                                             meta={"grading": True})] * 8
+    cur.observe(pool[4:6], graded, step=2)  # the policy's gradings do not count
+    assert [cur.rates[k] for k in cur.keys[4:6]] == [1.0, 1.0]
 
 
 def test_a_curriculum_that_cannot_draw_is_refused(tmp_path):

@@ -56,7 +56,7 @@ def scripted(builds: list[str]) -> ScriptedEngine:
 BUILDS = ["<problem>What is 47+38?</problem><think>7+8=15 4+3+1=8</think><answer>85</answer>",
           "<problem>What is 21+34?</problem><answer>55</answer>",  # no carry: always solved
           "<problem>What is 47+38?</problem><answer>75</answer>",  # the no-carry student's
-          "<problem>What is 12+34?</problem><answer>46</answer>",  # an example, copied
+          "<problem>What is 12 + 034?</problem><answer>46</answer>",  # an example, restated
           "I cannot think of one.",
           "<problem>What is 47+38?</problem><answer>999</answer>"]
 
@@ -100,6 +100,7 @@ def test_a_fixed_solver_answers_instead_of_the_policy(tokenizer):
     (["rl.mode=async"], "rl.mode=sync"),
     (["task.checker=sum"], "arithmetic, null or a dotted path"),
     (["task.solver=no/such/model"], "not a model directory"),
+    (["algo.adv_estimator=remax"], "would bypass"),
     (["reward.parts={correct: {verifier: numeric}}", "reward.accuracy_part=correct"],
      "verifier env"),
 ])
@@ -127,6 +128,18 @@ def test_a_tiny_builder_run_logs_its_parts_and_records_what_it_built(tmp_path):
     assert report["kept"] + sum(report["left_out"].values()) == 8
 
 
+def test_collected_rows_train_a_solver_as_a_dataset(tmp_path):
+    """What ``synthesize built`` writes is a prompt dataset with the default columns."""
+    path = tmp_path / "built.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"What is {a}+7?", "answer": str(a + 7),
+                                        "pass_rate": 0.5}) + "\n" for a in range(10)))
+    cfg = load_config(None, ["stages=[rl]", "task.name=dataset", f"task.data.path={path}",
+                             "task.eval_fraction=0.2"])
+    tasks = cfg.task.build(0, models=None).tasks
+    [task] = tasks.eval_set(1)
+    assert task.messages()[-1]["content"].startswith("What is ") and task.reference.isdigit()
+
+
 def test_collected_rows_are_the_learnable_problems_once():
     def ep(problem, reason=None, rate=0.5):
         return {"meta": {"built": {"problem": problem, "answer": "1", "valid": reason is None,
@@ -136,7 +149,7 @@ def test_collected_rows_are_the_learnable_problems_once():
                              ep("What is 0+1?", rate=1.0), ep("What is 5+5?", rate=0.0),
                              ep(None, "no <problem>", None),
                              ep("What is 9+9?", "wrong answer", None), {"meta": {}}])
-    assert rows == [{"prompt": "What is 1+0?", "reference": "1", "pass_rate": 0.5}]
+    assert rows == [{"prompt": "What is 1+0?", "answer": "1", "pass_rate": 0.5}]
     assert left == {"a repeat": 1, "solved by every solver sample": 1,
                     "solved by no solver sample": 1, "no <problem>": 1,
                     "wrong answer": 1, "not a builder episode": 1}

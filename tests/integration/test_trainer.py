@@ -194,6 +194,7 @@ def test_checkpoint_is_atomic_and_latest(tmp_path, model, tokenizer):
 ACTOR_LOSS_SETTINGS = {
     "ppo_clip": {}, "gspo": {}, "ecpo": {}, "gbpo": {}, "sapo": {}, "cispo": {"r_max": 2.0},
     "reinforce": {}, "mimo_is_pg": {}, "kimi_k25": {"alpha": 0.5, "beta": 1.5, "tau": 0.1},
+    "clip_cov": {"cov_ratio": 0.1, "cov_low": 0.0}, "kl_cov": {"cov_ratio": 0.1},
 }
 
 

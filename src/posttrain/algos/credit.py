@@ -101,7 +101,10 @@ def top_entropy(
     valid = mask > 0
     if not bool(valid.any()):
         return advantages
-    tau = torch.quantile(old_entropy[valid].double(), 1 - rho)
+    values = old_entropy[valid].double().sort().values  # torch.quantile caps its input's size
+    at = (1 - rho) * (len(values) - 1)
+    low = int(at)
+    tau = values[low] + (at - low) * (values[min(low + 1, len(values) - 1)] - values[low])
     return torch.where(old_entropy.double() >= tau, advantages, torch.zeros_like(advantages))
 
 

@@ -104,7 +104,8 @@ def m2po(
 ) -> torch.Tensor:
     """Second-moment trust region: with ``d_t = (old_logp - behaviour_logp)^2`` on the valid
     tokens sorted in decreasing order, the first ``j`` are masked, ``j`` the least for which
-    the mean of the rest is ``< tau`` (all but the smallest when none is). Returns the mask."""
+    the mean of the rest is ``< tau`` (all but the smallest when none is), over the tokens it
+    is given (the trainer gives a micro-batch's). Returns the mask."""
     d = _log_ratio(old_logp, behaviour_logp, mask) ** 2
     valid = torch.nonzero(mask.flatten() > 0).flatten()
     if len(valid) == 0:

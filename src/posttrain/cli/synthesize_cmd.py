@@ -213,7 +213,7 @@ def built(
     """Collect what a task_builder run built as a dataset of prompts to train a solver on.
 
     Every valid problem whose solver pass rate lay strictly between 0 and 1 is kept once, as
-    a row {prompt, reference, pass_rate}; the counts of what was left out, and why, are
+    a row {prompt, answer, pass_rate}; the counts of what was left out, and why, are
     printed. Train on it with task.name=dataset task.data.path=OUT."""
     from posttrain.synthesis.task_builder import built_rows
 

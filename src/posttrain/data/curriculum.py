@@ -38,9 +38,12 @@ class CurriculumTasks:
                  path: Path | None = None) -> None:
         self.tasks, self.cfg, self.accuracy_part, self.path = tasks, cfg, accuracy_part, path
         splits = getattr(tasks, "splits", None)
-        self.pool = list(splits["train"]) if splits else tasks.sample(
+        drawn = list(splits["train"]) if splits else tasks.sample(
             cfg.pool_size, random.Random(f"{seed}:curriculum"))
-        self.keys = [task_key(t) for t in self.pool]
+        unique = {task_key(t): t for t in drawn}  # a task drawn twice is one task
+        if not unique:
+            raise ValueError("task.curriculum: the task family has no training tasks")
+        self.keys, self.pool = list(unique), list(unique.values())
         self.rates: dict[str, float] = {}
         if path is not None and path.is_file():
             for line in path.read_text().splitlines():
@@ -70,7 +73,9 @@ class CurriculumTasks:
 
     def observe(self, tasks: Sequence, episodes: Sequence[Episode], step: int) -> None:
         """Record each task's pass rate over its block of ``episodes`` (task ``k``'s are the
-        ``k``-th equal block), as of ``step``."""
+        ``k``-th equal block; the policy's gradings, ``rl.actor_as_grm``, left out), as of
+        ``step``."""
+        episodes = [e for e in episodes if not e.meta.get("grading")]
         block = len(episodes) // max(len(tasks), 1)
         seen: dict[str, list[float]] = {}
         for k, task in enumerate(tasks):

@@ -47,7 +47,7 @@ class PromptBudgets:
             if key in self.table:
                 continue
             correct = new.setdefault(key, [])
-            if e.rewards.get(self.accuracy_part) == 1:
+            if e.score(self.accuracy_part) == 1:
                 correct.append(sum(s.num_trainable for s in e.segments))
         for key, lengths in new.items():
             self.table[key] = toggle_budget(lengths, rho)

@@ -73,6 +73,15 @@ def arithmetic_answer(problem: str) -> int | None:
     return Problem(a, op, b).answer
 
 
+def same_problem(problem: str, examples: Sequence[Problem]) -> bool:
+    """Whether ``problem`` restates one of ``examples`` (its numbers and operator, however
+    written: ``What is 7 + 38?`` is ``What is 07+38?``)."""
+    m = QUESTION.fullmatch(problem)
+    if m is None:
+        return " ".join(problem.split()) in {p.question for p in examples}
+    return (int(m.group(1)), m.group(2), int(m.group(3))) in {(p.a, p.op, p.b) for p in examples}
+
+
 def check_arithmetic(problem: str, answer: str) -> bool:
     """``answer`` (its ``<answer>``) is the value of the arithmetic question ``problem``."""
     value = arithmetic_answer(problem)
@@ -113,7 +122,7 @@ class BuiltScorer:
         if built is None:
             return None, "no <problem>"
         problem, worked = built
-        if problem in {p.question for p in task.examples}:
+        if same_problem(problem, task.examples):
             return None, "copied an example"
         answer = re.search(r"<answer>(.*?)</answer>", worked, re.S)
         if answer is None:
@@ -163,8 +172,8 @@ class BuiltScorer:
 def built_rows(episodes) -> tuple[list[dict], dict[str, int]]:
     """The learnable problems of builder episodes (dicts as ``episodes.jsonl`` holds them):
     each valid problem with a pass rate strictly between 0 and 1, once (its first episode's
-    figures), as a prompt row ``{"prompt", "reference", "pass_rate"}``; and how many episodes
-    each reason left out."""
+    figures), as a prompt row ``{"prompt", "answer", "pass_rate"}`` (``task.name: dataset``'s
+    default columns); and how many episodes each reason left out."""
     rows: dict[str, dict] = {}
     left: dict[str, int] = {}
     for e in episodes:
@@ -176,7 +185,7 @@ def built_rows(episodes) -> tuple[list[dict], dict[str, int]]:
         if why:
             left[why] = left.get(why, 0) + 1
         else:
-            rows[built["problem"]] = {"prompt": built["problem"], "reference": built["answer"],
+            rows[built["problem"]] = {"prompt": built["problem"], "answer": built["answer"],
                                       "pass_rate": built["pass_rate"]}
     return list(rows.values()), left
 
@@ -267,3 +276,11 @@ class TaskBuilderConfig(TaskFamily):
         if "rl" in cfg.stages and cfg.rl.mode == "async":
             raise ValueError("task.name=task_builder scores its episodes with solver samples "
                              "on the engine between steps: rl.mode=sync")
+        for what, on in (("task.rollout", self.rollout is not None),
+                         ("agent.tools", bool(cfg.agent.tools)),
+                         ("algo.adv_estimator=remax (its greedy baseline is scored without "
+                          "the solvers)", cfg.algo.adv_estimator == "remax"),
+                         ("the opd stage", "opd" in cfg.stages)):
+            if on:
+                raise ValueError(f"task.name=task_builder: its episodes are scored by its own "
+                                 f"checker and solvers, which {what} would bypass")

@@ -142,6 +142,10 @@ class DistillConfig(StageConfig):
 
     @model_validator(mode="after")
     def _gkd_needs_a_live_teacher(self) -> DistillConfig:
+        if self.lam > 0 and self.ce_weight > 0:
+            raise ValueError("distill.ce_weight is the data's own log-likelihood, and with "
+                             "distill.lam > 0 part of each batch is the student's samples: "
+                             "set one of them")
         if self.lam > 0 and self.logits is not None:
             raise ValueError("distill.lam > 0 scores the student's own samples: it needs a "
                              "live distill.teacher, not stored logits")

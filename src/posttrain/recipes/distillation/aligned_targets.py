@@ -18,27 +18,13 @@ import torch
 from posttrain.models import frozen, token_distributions
 from posttrain.models.devices import model_device
 from posttrain.recipes.distillation.teachers import Targets
-from posttrain.recipes.distillation.token_alignment import aligned_spans, token_ends
+from posttrain.recipes.distillation.token_alignment import (
+    aligned_spans,
+    masked_runs,
+    split_special,
+    token_ends,
+)
 from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
-
-
-def masked_runs(segment: Segment) -> list[list[int]]:
-    """The positions of each run of trained tokens (an assistant turn)."""
-    runs: list[list[int]] = []
-    for t, m in enumerate(segment.loss_mask):
-        if m and (not runs or runs[-1][-1] != t - 1):
-            runs.append([t])
-        elif m:
-            runs[-1].append(t)
-    return runs
-
-
-def _split_special(tokenizer, ids: list[int], run: list[int]) -> tuple[list[int], list[int]]:
-    """``run``'s positions before its trailing special tokens, and those tokens'."""
-    special, end = set(tokenizer.all_special_ids), len(run)
-    while end and ids[run[end - 1]] in special:
-        end -= 1
-    return run[:end], run[end:]
 
 
 def aligned_positions(student_tok, student: Segment, teacher_tok, teacher: Segment
@@ -51,12 +37,14 @@ def aligned_positions(student_tok, student: Segment, teacher_tok, teacher: Segme
                                    "assistant turns")
     pairs = []
     for s_run, t_run in zip(s_runs, t_runs):
-        (s_body, s_tail) = _split_special(student_tok, student.token_ids, s_run)
-        (t_body, t_tail) = _split_special(teacher_tok, teacher.token_ids, t_run)
+        (s_body, s_tail) = split_special(student_tok, student.token_ids, s_run)
+        (t_body, t_tail) = split_special(teacher_tok, teacher.token_ids, t_run)
         s_ids = [student.token_ids[t] for t in s_body]
         t_ids = [teacher.token_ids[t] for t in t_body]
         text = student_tok.decode(s_ids, clean_up_tokenization_spaces=False)
-        if s_ids and t_ids:
+        if bool(s_ids) != bool(t_ids):
+            raise TeacherMismatchError(f"one template renders the turn {text[:60]!r} empty")
+        if s_ids:
             try:
                 spans = aligned_spans(token_ends(student_tok, s_ids, text),
                                       token_ends(teacher_tok, t_ids, text))

@@ -15,7 +15,7 @@ from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.models import encode_prompt, frozen, sequence_logprobs, token_distributions
 from posttrain.models.devices import model_device
-from posttrain.recipes.distillation.token_alignment import teacher_logprobs_on
+from posttrain.recipes.distillation.token_alignment import teacher_logprobs_on, turn_end
 from posttrain.types import Batch, Episode, Segment, TeacherMismatchError
 
 # per teacher: (positions among a micro-batch's distillation positions, their weights, [n, V])
@@ -138,8 +138,10 @@ def cross_tokenizer_logprobs(teacher: Teacher, samples: Samples, rows: Sequence[
     """Teacher log-probs on the student's completion tokens of samples ``rows``, the teacher
     having its own tokenizer: the task rendered with the teacher's chat template, the
     completion's text encoded by the teacher (and its end of turn for the student's), scored,
-    and spread over the student's tokens span by span (``token_alignment``)."""
+    and spread over the student's tokens span by span (``token_alignment``); the student's
+    end of turn gets the teacher's whole end of turn (``turn_end``)."""
     tok = teacher.tokenizer
+    closing = turn_end(tok)
     plans = []  # (teacher prompt, student body, teacher body, text, ended)
     for r in rows:
         completion = prompt_and_completion(samples.episodes[r])[1]
@@ -150,10 +152,10 @@ def cross_tokenizer_logprobs(teacher: Teacher, samples: Samples, rows: Sequence[
             teacher.context(samples.tasks[r], samples.episodes[r], samples.group(r))
         plans.append((encode_prompt(tok, messages), body,
                       tok.encode(text, add_special_tokens=False), text, ended))
-    scores = teacher.score([p + t + ([tok.eos_token_id] if ended else [])
+    scores = teacher.score([p + t + (closing if ended else [])
                             for p, _, t, _, ended in plans], tok.pad_token_id)
     out = []
-    for (prompt, body, teacher_body, text, _), score in zip(plans, scores):
+    for (prompt, body, teacher_body, text, ended), score in zip(plans, scores):
         lp = score[len(prompt):]
         try:
             values = teacher_logprobs_on(tokenizer, body, tok, teacher_body,
@@ -161,7 +163,7 @@ def cross_tokenizer_logprobs(teacher: Teacher, samples: Samples, rows: Sequence[
         except ValueError as e:
             raise TeacherMismatchError(f"teacher {teacher.name}: {e} (its tokenizer does not "
                                        f"reproduce the student's text {text[:60]!r})") from None
-        out.append(values + lp[len(teacher_body):])  # and the end of turn, if it ended
+        out.append(values + ([sum(lp[len(teacher_body):])] if ended else []))
     return out
 
 

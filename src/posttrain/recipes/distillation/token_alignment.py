@@ -11,14 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from posttrain.data.conversations import conversation_segment
+from posttrain.types import Segment
+
 
 def token_ends(tokenizer, ids: Sequence[int], text: str) -> list[int | None]:
     """Each token's end in ``text`` (characters), None where it ends inside a character or
-    the decoded prefix is not ``text``'s."""
-    ends = []
-    for i in range(1, len(ids) + 1):
-        prefix = tokenizer.decode(ids[:i], clean_up_tokenization_spaces=False)
-        ends.append(len(prefix) if text.startswith(prefix) else None)
+    the decoded prefix is not ``text``'s. Pieces are decoded one token at a time and
+    concatenated; the prefix is decoded whole only where that does not give ``text`` (a
+    character split across tokens, a tokenizer that spells a token differently alone)."""
+    ends: list[int | None] = []
+    prefix = ""
+    for i, token in enumerate(ids):
+        joined = prefix + tokenizer.decode([token], clean_up_tokenization_spaces=False)
+        if not text.startswith(joined):
+            joined = tokenizer.decode(ids[:i + 1], clean_up_tokenization_spaces=False)
+        prefix = joined
+        ends.append(len(joined) if text.startswith(joined) else None)
     return ends
 
 
@@ -73,3 +82,32 @@ def teacher_logprobs_on(student_tok, student_ids: Sequence[int], teacher_tok,
     spans = aligned_spans(token_ends(student_tok, student_ids, text),
                           token_ends(teacher_tok, teacher_ids, text))
     return spread(spans, teacher_logp, len(student_ids))
+
+
+def masked_runs(segment: Segment) -> list[list[int]]:
+    """The positions of each run of trained tokens (an assistant turn)."""
+    runs: list[list[int]] = []
+    for t, m in enumerate(segment.loss_mask):
+        if m and (not runs or runs[-1][-1] != t - 1):
+            runs.append([t])
+        elif m:
+            runs[-1].append(t)
+    return runs
+
+
+def split_special(tokenizer, ids: list[int], run: list[int]) -> tuple[list[int], list[int]]:
+    """``run``'s positions before its trailing special tokens, and those tokens'."""
+    special, end = set(tokenizer.all_special_ids), len(run)
+    while end and ids[run[end - 1]] in special:
+        end -= 1
+    return run[:end], run[end:]
+
+
+def turn_end(tokenizer) -> list[int]:
+    """The special tokens that close an assistant turn in ``tokenizer``'s chat template (its
+    end of turn, which need not be its ``eos_token``)."""
+    segment = conversation_segment(tokenizer, [{"role": "user", "content": "a"},
+                                               {"role": "assistant", "content": "b"}])
+    runs = masked_runs(segment)
+    tail = split_special(tokenizer, segment.token_ids, runs[-1])[1] if runs else []
+    return [segment.token_ids[t] for t in tail] or [tokenizer.eos_token_id]
