@@ -171,10 +171,23 @@ def takes_row(cls: Any) -> bool:
         return False
 
 
+ADAPTERS = {"openenv": ("posttrain.envs.openenv_adapter:adapted", "openenv")}
+# environment prefix -> (the adapter that makes a task.env class of the rest, its extra)
+
+
 def load_environment(spec: str) -> Any:
     """The environment class ``spec`` names, checked: it has ``reset(task)`` and
     ``step(action)`` and is constructed as ``cls(task)``, or ``cls(task, row=...)`` when it has
-    a parameter ``row`` (the dataset row; ``{}`` for other tasks)."""
+    a parameter ``row`` (the dataset row; ``{}`` for other tasks). ``openenv:PATH`` adapts
+    another library's environment (``ADAPTERS``)."""
+    prefix, _, rest = spec.partition(":")
+    if prefix in ADAPTERS and rest:
+        adapter, extra = ADAPTERS[prefix]
+        try:
+            return load_object(adapter)(rest)
+        except ImportError as e:  # the library itself (a user's module reports its own)
+            raise ExtensionError(f"{spec!r}: the {prefix} adapter needs its library ({e}): "
+                                 f"pip install 'posttrain[{extra}]'") from None
     cls = load_object(spec)
     shape = ("an environment class (reset(task) -> messages, step(action) -> StepResult; "
              "constructed as cls(task) or cls(task, row))")

@@ -61,6 +61,22 @@ def session_key(request: HttpRequest) -> str:
     return key
 
 
+MAX_JSON_DEPTH = 128  # objects and arrays within one another; chat bodies use a dozen
+
+
+def nesting_depth(value) -> int:
+    """How deeply objects and arrays nest in ``value`` (0 for a scalar), without recursion."""
+    depth, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else \
+            item if isinstance(item, list) else None
+        if children is not None:
+            depth = max(depth, level)
+            stack.extend((child, level + 1) for child in children)
+    return depth
+
+
 async def _json(request: HttpRequest, limit: int) -> dict:
     if int(request.headers.get("content-length") or 0) > limit:
         raise TooLarge
@@ -75,6 +91,8 @@ async def _json(request: HttpRequest, limit: int) -> dict:
         raise RequestError(f"the request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise RequestError("the request body is nested too deeply") from None
+    if nesting_depth(body) > MAX_JSON_DEPTH:  # whatever the interpreter's recursion limit
+        raise RequestError("the request body is nested too deeply")
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     return body
