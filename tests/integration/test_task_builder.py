@@ -22,7 +22,7 @@ from posttrain.synthesis.task_builder import (
     check_arithmetic,
     learnability,
 )
-from posttrain.types import SamplingParams
+from posttrain.types import Episode, SamplingParams, Segment
 
 REWARD = RewardFunction({"valid": ("env", 1.0), "difficulty": ("env", 1.0)})
 EXAMPLES = (Problem(12, "+", 34, 2), Problem(50, "+", 7, 2))
@@ -141,14 +141,15 @@ def test_collected_rows_train_a_solver_as_a_dataset(tmp_path):
 
 
 def test_collected_rows_are_the_learnable_problems_once():
-    def ep(problem, reason=None, rate=0.5):
-        return {"meta": {"built": {"problem": problem, "answer": "1", "valid": reason is None,
-                                   "reason": reason, "pass_rate": rate}}}
+    def ep(problem, reason=None, rate=0.5, built=True):
+        meta = {"built": {"problem": problem, "answer": "1", "valid": reason is None,
+                          "reason": reason, "pass_rate": rate}} if built else {}
+        return Episode([Segment([1, 2], [0, 1], [0.0, -1.0], [0, 0])], meta=meta)
 
     rows, left = built_rows([ep("What is 1+0?"), ep("What is 1+0?", rate=0.25),
                              ep("What is 0+1?", rate=1.0), ep("What is 5+5?", rate=0.0),
                              ep(None, "no <problem>", None),
-                             ep("What is 9+9?", "wrong answer", None), {"meta": {}}])
+                             ep("What is 9+9?", "wrong answer", None), ep(None, built=False)])
     assert rows == [{"prompt": "What is 1+0?", "answer": "1", "pass_rate": 0.5}]
     assert left == {"a repeat": 1, "solved by every solver sample": 1,
                     "solved by no solver sample": 1, "no <problem>": 1,

@@ -216,15 +216,12 @@ def built(
     a row {prompt, answer, pass_rate}; the counts of what was left out, and why, are
     printed. Train on it with task.name=dataset task.data.path=OUT."""
     from posttrain.synthesis.task_builder import built_rows
+    from posttrain.types.jsonl import read_episodes, write_atomic
 
     new_out(out, "the rows")
     if not episodes.is_file():
         fail(f"no file {episodes}: run the builder with rl.save_episodes=true")
-    with episodes.open() as f:
-        try:
-            rows, left = built_rows(json.loads(line) for line in f if line.strip())
-        except json.JSONDecodeError as e:
-            fail(f"{episodes} is not JSONL: {e}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with fail_on(ValueError):  # a malformed line, named
+        rows, left = built_rows(read_episodes(episodes))
+    write_atomic(out, "".join(json.dumps(r) + "\n" for r in rows))
     typer.echo(json.dumps({"kept": len(rows), "left_out": left}, indent=2))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -37,7 +37,7 @@ from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.arithmetic import ArithmeticTasks, Op, Problem
 from posttrain.models import encode_prompt
 from posttrain.rewards.registry import VERIFIERS
-from posttrain.types import SamplingParams
+from posttrain.types import Episode, SamplingParams
 
 PARTS = ("valid", "difficulty")
 PROMPT = ("Write a new arithmetic problem for a student, not one of these:\n{examples}\n"
@@ -169,15 +169,15 @@ class BuiltScorer:
         return [sum(right[i * self.k:(i + 1) * self.k]) / self.k for i in range(len(tasks))]
 
 
-def built_rows(episodes) -> tuple[list[dict], dict[str, int]]:
-    """The learnable problems of builder episodes (dicts as ``episodes.jsonl`` holds them):
+def built_rows(episodes: Iterable[Episode]) -> tuple[list[dict], dict[str, int]]:
+    """The learnable problems of builder episodes (a run's ``episodes.jsonl``):
     each valid problem with a pass rate strictly between 0 and 1, once (its first episode's
     figures), as a prompt row ``{"prompt", "answer", "pass_rate"}`` (``task.name: dataset``'s
     default columns); and how many episodes each reason left out."""
     rows: dict[str, dict] = {}
     left: dict[str, int] = {}
     for e in episodes:
-        built = e.get("meta", {}).get("built")
+        built = e.meta.get("built")
         why = ("not a builder episode" if built is None else built["reason"]
                or ("solved by every solver sample" if built["pass_rate"] == 1.0 else None)
                or ("solved by no solver sample" if built["pass_rate"] == 0.0 else None)
