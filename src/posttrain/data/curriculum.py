@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from posttrain.config.sections.task import CurriculumConfig
+from posttrain.config.sections.task import CurriculumConfig, DifficultyPool
 from posttrain.types import Episode
 
 
@@ -52,13 +52,18 @@ class CurriculumTasks:
     def __getattr__(self, name: str) -> Any:  # eval_set and the rest: the source's
         return getattr(self.tasks, name)
 
-    def weight(self, key: str) -> float:
-        """The weight of a task: its pool's, or ``unseen_weight``."""
+    def pool_of(self, key: str) -> DifficultyPool | None:
+        """The pool of a task: the first whose threshold its rate does not exceed (None:
+        never sampled)."""
         rate = self.rates.get(key)
         if rate is None:
-            return self.cfg.unseen_weight
-        return next((p.weight for p in self.cfg.pools if rate <= p.threshold),
-                    self.cfg.pools[-1].weight)
+            return None
+        return next((p for p in self.cfg.pools if rate <= p.threshold), self.cfg.pools[-1])
+
+    def weight(self, key: str) -> float:
+        """The weight of a task: its pool's, or ``unseen_weight``."""
+        pool = self.pool_of(key)
+        return self.cfg.unseen_weight if pool is None else pool.weight
 
     def sample(self, n: int, rng: random.Random, split: str = "train") -> list:
         """``n`` pool tasks drawn with replacement by weight (``split`` ``eval``: the
@@ -91,8 +96,6 @@ class CurriculumTasks:
         """The pool's share in each difficulty pool and unseen (``curriculum/<name>``)."""
         counts = {p.name: 0 for p in self.cfg.pools} | {"unseen": 0}
         for key in self.keys:
-            rate = self.rates.get(key)
-            name = "unseen" if rate is None else next(
-                (p.name for p in self.cfg.pools if rate <= p.threshold), self.cfg.pools[-1].name)
-            counts[name] += 1
+            pool = self.pool_of(key)
+            counts["unseen" if pool is None else pool.name] += 1
         return {f"curriculum/{name}": c / len(self.keys) for name, c in counts.items()}
