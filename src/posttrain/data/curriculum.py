@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.config.sections.task import CurriculumConfig, DifficultyPool
+from posttrain.envs.base import task_identity
 from posttrain.types import Episode
 
 
 def task_key(task: Any) -> str:
     """A task's identity across steps: a hash of its messages and reference."""
-    text = json.dumps([task.messages(), str(task.reference)], sort_keys=True)
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+    return hashlib.sha1(task_identity(task).encode()).hexdigest()[:16]
 
 
 class CurriculumTasks:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import zlib
 from dataclasses import dataclass, field
@@ -37,6 +38,12 @@ class Environment(Protocol):
         ...
 
     def step(self, action: str) -> StepResult: ...
+
+
+def task_identity(task: Any) -> str:
+    """A task's identity as text: its messages and reference (what the curriculum keys a
+    task by and the OpenEnv adapter seeds an episode from)."""
+    return json.dumps([task.messages(), str(task.reference)], sort_keys=True)
 
 
 class SplitTasks:

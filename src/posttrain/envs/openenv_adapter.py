@@ -22,7 +22,7 @@ import typing
 import zlib
 from typing import Any
 
-from posttrain.envs.base import StepResult
+from posttrain.envs.base import StepResult, task_identity
 
 PART = "openenv"  # the reward part the steps' rewards go to
 SKIPPED = ("done", "reward", "metadata")
@@ -75,8 +75,7 @@ def adapted(spec: str) -> type:
             self.env = env_class()
 
         def reset(self, task: Any) -> list[dict]:
-            key = json.dumps([task.messages(), str(task.reference)], sort_keys=True)
-            observation = self.env.reset(seed=zlib.crc32(key.encode()))
+            observation = self.env.reset(seed=zlib.crc32(task_identity(task).encode()))
             text = render(observation)
             if not text:
                 return task.messages()
