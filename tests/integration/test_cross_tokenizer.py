@@ -20,8 +20,8 @@ from posttrain.envs.arithmetic import ArithmeticTasks
 from posttrain.models import build_tiny, encode_prompt, load_model, load_tokenizer
 from posttrain.models.tiny import build_tokenizer
 from posttrain.recipes.distillation.aligned_targets import (
+    AlignedConversations,
     aligned_positions,
-    aligned_targets,
     masked_runs,
 )
 from posttrain.recipes.distillation.offline import run_distill
@@ -175,7 +175,8 @@ def test_aligned_targets_with_one_tokenizer_are_the_plain_targets(models):
                             {"role": "assistant", "content": "<answer>9</answer>"}]]
     segs = [conversation_segment(tok, c) for c in convs]
     batch = Batch.from_episodes([Episode([s]) for s in segs], tok.pad_token_id)
-    [(index, weight, logp)] = aligned_targets(model, tok, tok, segs, segs)(batch)
+    [(index, weight, logp)] = AlignedConversations(tok, tok, segs, segs).targets(
+        model, [0, 1])(batch)
     [(plain_index, _, plain)] = model_targets(model)(batch)
     assert torch.equal(index, plain_index) and torch.equal(logp, plain)
     assert weight.tolist() == [1.0] * len(index)

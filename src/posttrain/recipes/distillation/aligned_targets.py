@@ -56,32 +56,47 @@ def aligned_positions(student_tok, student: Segment, teacher_tok, teacher: Segme
     return [(s, t) for s, t in pairs if s > 0 and t > 0]  # the first token has no context
 
 
-def aligned_targets(model: torch.nn.Module, student_tok, teacher_tok,
-                    student: Sequence[Segment], teacher: Sequence[Segment],
-                    temperature: float = 1.0) -> Callable[[Batch], Targets]:
-    """For ``distill_step``: the teacher's distributions at a micro-batch's aligned
-    positions; ``student[r]`` and ``teacher[r]`` render the step batch's row ``r``."""
+class AlignedConversations:
+    """Conversation ``i`` rendered by the student (``student[i]``) and by the teacher
+    (``teacher[i]``), with its aligned positions, computed on first use and kept (the data
+    is fixed: each step's batch reuses them)."""
 
-    def targets(mb: Batch) -> Targets:
-        rows = mb.rows.tolist()
-        pairs = [aligned_positions(student_tok, student[r], teacher_tok, teacher[r])
-                 for r in rows]
-        order = {}  # (row in the micro-batch, position) -> its index among the positions
-        for (b, t) in mb.loss_mask[:, 1:].nonzero().tolist():
-            order[(b, t + 1)] = len(order)
-        index = torch.tensor([order[(b, s)] for b, row in enumerate(pairs) for s, _ in row],
-                             dtype=torch.long)
-        tb = Batch.from_episodes([Episode([teacher[r]]) for r in rows],
-                                 pad_token_id=teacher_tok.pad_token_id)
-        mask = torch.zeros_like(tb.loss_mask)
-        for b, row in enumerate(pairs):
-            for _, t in row:
-                mask[b, t] = 1
-        tb = tb.replace(loss_mask=mask).to(model_device(model))
-        with frozen(model) as m:
-            logp = token_distributions(m, tb.input_ids, tb.attention_mask, tb.loss_mask,
-                                       temperature).to(mb.input_ids.device)
-        index = index.to(logp.device)
-        return [(index, torch.ones(len(index), device=logp.device), logp)]
+    def __init__(self, student_tok, teacher_tok, student: Sequence[Segment],
+                 teacher: Sequence[Segment]) -> None:
+        self.student_tok, self.teacher_tok = student_tok, teacher_tok
+        self.student, self.teacher = student, teacher
+        self._positions: dict[int, list[tuple[int, int]]] = {}
 
-    return targets
+    def positions(self, i: int) -> list[tuple[int, int]]:
+        if i not in self._positions:
+            self._positions[i] = aligned_positions(self.student_tok, self.student[i],
+                                                   self.teacher_tok, self.teacher[i])
+        return self._positions[i]
+
+    def targets(self, model: torch.nn.Module, idx: Sequence[int],
+                temperature: float = 1.0) -> Callable[[Batch], Targets]:
+        """For ``distill_step``: the teacher's distributions at a micro-batch's aligned
+        positions, the step batch's row ``r`` being conversation ``idx[r]``."""
+
+        def targets(mb: Batch) -> Targets:
+            convs = [idx[r] for r in mb.rows.tolist()]
+            pairs = [self.positions(i) for i in convs]
+            order = {}  # (row in the micro-batch, position) -> its index among the positions
+            for (b, t) in mb.loss_mask[:, 1:].nonzero().tolist():
+                order[(b, t + 1)] = len(order)
+            index = torch.tensor([order[(b, s)] for b, row in enumerate(pairs) for s, _ in row],
+                                 dtype=torch.long)
+            tb = Batch.from_episodes([Episode([self.teacher[i]]) for i in convs],
+                                     pad_token_id=self.teacher_tok.pad_token_id)
+            mask = torch.zeros_like(tb.loss_mask)
+            for b, row in enumerate(pairs):
+                for _, t in row:
+                    mask[b, t] = 1
+            tb = tb.replace(loss_mask=mask).to(model_device(model))
+            with frozen(model) as m:
+                logp = token_distributions(m, tb.input_ids, tb.attention_mask, tb.loss_mask,
+                                           temperature).to(mb.input_ids.device)
+            index = index.to(logp.device)
+            return [(index, torch.ones(len(index), device=logp.device), logp)]
+
+        return targets

@@ -20,7 +20,7 @@ from posttrain.engines import Engine
 from posttrain.models import check_same_vocabulary, encode_prompt, load_model, load_tokenizer
 from posttrain.models.devices import placed
 from posttrain.recipes.build import RunParts
-from posttrain.recipes.distillation.aligned_targets import aligned_targets
+from posttrain.recipes.distillation.aligned_targets import AlignedConversations
 from posttrain.recipes.distillation.teacher_logits import StoredLogits
 from posttrain.recipes.distillation.teachers import model_targets
 from posttrain.reporting import Reporter
@@ -40,7 +40,7 @@ def run_distill(trainer: Trainer, teacher: torch.nn.Module | StoredLogits, token
                 ce_weight: float = 0.0) -> None:
     """Steps ``start_step .. steps`` of ``distill_step`` on the assistant tokens (conversation
     ``i`` rendered with ``tools[i]``, if given); a live teacher with another tokenizer
-    scores its own rendering, aligned token to token (``aligned_targets``; divergence
+    scores its own rendering, aligned token to token (``AlignedConversations``; divergence
     ``uld``); stored logits must have been written for exactly this data
     (``teacher_tokenizer`` is then unused). GKD mixing: each conversation is replaced, with
     probability ``lam``, by the student's own answer to its prompt, sampled by ``engine``
@@ -65,8 +65,8 @@ def run_distill(trainer: Trainer, teacher: torch.nn.Module | StoredLogits, token
         check_same_vocabulary(tokenizer, teacher_tokenizer, f"distill.divergence={divergence}"
                               f"{' with GKD mixing' if lam > 0 else ''} (a teacher with its "
                               "own tokenizer takes uld, without mixing)")
-    teacher_encoded = ConversationSegments(teacher_tokenizer, conversations, tools) \
-        if cross else None
+    aligned = AlignedConversations(tokenizer, teacher_tokenizer, encoded, ConversationSegments(
+        teacher_tokenizer, conversations, tools)) if cross else None
     reporter.start(f"distill ({divergence})", steps, start_step)
     for step in range(start_step, steps):
         idx = batch_indices(step, batch_size, len(conversations), seed)
@@ -85,8 +85,7 @@ def run_distill(trainer: Trainer, teacher: torch.nn.Module | StoredLogits, token
         if stored:
             targets = teacher.targets(idx)
         elif cross:
-            targets = aligned_targets(teacher, tokenizer, teacher_tokenizer, segments,
-                                      [teacher_encoded[i] for i in idx])
+            targets = aligned.targets(teacher, idx)
         else:
             targets = model_targets(teacher)
         metrics = trainer.apply(distill_step, batch, targets, divergence, options or {},
