@@ -86,13 +86,12 @@ def quick_eval(
 
 
 def _ask_local(model: Path, convs, max_tokens: int):
-    from posttrain.engines import TorchEngine
-    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.engines import load_torch_engine
+    from posttrain.models import ModelNotFoundError
     from posttrain.recipes.outer.quick_eval import ask_engine
 
     # a model without the tokens, or whose engine cannot continue a cache: ValueError
     with fail_on(ModelNotFoundError, ValueError):
-        tok = load_tokenizer(model)
-        engine = TorchEngine(load_model(model), tok.pad_token_id, tok.eos_token_id)
+        engine, tok = load_torch_engine(model)
         engine.check_quick()
         return ask_engine(engine, tok, convs, max_tokens)

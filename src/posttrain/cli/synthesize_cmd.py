@@ -156,13 +156,12 @@ def filter_cmd(
 
 
 def _solver(model_dir: Path):
-    from posttrain.engines import TorchEngine
-    from posttrain.models import ModelNotFoundError, load_model, load_tokenizer
+    from posttrain.engines import load_torch_engine
+    from posttrain.models import ModelNotFoundError
     from posttrain.recipes.outer.task_filter import Solver
 
     with fail_on(ModelNotFoundError):
-        tok = load_tokenizer(model_dir)
-        engine = TorchEngine(load_model(model_dir), tok.pad_token_id, tok.eos_token_id)
+        engine, tok = load_torch_engine(model_dir)
     return Solver(model_dir.name if model_dir.name not in ("sft_model", "rl_model")
                   else f"{model_dir.parent.name}/{model_dir.name}", engine, tok)
 

@@ -34,6 +34,7 @@ from pydantic import Field, field_validator
 from posttrain.config.extension import is_path, load_extension
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
+from posttrain.engines import load_torch_engine
 from posttrain.envs.arithmetic import ArithmeticTasks, Op, Problem
 from posttrain.models import encode_prompt
 from posttrain.rewards.registry import VERIFIERS
@@ -190,16 +191,6 @@ def built_rows(episodes: Iterable[Episode]) -> tuple[list[dict], dict[str, int]]
     return list(rows.values()), left
 
 
-def fixed_solver(model_dir: str) -> tuple:
-    """The solver model at ``model_dir`` on the CPU, as ``(engine, tokenizer)``."""
-    from posttrain.engines import TorchEngine
-    from posttrain.models import load_model, load_tokenizer
-
-    tokenizer = load_tokenizer(model_dir)
-    return TorchEngine(load_model(model_dir), tokenizer.pad_token_id,
-                       tokenizer.eos_token_id), tokenizer
-
-
 class BuilderTasks:
     """Builder prompts, each showing ``examples`` problems of ``problems``' train (or eval)
     split; SFT conversations write a fresh problem and its worked answer (half the time a
@@ -268,7 +259,7 @@ class TaskBuilderConfig(TaskFamily):
             None if self.checker is None else load_extension("built_task_check", self.checker))
         return TaskParts(BuilderTasks(problems, self.examples), env_score=BuiltScorer(
             check, self.solver_samples, self.solver_temperature, self.solver_max_new_tokens,
-            None if self.solver is None else fixed_solver(self.solver)))
+            None if self.solver is None else load_torch_engine(self.solver)))
 
     def check(self, cfg) -> None:
         """Episodes are scored with solver samples on the engine between steps: not async."""
