@@ -112,7 +112,8 @@ def m2po(
         return mask
     values, order = torch.sort(d.flatten()[valid].double(), descending=True, stable=True)
     n = len(values)
-    suffix_mean = values.flip(0).cumsum(0).flip(0) / torch.arange(n, 0, -1, dtype=values.dtype)
+    suffix_mean = values.flip(0).cumsum(0).flip(0) / torch.arange(n, 0, -1, dtype=values.dtype,
+                                                                 device=values.device)
     below = torch.nonzero(suffix_mean < tau).flatten()
     j = int(below[0]) if len(below) else n - 1
     out = mask.clone()

@@ -30,10 +30,10 @@ def group_stats(
     _, inverse = torch.unique(group_ids, return_inverse=True)
     g = int(inverse.max()) + 1
     shape = (g, *values.shape[1:])
-    size = torch.zeros(shape, dtype=values.dtype).index_add_(0, inverse, torch.ones_like(values))
-    mean = torch.zeros(shape, dtype=values.dtype).index_add_(0, inverse, values) / size
+    size = values.new_zeros(shape).index_add_(0, inverse, torch.ones_like(values))
+    mean = values.new_zeros(shape).index_add_(0, inverse, values) / size
     dev2 = (values - mean[inverse]) ** 2
-    ss = torch.zeros(shape, dtype=values.dtype).index_add_(0, inverse, dev2)
+    ss = values.new_zeros(shape).index_add_(0, inverse, dev2)
     std = torch.where(size > 1, (ss / (size - 1).clamp(min=1)).sqrt(), torch.zeros_like(ss))
     return mean[inverse], std[inverse], size[inverse]
 

@@ -141,4 +141,4 @@ def sequence_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_m
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
     last = attention_mask.sum(dim=1) - 1
-    return out.logits[torch.arange(len(last)), last, 0].float()
+    return out.logits[torch.arange(len(last), device=last.device), last, 0].float()

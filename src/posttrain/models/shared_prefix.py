@@ -27,7 +27,7 @@ def packed_positions(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions restarting at 0 for every sample of a packed row (``attention_mask`` numbers
     the samples 1, 2, ...; padding restarts too)."""
     t = attention_mask.shape[1]
-    steps = torch.arange(t).expand_as(attention_mask)
+    steps = torch.arange(t, device=attention_mask.device).expand_as(attention_mask)
     starts = torch.ones_like(attention_mask, dtype=torch.bool)
     starts[:, 1:] = attention_mask[:, 1:] != attention_mask[:, :-1]
     start_index = torch.where(starts, steps, 0).cummax(dim=1).values
@@ -72,10 +72,10 @@ def decoder_hidden_states(
     if len(leaders) == len(group_list):
         return _plain(decoder, input_ids, attention_mask)
     b, t = input_ids.shape
-    group = torch.tensor(group_list)
+    group = torch.tensor(group_list, device=input_ids.device)
     lead_len = prefix_lens[leaders]
     p_max = int(lead_len.max())
-    steps = torch.arange(p_max)
+    steps = torch.arange(p_max, device=input_ids.device)
     prefix_attn = (steps[None, :] < lead_len[:, None]).long()
     prefix_ids = torch.where(prefix_attn.bool(), input_ids[leaders, :p_max], 0)
     out = decoder(input_ids=prefix_ids, attention_mask=prefix_attn,
@@ -85,7 +85,7 @@ def decoder_hidden_states(
     # suffix of row r: tokens prefix_lens[r] .. lengths[r] - 1, right-padded to s_max
     suffix_len = lengths - prefix_lens
     s_max = int(suffix_len.max())
-    offs = torch.arange(s_max)
+    offs = torch.arange(s_max, device=input_ids.device)
     suffix_attn = (offs[None, :] < suffix_len[:, None]).long()
     src = (prefix_lens[:, None] + offs[None, :]).clamp(max=t - 1)
     suffix_ids = torch.where(suffix_attn.bool(), input_ids.gather(1, src), 0)
@@ -95,7 +95,7 @@ def decoder_hidden_states(
     ).last_hidden_state
     # reassemble: position j < p from the group's prefix, else suffix position j - p
     both = torch.cat([out.last_hidden_state.index_select(0, group), suffix_hidden], dim=1)
-    pos = torch.arange(t)[None, :].expand(b, t)
+    pos = torch.arange(t, device=input_ids.device)[None, :].expand(b, t)
     take = torch.where(pos < prefix_lens[:, None], pos, p_max + pos - prefix_lens[:, None])
     take = take.clamp(max=p_max + s_max - 1)
     return both.gather(1, take[:, :, None].expand(b, t, both.shape[-1]))

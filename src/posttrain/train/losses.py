@@ -30,7 +30,7 @@ def preference_loss(name: str, options: dict, logp: torch.Tensor, mask: torch.Te
     ell = (logp * mask).sum(dim=1)
     ref = None if ref_logp is None else (ref_logp * mask).sum(dim=1)
     inputs = {"logp": ell, "ref_logp": ref, "reference_point": reference_point,
-              "desirable": torch.arange(len(ell)) % 2 == 0,
+              "desirable": torch.arange(len(ell), device=ell.device) % 2 == 0,
               "chosen_logp": ell[0::2], "rejected_logp": ell[1::2],
               "chosen_length": lengths[0::2], "rejected_length": lengths[1::2],
               "chosen_mean_logp": ell[0::2] / lengths[0::2],
@@ -68,7 +68,7 @@ def pairwise_classifier_loss(scores: torch.Tensor, pairs: int
     """``pairwise_classifier`` on rows ``2i`` = ``s(x, y_c, y_r)`` (target 1) and ``2i + 1`` =
     ``s(x, y_r, y_c)`` (target 0): both orders of every pair, averaged, summed / ``pairs``;
     the margin is ``s(x, y_c, y_r) - s(x, y_r, y_c)``."""
-    targets = torch.tensor([1.0, 0.0], dtype=scores.dtype).repeat(len(scores) // 2)
+    targets = scores.new_tensor([1.0, 0.0]).repeat(len(scores) // 2)
     loss = get("reward_model", "pairwise_classifier")(scores=scores, targets=targets)
     return loss.sum() / (2 * pairs), pair_statistics(scores[0::2] - scores[1::2], pairs)
 

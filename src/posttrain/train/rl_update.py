@@ -62,14 +62,15 @@ def episode_rows(episodes: Sequence[Episode]) -> torch.Tensor:
 
 def per_episode(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
     """Sum per-row ``values`` over each episode's rows."""
-    return torch.zeros(n, dtype=values.dtype).index_add_(0, rows, values)
+    return values.new_zeros(n).index_add_(0, rows.to(values.device), values)
 
 
 def _episode_mask(batch: Batch, rows: torch.Tensor, n: int) -> torch.Tensor:
     """``[E, max n_e]``: row ``e`` holds ``n_e`` ones, ``n_e`` the episode's trainable tokens."""
     counts = per_episode(batch.loss_mask.sum(dim=1), rows, n).long()
     width = max(int(counts.max()), 1)
-    return (torch.arange(width)[None, :] < counts[:, None]).to(batch.loss_mask.dtype)
+    steps = torch.arange(width, device=counts.device)
+    return (steps[None, :] < counts[:, None]).to(batch.loss_mask.dtype)
 
 
 def step_tokens(step_values: Sequence[torch.Tensor], episodes: Sequence[Episode],

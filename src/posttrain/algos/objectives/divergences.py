@@ -108,8 +108,8 @@ def full_vocab_rkl(
     holding each distribution's remaining mass (``k = V`` is the full value)."""
     p = teacher_logp.detach()
     p = p[None] if p.dim() == student_logp.dim() else p
-    w = torch.full((p.shape[0],), 1.0 / p.shape[0], dtype=student_logp.dtype) if weights is None \
-        else weights.to(student_logp.dtype)
+    w = student_logp.new_full((p.shape[0],), 1.0 / p.shape[0]) if weights is None \
+        else weights.to(student_logp)
     q = student_logp.expand_as(p)
     if topk is not None and topk < p.shape[-1]:
         idx = student_logp.detach().topk(topk, dim=-1).indices.expand(*p.shape[:-1], topk)
