@@ -1,6 +1,7 @@
 """Verified weight sync: checksums, timeouts and probe scoring catch hangs, silent corruption
 and an engine that scores differently from the trainer."""
 
+import hashlib
 import threading
 
 import pytest
@@ -22,6 +23,26 @@ def test_checksum_tells_weights_apart():
     changed[0][1][1, 2] += 1e-3
     assert weights_checksum(changed) != weights_checksum(a)
     assert weights_checksum([("w", a[0][1].to(torch.bfloat16))]) != weights_checksum(a[:1])
+
+
+def test_checksum_is_its_definition_when_hashed_on_threads():
+    """BLAKE2b over the sorted per-tensor digests (name, dtype, shape, bytes), computed here
+    one tensor after another, for more tensors than the digest hashes at once."""
+    from posttrain.engines.weights import IN_FLIGHT
+
+    g = torch.Generator().manual_seed(0)
+    named = [(f"t{i}", torch.randn(i + 1, 3, generator=g)) for i in range(3 * IN_FLIGHT + 1)]
+    named.append(("half", torch.randn(5, generator=g).to(torch.bfloat16)))
+
+    def digest(name, t):
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.contiguous().view(torch.uint8).numpy().tobytes())
+        return h.digest()
+
+    expected = hashlib.blake2b(b"".join(sorted(digest(n, t) for n, t in named)),
+                               digest_size=16).hexdigest()
+    assert weights_checksum(named) == expected
 
 
 @pytest.fixture
