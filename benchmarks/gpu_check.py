@@ -15,8 +15,8 @@
   allocator's count on CUDA), and a verified sync that wakes it (its probe mismatch);
 - ``trl``: a GRPO step of posttrain and one of TRL's ``GRPOTrainer`` on the same model (Qwen3
   of 0.6B's shape with the tiny tokenizer's vocabulary), prompts, group size and completion
-  length, in bf16 on the device: seconds a step (generation and update) and the ratio (an
-  ``error`` entry where TRL cannot run);
+  length, in bf16 on the device: seconds a step and posttrain's phases (generation, update,
+  weight sync), and the ratio (an ``error`` entry where TRL cannot run);
 - ``helpers``: a reward model, a distillation teacher's scores and its full distributions
   with the model on the device and the batch on the CPU, against the same on the CPU (fp32:
   only kernel rounding may differ);
@@ -32,6 +32,9 @@
 
     python benchmarks/gpu_check.py                  # cuda, Qwen3-0.6B shape
     python benchmarks/gpu_check.py --device cpu --tiny   # the same code on a tiny model (CI)
+    python benchmarks/gpu_check.py --only trl --out trl.json   # one section, kept as it goes
+
+A section that raises reports ``error`` and the others still run.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import json
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -246,9 +250,9 @@ def helpers(device: torch.device, tmp: Path) -> dict:
                 for o in outs]
     batch = Batch.from_episodes(episodes, tok.pad_token_id)
     sequences = [o.prompt_ids + o.token_ids for o in outs]
-    out = {}
+    value_model, out = load_value_model(d), {}  # one fresh value head, on both sides
     for where in ("cpu", device):
-        judge = RewardModelJudge(load_value_model(d).to(where), tok.pad_token_id)
+        judge = RewardModelJudge(copy.deepcopy(value_model).to(where), tok.pad_token_id)
         teacher = Teacher("t", model=load_model(d).to(where))
         targets = model_targets(teacher.model)(batch)[0][2]
         out[str(where)] = (torch.tensor(judge(episodes, [None] * len(episodes))),
@@ -271,7 +275,9 @@ def side_by_side(device: torch.device, tiny: bool, tmp: Path) -> dict:
     group, new_tokens, steps = (4, 8, 2) if tiny else (8, 128, 2)
     bf16 = device.type == "cuda"
     out = {"prompts": len(prompts), "group_size": group, "new_tokens": new_tokens}
-    out["posttrain_step_s"] = posttrain_grpo_step(d, device, prompts, group, new_tokens, steps)
+    phases = posttrain_grpo_step(d, device, prompts, group, new_tokens, steps)
+    out["posttrain_step_s"] = sum(phases.values())
+    out |= {f"posttrain_{k}_s": v for k, v in phases.items()}
     try:
         out["trl_step_s"] = trl_grpo_step(d, device, prompts, group, new_tokens, steps, bf16)
     except Exception as exc:  # reported, not hidden: the check's other sections still count
@@ -282,8 +288,9 @@ def side_by_side(device: torch.device, tiny: bool, tmp: Path) -> dict:
 
 
 def posttrain_grpo_step(d: Path, device: torch.device, prompts: list, group: int,
-                        new_tokens: int, steps: int) -> float:
-    """Seconds a GRPO step (generation, advantages, update, weight sync) after a warm-up."""
+                        new_tokens: int, steps: int) -> dict[str, float]:
+    """Seconds of a GRPO step's phases after a warm-up: ``generation`` (with the
+    advantages), ``update`` and ``weight_sync``."""
     from posttrain.algos import get
     from posttrain.models import encode_prompt
 
@@ -296,7 +303,7 @@ def posttrain_grpo_step(d: Path, device: torch.device, prompts: list, group: int
                          dtype=getattr(torch, "bfloat16" if precision == "bf16" else "float32"),
                          device=device)
     ids = [encode_prompt(tok, p) for p in prompts for _ in range(group)]
-    times = []
+    phases: dict[str, float] = {"generation": 0.0, "update": 0.0, "weight_sync": 0.0}
     for step in range(steps + 1):
         sync(device)
         start = time.perf_counter()
@@ -308,11 +315,18 @@ def posttrain_grpo_step(d: Path, device: torch.device, prompts: list, group: int
         batch = Batch.from_episodes(episodes, tok.pad_token_id)
         batch = batch.replace(advantages=get("advantage", "grpo")(
             rewards=batch.rewards, group_ids=batch.group_index, mask=batch.loss_mask))
+        sync(device)
+        generated = time.perf_counter()
         trainer.apply(policy_steps, batch)
+        sync(device)
+        updated = time.perf_counter()
         engine.update_weights(trainer.named_weights(), step + 1)
         sync(device)
-        times.append(time.perf_counter() - start)
-    return sum(times[1:]) / steps
+        if step:  # the first step warms up
+            phases["generation"] += (generated - start) / steps
+            phases["update"] += (updated - generated) / steps
+            phases["weight_sync"] += (time.perf_counter() - updated) / steps
+    return phases
 
 
 def trl_grpo_step(d: Path, device: torch.device, prompts: list, group: int, new_tokens: int,
@@ -419,25 +433,50 @@ def quick(device: torch.device, tmp: Path) -> dict:
     return report
 
 
+SECTIONS = {
+    "grpo": lambda device, tiny, tmp: grpo(device, tiny, tmp),
+    "gap": lambda device, tiny, tmp: gap(device, tmp),
+    "routing_replay": lambda device, tiny, tmp: routing_replay(device, tmp),
+    "resume": lambda device, tiny, tmp: resume(device, tmp),
+    "sleep": lambda device, tiny, tmp: sleep(device, tmp),
+    "helpers": lambda device, tiny, tmp: helpers(device, tmp),
+    "speculative": lambda device, tiny, tmp: speculative(device, tmp),
+    "quick": lambda device, tiny, tmp: quick(device, tmp),
+    "trl": side_by_side,
+}
+
+
+def run_section(name: str, device: torch.device, tiny: bool, tmp: Path) -> dict:
+    """One section's report; a section that raises reports ``error`` (and its traceback on
+    stderr) so that the others still run: a device lease is short."""
+    try:
+        return SECTIONS[name](device, tiny, tmp)
+    except Exception as exc:
+        traceback.print_exc()
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="a tiny policy (a CPU dry run)")
+    parser.add_argument("--out", type=Path, help="also write the report here after each "
+                        "section, so that a run stopped at its time limit leaves what it did")
+    parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), help="these sections")
     args = parser.parse_args()
     device = torch.device(args.device)
     start = time.perf_counter()
+    report = {"device": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                         else "cpu"), "torch": torch.__version__, "section_seconds": {}}
     with tempfile.TemporaryDirectory() as t:
-        tmp = Path(t)
-        report = {"device": (torch.cuda.get_device_name(device) if device.type == "cuda"
-                             else "cpu"),
-                  "torch": torch.__version__,
-                  "grpo": grpo(device, args.tiny, tmp), "gap": gap(device, tmp),
-                  "routing_replay": routing_replay(device, tmp),
-                  "resume": resume(device, tmp), "sleep": sleep(device, tmp),
-                  "helpers": helpers(device, tmp), "speculative": speculative(device, tmp),
-                  "quick": quick(device, tmp),
-                  "trl": side_by_side(device, args.tiny, tmp)}
-    report["seconds"] = time.perf_counter() - start
+        for name in args.only or SECTIONS:
+            began = time.perf_counter()
+            report[name] = run_section(name, device, args.tiny, Path(t))
+            report["section_seconds"][name] = time.perf_counter() - began
+            report["seconds"] = time.perf_counter() - start
+            print(f"[gpu_check] {name}: {report['section_seconds'][name]:.1f} s", file=sys.stderr)
+            if args.out:
+                args.out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
 
 

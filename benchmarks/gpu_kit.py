@@ -35,12 +35,19 @@ MAX_BYTES = 64 * 2**20  # what a device call carries, the working tree included
 # posttrain's needs the image lacks, on the check's import path (found with ``emulate``)
 KIT = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "fastapi",
        "starlette",
-       "trl", "datasets", "dill", "multiprocess", "uvicorn")  # the check's TRL side by side
+       "trl", "datasets", "dill", "multiprocess", "uvicorn",  # the check's TRL side by side
+       # the CLI's quickstart (``RUN_QUICKSTART``): the arithmetic verifier, tools, serve
+       "math-verify", "latex2sympy2-extended", "antlr4-python3-runtime", "openai", "jiter",
+       "sniffio", "jsonschema", "jsonschema-specifications", "referencing", "rpds-py",
+       "rank-bm25", "opentelemetry-api")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 RUN = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
        "--target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 "
-       "&& python3 benchmarks/gpu_check.py > $OUT/gpu_check.json")
+       "&& timeout 150 python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json "
+       "> /dev/null 2> $OUT/gpu_check.log; "
+       "timeout 380 python3 benchmarks/gpu_recipes.py --out /tmp/recipes "
+       "--report $OUT/gpu_recipes.json > /dev/null 2> $OUT/gpu_recipes.log")
 
 
 def canonical(name: str) -> str:

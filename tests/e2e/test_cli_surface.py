@@ -4,6 +4,7 @@ without a terminal."""
 
 import io
 import json
+import subprocess
 import sys
 from importlib.metadata import version
 
@@ -37,6 +38,13 @@ def test_every_option_has_help_and_the_summary_is_one_line(name, command):
 def test_version():
     result = runner.invoke(cli.app, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"posttrain {version('posttrain')}"
+
+
+def test_python_dash_m_runs_the_same_command():
+    """``python -m posttrain.cli.app`` where the script is not installed (as on the GPU)."""
+    result = subprocess.run([sys.executable, "-m", "posttrain.cli.app", "--version"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == f"posttrain {version('posttrain')}"
 
 
 def test_algorithms_keep_brackets_and_list_sources():

@@ -47,6 +47,8 @@ def test_the_gpu_check_dry_runs_on_cpu():
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout)
     assert set(report) >= {"grpo", "gap", "routing_replay", "resume", "sleep", "helpers"}
+    errors = {k: v["error"] for k, v in report.items() if isinstance(v, dict) and "error" in v}
+    assert not errors, errors
     assert report["grpo"]["generation_tokens_per_s"] > 0
     # bf16 engine vs bf16 trainer on the engine's own samples: within bf16 rounding
     assert report["grpo"]["mismatch"] <= rounding_bound(EPS_BF16, report["grpo"])

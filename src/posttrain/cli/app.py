@@ -412,3 +412,7 @@ def main() -> None:
         console.print(f"[bold red]error:[/] {escape(f'{type(e).__name__}: {e}')} "
                       "(POSTTRAIN_TRACEBACK=1 shows where)", soft_wrap=True)
         raise SystemExit(1) from None
+
+
+if __name__ == "__main__":  # python -m posttrain.cli.app, where the script is not installed
+    main()
