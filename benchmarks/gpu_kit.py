@@ -5,6 +5,7 @@ there.
     python benchmarks/gpu_kit.py download        # KIT's wheels (cp312, manylinux) into .whl/
     python benchmarks/gpu_kit.py command         # the one command line to run there
     python benchmarks/gpu_kit.py emulate -- CMD  # CMD with the image's packages and the kit
+    python benchmarks/gpu_kit.py emulate --without math-verify -- CMD   # less some wheels
 
 ``emulate`` runs a command here as the image would: importing a module of a distribution that
 posttrain requires (directly, or through a requirement the image lacks) and that is neither in
@@ -133,11 +134,12 @@ sys.meta_path.insert(0, NotInImage())
 '''
 
 
-def emulate(command: list[str]) -> int:
+def emulate(command: list[str], without: tuple[str, ...] = ()) -> int:
     """Run ``command`` with the distributions posttrain needs and the image lacks hidden, but
-    those of ``KIT``."""
+    those of ``KIT`` (less ``without``: what a wheel is needed for)."""
     with tempfile.TemporaryDirectory() as site:
-        hidden = hidden_modules(missing() - {canonical(n) for n in KIT})
+        kept = {canonical(n) for n in KIT} - {canonical(n) for n in without}
+        hidden = hidden_modules(missing() - kept)
         Path(site, "sitecustomize.py").write_text(BLOCKER.format(hidden=hidden))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [site, str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
@@ -147,8 +149,11 @@ def emulate(command: list[str]) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("download", "command", "emulate"))
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
+    parser.add_argument("--without", nargs="+", default=[], metavar="DIST",
+                        help="emulate: leave these of the kit's wheels out")
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, command = parser.parse_args(argv[:split]), argv[split + 1:]
     if args.what == "download":
         wheels = download()
         size = sum(w.stat().st_size for w in wheels)
@@ -156,11 +161,9 @@ def main() -> None:
     elif args.what == "command":
         print(RUN)
     else:
-        command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not command:
             parser.error("emulate needs a command: emulate -- python benchmarks/gpu_check.py")
-        raise SystemExit(emulate(command))
-
+        raise SystemExit(emulate(command, tuple(args.without)))
 
 if __name__ == "__main__":
     main()

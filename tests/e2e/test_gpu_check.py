@@ -29,16 +29,21 @@ def rounding_bound(eps: float, section: dict) -> float:
     return 16 * eps * section["largest_logprob"]
 
 
-def emulated(*command: str) -> subprocess.CompletedProcess:
+def emulated(*command: str, without: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    options = ["--without", *without] if without else []
     return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_kit.py"), "emulate",
-                           "--", sys.executable, *command], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+                           *options, "--", sys.executable, *command], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
 
 
-@pytest.mark.parametrize("module", ["math_verify", "rank_bm25", "jsonschema"])
-def test_the_emulated_image_lacks_what_the_kit_does_not_carry(module):
-    """The emulation can fail: posttrain's requirements the image lacks are hidden."""
-    out = emulated("-c", f"import {module}")
+@pytest.mark.parametrize("dist, module", [("math-verify", "math_verify"),
+                                          ("rank-bm25", "rank_bm25"),
+                                          ("jsonschema", "jsonschema")])
+def test_the_emulated_image_lacks_what_the_kit_does_not_carry(dist, module):
+    """The emulation can fail: a requirement of posttrain that the image lacks is hidden once
+    its wheel leaves the kit (the kit carries every one now)."""
+    assert emulated("-c", f"import {module}").returncode == 0
+    out = emulated("-c", f"import {module}", without=(dist,))
     assert out.returncode != 0 and "the GPU image lacks" in out.stderr
 
 
