@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("data", "audit", "harness_search", "synthesis"),
     ("rollout", "train"),
     ("cluster",),
-    ("recipes",),
+    ("recipes", "tinker_api"),
     ("cli",),
 ]
 LAYER_OF = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}

@@ -19,7 +19,7 @@ from posttrain.cli.options import load_or_fail as _load
 from posttrain.cli.output import console, fail_on
 from posttrain.cli.output import fail as _fail
 from posttrain.cli.quick_cmd import quick_data, quick_eval
-from posttrain.cli.serve_cmd import free_port_or_fail, serve
+from posttrain.cli.serve_cmd import free_port_or_fail, serve, tinker_serve
 from posttrain.cli.synthesize_cmd import synthesize_app
 from posttrain.cli.tau import tau_app
 from posttrain.cli.template import template_app
@@ -32,6 +32,7 @@ app.add_typer(env_app, name="env")
 app.add_typer(synthesize_app, name="synthesize")
 app.command(name="harness-search")(harness_search)
 app.command()(serve)
+app.command(name="tinker-serve")(tinker_serve)
 app.command(name="filter")(filter_cmd)
 app.command(name="rejection-sample")(rejection_sample)
 app.command(name="quick-data")(quick_data)

@@ -55,10 +55,14 @@ def graceful_stop() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
+Host = Annotated[str, typer.Option(help="interface to listen on")]
+Port = Annotated[int, typer.Option(help="port to listen on")]
+
+
 def serve(
     model: Annotated[Path, typer.Argument(help="a from_pretrained model directory to serve")],
-    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    host: Host = "127.0.0.1",
+    port: Port = 8000,
     name: Annotated[str | None, typer.Option(
         help="the model name clients ask for (default: the directory's name)")] = None,
     max_tokens: Annotated[int, typer.Option(
@@ -119,3 +123,45 @@ def serve(
         console.print(f"recorded {recorder.written} sessions in {record}")
     if received:
         console.print(f"stopped by {signal.Signals(received[-1]).name}")
+
+
+def tinker_serve(
+    model: Annotated[Path, typer.Argument(help="a from_pretrained model directory to train")],
+    host: Host = "127.0.0.1",
+    port: Port = 8001,
+    name: Annotated[str | None, typer.Option(
+        help="the base_model name clients ask for (default: the directory's name)")] = None,
+    checkpoints: Annotated[Path | None, typer.Option(
+        help="directory of the saved states and sampler weights (default: "
+             "MODEL/../tinker_checkpoints)")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="POSTTRAIN_API_KEY", help="the X-API-Key every request must carry (the SDK "
+        "wants it to start with tml-); needed to listen beyond loopback safely")] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N")] = "cpu",
+) -> None:
+    """Serve the Tinker training API for MODEL: LoRA training clients and samplers.
+
+    The official tinker SDK and its recipes connect with ServiceClient(base_url=...,
+    api_key="tml-...") (docs/tinker.md). Stop with Ctrl-C."""
+    import uvicorn
+
+    try:
+        import tinker  # noqa: F401  (the server speaks the SDK's own protobuf messages)
+    except ImportError:
+        fail('tinker-serve needs the tinker SDK: pip install -e ".[tinker]"')
+    from posttrain.models import ModelNotFoundError
+    from posttrain.tinker_api.app import create_app
+    from posttrain.tinker_api.service import Service
+
+    free_port_or_fail(host, port)
+    if api_key is None and not loopback(host):
+        console.print(f"[bold yellow]warning:[/] listening on {host} without --api-key: "
+                      "anyone who reaches it can train and sample the model")
+    served = name or model.resolve().name
+    root = checkpoints or model.resolve().parent / "tinker_checkpoints"
+    with fail_on(ModelNotFoundError):
+        service = Service(model, served, root, device=device)
+    console.print(f"serving {served!r} for Tinker clients at http://{host}:{port} "
+                  f"(checkpoints in {root})")
+    uvicorn.run(create_app(service, api_key=api_key), host=host, port=port,
+                log_level="warning")

@@ -1,0 +1,173 @@
+"""One base model and a LoRA adapter a training client (PEFT's named adapters on one
+``PeftModel``): each request activates its client's adapter, so the base weights are held once.
+Gradients accumulate in the adapter across ``forward_backward`` calls; ``optim_step`` applies
+AdamW with the step's own hyperparameters and zeroes them. Adapters start as PEFT draws them
+(``B = 0``) from the client's ``seed``, with ``lora_alpha = ALPHA``. A model whose output head
+is its input embedding (``tie_word_embeddings``) trains no adapter on the head
+(``train_unembed`` has no effect there): merged for sampling, it would change the embedding
+too."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from posttrain.models.lora import base_name, merged_weights
+from posttrain.tinker_api.losses import LOSSES, LossInputError
+from posttrain.tinker_api.wire import Datum
+
+ALPHA = 32.0
+TARGETS = {"attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
+           "mlp": ("gate_proj", "up_proj", "down_proj"), "unembed": ("lm_head",)}
+
+
+@dataclass
+class LoraSpec:
+    rank: int = 32
+    seed: int | None = None
+    train_attn: bool = True
+    train_mlp: bool = True
+    train_unembed: bool = True
+
+    def targets(self) -> list[str]:
+        chosen = [TARGETS[k] for k in ("attn", "mlp", "unembed") if getattr(self, f"train_{k}")]
+        if not chosen:
+            raise LossInputError("lora_config trains nothing (train_attn, train_mlp and "
+                                 "train_unembed are all false)")
+        return [m for group in chosen for m in group]
+
+
+@dataclass
+class Slot:
+    name: str  # the PEFT adapter's name
+    spec: LoraSpec
+    optimizer: torch.optim.Optimizer | None = None
+    params: list[torch.nn.Parameter] = field(default_factory=list)
+
+
+class AdapterPool:
+    def __init__(self, base: torch.nn.Module) -> None:
+        self.model = base
+        self.slots: dict[str, Slot] = {}
+        self._names = (f"adapter{i}" for i in itertools.count())
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def create(self, model_id: str, spec: LoraSpec) -> None:
+        from peft import LoraConfig, get_peft_model
+
+        targets = spec.targets()
+        if getattr(self.model.config, "tie_word_embeddings", False):
+            # the output head is the input embedding: its merged delta would change both
+            targets = [t for t in targets if t not in TARGETS["unembed"]]
+            if not targets:
+                raise LossInputError("this model ties its output head to its input embedding: "
+                                     "train_unembed alone trains nothing here")
+        config = LoraConfig(r=spec.rank, lora_alpha=ALPHA, lora_dropout=0.0,
+                            target_modules=targets, bias="none")
+        name = next(self._names)
+        with torch.random.fork_rng(devices=[]):
+            if spec.seed is not None:
+                torch.manual_seed(spec.seed)
+            if self.slots:
+                self.model.add_adapter(name, config)
+            else:
+                self.model = get_peft_model(self.model, config, adapter_name=name)
+        slot = Slot(name, spec)
+        slot.params = [p for n, p in self.model.named_parameters() if f".{name}." in n]
+        self.slots[model_id] = slot
+
+    def slot(self, model_id: str) -> Slot:
+        if model_id not in self.slots:
+            raise KeyError(f"no model {model_id!r} on this server")
+        return self.slots[model_id]
+
+    @contextlib.contextmanager
+    def active(self, model_id: str) -> Iterator[Slot]:
+        slot = self.slot(model_id)
+        self.model.set_adapter(slot.name)
+        yield slot
+
+    def forward_backward(self, model_id: str, data: Sequence[Datum], loss_fn: str,
+                         config: Mapping[str, float | str], forward_only: bool
+                         ) -> tuple[list[torch.Tensor], dict[str, float]]:
+        """Each datum's log-probs of its ``target_tokens`` and ``loss:sum``; unless
+        ``forward_only``, the loss's gradient added to the adapter's."""
+        if loss_fn not in LOSSES:
+            raise LossInputError(f"loss_fn {loss_fn!r}: this server has {sorted(LOSSES)}")
+        with self.active(model_id), torch.set_grad_enabled(not forward_only):
+            logprobs = self._logprobs(data)
+            loss = sum((LOSSES[loss_fn](lp, d.inputs, config) for lp, d in zip(logprobs, data)),
+                       torch.zeros((), device=self.device))
+            if not forward_only and loss.requires_grad:
+                loss.backward()
+        return [lp.detach() for lp in logprobs], {"loss:sum": float(loss.detach())}
+
+    def _logprobs(self, data: Sequence[Datum]) -> list[torch.Tensor]:
+        lengths = [len(d.tokens) for d in data]
+        for i, d in enumerate(data):
+            if "target_tokens" not in d.inputs:
+                raise LossInputError(f"datum {i}: loss_fn_inputs lacks target_tokens")
+            if d.inputs["target_tokens"].shape != (lengths[i],):
+                raise LossInputError(f"datum {i}: target_tokens has shape "
+                                     f"{tuple(d.inputs['target_tokens'].shape)}, the model "
+                                     f"input {lengths[i]} tokens")
+        ids = torch.zeros((len(data), max(lengths)), dtype=torch.long)
+        targets, mask = torch.zeros_like(ids), torch.zeros_like(ids)
+        for i, d in enumerate(data):
+            ids[i, :lengths[i]] = torch.tensor(d.tokens)
+            targets[i, :lengths[i]] = d.inputs["target_tokens"].long()
+            mask[i, :lengths[i]] = 1
+        ids, targets, mask = (t.to(self.device) for t in (ids, targets, mask))
+        logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        lp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
+        return [lp[i, :n] for i, n in enumerate(lengths)]
+
+    def optim_step(self, model_id: str, learning_rate: float, beta1: float = 0.9,
+                   beta2: float = 0.95, eps: float = 1e-12, weight_decay: float = 0.0,
+                   grad_clip_norm: float = 0.0) -> dict[str, float]:
+        slot = self.slot(model_id)
+        if slot.optimizer is None:
+            slot.optimizer = torch.optim.AdamW(slot.params, lr=learning_rate)
+        for group in slot.optimizer.param_groups:
+            group.update(lr=learning_rate, betas=(beta1, beta2), eps=eps,
+                         weight_decay=weight_decay)
+        grads = [p for p in slot.params if p.grad is not None]
+        norm = torch.nn.utils.clip_grad_norm_(grads, grad_clip_norm if grad_clip_norm > 0
+                                              else float("inf")) if grads else torch.zeros(())
+        slot.optimizer.step()
+        slot.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm:mean": float(norm)}
+
+    def adapter_state(self, model_id: str) -> dict[str, torch.Tensor]:
+        """The adapter's tensors under names without the adapter's own (``{name}`` placed)."""
+        slot = self.slot(model_id)
+        return {n.replace(f".{slot.name}.", ".{name}."): p.detach().cpu().clone()
+                for n, p in self.model.named_parameters() if f".{slot.name}." in n}
+
+    def load_adapter_state(self, model_id: str, state: Mapping[str, torch.Tensor]) -> None:
+        slot = self.slot(model_id)
+        own = dict(self.model.named_parameters())
+        names = {n.replace(".{name}.", f".{slot.name}."): t for n, t in state.items()}
+        if set(names) != {n for n in own if f".{slot.name}." in n}:
+            raise LossInputError("the checkpoint's adapter does not fit this model's (rank or "
+                                 "trained layers differ)")
+        with torch.no_grad():
+            for n, t in names.items():
+                own[n].copy_(t)
+
+    def plain_weights(self, model_id: str | None) -> Iterator[tuple[str, torch.Tensor]]:
+        """The plain model's weights: the base's (``None``), or with the adapter merged."""
+        if model_id is None or not self.slots:
+            for n, p in self.model.named_parameters():
+                if "lora_" not in n:
+                    yield base_name(n), p.detach()
+            return
+        with self.active(model_id):
+            yield from merged_weights(self.model)

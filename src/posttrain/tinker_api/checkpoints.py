@@ -1,0 +1,68 @@
+"""Checkpoints under ``tinker://<model_id>/<kind>/<name>`` (kind ``weights``: the adapter and
+its optimizer, for ``load_state``; ``sampler_weights``: the adapter alone, for sampling), kept
+in a directory: ``<root>/<model_id>/<kind>/<name>/`` with ``adapter.safetensors``,
+``lora.json`` and, for ``weights``, ``optimizer.pt``; each written to a temporary directory
+and renamed into place."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from posttrain.tinker_api.adapters import LoraSpec
+
+PREFIX = "tinker://"
+KINDS = ("weights", "sampler_weights")
+
+
+class CheckpointError(ValueError):
+    """A path that is not a checkpoint of this server."""
+
+
+def tinker_path(model_id: str, kind: str, name: str) -> str:
+    return f"{PREFIX}{model_id}/{kind}/{name}"
+
+
+class Checkpoints:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def directory(self, path: str) -> Path:
+        parts = path.removeprefix(PREFIX).split("/") if path.startswith(PREFIX) else []
+        if len(parts) != 3 or parts[1] not in KINDS or not parts[2] or "/" in parts[2] \
+                or parts[2] in (".", ".."):
+            raise CheckpointError(f"{path!r} is not tinker://<model_id>/<weights|"
+                                  "sampler_weights>/<name>")
+        return self.root / quote(parts[0], safe="") / parts[1] / parts[2]
+
+    def save(self, path: str, spec: LoraSpec, adapter: dict[str, torch.Tensor],
+             optimizer: dict | None = None, overwrite: bool = True) -> str:
+        final = self.directory(path)
+        if final.exists() and not overwrite:
+            raise CheckpointError(f"{path} exists (overwrite=false)")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
+        save_file({k: v.contiguous() for k, v in adapter.items()}, tmp / "adapter.safetensors")
+        (tmp / "lora.json").write_text(json.dumps(dataclasses.asdict(spec)))
+        if optimizer is not None:
+            torch.save(optimizer, tmp / "optimizer.pt")
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        return path
+
+    def load(self, path: str) -> tuple[LoraSpec, dict[str, torch.Tensor], dict | None]:
+        d = self.directory(path)
+        if not (d / "adapter.safetensors").is_file():
+            raise CheckpointError(f"no checkpoint at {path}")
+        optimizer = d / "optimizer.pt"
+        return (LoraSpec(**json.loads((d / "lora.json").read_text())),
+                load_file(d / "adapter.safetensors"),
+                torch.load(optimizer, weights_only=True) if optimizer.is_file() else None)

@@ -1,0 +1,152 @@
+"""What each Tinker call does, on the model: training clients (an adapter each), checkpoints,
+sampling sessions (the base, or a saved adapter merged into the torch engine's weights, loaded
+when a request asks for other weights than the engine holds)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from posttrain.engines import TorchEngine
+from posttrain.models import load_model, load_tokenizer
+from posttrain.tinker_api.adapters import AdapterPool, LoraSpec
+from posttrain.tinker_api.checkpoints import Checkpoints, tinker_path
+from posttrain.tinker_api.losses import LossInputError
+from posttrain.types import SamplingParams
+
+SNAPSHOT = "snapshot:"  # a sampling session's weights saved without a name (in memory)
+REWRITTEN = ""  # what the engine holds was saved over since
+
+
+class Service:
+    def __init__(self, model_dir: Path, name: str, root: Path, device: str = "cpu") -> None:
+        self.model_dir, self.name = Path(model_dir), name
+        self.tokenizer = load_tokenizer(model_dir)
+        self.pool = AdapterPool(load_model(model_dir).to(device))
+        self.engine = TorchEngine(load_model(model_dir), self.tokenizer.pad_token_id,
+                                  self.tokenizer.eos_token_id, device=device)
+        self.checkpoints = Checkpoints(root)
+        self.samplers: dict[str, str | None] = {}  # session -> weights (a path; None: base)
+        self._snapshots: dict[str, tuple[LoraSpec, dict]] = {}
+        self._held: str | None = None  # the weights the engine holds (None: the base)
+        self._sampler_slots: dict[tuple, str] = {}
+        self._counter = itertools.count(1)
+
+    def check_base(self, base_model: str | None) -> None:
+        if base_model not in (None, self.name, str(self.model_dir)):
+            raise LossInputError(f"this server serves {self.name!r}, not {base_model!r}")
+
+    # training clients
+    def create_model(self, model_id: str, base_model: str, spec: LoraSpec) -> dict:
+        self.check_base(base_model)
+        self.pool.create(model_id, spec)
+        return {"model_id": model_id, "type": "create_model"}
+
+    def info(self, model_id: str) -> dict:
+        slot = self.pool.slot(model_id)
+        return {"model_id": model_id, "type": "get_info", "is_lora": True,
+                "lora_rank": slot.spec.rank, "model_name": self.name,
+                "model_data": {"model_name": self.name, "tokenizer_id": str(self.model_dir),
+                               "arch": type(self.pool.model).__name__}}
+
+    def save(self, model_id: str, kind: str, name: str, overwrite: bool = True) -> dict:
+        slot = self.pool.slot(model_id)
+        optimizer = slot.optimizer.state_dict() if kind == "weights" and slot.optimizer \
+            else None
+        path = self.checkpoints.save(tinker_path(model_id, kind, name), slot.spec,
+                                     self.pool.adapter_state(model_id), optimizer, overwrite)
+        if self._held == path:
+            self._held = REWRITTEN
+        return {"path": path}
+
+    def load(self, model_id: str, path: str, optimizer: bool, session_model: bool = False,
+             base_model: str | None = None) -> dict:
+        """Into ``model_id`` (a new training client when ``session_model``)."""
+        spec, adapter, opt_state = self.checkpoints.load(path)
+        if session_model:
+            self.check_base(base_model)
+            self.pool.create(model_id, spec)
+        self.pool.load_adapter_state(model_id, adapter)
+        slot = self.pool.slot(model_id)
+        if optimizer:
+            if opt_state is None:
+                raise LossInputError(f"{path} holds no optimizer state (save_state writes it)")
+            slot.optimizer = torch.optim.AdamW(slot.params)
+            slot.optimizer.load_state_dict(opt_state)
+        else:
+            slot.optimizer = None
+        return {"path": path, "model_id": model_id, "type": "load_weights"}
+
+    # sampling
+    def sampling_session(self, weights: str | None, base_model: str | None = None) -> str:
+        if weights is None:
+            self.check_base(base_model)
+        elif not weights.startswith(SNAPSHOT):
+            self.checkpoints.load(weights)  # an unknown path fails now, not at the first sample
+        session = f"sampler-{next(self._counter)}"
+        self.samplers[session] = weights
+        return session
+
+    def snapshot(self, model_id: str) -> str:
+        """The training client's adapter now, kept in memory for a sampling session."""
+        key = f"{SNAPSHOT}{next(self._counter)}"
+        self._snapshots[key] = (self.pool.slot(model_id).spec, self.pool.adapter_state(model_id))
+        return self.sampling_session(key)
+
+    def _hold(self, weights: str | None) -> None:
+        if weights == self._held:
+            return
+        if weights is None:
+            self.engine.update_weights(self.pool.plain_weights(None), next(self._counter))
+        else:
+            spec, adapter = self._snapshots[weights] if weights.startswith(SNAPSHOT) else \
+                self.checkpoints.load(weights)[:2]
+            key = (spec.rank, tuple(spec.targets()))
+            if key not in self._sampler_slots:
+                self._sampler_slots[key] = f"sampler-slot-{len(self._sampler_slots)}"
+                self.pool.create(self._sampler_slots[key], spec)
+            self.pool.load_adapter_state(self._sampler_slots[key], adapter)
+            self.engine.update_weights(self.pool.plain_weights(self._sampler_slots[key]),
+                                       next(self._counter))
+        self._held = weights
+
+    def sample(self, session: str, prompt: Sequence[int], num_samples: int, params: dict,
+               prompt_logprobs: bool) -> tuple[list[tuple[list[int], list[float], bool]],
+                                               list[float] | None]:
+        if session not in self.samplers:
+            raise KeyError(f"no sampling session {session!r}")
+        if not prompt:
+            raise LossInputError("the prompt is empty")
+        self._hold(self.samplers[session])
+        sampling = SamplingParams(
+            max_new_tokens=int(params.get("max_tokens") or 256),
+            temperature=float(params.get("temperature", 1.0)),
+            top_p=float(params.get("top_p", 1.0)), top_k=max(int(params.get("top_k", -1)), 0),
+            stop_token_ids=self._stop_tokens(params.get("stop")), seed=params.get("seed"))
+        outs = self.engine.generate([list(prompt)] * num_samples, sampling)
+        sequences = [(o.token_ids, o.logprobs, o.finish_reason == "stop") for o in outs]
+        scored = None
+        if prompt_logprobs:
+            scored = [math.nan] + self.engine.score([list(prompt)])[0][1:]
+        return sequences, scored
+
+    def _stop_tokens(self, stop) -> tuple[int, ...]:
+        """Token ids, or strings each one token of the vocabulary (EOS stops in any case)."""
+        if stop is None:
+            return ()
+        stop = [stop] if isinstance(stop, str) else list(stop)
+        out = []
+        for s in stop:
+            if isinstance(s, int):
+                out.append(s)
+                continue
+            ids = self.tokenizer.encode(s, add_special_tokens=False)
+            if len(ids) != 1:
+                raise LossInputError(f"stop string {s!r} is {len(ids)} tokens: this server "
+                                     "stops on single tokens (give their ids)")
+            out.append(ids[0])
+        return tuple(out)

@@ -1,0 +1,105 @@
+"""Tinker's protobuf messages (the SDK's own generated ``tinker_public_pb2``) to and from
+tensors: a ``ForwardBackwardRequest`` in, a ``ForwardBackwardOutput`` or a ``SampleResponse``
+out. Arrays travel as little-endian raw bytes; a ``BatchedTensor`` concatenates its datums'
+arrays, ``offsets`` the byte offset of each (``num_datums + 1`` of them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+DTYPES = {1: np.float32, 2: np.int64, 3: np.int32}  # tinker_public.DType
+
+
+def _pb():
+    from tinker.proto import tinker_public_pb2
+
+    return tinker_public_pb2
+
+
+class WireError(ValueError):
+    """A request the protocol cannot carry (an unknown dtype, an image chunk, ...)."""
+
+
+@dataclass
+class Datum:
+    tokens: list[int]  # the model input, text chunks joined
+    inputs: dict[str, torch.Tensor]  # loss_fn_inputs
+
+
+@dataclass
+class ForwardBackward:
+    model_id: str
+    seq_id: int
+    loss_fn: str
+    config: dict[str, float | str]
+    forward_only: bool
+    data: list[Datum]
+
+
+def _tensor(t) -> torch.Tensor:
+    if t.dtype not in DTYPES:
+        raise WireError(f"tensor dtype {t.dtype} is not supported (float32, int64, int32)")
+    dtype, shape = DTYPES[t.dtype], tuple(t.shape)
+    if t.WhichOneof("encoding") == "sparse_csr":
+        csr = t.sparse_csr
+        values = torch.from_numpy(np.frombuffer(csr.values, dtype).copy())
+        crow = torch.from_numpy(np.frombuffer(csr.crow_indices, np.int64).copy())
+        col = torch.from_numpy(np.frombuffer(csr.col_indices, np.int64).copy())
+        return torch.sparse_csr_tensor(crow, col, values, size=shape).to_dense()
+    return torch.from_numpy(np.frombuffer(t.dense, dtype).copy()).reshape(shape)
+
+
+def _tokens(chunks) -> list[int]:
+    out: list[int] = []
+    for chunk in chunks:
+        if chunk.WhichOneof("chunk") != "encoded_text":
+            raise WireError(f"a {chunk.WhichOneof('chunk')} chunk: this server takes text")
+        out += np.frombuffer(chunk.encoded_text.tokens, np.int32).tolist()
+    return out
+
+
+def parse_forward_backward(body: bytes) -> ForwardBackward:
+    request = _pb().ForwardBackwardRequest()
+    request.ParseFromString(body)
+    config: dict[str, float | str] = dict(request.loss_fn_config)
+    for key, value in request.loss_fn_config_v2.items():
+        config[key] = getattr(value, value.WhichOneof("value") or "number")
+    data = [Datum(_tokens(d.model_input), {k: _tensor(v) for k, v in d.loss_fn_inputs.items()})
+            for d in request.data]
+    return ForwardBackward(request.model_id, request.seq_id, request.loss_fn, config,
+                           request.forward_only, data)
+
+
+def forward_backward_output(logprobs: Sequence[torch.Tensor],
+                            metrics: Mapping[str, float]) -> bytes:
+    """One ``ArrayRecord`` holding each datum's ``logprobs`` (float32 ``[T]``)."""
+    pb = _pb()
+    arrays = [lp.detach().to("cpu", torch.float32).numpy() for lp in logprobs]
+    offsets = np.cumsum([0] + [a.nbytes for a in arrays], dtype=np.int64)
+    record = pb.ArrayRecord(type_tag="ArrayRecord", num_datums=len(arrays))
+    record.fields["logprobs"].CopyFrom(pb.BatchedTensor(
+        data=b"".join(a.tobytes() for a in arrays), offsets=offsets.tobytes(),
+        dtype=pb.DTYPE_FLOAT32))
+    out = pb.ForwardBackwardOutput(loss_fn_output_type="ArrayRecord", loss_fn_outputs=[record])
+    for key, value in metrics.items():
+        out.metrics[key] = float(value)
+    return out.SerializeToString()
+
+
+def sample_response(sequences: Sequence[tuple[list[int], list[float], bool]],
+                    prompt_logprobs: Sequence[float] | None = None) -> bytes:
+    """``sequences``: ``(tokens, logprobs, stopped)`` (``stopped`` False: the length limit);
+    ``prompt_logprobs``: one per prompt token, NaN where there is none (the first)."""
+    pb = _pb()
+    out = pb.SampleResponse(sequences=[pb.SampledSequence(
+        stop_reason=pb.STOP_REASON_STOP if stopped else pb.STOP_REASON_LENGTH,
+        tokens=np.asarray(tokens, np.int32).tobytes(),
+        logprobs=np.asarray(logprobs, np.float32).tobytes())
+        for tokens, logprobs, stopped in sequences])
+    if prompt_logprobs is not None:
+        out.prompt_logprobs = np.asarray(prompt_logprobs, np.float32).tobytes()
+    return out.SerializeToString()

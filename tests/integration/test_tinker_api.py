@@ -1,0 +1,143 @@
+"""``posttrain tinker-serve`` driven by the unmodified ``tinker`` SDK: a LoRA training client's
+supervised steps, the trainer's log-probs against the sampler's, a custom loss (the SDK's
+forward then weighted backward), an RL step with the sampler's log-probs, a saved state that
+resumes exactly, and refusals that reach the client as errors."""
+
+import os
+import socket
+import threading
+import time
+
+import pytest
+import tinker
+import torch
+import uvicorn
+from tinker import types
+
+from posttrain.models import build_tiny
+from posttrain.tinker_api.app import create_app
+from posttrain.tinker_api.service import Service
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    os.environ["TINKER_TELEMETRY"] = "0"
+    root = tmp_path_factory.mktemp("tinker")
+    service = Service(build_tiny(root / "model", "nano", architecture="qwen3"), "tiny",
+                      root / "checkpoints")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    yield tinker.ServiceClient(base_url=f"http://127.0.0.1:{port}", api_key="tml-test")
+    server.should_exit = True
+    thread.join(10)
+
+
+def sft_datum(tok, text="What is 2+3? 5"):
+    ids = tok.encode(text)
+    return types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
+                       loss_fn_inputs={"target_tokens": ids[1:],
+                                       "weights": [0.0] * 4 + [1.0] * (len(ids) - 5)})
+
+
+def test_supervised_steps_lower_the_loss_and_the_sampler_scores_as_the_trainer(client):
+    tc = client.create_lora_training_client(base_model="tiny", rank=4, seed=0).result()
+    datum = sft_datum(tc.get_tokenizer())
+    losses = []
+    for _ in range(8):
+        fb = tc.forward_backward([datum], "cross_entropy")
+        tc.optim_step(types.AdamParams(learning_rate=3e-3)).result()
+        result = fb.result()
+        logprobs = torch.tensor(result.loss_fn_outputs[0]["logprobs"].tolist())
+        weights = torch.tensor(datum.loss_fn_inputs["weights"].tolist())
+        # the reported loss is its definition over the returned log-probs
+        assert result.metrics["loss:sum"] == pytest.approx(float(-(weights * logprobs).sum()),
+                                                           rel=1e-5)
+        losses.append(result.metrics["loss:sum"])
+    assert losses[-1] < 0.85 * losses[0]  # 30.8 -> 25.0 (nats, five answer tokens)
+    trained = torch.tensor(tc.forward([datum], "cross_entropy").result()
+                           .loss_fn_outputs[0]["logprobs"].tolist())
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    tokens = datum.model_input.to_ints() + [datum.loss_fn_inputs["target_tokens"].tolist()[-1]]
+    scored = sampler.compute_logprobs(types.ModelInput.from_ints(tokens)).result()
+    assert scored[0] is None
+    # the engine with the adapter merged gives the trainer's log-probs (fp32 rounding)
+    torch.testing.assert_close(torch.tensor(scored[1:]), trained, atol=1e-4, rtol=0)
+    base = client.create_sampling_client(base_model="tiny").result()
+    assert base.compute_logprobs(types.ModelInput.from_ints(tokens)).result()[-1] \
+        < scored[-1]  # the base model did not learn the answer
+
+
+def test_a_custom_loss_trains_through_forward_and_weighted_backward(client):
+    tc = client.create_lora_training_client(base_model="tiny", rank=4, seed=1).result()
+    datum = sft_datum(tc.get_tokenizer(), "What is 4+4? 8")
+
+    def last_token_nll(data, logprobs):
+        loss = -logprobs[0][-1]
+        return loss, {"nll": float(loss)}
+    first = tc.forward_backward_custom([datum], last_token_nll).result()
+    for _ in range(4):
+        tc.optim_step(types.AdamParams(learning_rate=2e-2)).result()
+        last = tc.forward_backward_custom([datum], last_token_nll).result()
+    assert last.metrics["nll"] < first.metrics["nll"]
+
+
+def test_an_rl_step_on_policy_has_ratio_one(client):
+    tc = client.create_lora_training_client(base_model="tiny", rank=4, seed=2).result()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompt = types.ModelInput.from_ints(tc.get_tokenizer().encode("What is 1+1?"))
+    out = sampler.sample(prompt, num_samples=4, sampling_params=types.SamplingParams(
+        max_tokens=6, temperature=1.0, seed=3)).result()
+    data, total = [], 0.0
+    for i, seq in enumerate(out.sequences):
+        tokens = prompt.to_ints() + seq.tokens
+        n_prompt = prompt.length
+        advantage = float(i % 2) - 0.5
+        total += advantage * len(seq.tokens)
+        data.append(types.Datum(
+            model_input=types.ModelInput.from_ints(tokens[:-1]),
+            loss_fn_inputs={"target_tokens": tokens[1:],
+                            "logprobs": [0.0] * (n_prompt - 1) + seq.logprobs,
+                            "advantages": [0.0] * (n_prompt - 1) + [advantage] * len(seq.tokens)}))
+    for loss_fn in ("importance_sampling", "ppo"):
+        result = tc.forward(data, loss_fn).result()
+        # on policy every ratio is 1: the loss is -sum of the advantages
+        assert result.metrics["loss:sum"] == pytest.approx(-total, abs=1e-3)
+
+
+def test_a_saved_state_resumes_exactly(client):
+    def steps(tc, datum, n):
+        for _ in range(n):
+            tc.forward_backward([datum], "cross_entropy").result()
+            tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+
+    def logprobs(tc, datum):
+        return tc.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"] \
+            .tolist()
+    straight = client.create_lora_training_client(base_model="tiny", rank=4, seed=5).result()
+    datum = sft_datum(straight.get_tokenizer())
+    steps(straight, datum, 2)
+    first = client.create_lora_training_client(base_model="tiny", rank=4, seed=5).result()
+    steps(first, datum, 1)
+    path = first.save_state("one").result().path
+    assert path.startswith("tinker://") and path.endswith("/weights/one")
+    resumed = client.create_training_client_from_state_with_optimizer(path).result()
+    steps(resumed, datum, 1)
+    assert logprobs(resumed, datum) == logprobs(straight, datum)
+
+
+def test_refusals_reach_the_client(client):
+    with pytest.raises(Exception, match="serves 'tiny'"):
+        client.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=4).result()
+    tc = client.create_lora_training_client(base_model="tiny", rank=4).result()
+    datum = sft_datum(tc.get_tokenizer())
+    with pytest.raises(Exception, match="this server has"):
+        tc.forward_backward([datum], "dro").result()
+    with pytest.raises(Exception, match="no checkpoint"):
+        client.create_sampling_client(model_path="tinker://nobody/sampler_weights/x").result()
