@@ -141,3 +141,23 @@ def test_refusals_reach_the_client(client):
         tc.forward_backward([datum], "dro").result()
     with pytest.raises(Exception, match="no checkpoint"):
         client.create_sampling_client(model_path="tinker://nobody/sampler_weights/x").result()
+
+
+def test_a_stop_string_ends_a_sequence_at_the_token_that_completes_it(client):
+    tc = client.create_lora_training_client(base_model="tiny", rank=4, seed=7).result()
+    tok = tc.get_tokenizer()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompt = types.ModelInput.from_ints(tok.encode("What is"))
+    free = sampler.sample(prompt, num_samples=8, sampling_params=types.SamplingParams(
+        max_tokens=24, seed=11)).result()
+    # a stop string this model does produce: two characters from the middle of a sample
+    text = tok.decode(free.sequences[0].tokens)
+    stop = text[len(text) // 2: len(text) // 2 + 2]
+    cut = sampler.sample(prompt, num_samples=8, sampling_params=types.SamplingParams(
+        max_tokens=24, seed=11, stop=[stop])).result()
+    assert any(s.stop_reason == "stop" for s in cut.sequences)
+    for whole, seq in zip(free.sequences, cut.sequences):
+        assert whole.tokens[:len(seq.tokens)] == seq.tokens  # the same draws, cut
+        assert seq.logprobs == pytest.approx(whole.logprobs[:len(seq.tokens)])
+        if seq.stop_reason == "stop" and len(seq.tokens) < len(whole.tokens):
+            assert stop in tok.decode(seq.tokens) and stop not in tok.decode(seq.tokens[:-1])

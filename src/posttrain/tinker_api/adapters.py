@@ -2,15 +2,16 @@
 ``PeftModel``): each request activates its client's adapter, so the base weights are held once.
 Gradients accumulate in the adapter across ``forward_backward`` calls; ``optim_step`` applies
 AdamW with the step's own hyperparameters and zeroes them. Adapters start as PEFT draws them
-(``B = 0``) from the client's ``seed``, with ``lora_alpha = ALPHA``. A model whose output head
-is its input embedding (``tie_word_embeddings``) trains no adapter on the head
-(``train_unembed`` has no effect there): merged for sampling, it would change the embedding
-too."""
+(``B = 0``) from the client's ``seed`` (else the CRC-32 of its model id), with
+``lora_alpha = ALPHA``. A model whose output head is its input embedding
+(``tie_word_embeddings``) trains no adapter on the head (``train_unembed`` has no effect
+there): merged for sampling, it would change the embedding too."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -73,8 +74,8 @@ class AdapterPool:
                             target_modules=targets, bias="none")
         name = next(self._names)
         with torch.random.fork_rng(devices=[]):
-            if spec.seed is not None:
-                torch.manual_seed(spec.seed)
+            # without a seed, one from the model's id: a rerun of the same loop draws the same
+            torch.manual_seed(zlib.crc32(model_id.encode()) if spec.seed is None else spec.seed)
             if self.slots:
                 self.model.add_adapter(name, config)
             else:

@@ -122,31 +122,38 @@ class Service:
         if not prompt:
             raise LossInputError("the prompt is empty")
         self._hold(self.samplers[session])
+        stop_ids, stop_texts = self._stops(params.get("stop"))
         sampling = SamplingParams(
             max_new_tokens=int(params.get("max_tokens") or 256),
             temperature=float(params.get("temperature", 1.0)),
             top_p=float(params.get("top_p", 1.0)), top_k=max(int(params.get("top_k", -1)), 0),
-            stop_token_ids=self._stop_tokens(params.get("stop")), seed=params.get("seed"))
+            stop_token_ids=stop_ids, seed=params.get("seed"))
         outs = self.engine.generate([list(prompt)] * num_samples, sampling)
-        sequences = [(o.token_ids, o.logprobs, o.finish_reason == "stop") for o in outs]
+        sequences = [self._cut(o.token_ids, o.logprobs, o.finish_reason == "stop", stop_texts)
+                     for o in outs]
         scored = None
         if prompt_logprobs:
             scored = [math.nan] + self.engine.score([list(prompt)])[0][1:]
         return sequences, scored
 
-    def _stop_tokens(self, stop) -> tuple[int, ...]:
-        """Token ids, or strings each one token of the vocabulary (EOS stops in any case)."""
-        if stop is None:
-            return ()
-        stop = [stop] if isinstance(stop, str) else list(stop)
-        out = []
-        for s in stop:
-            if isinstance(s, int):
-                out.append(s)
-                continue
-            ids = self.tokenizer.encode(s, add_special_tokens=False)
-            if len(ids) != 1:
-                raise LossInputError(f"stop string {s!r} is {len(ids)} tokens: this server "
-                                     "stops on single tokens (give their ids)")
-            out.append(ids[0])
-        return tuple(out)
+    def _cut(self, tokens: list[int], logprobs: list[float], stopped: bool,
+             stop_texts: Sequence[str]) -> tuple[list[int], list[float], bool]:
+        """The sequence up to the first token whose text completes a stop string (kept): what
+        an engine stopping there would have sampled, since each row's draws depend only on
+        its own tokens (counter-based sampling)."""
+        def stops(k: int) -> bool:
+            text = self.tokenizer.decode(tokens[:k])
+            return any(t in text for t in stop_texts)
+        if not stop_texts or not stops(len(tokens)):
+            return tokens, logprobs, stopped
+        lo, hi = 1, len(tokens)  # the least k whose prefix holds a stop string
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if stops(mid) else (mid + 1, hi)
+        return tokens[:lo], logprobs[:lo], True
+
+    def _stops(self, stop) -> tuple[tuple[int, ...], list[str]]:
+        """Token ids, and strings (EOS stops in any case)."""
+        stop = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
+        return (tuple(s for s in stop if isinstance(s, int)),
+                [s for s in stop if isinstance(s, str) and s])
