@@ -139,6 +139,13 @@ def test_refusals_reach_the_client(client):
     datum = sft_datum(tc.get_tokenizer())
     with pytest.raises(Exception, match="this server has"):
         tc.forward_backward([datum], "dro").result()
+    image = types.Datum(model_input=types.ModelInput(chunks=[
+        types.ImageChunk(data=b"\x89PNG", format="png", expected_tokens=2),
+        types.EncodedTextChunk(tokens=[1, 2])]), loss_fn_inputs={"target_tokens": [1, 2, 3, 4]})
+    with pytest.raises(Exception, match="takes text"):
+        tc.forward_backward([image], "cross_entropy").result()
+    # a refused request used its turn: the client's next ones run
+    assert tc.forward_backward([datum], "cross_entropy").result().metrics["loss:sum"] > 0
     with pytest.raises(Exception, match="no checkpoint"):
         client.create_sampling_client(model_path="tinker://nobody/sampler_weights/x").result()
 
@@ -161,3 +168,20 @@ def test_a_stop_string_ends_a_sequence_at_the_token_that_completes_it(client):
         assert seq.logprobs == pytest.approx(whole.logprobs[:len(seq.tokens)])
         if seq.stop_reason == "stop" and len(seq.tokens) < len(whole.tokens):
             assert stop in tok.decode(seq.tokens) and stop not in tok.decode(seq.tokens[:-1])
+
+
+def test_adapters_on_different_layers_sample_as_they_train(client):
+    """Two clients, one without MLP adapters: each sampler merges its own adapter only."""
+    for train_mlp in (False, True):
+        tc = client.create_lora_training_client(base_model="tiny", rank=4, seed=9,
+                                                train_mlp=train_mlp).result()
+        datum = sft_datum(tc.get_tokenizer(), "What is 3+3? 6")
+        for _ in range(2):
+            tc.forward_backward([datum], "cross_entropy").result()
+            tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+        trained = tc.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"]
+        tokens = datum.model_input.to_ints() + [datum.loss_fn_inputs["target_tokens"].tolist()[-1]]
+        scored = tc.save_weights_and_get_sampling_client().result().compute_logprobs(
+            types.ModelInput.from_ints(tokens)).result()
+        torch.testing.assert_close(torch.tensor(scored[1:]), torch.tensor(trained.tolist()),
+                                   atol=1e-4, rtol=0)

@@ -42,7 +42,8 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
     from peft.tuners.lora import LoraLayer
 
     deltas = {base_name(f"{name}.base_layer.weight"):
-              sum(module.get_delta_weight(a) for a in module.active_adapters)
+              sum(module.get_delta_weight(a) for a in module.active_adapters
+                  if a in module.lora_A)
               for name, module in model.named_modules() if isinstance(module, LoraLayer)}
     for name, p in model.named_parameters():
         if "lora_" in name:

@@ -2,7 +2,7 @@
 ``PeftModel``): each request activates its client's adapter, so the base weights are held once.
 Gradients accumulate in the adapter across ``forward_backward`` calls; ``optim_step`` applies
 AdamW with the step's own hyperparameters and zeroes them. Adapters start as PEFT draws them
-(``B = 0``) from the client's ``seed`` (else the CRC-32 of its model id), with
+(``B = 0``) from the client's ``seed``, with
 ``lora_alpha = ALPHA``. A model whose output head is its input embedding
 (``tie_word_embeddings``) trains no adapter on the head (``train_unembed`` has no effect
 there): merged for sampling, it would change the embedding too."""
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +23,21 @@ from posttrain.tinker_api.wire import Datum
 ALPHA = 32.0
 TARGETS = {"attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
            "mlp": ("gate_proj", "up_proj", "down_proj"), "unembed": ("lm_head",)}
+
+
+MICRO_TOKENS = 8192  # padded tokens a forward holds at once
+
+
+def micro_batches(data: Sequence[Datum]) -> Iterator[list[Datum]]:
+    """Consecutive datums, at most ``MICRO_TOKENS`` padded tokens together (one at least)."""
+    part: list[Datum] = []
+    for d in data:
+        if part and (len(part) + 1) * max(len(x.tokens) for x in (*part, d)) > MICRO_TOKENS:
+            yield part
+            part = []
+        part.append(d)
+    if part:
+        yield part
 
 
 @dataclass
@@ -74,8 +88,8 @@ class AdapterPool:
                             target_modules=targets, bias="none")
         name = next(self._names)
         with torch.random.fork_rng(devices=[]):
-            # without a seed, one from the model's id: a rerun of the same loop draws the same
-            torch.manual_seed(zlib.crc32(model_id.encode()) if spec.seed is None else spec.seed)
+            if spec.seed is not None:
+                torch.manual_seed(spec.seed)
             if self.slots:
                 self.model.add_adapter(name, config)
             else:
@@ -102,13 +116,17 @@ class AdapterPool:
         ``forward_only``, the loss's gradient added to the adapter's."""
         if loss_fn not in LOSSES:
             raise LossInputError(f"loss_fn {loss_fn!r}: this server has {sorted(LOSSES)}")
+        logprobs, total = [], 0.0
         with self.active(model_id), torch.set_grad_enabled(not forward_only):
-            logprobs = self._logprobs(data)
-            loss = sum((LOSSES[loss_fn](lp, d.inputs, config) for lp, d in zip(logprobs, data)),
-                       torch.zeros((), device=self.device))
-            if not forward_only and loss.requires_grad:
-                loss.backward()
-        return [lp.detach() for lp in logprobs], {"loss:sum": float(loss.detach())}
+            for part in micro_batches(data):  # the loss is a sum: its gradient is theirs
+                lps = self._logprobs(part)
+                loss = sum((LOSSES[loss_fn](lp, d.inputs, config) for lp, d in zip(lps, part)),
+                           torch.zeros((), device=self.device))
+                if not forward_only and loss.requires_grad:
+                    loss.backward()
+                logprobs += [lp.detach() for lp in lps]
+                total += float(loss.detach())
+        return logprobs, {"loss:sum": total}
 
     def _logprobs(self, data: Sequence[Datum]) -> list[torch.Tensor]:
         lengths = [len(d.tokens) for d in data]

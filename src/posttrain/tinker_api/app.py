@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
 
 from fastapi import FastAPI
 from fastapi import Request as HttpRequest
@@ -31,7 +32,8 @@ CLIENT_CONFIG = {"pjwt_auth_enabled": False, "use_pyqwest_transport": False,
 def create_app(service: Service, api_key: str | None = None) -> FastAPI:
     """With ``api_key``, a request without that ``X-API-Key`` is refused (401)."""
     app, requests = FastAPI(title="posttrain tinker-serve"), Requests()
-    sessions = (f"session-{i}" for i in itertools.count(1))
+    # unique across restarts: checkpoints under tinker://<session>:train:<n>/ outlive a server
+    sessions = (f"session-{uuid.uuid4().hex[:12]}" for _ in itertools.count())
     api = "/api/v1"
 
     def future(rid: str, **extra) -> dict:
@@ -87,8 +89,9 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
         body = await request.json()
         model_id = f"{body['session_id']}:train:{body['model_seq_id']}"
         lora = body.get("lora_config") or {}
-        spec = LoraSpec(**{k: lora[k] for k in ("rank", "seed", "train_attn", "train_mlp",
-                                                  "train_unembed") if k in lora})
+        spec = LoraSpec(**{"seed": body["model_seq_id"],  # a rerun draws the same adapter
+                           **{k: lora[k] for k in ("rank", "seed", "train_attn", "train_mlp",
+                                                    "train_unembed") if lora.get(k) is not None}})
         return future(requests.submit(
             lambda: service.create_model(model_id, body.get("base_model"), spec)),
             model_id=model_id)
@@ -105,19 +108,21 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
 
         def run() -> bytes:
             logprobs, metrics = service.pool.forward_backward(
-                fb.model_id, fb.data, fb.loss_fn, fb.config, fb.forward_only)
+                fb.model_id, fb.data(), fb.loss_fn, fb.config, fb.forward_only)
             return wire.forward_backward_output(logprobs, metrics)
         return future(requests.submit_ordered(fb.model_id, fb.seq_id, run))
 
     @app.post(api + "/optim_step")
     async def optim_step(request: HttpRequest) -> dict:
         body = await request.json()
-        params = body.get("adam_params")
-        if params is None:
-            raise LossInputError("this server's optimizer is AdamW (adam_params)")
-        model_id = body["model_id"]
-        return future(requests.submit_ordered(model_id, body["seq_id"], lambda: {
-            "metrics": service.pool.optim_step(model_id, **params), "type": "optim_step"}))
+        params, model_id = body.get("adam_params"), body["model_id"]
+
+        def run() -> dict:
+            if params is None:  # refused in its turn: the client's next requests still run
+                raise LossInputError("this server's optimizer is AdamW (adam_params)")
+            return {"metrics": service.pool.optim_step(model_id, **params),
+                    "type": "optim_step"}
+        return future(requests.submit_ordered(model_id, body["seq_id"], run))
 
     @app.post(api + "/save_weights_for_sampler")
     async def save_for_sampler(request: HttpRequest) -> dict:
@@ -169,6 +174,11 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
                for chunk in body["prompt"]["chunks"]):
             raise wire.WireError("this server samples from text prompts")
         n = int(body.get("num_samples", 1))
+        unsupported = [k for k in ("prompt_logprobs_last_n", "prompt_alt_tokens_k",
+                                   "topk_prompt_logprobs", "topk_sample_logprobs",
+                                   "target_prompt_logprobs") if body.get(k)]
+        if unsupported:
+            raise LossInputError(f"this server does not serve {unsupported}")
 
         def run() -> bytes:
             sequences, scored = service.sample(body["sampling_session_id"], prompt, n,

@@ -36,8 +36,8 @@ class Checkpoints:
 
     def directory(self, path: str) -> Path:
         parts = path.removeprefix(PREFIX).split("/") if path.startswith(PREFIX) else []
-        if len(parts) != 3 or parts[1] not in KINDS or not parts[2] or "/" in parts[2] \
-                or parts[2] in (".", ".."):
+        if len(parts) != 3 or parts[1] not in KINDS \
+                or any(part in ("", ".", "..") for part in (parts[0], parts[2])):
             raise CheckpointError(f"{path!r} is not tinker://<model_id>/<weights|"
                                   "sampler_weights>/<name>")
         return self.root / quote(parts[0], safe="") / parts[1] / parts[2]
@@ -49,14 +49,23 @@ class Checkpoints:
             raise CheckpointError(f"{path} exists (overwrite=false)")
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
-        save_file({k: v.contiguous() for k, v in adapter.items()}, tmp / "adapter.safetensors")
-        (tmp / "lora.json").write_text(json.dumps(dataclasses.asdict(spec)))
-        if optimizer is not None:
-            torch.save(optimizer, tmp / "optimizer.pt")
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
+        old = final.with_name(f".old-{tmp.name}")
+        try:
+            save_file({k: v.contiguous() for k, v in adapter.items()},
+                      tmp / "adapter.safetensors")
+            (tmp / "lora.json").write_text(json.dumps(dataclasses.asdict(spec)))
+            if optimizer is not None:
+                torch.save(optimizer, tmp / "optimizer.pt")
+            if final.exists():  # the old one moves aside first: a name never holds a partial one
+                final.rename(old)
+            tmp.rename(final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
         return path
+
+    def exists(self, path: str) -> bool:
+        return (self.directory(path) / "adapter.safetensors").is_file()
 
     def load(self, path: str) -> tuple[LoraSpec, dict[str, torch.Tensor], dict | None]:
         d = self.directory(path)

@@ -14,12 +14,13 @@ import torch
 from posttrain.engines import TorchEngine
 from posttrain.models import load_model, load_tokenizer
 from posttrain.tinker_api.adapters import AdapterPool, LoraSpec
-from posttrain.tinker_api.checkpoints import Checkpoints, tinker_path
+from posttrain.tinker_api.checkpoints import CheckpointError, Checkpoints, tinker_path
 from posttrain.tinker_api.losses import LossInputError
 from posttrain.types import SamplingParams
 
 SNAPSHOT = "snapshot:"  # a sampling session's weights saved without a name (in memory)
 REWRITTEN = ""  # what the engine holds was saved over since
+SNAPSHOTS_KEPT = 16  # unnamed sampler weights kept in memory, the newest
 
 
 class Service:
@@ -43,14 +44,16 @@ class Service:
     # training clients
     def create_model(self, model_id: str, base_model: str, spec: LoraSpec) -> dict:
         self.check_base(base_model)
-        self.pool.create(model_id, spec)
+        if model_id not in self.pool.slots:  # a resubmitted create makes no second adapter
+            self.pool.create(model_id, spec)
         return {"model_id": model_id, "type": "create_model"}
 
     def info(self, model_id: str) -> dict:
         slot = self.pool.slot(model_id)
         return {"model_id": model_id, "type": "get_info", "is_lora": True,
                 "lora_rank": slot.spec.rank, "model_name": self.name,
-                "model_data": {"model_name": self.name, "tokenizer_id": str(self.model_dir),
+                "model_data": {"model_name": self.name,
+                               "tokenizer_id": str(self.model_dir.resolve()),
                                "arch": type(self.pool.model).__name__}}
 
     def save(self, model_id: str, kind: str, name: str, overwrite: bool = True) -> dict:
@@ -69,24 +72,24 @@ class Service:
         spec, adapter, opt_state = self.checkpoints.load(path)
         if session_model:
             self.check_base(base_model)
-            self.pool.create(model_id, spec)
+            if model_id not in self.pool.slots:
+                self.pool.create(model_id, spec)
         self.pool.load_adapter_state(model_id, adapter)
         slot = self.pool.slot(model_id)
-        if optimizer:
-            if opt_state is None:
-                raise LossInputError(f"{path} holds no optimizer state (save_state writes it)")
+        for p in slot.params:  # gradients from before the load are not the loaded state's
+            p.grad = None
+        slot.optimizer = None  # a state saved before any step has none: AdamW starts fresh
+        if optimizer and opt_state:
             slot.optimizer = torch.optim.AdamW(slot.params)
             slot.optimizer.load_state_dict(opt_state)
-        else:
-            slot.optimizer = None
         return {"path": path, "model_id": model_id, "type": "load_weights"}
 
     # sampling
     def sampling_session(self, weights: str | None, base_model: str | None = None) -> str:
         if weights is None:
             self.check_base(base_model)
-        elif not weights.startswith(SNAPSHOT):
-            self.checkpoints.load(weights)  # an unknown path fails now, not at the first sample
+        elif not self.checkpoints.exists(weights):  # fails now, not at the first sample
+            raise CheckpointError(f"no checkpoint at {weights}")
         session = f"sampler-{next(self._counter)}"
         self.samplers[session] = weights
         return session
@@ -95,14 +98,23 @@ class Service:
         """The training client's adapter now, kept in memory for a sampling session."""
         key = f"{SNAPSHOT}{next(self._counter)}"
         self._snapshots[key] = (self.pool.slot(model_id).spec, self.pool.adapter_state(model_id))
-        return self.sampling_session(key)
+        if len(self._snapshots) > SNAPSHOTS_KEPT:
+            del self._snapshots[next(iter(self._snapshots))]
+        session = f"sampler-{next(self._counter)}"
+        self.samplers[session] = key
+        return session
 
     def _hold(self, weights: str | None) -> None:
         if weights == self._held:
             return
+        self._held = REWRITTEN  # until the update below has written every weight
         if weights is None:
             self.engine.update_weights(self.pool.plain_weights(None), next(self._counter))
         else:
+            if weights.startswith(SNAPSHOT) and weights not in self._snapshots:
+                raise LossInputError(f"this sampler's weights were dropped: the server keeps "
+                                     f"the newest {SNAPSHOTS_KEPT} unnamed ones "
+                                     "(save_weights_for_sampler(name) keeps them)")
             spec, adapter = self._snapshots[weights] if weights.startswith(SNAPSHOT) else \
                 self.checkpoints.load(weights)[:2]
             key = (spec.rank, tuple(spec.targets()))

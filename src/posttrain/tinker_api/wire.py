@@ -32,12 +32,20 @@ class Datum:
 
 @dataclass
 class ForwardBackward:
+    """A parsed request; ``data()`` converts its datums (a ``WireError`` for what this server
+    does not take: raised in the request's turn, so the client's next requests still run)."""
+
     model_id: str
     seq_id: int
     loss_fn: str
     config: dict[str, float | str]
     forward_only: bool
-    data: list[Datum]
+    message: object  # the ForwardBackwardRequest
+
+    def data(self) -> list[Datum]:
+        return [Datum(_tokens(d.model_input),
+                      {k: _tensor(v) for k, v in d.loss_fn_inputs.items()})
+                for d in self.message.data]
 
 
 def _tensor(t) -> torch.Tensor:
@@ -63,15 +71,18 @@ def _tokens(chunks) -> list[int]:
 
 
 def parse_forward_backward(body: bytes) -> ForwardBackward:
+    from google.protobuf.message import DecodeError
+
     request = _pb().ForwardBackwardRequest()
-    request.ParseFromString(body)
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise WireError(f"not a ForwardBackwardRequest: {exc}") from None
     config: dict[str, float | str] = dict(request.loss_fn_config)
     for key, value in request.loss_fn_config_v2.items():
         config[key] = getattr(value, value.WhichOneof("value") or "number")
-    data = [Datum(_tokens(d.model_input), {k: _tensor(v) for k, v in d.loss_fn_inputs.items()})
-            for d in request.data]
     return ForwardBackward(request.model_id, request.seq_id, request.loss_fn, config,
-                           request.forward_only, data)
+                           request.forward_only, request)
 
 
 def forward_backward_output(logprobs: Sequence[torch.Tensor],
