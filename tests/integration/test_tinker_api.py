@@ -20,7 +20,8 @@ from posttrain.tinker_api.service import Service
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def served(tmp_path_factory):
+    """``(base_url, service)`` of a server of a nano Qwen3 named ``tiny``."""
     os.environ["TINKER_TELEMETRY"] = "0"
     root = tmp_path_factory.mktemp("tinker")
     service = Service(build_tiny(root / "model", "nano", architecture="qwen3"), "tiny",
@@ -34,9 +35,14 @@ def client(tmp_path_factory):
     thread.start()
     while not server.started:
         time.sleep(0.02)
-    yield tinker.ServiceClient(base_url=f"http://127.0.0.1:{port}", api_key="tml-test")
+    yield f"http://127.0.0.1:{port}", service
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    return tinker.ServiceClient(base_url=served[0], api_key="tml-test")
 
 
 def sft_datum(tok, text="What is 2+3? 5"):
@@ -185,3 +191,23 @@ def test_adapters_on_different_layers_sample_as_they_train(client):
             types.ModelInput.from_ints(tokens)).result()
         torch.testing.assert_close(torch.tensor(scored[1:]), torch.tensor(trained.tolist()),
                                    atol=1e-4, rtol=0)
+
+
+def test_a_finished_session_frees_its_training_clients(served):
+    url, service = served
+    with tinker.ServiceClient(base_url=url, api_key="tml-test") as sc:
+        tc = sc.create_lora_training_client(base_model="tiny", rank=4, seed=0).result()
+        datum = sft_datum(tc.get_tokenizer())
+        tc.forward_backward([datum], "cross_entropy").result()
+        path = tc.save_weights_for_sampler("kept").result().path
+        model_id = path.removeprefix("tinker://").split("/")[0]
+        assert model_id in service.pool.slots
+    deadline = time.monotonic() + 30
+    while model_id in service.pool.slots:  # the finish runs after the session's requests
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # what it saved stays: a new session samples it
+    sampler = tinker.ServiceClient(base_url=url, api_key="tml-test").create_sampling_client(
+        model_path=path).result()
+    assert sampler.sample(datum.model_input, num_samples=1, sampling_params=types.SamplingParams(
+        max_tokens=2, seed=0)).result().sequences

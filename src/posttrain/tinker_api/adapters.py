@@ -98,6 +98,11 @@ class AdapterPool:
         slot.params = [p for n, p in self.model.named_parameters() if f".{name}." in n]
         self.slots[model_id] = slot
 
+    def delete(self, model_id: str) -> None:
+        """Drop a client's adapter and optimizer state (PEFT keeps the model when the last
+        adapter goes)."""
+        self.model.delete_adapter(self.slots.pop(model_id).name)
+
     def slot(self, model_id: str) -> Slot:
         if model_id not in self.slots:
             raise KeyError(f"no model {model_id!r} on this server")

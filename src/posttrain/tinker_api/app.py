@@ -2,7 +2,9 @@
 with a ``request_id``; ``retrieve_future`` holds the poll up to ``POLL_S`` seconds for the
 result, then answers ``try_again``. Forward-backward and sampling results are protobuf, the
 rest JSON. A failed request's result is ``{"error", "category"}`` (``user`` for bad input).
-Sessions, heartbeats and telemetry are accepted and kept only as far as the SDK needs."""
+A result is dropped ``FETCHED_KEPT_S`` after its first fetch; a finished session's training
+clients (adapters and optimizer states) are dropped when its last request has run. Heartbeats
+and telemetry are accepted and not kept."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from posttrain.tinker_api.requests import Requests
 from posttrain.tinker_api.service import Service
 
 POLL_S = 20.0
+FETCHED_KEPT_S = 120.0  # a result after its first fetch
 USER_ERRORS = (LossInputError, CheckpointError, wire.WireError, KeyError, ValueError)
 # what the SDK reads first: plain httpx, no chunking of forward-backward batches
 CLIENT_CONFIG = {"pjwt_auth_enabled": False, "use_pyqwest_transport": False,
@@ -73,6 +76,7 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
 
     @app.post(api + "/sessions/{session_id}/finish")
     async def finish(session_id: str) -> dict:
+        requests.submit(lambda: service.finish(session_id))  # after what the session sent
         return {}
 
     @app.get(api + "/healthz")
@@ -200,9 +204,10 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
             return JSONResponse({"type": "try_again", "request_id": rid,
                                  "queue_state": "active"})
         except Exception as exc:
-            category = "user" if isinstance(exc, USER_ERRORS) else "server"
-            return JSONResponse({"error": f"{type(exc).__name__}: {exc}",
-                                 "category": category})
+            result = {"error": f"{type(exc).__name__}: {exc}",
+                      "category": "user" if isinstance(exc, USER_ERRORS) else "server"}
+        # fetched: kept a while for a client that polls again after a transport error
+        asyncio.get_running_loop().call_later(FETCHED_KEPT_S, requests.results.pop, rid, None)
         if isinstance(result, bytes):
             return Response(result, media_type="application/x-protobuf")
         return JSONResponse(result)

@@ -84,6 +84,12 @@ class Service:
             slot.optimizer.load_state_dict(opt_state)
         return {"path": path, "model_id": model_id, "type": "load_weights"}
 
+    def finish(self, session_id: str) -> None:
+        """A session's training clients go (their adapters and optimizer states); what they
+        saved stays on disk, and samplers of it keep working."""
+        for model_id in [m for m in self.pool.slots if m.startswith(f"{session_id}:train:")]:
+            self.pool.delete(model_id)
+
     # sampling
     def sampling_session(self, weights: str | None, base_model: str | None = None) -> str:
         if weights is None:
