@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from posttrain.tinker_api.losses import LOSSES, LossInputError
+from posttrain.tinker_api.losses import LOSSES, BadRequest
 from posttrain.tinker_api.requests import Requests
 
 LP = torch.tensor([-1.0, -2.0, -0.5], dtype=torch.float64)
@@ -38,7 +38,7 @@ def test_ppo_clips_the_ratio_at_its_thresholds():
 
 
 def test_a_loss_without_its_inputs_is_refused():
-    with pytest.raises(LossInputError, match="advantages"):
+    with pytest.raises(BadRequest, match="advantages"):
         LOSSES["ppo"](LP, {"logprobs": LP}, {})
 
 

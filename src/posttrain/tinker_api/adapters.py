@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from posttrain.models.lora import base_name, merged_weights
-from posttrain.tinker_api.losses import LOSSES, LossInputError
+from posttrain.tinker_api.losses import LOSSES, BadRequest
 from posttrain.tinker_api.wire import Datum
 
 ALPHA = 32.0
@@ -51,7 +51,7 @@ class LoraSpec:
     def targets(self) -> list[str]:
         chosen = [TARGETS[k] for k in ("attn", "mlp", "unembed") if getattr(self, f"train_{k}")]
         if not chosen:
-            raise LossInputError("lora_config trains nothing (train_attn, train_mlp and "
+            raise BadRequest("lora_config trains nothing (train_attn, train_mlp and "
                                  "train_unembed are all false)")
         return [m for group in chosen for m in group]
 
@@ -82,7 +82,7 @@ class AdapterPool:
             # the output head is the input embedding: its merged delta would change both
             targets = [t for t in targets if t not in TARGETS["unembed"]]
             if not targets:
-                raise LossInputError("this model ties its output head to its input embedding: "
+                raise BadRequest("this model ties its output head to its input embedding: "
                                      "train_unembed alone trains nothing here")
         config = LoraConfig(r=spec.rank, lora_alpha=ALPHA, lora_dropout=0.0,
                             target_modules=targets, bias="none")
@@ -120,7 +120,7 @@ class AdapterPool:
         """Each datum's log-probs of its ``target_tokens`` and ``loss:sum``; unless
         ``forward_only``, the loss's gradient added to the adapter's."""
         if loss_fn not in LOSSES:
-            raise LossInputError(f"loss_fn {loss_fn!r}: this server has {sorted(LOSSES)}")
+            raise BadRequest(f"loss_fn {loss_fn!r}: this server has {sorted(LOSSES)}")
         logprobs, total = [], 0.0
         with self.active(model_id), torch.set_grad_enabled(not forward_only):
             for part in micro_batches(data):  # the loss is a sum: its gradient is theirs
@@ -137,9 +137,9 @@ class AdapterPool:
         lengths = [len(d.tokens) for d in data]
         for i, d in enumerate(data):
             if "target_tokens" not in d.inputs:
-                raise LossInputError(f"datum {i}: loss_fn_inputs lacks target_tokens")
+                raise BadRequest(f"datum {i}: loss_fn_inputs lacks target_tokens")
             if d.inputs["target_tokens"].shape != (lengths[i],):
-                raise LossInputError(f"datum {i}: target_tokens has shape "
+                raise BadRequest(f"datum {i}: target_tokens has shape "
                                      f"{tuple(d.inputs['target_tokens'].shape)}, the model "
                                      f"input {lengths[i]} tokens")
         ids = torch.zeros((len(data), max(lengths)), dtype=torch.long)
@@ -180,7 +180,7 @@ class AdapterPool:
         own = dict(self.model.named_parameters())
         names = {n.replace(".{name}.", f".{slot.name}."): t for n, t in state.items()}
         if set(names) != {n for n in own if f".{slot.name}." in n}:
-            raise LossInputError("the checkpoint's adapter does not fit this model's (rank or "
+            raise BadRequest("the checkpoint's adapter does not fit this model's (rank or "
                                  "trained layers differ)")
         with torch.no_grad():
             for n, t in names.items():

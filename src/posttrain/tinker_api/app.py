@@ -19,13 +19,13 @@ from fastapi.responses import JSONResponse, Response
 from posttrain.tinker_api import wire
 from posttrain.tinker_api.adapters import LoraSpec
 from posttrain.tinker_api.checkpoints import CheckpointError
-from posttrain.tinker_api.losses import LossInputError
+from posttrain.tinker_api.losses import BadRequest
 from posttrain.tinker_api.requests import Requests
 from posttrain.tinker_api.service import Service
 
 POLL_S = 20.0
 FETCHED_KEPT_S = 120.0  # a result after its first fetch
-USER_ERRORS = (LossInputError, CheckpointError, wire.WireError, KeyError, ValueError)
+USER_ERRORS = (BadRequest, CheckpointError, wire.WireError, KeyError, ValueError)
 # what the SDK reads first: plain httpx, no chunking of forward-backward batches
 CLIENT_CONFIG = {"pjwt_auth_enabled": False, "use_pyqwest_transport": False,
                  "proto_compress_fwdbwd": False, "parallel_fwdbwd_chunks": False,
@@ -123,7 +123,7 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
 
         def run() -> dict:
             if params is None:  # refused in its turn: the client's next requests still run
-                raise LossInputError("this server's optimizer is AdamW (adam_params)")
+                raise BadRequest("this server's optimizer is AdamW (adam_params)")
             return {"metrics": service.pool.optim_step(model_id, **params),
                     "type": "optim_step"}
         return future(requests.submit_ordered(model_id, body["seq_id"], run))
@@ -182,7 +182,7 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
                                    "topk_prompt_logprobs", "topk_sample_logprobs",
                                    "target_prompt_logprobs") if body.get(k)]
         if unsupported:
-            raise LossInputError(f"this server does not serve {unsupported}")
+            raise BadRequest(f"this server does not serve {unsupported}")
 
         def run() -> bytes:
             sequences, scored = service.sample(body["sampling_session_id"], prompt, n,

@@ -20,14 +20,15 @@ import torch
 CLIP_DEFAULTS = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
 
 
-class LossInputError(ValueError):
-    """A request whose ``loss_fn_inputs`` do not fit its loss."""
+class BadRequest(ValueError):
+    """A request the server refuses for its content (inputs that do not fit the loss, another
+    base model, an unsupported option): the client's error, never retried."""
 
 
 def _needs(inputs: Mapping[str, torch.Tensor], *keys: str) -> list[torch.Tensor]:
     missing = [k for k in keys if k not in inputs]
     if missing:
-        raise LossInputError(f"loss_fn_inputs lacks {missing}")
+        raise BadRequest(f"loss_fn_inputs lacks {missing}")
     return [inputs[k].to(torch.float32) for k in keys]
 
 

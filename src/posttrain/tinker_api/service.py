@@ -15,7 +15,7 @@ from posttrain.engines import TorchEngine
 from posttrain.models import load_model, load_tokenizer
 from posttrain.tinker_api.adapters import AdapterPool, LoraSpec
 from posttrain.tinker_api.checkpoints import CheckpointError, Checkpoints, tinker_path
-from posttrain.tinker_api.losses import LossInputError
+from posttrain.tinker_api.losses import BadRequest
 from posttrain.types import SamplingParams
 
 SNAPSHOT = "snapshot:"  # a sampling session's weights saved without a name (in memory)
@@ -39,7 +39,7 @@ class Service:
 
     def check_base(self, base_model: str | None) -> None:
         if base_model not in (None, self.name, str(self.model_dir)):
-            raise LossInputError(f"this server serves {self.name!r}, not {base_model!r}")
+            raise BadRequest(f"this server serves {self.name!r}, not {base_model!r}")
 
     # training clients
     def create_model(self, model_id: str, base_model: str, spec: LoraSpec) -> dict:
@@ -118,7 +118,7 @@ class Service:
             self.engine.update_weights(self.pool.plain_weights(None), next(self._counter))
         else:
             if weights.startswith(SNAPSHOT) and weights not in self._snapshots:
-                raise LossInputError(f"this sampler's weights were dropped: the server keeps "
+                raise BadRequest(f"this sampler's weights were dropped: the server keeps "
                                      f"the newest {SNAPSHOTS_KEPT} unnamed ones "
                                      "(save_weights_for_sampler(name) keeps them)")
             spec, adapter = self._snapshots[weights] if weights.startswith(SNAPSHOT) else \
@@ -138,7 +138,7 @@ class Service:
         if session not in self.samplers:
             raise KeyError(f"no sampling session {session!r}")
         if not prompt:
-            raise LossInputError("the prompt is empty")
+            raise BadRequest("the prompt is empty")
         self._hold(self.samplers[session])
         stop_ids, stop_texts = self._stops(params.get("stop"))
         sampling = SamplingParams(
