@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -36,15 +36,19 @@ def base_name(name: str) -> str:
     return name.removeprefix("base_model.model.").replace(".base_layer.", ".")
 
 
-def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """``(name, tensor)`` of the plain model's parameters with every adapter merged in
-    (``W + delta``), without touching ``model``."""
+def merged_weights(model: torch.nn.Module, adapters: Sequence[str] | None = None
+                   ) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` of the plain model's parameters with ``adapters`` (default: the
+    active ones; ``()``: none, the base weights) merged in (``W + delta``), without touching
+    ``model``. A layer merges those of them it has."""
     from peft.tuners.lora import LoraLayer
 
-    deltas = {base_name(f"{name}.base_layer.weight"):
-              sum(module.get_delta_weight(a) for a in module.active_adapters
-                  if a in module.lora_A)
-              for name, module in model.named_modules() if isinstance(module, LoraLayer)}
+    deltas = {}
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer):
+            wanted = module.active_adapters if adapters is None else adapters
+            if merged := [module.get_delta_weight(a) for a in wanted if a in module.lora_A]:
+                deltas[base_name(f"{name}.base_layer.weight")] = sum(merged)
     for name, p in model.named_parameters():
         if "lora_" in name:
             continue

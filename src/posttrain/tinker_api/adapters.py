@@ -2,21 +2,21 @@
 ``PeftModel``): each request activates its client's adapter, so the base weights are held once.
 Gradients accumulate in the adapter across ``forward_backward`` calls; ``optim_step`` applies
 AdamW with the step's own hyperparameters and zeroes them. Adapters start as PEFT draws them
-(``B = 0``) from the client's ``seed``, with
-``lora_alpha = ALPHA``. A model whose output head is its input embedding
-(``tie_word_embeddings``) trains no adapter on the head (``train_unembed`` has no effect
-there): merged for sampling, it would change the embedding too."""
+(``B = 0``) from the client's ``seed``, with ``lora_alpha = ALPHA``. A model whose output head
+is its input embedding (``tie_word_embeddings``) trains no adapter on the head
+(``train_unembed`` has no effect there): merged for sampling, it would change the embedding
+too."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from posttrain.models.lora import base_name, merged_weights
+from posttrain.models.lora import merged_weights
 from posttrain.tinker_api.losses import LOSSES, BadRequest
 from posttrain.tinker_api.wire import Datum
 
@@ -52,7 +52,7 @@ class LoraSpec:
         chosen = [TARGETS[k] for k in ("attn", "mlp", "unembed") if getattr(self, f"train_{k}")]
         if not chosen:
             raise BadRequest("lora_config trains nothing (train_attn, train_mlp and "
-                                 "train_unembed are all false)")
+                             "train_unembed are all false)")
         return [m for group in chosen for m in group]
 
 
@@ -60,8 +60,8 @@ class LoraSpec:
 class Slot:
     name: str  # the PEFT adapter's name
     spec: LoraSpec
+    params: dict[str, torch.nn.Parameter]  # the adapter's, by their names in the model
     optimizer: torch.optim.Optimizer | None = None
-    params: list[torch.nn.Parameter] = field(default_factory=list)
 
 
 class AdapterPool:
@@ -83,7 +83,7 @@ class AdapterPool:
             targets = [t for t in targets if t not in TARGETS["unembed"]]
             if not targets:
                 raise BadRequest("this model ties its output head to its input embedding: "
-                                     "train_unembed alone trains nothing here")
+                                 "train_unembed alone trains nothing here")
         config = LoraConfig(r=spec.rank, lora_alpha=ALPHA, lora_dropout=0.0,
                             target_modules=targets, bias="none")
         name = next(self._names)
@@ -94,9 +94,8 @@ class AdapterPool:
                 self.model.add_adapter(name, config)
             else:
                 self.model = get_peft_model(self.model, config, adapter_name=name)
-        slot = Slot(name, spec)
-        slot.params = [p for n, p in self.model.named_parameters() if f".{name}." in n]
-        self.slots[model_id] = slot
+        self.slots[model_id] = Slot(name, spec, {
+            n: p for n, p in self.model.named_parameters() if f".{name}." in n})
 
     def delete(self, model_id: str) -> None:
         """Drop a client's adapter and optimizer state (PEFT keeps the model when the last
@@ -140,8 +139,8 @@ class AdapterPool:
                 raise BadRequest(f"datum {i}: loss_fn_inputs lacks target_tokens")
             if d.inputs["target_tokens"].shape != (lengths[i],):
                 raise BadRequest(f"datum {i}: target_tokens has shape "
-                                     f"{tuple(d.inputs['target_tokens'].shape)}, the model "
-                                     f"input {lengths[i]} tokens")
+                                 f"{tuple(d.inputs['target_tokens'].shape)}, the model "
+                                 f"input {lengths[i]} tokens")
         ids = torch.zeros((len(data), max(lengths)), dtype=torch.long)
         targets, mask = torch.zeros_like(ids), torch.zeros_like(ids)
         for i, d in enumerate(data):
@@ -158,11 +157,11 @@ class AdapterPool:
                    grad_clip_norm: float = 0.0) -> dict[str, float]:
         slot = self.slot(model_id)
         if slot.optimizer is None:
-            slot.optimizer = torch.optim.AdamW(slot.params, lr=learning_rate)
+            slot.optimizer = torch.optim.AdamW(slot.params.values(), lr=learning_rate)
         for group in slot.optimizer.param_groups:
             group.update(lr=learning_rate, betas=(beta1, beta2), eps=eps,
                          weight_decay=weight_decay)
-        grads = [p for p in slot.params if p.grad is not None]
+        grads = [p for p in slot.params.values() if p.grad is not None]
         norm = torch.nn.utils.clip_grad_norm_(grads, grad_clip_norm if grad_clip_norm > 0
                                               else float("inf")) if grads else torch.zeros(())
         slot.optimizer.step()
@@ -170,28 +169,24 @@ class AdapterPool:
         return {"grad_norm:mean": float(norm)}
 
     def adapter_state(self, model_id: str) -> dict[str, torch.Tensor]:
-        """The adapter's tensors under names without the adapter's own (``{name}`` placed)."""
-        slot = self.slot(model_id)
-        return {n.replace(f".{slot.name}.", ".{name}."): p.detach().cpu().clone()
-                for n, p in self.model.named_parameters() if f".{slot.name}." in n}
+        """The client's adapter as PEFT saves it (names without the adapter's), on the CPU."""
+        from peft import get_peft_model_state_dict
+
+        state = get_peft_model_state_dict(self.model, adapter_name=self.slot(model_id).name)
+        return {n: t.detach().cpu().clone() for n, t in state.items()}
 
     def load_adapter_state(self, model_id: str, state: Mapping[str, torch.Tensor]) -> None:
-        slot = self.slot(model_id)
-        own = dict(self.model.named_parameters())
-        names = {n.replace(".{name}.", f".{slot.name}."): t for n, t in state.items()}
-        if set(names) != {n for n in own if f".{slot.name}." in n}:
+        """``adapter_state``'s tensors into the client's adapter, in place (its optimizer keeps
+        pointing at them)."""
+        from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+        name = self.slot(model_id).name
+        own = get_peft_model_state_dict(self.model, adapter_name=name)
+        if {n: t.shape for n, t in own.items()} != {n: t.shape for n, t in state.items()}:
             raise BadRequest("the checkpoint's adapter does not fit this model's (rank or "
-                                 "trained layers differ)")
-        with torch.no_grad():
-            for n, t in names.items():
-                own[n].copy_(t)
+                             "trained layers differ)")
+        set_peft_model_state_dict(self.model, dict(state), adapter_name=name)
 
     def plain_weights(self, model_id: str | None) -> Iterator[tuple[str, torch.Tensor]]:
         """The plain model's weights: the base's (``None``), or with the adapter merged."""
-        if model_id is None or not self.slots:
-            for n, p in self.model.named_parameters():
-                if "lora_" not in n:
-                    yield base_name(n), p.detach()
-            return
-        with self.active(model_id):
-            yield from merged_weights(self.model)
+        return merged_weights(self.model, () if model_id is None else (self.slot(model_id).name,))

@@ -32,6 +32,11 @@ CLIENT_CONFIG = {"pjwt_auth_enabled": False, "use_pyqwest_transport": False,
                  "fwdbwd_max_chunk_len": 1_000_000, "fwdbwd_max_chunk_bytes_count": 2**40}
 
 
+def new_model_id(body: dict) -> str:
+    """A new training client's id, as the SDK assumes it (``<session>:train:<n>``)."""
+    return f"{body['session_id']}:train:{body['model_seq_id']}"
+
+
 def create_app(service: Service, api_key: str | None = None) -> FastAPI:
     """With ``api_key``, a request without that ``X-API-Key`` is refused (401)."""
     app, requests = FastAPI(title="posttrain tinker-serve"), Requests()
@@ -91,7 +96,7 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
     @app.post(api + "/create_model")
     async def create_model(request: HttpRequest) -> dict:
         body = await request.json()
-        model_id = f"{body['session_id']}:train:{body['model_seq_id']}"
+        model_id = new_model_id(body)
         lora = body.get("lora_config") or {}
         spec = LoraSpec(**{"seed": body["model_seq_id"],  # a rerun draws the same adapter
                            **{k: lora[k] for k in ("rank", "seed", "train_attn", "train_mlp",
@@ -152,7 +157,7 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
             model_id = body["model_id"]
             return future(requests.submit_ordered(model_id, body["seq_id"], lambda: service.load(
                 model_id, body["path"], bool(body.get("optimizer")))))
-        model_id = f"{body['session_id']}:train:{body['model_seq_id']}"
+        model_id = new_model_id(body)
         return future(requests.submit(lambda: service.load(
             model_id, body["path"], bool(body.get("optimizer")), session_model=True,
             base_model=body.get("base_model"))), model_id=model_id)

@@ -76,11 +76,11 @@ class Service:
                 self.pool.create(model_id, spec)
         self.pool.load_adapter_state(model_id, adapter)
         slot = self.pool.slot(model_id)
-        for p in slot.params:  # gradients from before the load are not the loaded state's
+        for p in slot.params.values():  # gradients from before the load are not the loaded state's
             p.grad = None
         slot.optimizer = None  # a state saved before any step has none: AdamW starts fresh
         if optimizer and opt_state:
-            slot.optimizer = torch.optim.AdamW(slot.params)
+            slot.optimizer = torch.optim.AdamW(slot.params.values())
             slot.optimizer.load_state_dict(opt_state)
         return {"path": path, "model_id": model_id, "type": "load_weights"}
 
@@ -119,8 +119,8 @@ class Service:
         else:
             if weights.startswith(SNAPSHOT) and weights not in self._snapshots:
                 raise BadRequest(f"this sampler's weights were dropped: the server keeps "
-                                     f"the newest {SNAPSHOTS_KEPT} unnamed ones "
-                                     "(save_weights_for_sampler(name) keeps them)")
+                                 f"the newest {SNAPSHOTS_KEPT} unnamed ones "
+                                 "(save_weights_for_sampler(name) keeps them)")
             spec, adapter = self._snapshots[weights] if weights.startswith(SNAPSHOT) else \
                 self.checkpoints.load(weights)[:2]
             key = (spec.rank, tuple(spec.targets()))
