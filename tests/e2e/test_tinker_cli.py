@@ -17,23 +17,30 @@ from tinker import types
 pytestmark = pytest.mark.slow
 
 
-def test_tinker_serve_trains_and_samples_for_the_sdk(tiny_dir, tmp_path):
-    port, key = free_port(), "tml-secret"
-    server = subprocess.Popen(
-        [shutil.which("posttrain"), "tinker-serve", str(tiny_dir), "--port", str(port),
-         "--name", "tiny", "--api-key", key, "--checkpoints", str(tmp_path / "ckpt")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
+def start_tinker_serve(model, *options) -> tuple[subprocess.Popen, str, int]:
+    """``posttrain tinker-serve MODEL`` on a free port, once it answers: the process, its URL
+    and the status of its health route (401 when it wants a key)."""
+    port = free_port()
+    server = subprocess.Popen([shutil.which("posttrain"), "tinker-serve", str(model), "--port",
+                               str(port), *options],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
     while True:
         try:
-            urllib.request.urlopen(f"{url}/api/v1/healthz", timeout=2)
+            return server, url, urllib.request.urlopen(f"{url}/api/v1/healthz",
+                                                       timeout=2).status
         except urllib.error.HTTPError as e:
-            assert e.code == 401  # up, and the health route wants the key too
-            break
+            return server, url, e.code
         except OSError:
             assert server.poll() is None and time.monotonic() < deadline, server.stdout.read()
             time.sleep(0.2)
+
+
+def test_tinker_serve_trains_and_samples_for_the_sdk(tiny_dir, tmp_path):
+    key = "tml-secret"
+    server, url, health = start_tinker_serve(tiny_dir, "--name", "tiny", "--api-key", key,
+                                             "--checkpoints", str(tmp_path / "ckpt"))
+    assert health == 401  # up, and the health route wants the key too
     try:
         os.environ["TINKER_TELEMETRY"] = "0"
         sc = tinker.ServiceClient(base_url=url, api_key=key)

@@ -6,15 +6,12 @@ cookbook pins an older transformers than this project's."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.e2e.test_serve_cli import free_port
+from tests.e2e.test_tinker_cli import start_tinker_serve
 
 from posttrain.models import build_tiny
 
@@ -28,18 +25,8 @@ def served(tmp_path_factory):
     """``(base_url, model path)`` of a tinker-serve of a nano Qwen3 named by its path."""
     model = str(build_tiny(tmp_path_factory.mktemp("cookbook") / "tiny", "nano",
                            architecture="qwen3"))
-    port = free_port()
-    server = subprocess.Popen([shutil.which("posttrain"), "tinker-serve", model, "--name",
-                               model, "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/v1/healthz", timeout=2)
-            break
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, server.stdout.read()
-            time.sleep(0.2)
+    server, url, health = start_tinker_serve(model, "--name", model)
+    assert health == 200
     yield url, model
     server.send_signal(signal.SIGINT)
     server.wait(30)
