@@ -25,6 +25,8 @@
   prompts greedily with 2 drafts a round against plain decoding: the share of completions
   that are the same (near ties in bf16 may differ), the acceptance rate, tokens a forward and
   tokens/s of each;
+- ``tinker``: ``posttrain tinker-serve``'s service on the device driven by the tinker SDK
+  (``gpu_tinker.py``), on Qwen3-0.6B's shape with its whole vocabulary;
 - ``quick``: a bf16 ``TorchEngine`` on the device answering ``<action>`` and ``<query>``
   from the KV cache of 32 prompts, after each prompt and after each completion, against
   separate requests that prefill the sequence again: the share of answers that are the same
@@ -62,6 +64,9 @@ from posttrain.rollout.wrappers.judged import RewardModelJudge
 from posttrain.train import Trainer, load_checkpoint_state, save_checkpoint
 from posttrain.train.rl_update import policy_steps
 from posttrain.types import Batch, Episode, SamplingParams, Segment
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gpu_tinker import tinker_section  # noqa: E402
 
 # bf16 dense peak FLOP/s by device name (vendor figures, without sparsity)
 PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
@@ -263,13 +268,22 @@ def helpers(device: torch.device, tmp: Path) -> dict:
             zip(("reward_model", "teacher_score", "teacher_distributions"), cpu, there)}
 
 
-def side_by_side(device: torch.device, tiny: bool, tmp: Path) -> dict:
-    d = build_tiny(tmp / "trl", "micro", architecture="qwen3")
-    tok = load_tokenizer(d)
+def policy_dir(d: Path, tiny: bool, full_vocab: bool) -> tuple[Path, int]:
+    """``(directory, vocabulary)`` of the tiny micro Qwen3 and its tokenizer; unless ``tiny``,
+    its weights replaced by a random model of Qwen3-0.6B's shape, with Qwen3's vocabulary
+    (``full_vocab``: the tokenizer's ids are its first ones) or the tokenizer's."""
+    build_tiny(d, "micro", architecture="qwen3")
+    vocab = len(load_tokenizer(d))
     if not tiny:
+        vocab = QWEN3_06B["vocab_size"] if full_vocab else vocab
         torch.manual_seed(0)
-        AutoModelForCausalLM.from_config(Qwen3Config(**{**QWEN3_06B, "vocab_size": len(tok)}))\
+        AutoModelForCausalLM.from_config(Qwen3Config(**{**QWEN3_06B, "vocab_size": vocab}))\
             .save_pretrained(d)
+    return d, vocab
+
+
+def side_by_side(device: torch.device, tiny: bool, tmp: Path) -> dict:
+    d, _ = policy_dir(tmp / "trl", tiny, full_vocab=False)
     prompts = [[{"role": "user", "content": f"What is {a}+{b}?"}] for a, b in
                zip(range(11, 27), range(40, 56))]
     group, new_tokens, steps = (4, 8, 2) if tiny else (8, 128, 2)
@@ -443,6 +457,8 @@ SECTIONS = {
     "speculative": lambda device, tiny, tmp: speculative(device, tmp),
     "quick": lambda device, tiny, tmp: quick(device, tmp),
     "trl": side_by_side,
+    "tinker": lambda device, tiny, tmp: tinker_section(
+        device, *policy_dir(tmp / "tinker", tiny, full_vocab=True), tiny, tmp),
 }
 
 

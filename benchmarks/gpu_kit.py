@@ -40,14 +40,17 @@ KIT = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "fas
        # the CLI's quickstart (``RUN_QUICKSTART``): the arithmetic verifier, tools, serve
        "math-verify", "latex2sympy2-extended", "antlr4-python3-runtime", "openai", "jiter",
        "sniffio", "jsonschema", "jsonschema-specifications", "referencing", "rpds-py",
-       "rank-bm25", "opentelemetry-api")
+       "rank-bm25", "opentelemetry-api",
+       # the check's Tinker server driven by the SDK (posttrain[tinker])
+       "tinker", "distro", "orjson", "pyqwest", "zstandard", "protobuf", "h2", "hpack",
+       "hyperframe")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 RUN = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
        "--target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 "
-       "&& timeout 150 python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json "
+       "&& timeout 170 python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json "
        "> /dev/null 2> $OUT/gpu_check.log; "
-       "timeout 380 python3 benchmarks/gpu_recipes.py --out /tmp/recipes "
+       "timeout 300 python3 benchmarks/gpu_recipes.py --out /tmp/recipes "
        "--report $OUT/gpu_recipes.json > /dev/null 2> $OUT/gpu_recipes.log")
 
 
@@ -78,9 +81,9 @@ def download(dest: Path = WHEELS) -> list[Path]:
     return wheels
 
 
-def requirements(names: set[str], stop: set[str]) -> set[str]:
-    """What the installed distributions ``names`` require, and theirs, without descending into
-    ``stop`` (canonical names)."""
+def requirements(names: set[str], stop: set[str], extras: tuple[str, ...] = ("",)) -> set[str]:
+    """What the installed distributions ``names`` require with ``extras``, and what those
+    require, without descending into ``stop`` (canonical names)."""
     out, todo = set(), list(names)
     while todo:
         try:
@@ -90,19 +93,21 @@ def requirements(names: set[str], stop: set[str]) -> set[str]:
         for line in lines:
             req = Requirement(line)
             name = canonical(req.name)
-            if (req.marker is None or req.marker.evaluate({"extra": ""})) \
-                    and name not in stop | out:
+            wanted = req.marker is None or any(req.marker.evaluate({"extra": e})
+                                               for e in extras)
+            if wanted and name not in stop | out:
                 out.add(name)
                 todo.append(name)
     return out
 
 
 def missing() -> set[str]:
-    """posttrain's requirements the image lacks, and theirs, as installed here (canonical),
+    """posttrain's requirements (with the ``tinker`` extra, which the check serves) the image
+    lacks, and theirs, as installed here (canonical),
     but those the image's packages need here (whose versions here may need what the image's
     do not): those are the image's business."""
     have = image()
-    ours = requirements({"posttrain"}, have)
+    ours = requirements({"posttrain"}, have, ("", "tinker"))
     direct = {canonical(Requirement(r).name) for r in importlib.metadata.requires("posttrain")}
     return ours - requirements(have, direct)
 

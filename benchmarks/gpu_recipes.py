@@ -1,8 +1,9 @@
 """The recipes through the ``posttrain`` CLI on the device that ``auto`` picks (CUDA on a GPU
 machine): the quickstart as the README runs it, then at a reduced size in bf16 with a sleeping
 engine, DPO, PPO with a critic, on-policy distillation (``full_vocab_rkl``) and offline KD
-from the quickstart's RL model. Prints JSON: each run's exit code, seconds, held-out
-accuracies, and the end of its output when it failed.
+from the quickstart's RL model, RL with issue 39's estimators and curriculum from its SFT
+model, and OPD of a fresh student with another tokenizer from its RL model. Prints JSON: each
+run's exit code, seconds, held-out accuracies, and the end of its output when it failed.
 
     python benchmarks/gpu_recipes.py --out runs/gpu_recipes > recipes.json
 
@@ -27,6 +28,9 @@ QS = "configs/quickstart.yaml"
 def runs(out: Path) -> dict[str, list[str]]:
     """Run name -> the CLI's arguments; later runs load the quickstart's models."""
     qs = out / "quickstart"
+    rl_from_sft = ["train", QS, "stages=[rl]", "model.preset=null",
+                   f"model.path={qs / 'sft_model'}", "rl.steps=10", "rl.eval_every=10",
+                   "eval.num_problems=100"]
     return {
         "quickstart": ["quickstart", "--out", str(qs)],
         "bf16_sleep": ["train", QS, *SHORT, "trainer.precision=bf16", "engine.sleep=true"],
@@ -40,6 +44,17 @@ def runs(out: Path) -> dict[str, list[str]]:
                     f"model.path={qs / 'sft_model'}",
                     f"distill.teacher={qs / 'rl_model'}", "distill.steps=20",
                     "eval.num_problems=100"],
+        # the estimators of issue 39 and the curriculum, from the quickstart's SFT model
+        "maxrl_clip_cov": [*rl_from_sft, "algo.adv_estimator=maxrl",
+                           "actor.policy_loss.name=clip_cov", "algo.top_entropy={rho: 0.5}",
+                           "algo.offpolicy.kpop_phi=0.5", "task.curriculum={pool_size: 256}"],
+        "kl_cov_m2po": [*rl_from_sft, "actor.policy_loss.name=kl_cov",
+                        "algo.offpolicy.m2po_tau=0.04"],
+        # a fresh student of another tokenizer (the small preset's) from the RL model
+        "opd_cross_tokenizer": ["train", QS, "stages=[opd]", "model.preset=small",
+                                f"opd.teachers=[{{path: {qs / 'rl_model'}}}]",
+                                "opd.loss=opd_sampled", "opd.steps=10", "opd.eval_every=10",
+                                "eval.num_problems=100"],
     }
 
 

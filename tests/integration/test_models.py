@@ -107,3 +107,19 @@ def test_score_mask_limits_scoring_and_keeps_a_graph(model):
     none, _ = sequence_logprobs(model, ids, attn, score_mask=torch.zeros(ids.shape))
     none.sum().backward()  # a micro-batch without trainable tokens still back-propagates
     assert (none == 0).all()
+
+
+def test_explicit_targets_score_other_tokens_than_the_inputs(model):
+    """``targets`` replaces ``input_ids`` as the scored token, nothing else: scoring the
+    inputs' next tokens reads the naive logits at the same positions."""
+    torch.manual_seed(0)
+    ids = torch.randint(5, 200, (2, 9))
+    attn = torch.ones_like(ids)
+    targets = torch.randint(5, 200, ids.shape)
+    lp, _ = sequence_logprobs(model, ids, attn, targets=targets)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=attn).logits.double()
+    want = torch.log_softmax(logits[:, :-1], -1).gather(-1, targets[:, 1:, None])[..., 0]
+    torch.testing.assert_close(lp[:, 1:].double(), want,
+                               atol=16 * EPS32 * float(want.abs().max()), rtol=0)
+    assert (lp[:, 0] == 0).all()

@@ -4,17 +4,15 @@ forward then weighted backward), an RL step with the sampler's log-probs, a save
 resumes exactly, and refusals that reach the client as errors."""
 
 import os
-import socket
-import threading
 import time
 
 import pytest
 import tinker
 import torch
-import uvicorn
 from tinker import types
 
 from posttrain.models import build_tiny
+from posttrain.serve.server import running
 from posttrain.tinker_api.app import create_app
 from posttrain.tinker_api.service import Service
 
@@ -26,18 +24,8 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("tinker")
     service = Service(build_tiny(root / "model", "nano", architecture="qwen3"), "tiny",
                       root / "checkpoints")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", service
-    server.should_exit = True
-    thread.join(10)
+    with running(create_app(service)) as url:
+        yield url.removesuffix("/v1"), service
 
 
 @pytest.fixture(scope="module")

@@ -44,8 +44,11 @@ def sequence_logprobs(
     temperature: float = 1.0, chunk_size: int = 1024, with_entropy: bool = True,
     prefix_lens: torch.Tensor | None = None, checkpoint_chunks: bool | None = None,
     score_mask: torch.Tensor | None = None, top_k: int = 0, top_p: float = 1.0,
+    targets: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``logp[b, t] = log softmax(z_{t-1} / temperature)[input_ids[b, t]]`` and its entropy;
+    """``logp[b, t] = log softmax(z_{t-1} / temperature)[y[b, t]]`` and its entropy, where
+    ``y`` is ``targets`` (``[B, T]``, aligned with ``input_ids``) or, by default, ``input_ids``
+    itself (teacher forcing);
     with ``top_k``/``top_p`` over the engine's truncated support with the scored token kept
     (``keep_sampling_mask``), as the engine sampled.
 
@@ -65,7 +68,8 @@ def sequence_logprobs(
     wanted = attention_mask if score_mask is None else score_mask
     index = wanted[:, 1:].reshape(-1).nonzero().squeeze(-1)
     flat_h = hidden[:, :-1].reshape(-1, h).index_select(0, index)
-    flat_y = input_ids[:, 1:].reshape(-1).index_select(0, index)
+    scored = input_ids if targets is None else targets
+    flat_y = scored[:, 1:].reshape(-1).index_select(0, index)
     n = len(index)
     if checkpoint_chunks is None:
         checkpoint_chunks = n * head.weight.shape[0] * 4 > CHECKPOINT_ABOVE_BYTES

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from posttrain.models.logprobs import sequence_logprobs
 from posttrain.models.lora import merged_weights
 from posttrain.tinker_api.losses import LOSSES, BadRequest
 from posttrain.tinker_api.wire import Datum
@@ -141,16 +142,21 @@ class AdapterPool:
                 raise BadRequest(f"datum {i}: target_tokens has shape "
                                  f"{tuple(d.inputs['target_tokens'].shape)}, the model "
                                  f"input {lengths[i]} tokens")
-        ids = torch.zeros((len(data), max(lengths)), dtype=torch.long)
-        targets, mask = torch.zeros_like(ids), torch.zeros_like(ids)
-        for i, d in enumerate(data):
-            ids[i, :lengths[i]] = torch.tensor(d.tokens)
-            targets[i, :lengths[i]] = d.inputs["target_tokens"].long()
-            mask[i, :lengths[i]] = 1
-        ids, targets, mask = (t.to(self.device) for t in (ids, targets, mask))
-        logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
-        lp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
-        return [lp[i, :n] for i, n in enumerate(lengths)]
+        # position t scores target_tokens[t] from tokens[:t + 1]: in sequence_logprobs'
+        # alignment (logits at t - 1 score position t) the targets move one place right and
+        # the inputs get a dummy last token whose own logits are never read
+        ids = torch.zeros((len(data), max(lengths) + 1), dtype=torch.long)
+        targets, attention, scored = (torch.zeros_like(ids) for _ in range(3))
+        for i, (d, n) in enumerate(zip(data, lengths)):
+            ids[i, :n] = torch.tensor(d.tokens)
+            targets[i, 1:n + 1] = d.inputs["target_tokens"].long()
+            attention[i, :n + 1] = 1
+            scored[i, 1:n + 1] = 1
+        ids, targets, attention, scored = (t.to(self.device)
+                                           for t in (ids, targets, attention, scored))
+        lp, _ = sequence_logprobs(self.model, ids, attention, with_entropy=False,
+                                  score_mask=scored, targets=targets)
+        return [lp[i, 1:n + 1] for i, n in enumerate(lengths)]
 
     def optim_step(self, model_id: str, learning_rate: float, beta1: float = 0.9,
                    beta2: float = 0.95, eps: float = 1e-12, weight_decay: float = 0.0,
