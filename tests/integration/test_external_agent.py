@@ -16,6 +16,7 @@ from posttrain.envs.arithmetic import ArithmeticTasks
 from posttrain.harness import episode_problems
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import ExternalAgentRollout, command_agent
+from posttrain.rollout.external.served import reward_parts
 from posttrain.types import SamplingParams
 
 SAMPLING = SamplingParams(max_new_tokens=8, temperature=1.0)
@@ -120,7 +121,11 @@ def test_a_crashing_or_hanging_agent_keeps_its_finished_turns(model, tokenizer, 
         assert (trained > 0) == (agent is not silent)  # the finished turn is kept
 
 
-def test_a_program_is_an_agent_too(model, tokenizer, tasks, tmp_path):
+@pytest.mark.parametrize("last, rewards", [("0.75", {"agent": 0.75}),
+                                           ('{"correct": 1, "format": 0.1}',
+                                            {"correct": 1.0, "format": 0.1})])
+def test_a_program_is_an_agent_too(model, tokenizer, tasks, tmp_path, last, rewards):
+    """Its last line is its reward: a number, or a JSON object of reward parts."""
     script = tmp_path / "agent.py"
     script.write_text(
         "import json, os, sys, openai\n"
@@ -128,14 +133,23 @@ def test_a_program_is_an_agent_too(model, tokenizer, tasks, tmp_path):
         "c = openai.OpenAI(max_retries=0)\n"  # OPENAI_BASE_URL / OPENAI_API_KEY from posttrain
         "c.chat.completions.create(model='policy', messages=row['messages'])\n"
         "print('thinking...')\n"
-        "print(0.75)\n")
+        f"print({last!r})\n")
     engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
     play = ExternalAgentRollout(command_agent(f"{sys.executable} {script}"), timeout_s=120)
     try:
         (episode,) = play(engine, tokenizer, tasks[:1], REWARD, SAMPLING)
     finally:
         play.close()
-    assert episode.rewards == {"agent": 0.75} and episode.meta["calls"] == 1
+    assert episode.rewards == rewards and episode.meta["calls"] == 1
+    assert episode.reward == pytest.approx(sum(rewards.values()))
+
+
+def test_reward_parts_that_are_not_numbers_name_the_part():
+    assert reward_parts(0.5) is None
+    with pytest.raises(ValueError, match="'format' is nan"):
+        reward_parts({"correct": 1.0, "format": float("nan")})
+    with pytest.raises(ValueError, match="'correct' is 'yes'"):
+        reward_parts({"correct": "yes"})
 
 
 def test_an_agents_fixed_seed_and_huge_max_tokens_do_not_bind_training(model, tokenizer, tasks):

@@ -15,7 +15,7 @@ from posttrain.cli.app import app
 from posttrain.config import ConfigError, load_config
 from posttrain.config.extension import ExtensionError, load_environment
 from posttrain.envs.arithmetic import ArithmeticTasks
-from posttrain.envs.openenv_adapter import render
+from posttrain.envs.libraries.openenv_adapter import render
 
 SPEC = "openenv:examples/openenv/add_env.py:AddEnvironment"
 

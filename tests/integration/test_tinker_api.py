@@ -103,6 +103,15 @@ def test_an_rl_step_on_policy_has_ratio_one(client):
         result = tc.forward(data, loss_fn).result()
         # on policy every ratio is 1: the loss is -sum of the advantages
         assert result.metrics["loss:sum"] == pytest.approx(-total, abs=1e-3)
+    for loss_fn, beta in (("cispo", 0.0), ("dro", 0.5)):
+        result = tc.forward(data, loss_fn, {"beta": beta}).result()
+        lps = [o["logprobs"].tolist() for o in result.loss_fn_outputs]
+        # the sampled tokens' ratio is 1: -sum (lp A - beta/2 (lp - q)^2), where dro's
+        # penalty falls on the prompt tokens (q = 0 there), as Tinker's formula has it
+        expected = -sum(lp * a - beta / 2 * (lp - q) ** 2 for d, row in zip(data, lps)
+                        for lp, a, q in zip(row, d.loss_fn_inputs["advantages"].tolist(),
+                                            d.loss_fn_inputs["logprobs"].tolist()))
+        assert result.metrics["loss:sum"] == pytest.approx(expected, rel=1e-4)
 
 
 def test_a_saved_state_resumes_exactly(client):
@@ -132,7 +141,13 @@ def test_refusals_reach_the_client(client):
     tc = client.create_lora_training_client(base_model="tiny", rank=4).result()
     datum = sft_datum(tc.get_tokenizer())
     with pytest.raises(Exception, match="this server has"):
-        tc.forward_backward([datum], "dro").result()
+        tc.forward_backward([datum], "gspo").result()
+    n = len(datum.loss_fn_inputs["target_tokens"].tolist())
+    rl = types.Datum(model_input=datum.model_input, loss_fn_inputs={
+        "target_tokens": datum.loss_fn_inputs["target_tokens"], "logprobs": [0.0] * n,
+        "advantages": [1.0] * n})
+    with pytest.raises(Exception, match="needs loss_fn_config beta"):
+        tc.forward_backward([rl], "dro").result()
     image = types.Datum(model_input=types.ModelInput(chunks=[
         types.ImageChunk(data=b"\x89PNG", format="png", expected_tokens=2),
         types.EncodedTextChunk(tokens=[1, 2])]), loss_fn_inputs={"target_tokens": [1, 2, 3, 4]})

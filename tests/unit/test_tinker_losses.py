@@ -37,6 +37,29 @@ def test_ppo_clips_the_ratio_at_its_thresholds():
     assert float(LOSSES["ppo"](lp, inputs, wide)) == pytest.approx(-(0.5 + 2.0 - 1.1))
 
 
+def test_cispo_weights_the_logprob_by_the_clipped_ratio_as_a_constant():
+    lp = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    q = torch.tensor([math.log(8.0), -math.log(8.0), 0.0])  # r = 1/8, 8, 1
+    adv = torch.tensor([1.0, 2.0, -1.0])
+    inputs = {"logprobs": q, "advantages": adv}
+    shifted = lp - torch.tensor([0.0, 0.0, 0.5], dtype=torch.float64)  # lp = 0, 0, -0.5
+    loss = LOSSES["cispo"](shifted, inputs, {})
+    # clip(r, 0, 4) = 1/8, 4, e^-0.5 (r of the third: exp(-0.5 - 0)); -sum c lp A
+    assert float(loss) == pytest.approx(-(math.exp(-0.5) * -0.5 * -1.0))
+    loss.backward()
+    # d/dlp = -c A, the coefficient held constant: no token's gradient is zeroed
+    assert lp.grad.tolist() == pytest.approx([-0.125, -8.0, math.exp(-0.5)])
+
+
+def test_dro_penalises_the_squared_log_ratio_and_needs_its_beta():
+    inputs = {"logprobs": torch.tensor([-1.0, -1.5, -0.5]),
+              "advantages": torch.tensor([2.0, -1.0, 0.5])}
+    # -(sum lp A - beta/2 sum (lp - q)^2) = -((-2 + 2 - 0.25) - 0.05 (0 + 0.25 + 0))
+    assert float(LOSSES["dro"](LP, inputs, {"beta": 0.1})) == pytest.approx(0.25 + 0.0125)
+    with pytest.raises(BadRequest, match="beta"):
+        LOSSES["dro"](LP, inputs, {})
+
+
 def test_a_loss_without_its_inputs_is_refused():
     with pytest.raises(BadRequest, match="advantages"):
         LOSSES["ppo"](LP, {"logprobs": LP}, {})

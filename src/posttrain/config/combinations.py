@@ -88,6 +88,11 @@ def env_part_rules(cfg) -> None:
     elif CURIO_PART in env_parts - set(task.SCORED_PARTS) and task.env is None:
         raise ValueError(f"the reward part {CURIO_PART!r} (verifier env) is CURIO's intrinsic "
                          "reward: set reward.curio")
+    if task.PARTS_FROM_ENV:  # an environment library's reward functions, by their names
+        if not env_parts:
+            raise ValueError(f"task.name={task.name} is scored by its environment's reward "
+                             "functions: reward.parts needs them (by name), with verifier env")
+        return
     if task.env is None and task.SCORED_PARTS and not env_parts:
         raise ValueError(f"task.name={task.name} is scored by its environment: reward.parts "
                          f"needs a part with verifier env ({', '.join(task.SCORED_PARTS)})")

@@ -171,7 +171,7 @@ def takes_row(cls: Any) -> bool:
         return False
 
 
-ADAPTERS = {"openenv": ("posttrain.envs.openenv_adapter:adapted", "openenv")}
+ADAPTERS = {"openenv": ("posttrain.envs.libraries.openenv_adapter:adapted", "openenv")}
 # environment prefix -> (the adapter that makes a task.env class of the rest, its extra)
 
 

@@ -61,10 +61,12 @@ class SplitTasks:
     @staticmethod
     def split_by_id(items: dict[str, object], eval_fraction: float) -> dict[str, list]:
         """``items`` (id -> problem) split by a hash of each id: ``crc32(id) mod 1000 <
-        1000 eval_fraction`` is held out (at least the smallest id), so adding items never
-        moves another between splits."""
+        1000 eval_fraction`` is held out (at least the smallest id, and never the largest of
+        two or more), so adding items never moves another between splits."""
         held = {i for i in items if zlib.crc32(i.encode()) % 1000 < eval_fraction * 1000}
         held = held or {min(items)}
+        if len(items) > 1 and held == set(items):
+            held.discard(max(items))
         return {"train": [p for i, p in items.items() if i not in held],
                 "eval": [p for i, p in items.items() if i in held]}
 

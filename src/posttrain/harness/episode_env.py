@@ -12,7 +12,8 @@ class EpisodeEnv(Protocol):
     """Made by ``AgentLoop``'s ``env_factory(reference)`` for every episode; ``verdict`` feeds
     the reward parts whose verifier is ``env`` and must not raise (bad model output scores 0);
     ``close`` releases the state and may be called more than once (the loop closes every
-    environment, also when an episode fails)."""
+    environment, also when an episode fails). An ``info()`` method, where there is one,
+    returns what goes into the episode's ``meta["env"]``."""
 
     tools: ToolRegistry
 

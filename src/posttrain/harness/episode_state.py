@@ -269,7 +269,8 @@ class EpisodeState:
                   "branched_at": self.branched_at, "reference": self.reference,
                   "tools": self.tools.schemas(), "guard_flags": self.flags,
                   "guard_blocks": self.blocks, "guard_judge_failures": self.judge_failures,
-                  **({"env": self.env.info()} if self.conversation else {}),
+                  **({"env": self.env.info()} if callable(getattr(self.env, "info", None))
+                     else {}),
                   **(self.swarm.meta(self.turns) if self.swarm is not None else {}),
                   **reward_fn.episode_meta(scored)},
         )

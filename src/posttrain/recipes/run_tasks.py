@@ -58,12 +58,16 @@ def task_family(cfg: RunConfig) -> TaskParts:
 
 
 def rollout_function(cfg: RunConfig, tools: ToolRegistry | None, env_factory: Callable | None,
-                     env_score: Callable | None = None) -> Callable[..., list[Episode]]:
-    """What plays and scores episodes: ``task.rollout`` if named, the agent loop when the task
-    has ``tools`` (with a dataset row's own tools, and ``task.env``'s environment), else one
+                     env_score: Callable | None = None, family_agent: Callable | None = None
+                     ) -> Callable[..., list[Episode]]:
+    """What plays and scores episodes: ``task.rollout`` if named, the family's own
+    ``family_agent`` (an environment library's loop), the agent loop when the task has
+    ``tools`` (with a dataset row's own tools, and ``task.env``'s environment), else one
     completion a sample (scored with the family's ``env_score``, if any)."""
     if cfg.task.rollout is not None:
         return load_extension("rollout", cfg.task.rollout)
+    if family_agent is not None:
+        return ExternalAgentRollout(family_agent, cfg.agent.timeout_s)
     agent = cfg.agent
     if agent.harnesses and tools is not None:
         return HarnessMix([Harness(h.name, h.share, rollout_function(
@@ -128,7 +132,8 @@ class RunTasks:
         if self.skills is not None and self.tools is not None and cfg.skills.tools:
             for tool in self.skills.tools():
                 self.tools.add(tool)
-        self.rollout_fn = rollout_function(cfg, self.tools, env_factory, family.env_score)
+        self.rollout_fn = rollout_function(cfg, self.tools, env_factory, family.env_score,
+                                           family.agent)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if isinstance(self.tasks, StreamedDatasetTasks):  # train rows: once read through
             self.tasks.stream.on_first_pass = lambda rows: self.report_skipped("train prompt", rows)

@@ -6,7 +6,8 @@ program; setup failures and the program's exit status go to STATUS_FD as JSON li
 - ``namespaces``: the launcher forks a child that unshares user, mount, network, PID, IPC and
   UTS namespaces; the launcher, still in the parent namespace, writes its uid/gid maps; the
   child forks PID 1 of the new PID namespace, which builds the jail root (a tmpfs with
-  read-only binds of the system and the interpreter, the workspace read-write at /workspace,
+  read-only binds of the system and the interpreter, the workspace read-write at /workspace
+  (or where the spec's ``at`` says), the spec's other ``mounts``,
   a private /tmp and /proc), pivots into it and forks the program: rlimits, an unprivileged
   uid without capabilities, no_new_privs, exec. When the program exits PID 1 reports its status
   and exits, and the kernel kills whatever is left in the namespace.
@@ -160,8 +161,10 @@ def _interpreter_dirs(prefixes: list[str]) -> list[str]:
     return dirs
 
 
-def _build_root(root: str, workspace: str, tmp_mb: int, prefixes: list[str]) -> None:
-    """Assemble the jail's file system at ``root`` and pivot into it."""
+def _build_root(root: str, workspace: str, tmp_mb: int, prefixes: list[str], at: str,
+                mounts: list[list]) -> None:
+    """Assemble the jail's file system at ``root`` and pivot into it: the workspace at ``at``,
+    each ``[host directory, jail path, writable]`` of ``mounts`` at its path."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
     for d in SYSTEM_DIRS:
@@ -182,7 +185,9 @@ def _build_root(root: str, workspace: str, tmp_mb: int, prefixes: list[str]) -> 
         _mount("/dev/" + name, f"{root}/dev/{name}", None, MS_BIND)
     for name, target in DEV_LINKS.items():
         os.symlink(target, f"{root}/dev/{name}")
-    _bind(workspace, root + WORKSPACE, writable=True)
+    _bind(workspace, root + at, writable=True)
+    for host, path, writable in mounts:
+        _bind(host, root + path, writable=writable)
     os.mkdir(root + "/proc")
     try:  # the PID namespace's own /proc; a kernel may refuse it (e.g. under a masked /proc)
         _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -199,11 +204,12 @@ def _init(spec: dict, status: int) -> None:
     """PID 1 of the jail: build it, run the program, report its status."""
     _sys("prctl", PR_SET_PDEATHSIG, signal.SIGKILL)
     _sys("prctl", PR_SET_DUMPABLE, 0)
-    _build_root(spec["root"], spec["workspace"], spec["limits"]["tmp_mb"], spec["prefixes"])
+    _build_root(spec["root"], spec["workspace"], spec["limits"]["tmp_mb"], spec["prefixes"],
+                spec["at"], spec["mounts"])
     _sys("sethostname", b"sandbox", 7)
     pid = os.fork()
     if pid == 0:
-        _guarded(status, "exec", _exec, spec, WORKSPACE, SANDBOX_UID)
+        _guarded(status, "exec", _exec, spec, spec["at"], SANDBOX_UID)
     while True:  # also reaps the orphans that the kernel re-parents to PID 1
         done, wait_status = os.wait()
         if done == pid:
@@ -249,7 +255,8 @@ def _chown_tree(top: str, uid: int) -> None:
 def _namespaces(spec: dict, status: int) -> None:
     _sys("prctl", PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.geteuid() == 0:
-        _chown_tree(spec["workspace"], NOBODY)
+        for top in [spec["workspace"], *(host for host, _, writable in spec["mounts"] if writable)]:
+            _chown_tree(top, NOBODY)
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()

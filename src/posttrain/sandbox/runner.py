@@ -165,10 +165,13 @@ def _read_status(fd: int) -> list[dict]:
 
 
 def _run_jail(mode: str, argv: list[str], env: dict[str, str], workspace: Path, root: Path,
-              limits: SandboxLimits, stdin: bytes) -> SandboxResult:
+              limits: SandboxLimits, stdin: bytes, at: str = jail.WORKSPACE,
+              mounts: Mapping[str, tuple[Path, bool]] | None = None) -> SandboxResult:
     """Start ``jail.py`` with the spec, collect the output, interpret the jail's status."""
     spec = {"mode": mode, "argv": argv, "env": env, "workspace": str(workspace),
-            "root": str(root), "limits": dataclasses.asdict(limits),
+            "root": str(root), "limits": dataclasses.asdict(limits), "at": at,
+            "mounts": [[str(host), path, writable]
+                       for path, (host, writable) in sorted((mounts or {}).items())],
             # the install trees as this process sees them: the jail runs with -S, which
             # hides a virtualenv's prefix from it
             "prefixes": [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]}
@@ -205,6 +208,19 @@ def _run_jail(mode: str, argv: list[str], env: dict[str, str], workspace: Path, 
     return SandboxResult(returncode, stdout, stderr, timed_out, seconds, mode)
 
 
+def jail_path(path: str) -> str:
+    """``path`` normalised, if a jail can mount at it: absolute, not the root, and neither at
+    nor under (nor above) a directory the jail builds itself; ValueError otherwise."""
+    pure = PurePosixPath(path)
+    if not pure.is_absolute() or ".." in pure.parts or len(pure.parts) < 2:
+        raise ValueError(f"not an absolute path below /: {path!r}")
+    own = [PurePosixPath(d) for d in (*jail.SYSTEM_DIRS, "/etc", "/dev", "/proc", "/tmp")]
+    for d in own:
+        if pure == d or d in pure.parents or pure in d.parents:
+            raise ValueError(f"{path!r} would hide or change the jail's own {d}")
+    return str(pure)
+
+
 @functools.cache
 def namespaces_available() -> bool:
     """Whether the namespace jail works on this machine (probed once: ``python -c pass``)."""
@@ -237,14 +253,25 @@ class Sandbox:
     ``files`` (relative path -> text) are written into the workspace. ``isolation``:
     ``auto`` (namespaces where available, else the fallback, with a warning), ``namespaces``
     (SandboxError where unavailable) or ``fallback``. Each run starts from the workspace's
-    current files; nothing a run started survives it in namespaces mode.
+    current files; nothing a run started survives it in namespaces mode. With namespaces, the
+    workspace can appear at another absolute path (``at``: the programs' cwd and home, as a
+    container's working directory) and ``mounts`` add host directories (jail path -> (host
+    directory, writable)); neither can hide the system's directories. A read-only mount must
+    be readable by others; a writable one is handed to the jail's user.
     """
 
     def __init__(self, files: Mapping[str, str] | None = None,
                  limits: SandboxLimits = SandboxLimits(), isolation: str = "auto",
-                 allow_unisolated_shell: bool = False) -> None:
+                 allow_unisolated_shell: bool = False, at: str = jail.WORKSPACE,
+                 mounts: Mapping[str, tuple[Path, bool]] | None = None) -> None:
         if isolation not in ("auto", "namespaces", "fallback"):
             raise ValueError(f"unknown isolation {isolation!r}")
+        self.at, self.mounts = jail_path(at), {jail_path(p): m for p, m in (mounts or {}).items()}
+        for path, (host, _) in self.mounts.items():
+            if not Path(host).is_dir():
+                raise ValueError(f"mount {path}: {host} is not a directory")
+        if len({self.at, *self.mounts}) < 1 + len(self.mounts):
+            raise ValueError(f"the workspace ({self.at}) and the mounts need distinct paths")
         if isolation == "auto":
             isolation = "namespaces" if namespaces_available() else "fallback"
             if isolation == "fallback":
@@ -252,6 +279,9 @@ class Sandbox:
                                "and a Python audit hook (docs/agents.md, Sandbox)")
         elif isolation == "namespaces" and not namespaces_available():
             raise SandboxError("namespace isolation is unavailable on this machine")
+        if isolation == "fallback" and (self.at != jail.WORKSPACE or self.mounts):
+            raise SandboxError("placing the workspace or mounting directories needs namespace "
+                               "isolation, which is unavailable here")
         self.isolation, self.limits = isolation, limits
         self.allow_unisolated_shell = allow_unisolated_shell
         self._base: Path | None = Path(os.path.realpath(tempfile.mkdtemp(
@@ -330,7 +360,7 @@ class Sandbox:
         return real
 
     def _env(self) -> dict[str, str]:
-        home = jail.WORKSPACE if self.isolation == "namespaces" else str(self.workspace)
+        home = self.at if self.isolation == "namespaces" else str(self.workspace)
         return {"PATH": f"{os.path.dirname(PYTHON)}:/usr/local/bin:/usr/bin:/bin", "HOME": home,
                 "TMPDIR": "/tmp" if self.isolation == "namespaces" else home,
                 "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -346,7 +376,8 @@ class Sandbox:
             for path, text in (extra_files or {}).items():
                 self.write(path, text)
             return _run_jail(self.isolation, argv, self._env(), self.workspace,
-                             self._base / "root", self.limits, stdin.encode())
+                             self._base / "root", self.limits, stdin.encode(), self.at,
+                             self.mounts)
         finally:
             for p in added:
                 if os.path.realpath(p.parent) == str(p.parent):  # no symlink planted on the way

@@ -53,9 +53,15 @@ def credential(request: HttpRequest) -> str:
         auth[7:].strip() if auth.lower().startswith("bearer ") else "")
 
 
-def session_key(request: HttpRequest) -> str:
-    """The session a request belongs to: ``X-Session-Id``, else its API key."""
-    key = request.headers.get("x-session-id") or credential(request)
+def session_key(request: HttpRequest, sessions: Sessions) -> str:
+    """The session a request belongs to: ``X-Session-Id``, else its API key. A server that
+    serves only the sessions it issued (a trainer's) takes the API key when the
+    ``X-Session-Id`` is none of them: a harness that names its own sessions (verifiers'
+    does) on a key a trainer issued."""
+    named = request.headers.get("x-session-id")
+    if named and not sessions.open_sessions and not sessions.has(named):
+        named = None
+    key = named or credential(request)
     if not key:
         raise UnknownSession("")
     return key
@@ -166,7 +172,7 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
         """The body and session key of a completion call (checked before its session is
         looked up or started: a refused request starts none)."""
         authorised(request)
-        key = session_key(request)
+        key = session_key(request, sessions)
         return await _json(request, max_body_bytes), key
 
     def existing(request: HttpRequest, key: str):

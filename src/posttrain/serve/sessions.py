@@ -43,6 +43,10 @@ class Sessions:
                 self._traces[key] = SessionTrace()
             return self._traces[key]
 
+    def has(self, key: str) -> bool:
+        with self._lock:
+            return key in self._traces
+
     def get(self, key: str) -> SessionTrace:
         """Session ``key``'s trace; ``UnknownSession`` if there is none (nothing is created)."""
         with self._lock:

@@ -111,6 +111,33 @@ def test_shell_runs_in_the_workspace():
     assert r.stdout == "hi\na.txt\n/workspace\npiped\n42\n"
 
 
+@needs_namespaces
+def test_the_workspace_can_sit_elsewhere_beside_mounted_directories(tmp_path):
+    """As a container's: the workspace at /app, hidden tests read-only at /tests, a log
+    directory the program writes at /logs."""
+    tests, logs = tmp_path / "tests", tmp_path / "logs"
+    tests.mkdir(mode=0o755)
+    logs.mkdir()
+    (tests / "test.sh").write_text("cat /app/answer > /logs/reward.txt\n")
+    mounts = {"/tests": (tests, False), "/logs": (logs, True)}
+    with Sandbox({"answer": "1"}, FAST, isolation="namespaces", at="/app", mounts=mounts) as sb:
+        r = sb.run_shell("pwd; echo $HOME; sh /tests/test.sh; echo no > /tests/test.sh")
+    assert r.stdout == "/app\n/app\n" and "Read-only file system" in r.stderr
+    assert (logs / "reward.txt").read_text() == "1"
+    assert (tests / "test.sh").read_text().startswith("cat")
+
+
+def test_a_workspace_or_mount_cannot_hide_the_jails_own_directories(tmp_path):
+    for path, hidden in (("/usr/local", "/usr"), ("/tmp", "/tmp"), ("/", None),
+                         ("app", None), ("/a/../etc", None)):
+        with pytest.raises(ValueError, match=hidden or "absolute path below"):
+            Sandbox(limits=FAST, at=path)
+    with pytest.raises(ValueError, match="distinct"):
+        Sandbox(limits=FAST, at="/app", mounts={"/app": (tmp_path, False)})
+    with pytest.raises(SandboxError, match="namespace isolation"):
+        Sandbox(limits=FAST, isolation="fallback", at="/app")
+
+
 def test_fallback_refuses_the_shell_unless_allowed():
     with Sandbox(limits=FAST, isolation="fallback") as sb:
         with pytest.raises(SandboxError, match="allow_unisolated_shell"):

@@ -19,12 +19,15 @@ class TaskParts:
     tools the model is shown (None: single turn, no agent loop), the per-episode environment
     factory (tasks whose tools hold per-episode state) and, for a single-turn family whose
     environment scores its completions with the engine's help, ``env_score(engine,
-    tokenizer, tasks, completions, sampling) -> [(parts, meta)]``."""
+    tokenizer, tasks, completions, sampling) -> [(parts, meta)]``; for a family whose own
+    environment plays each episode through ``posttrain serve`` (an environment library's
+    loop), ``agent``: an external agent, ``agent(base_url, api_key, task)`` (docs/serve.md)."""
 
     tasks: Any
     tools: Any = None
     env_factory: Any = None
     env_score: Any = None
+    agent: Any = None
 
 
 class Models(Protocol):
@@ -83,7 +86,8 @@ class TaskFamily(Member):
 
     A member says what it is with class attributes: ``SINGLE_TURN`` (its episodes are single
     completions unless tools are added), ``SCORED_PARTS`` (the reward parts its own environment
-    scores, with verifier ``env``: it plays against that environment), ``GENERATED`` (its
+    scores, with verifier ``env``: it plays against that environment), ``PARTS_FROM_ENV`` (its
+    environment names the parts: any part with verifier ``env``), ``GENERATED`` (its
     problems are generated, so SFT and distillation data can be too), ``PAIRS`` (preference
     pairs can be generated from it) and ``ROW_TOOLS`` (a dataset row may bring its own tools)."""
 
@@ -91,6 +95,7 @@ class TaskFamily(Member):
     name: str
     SINGLE_TURN: ClassVar[bool] = False
     SCORED_PARTS: ClassVar[tuple[str, ...]] = ()
+    PARTS_FROM_ENV: ClassVar[bool] = False
     GENERATED: ClassVar[bool] = True
     PAIRS: ClassVar[bool] = False
     ROW_TOOLS: ClassVar[bool] = False

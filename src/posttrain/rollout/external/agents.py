@@ -2,8 +2,10 @@
 
 ``command_agent(cmd)`` is an agent that runs a program: the task as JSON on its stdin,
 ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` set,
-and its reward (if any) as the last line of its output. ``start`` runs an agent in a thread of
-its own that never holds up the process's exit (an agent that hangs is abandoned, not joined).
+and its reward (if any) as the last line of its output: a number, or a JSON object of reward
+parts (``{"correct": 1.0, "format": 0.1}``; their sum is the reward). ``start`` runs an agent
+in a thread of its own that never holds up the process's exit (an agent that hangs is
+abandoned, not joined).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ AgentFn = Callable[[str, str, Task], Any]
 
 def command_agent(command: str, timeout_s: float = 600.0) -> AgentFn:
     """An agent that is a program (see the module's docstring)."""
-    def agent(base_url: str, api_key: str, task: Task) -> float | None:
+    def agent(base_url: str, api_key: str, task: Task) -> float | dict | None:
         env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key,
                "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"), "ANTHROPIC_API_KEY": api_key}
         row = {"messages": task.messages(), "reference": task.reference,
@@ -34,12 +36,24 @@ def command_agent(command: str, timeout_s: float = 600.0) -> AgentFn:
         if done.returncode != 0:
             raise RuntimeError(f"{command!r} exited with {done.returncode}: "
                                f"{done.stderr.strip()[-500:]}")
-        last = (done.stdout.strip().splitlines() or [""])[-1]
-        try:
-            return float(last)
-        except ValueError:
-            return None  # (a non-finite number is treated the same, by the rollout)
+        return reported(done.stdout)
     return agent
+
+
+def reported(output: str) -> float | dict | None:
+    """The reward a program's ``output`` ends with: the last line as a number, or as a JSON
+    object of reward parts; None when it is neither (a non-finite number is treated the same,
+    by the rollout)."""
+    last = (output.strip().splitlines() or [""])[-1]
+    try:
+        return float(last)
+    except ValueError:
+        pass
+    try:
+        parts = json.loads(last)
+    except ValueError:
+        return None
+    return parts if isinstance(parts, dict) else None
 
 
 def start(agent: AgentFn, base_url: str, api_key: str, task: Task) -> Future:

@@ -1,6 +1,7 @@
 """The rollout engine served for external agents, and a session read back as a scored episode.
 
-A session's reward is the number its agent returned, else what it posted to
+A session's reward is what its agent returned (a number, or a mapping of reward parts whose
+sum is the reward: an environment library's own reward functions), else what it posted to
 ``/v1/sessions/{key}/reward``, else the run's reward function on the agent's last reply. An
 agent that raised or was not done in time ends its episode with finish reason ``error`` or
 ``timeout`` and the turns it finished (rewarded as above); one that made no call gives a
@@ -10,6 +11,7 @@ prompt-only episode (nothing to train) with reward 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from concurrent.futures import Future
 
 from posttrain.engines import Engine
@@ -48,6 +50,21 @@ def last_reply(segment: Segment) -> list[int]:
     return segment.token_ids[start:]
 
 
+def reward_parts(returned: object) -> dict[str, float] | None:
+    """An agent's returned mapping of reward parts as floats; None when it returned none. A
+    part that is not a finite number is the agent's bug: a ``ValueError`` naming it."""
+    if not isinstance(returned, Mapping):
+        return None
+    parts = {}
+    for name, value in returned.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise ValueError(f"the agent's reward part {name!r} is {value!r}, not a finite "
+                             "number")
+        parts[str(name)] = float(value)
+    return parts
+
+
 def session_episode(sessions: Sessions, key: str, task: Task, group: str, played: Future,
                     reward_fn: RewardFunction, tokenizer) -> Episode:
     """Session ``key``'s episode, played (``played``: the agent's result) on ``task``."""
@@ -69,9 +86,12 @@ def session_episode(sessions: Sessions, key: str, task: Task, group: str, played
     episode = trace.episode(session=key)
     meta = {**episode.meta, "reference": task.reference,
             **({"agent_error": error} if error else {})}
+    parts = reward_parts(returned)
     finite = isinstance(returned, int | float) and math.isfinite(returned)
     reported = returned if finite else trace.reward
-    if reported is not None:
+    if parts is not None:
+        rewards, total = parts, sum(parts.values())
+    elif reported is not None:
         rewards, total = {"agent": float(reported)}, float(reported)
     else:
         sample = sample_of(tokenizer, task, last_reply(episode.segments[-1]))

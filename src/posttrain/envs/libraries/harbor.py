@@ -1,0 +1,296 @@
+"""Harbor tasks (the task format of the harbor framework, Terminal-Bench's successor;
+``task.name: harbor``), played in posttrain's sandbox instead of a container.
+
+A task is a folder: ``instruction.md`` (the prompt), ``task.toml`` (``[verifier]
+timeout_sec``), ``environment/Dockerfile`` and its build context, ``tests/test.sh`` (the
+verifier) and, optionally, ``solution/solve.sh``. The Dockerfile is read, not built: the host
+system stands in for its ``FROM`` image, ``WORKDIR`` (default ``/app``) is where the sandbox
+puts the workspace, ``COPY``/``ADD`` of the build context fill it, and ``LABEL``, ``CMD``,
+``ENTRYPOINT``, ``EXPOSE``, ``HEALTHCHECK``, ``STOPSIGNAL`` and ``MAINTAINER`` are ignored. A
+task whose image needs building (``RUN``, ``ENV``, ``ARG``, ``USER``, ...), a
+``docker-compose.yaml`` environment, or a copy to outside the working directory is left out,
+with the reason.
+
+The model works with one tool, ``bash`` (each call a fresh shell in the working directory:
+files persist between calls, ``cd`` and variables do not). When it answers without a call,
+``tests/`` appears read-only at ``/tests`` and ``bash /tests/test.sh`` runs there, as Harbor
+runs it; what it writes to ``/logs/verifier/reward.txt`` (a number) is the reward part
+``harbor``, or ``/logs/verifier/reward.json``'s ``reward`` entry (else the mean of its
+entries, all of which go to the episode's ``meta``). No reward file scores 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import ClassVar
+
+import tomllib
+
+from posttrain.config.family import member
+from posttrain.config.sections.task import Models, TaskFamily, TaskParts
+from posttrain.envs.base import SplitTasks, tool_turns
+from posttrain.harness import Tool, ToolRegistry
+from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits
+
+PART = "harbor"
+LIMITS = SandboxLimits(cpu_s=20, memory_mb=1024, wall_s=30.0, tmp_mb=256,
+                       max_output_bytes=64 * 1024)
+IGNORED = {"FROM", "LABEL", "CMD", "ENTRYPOINT", "EXPOSE", "HEALTHCHECK", "STOPSIGNAL",
+           "MAINTAINER"}
+MAX_VERIFIER_S = 600.0
+
+
+class UnsupportedTask(ValueError):
+    """A Harbor task this adapter cannot play without a container (the reason)."""
+
+
+def dockerfile_lines(text: str) -> list[tuple[str, list[str]]]:
+    """``(INSTRUCTION, arguments)`` of a Dockerfile: comments dropped, ``\\`` continuations
+    joined, flags (``--chown=...``) removed from the arguments."""
+    joined, out = text.replace("\\\n", " "), []
+    for line in joined.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, rest = line.partition(" ")
+        args = [a for a in shlex.split(rest) if not a.startswith("--")]
+        out.append((word.upper(), args))
+    return out
+
+
+def inside(path: str, workdir: str) -> str | None:
+    """``path`` (absolute, or relative to ``workdir``) relative to ``workdir``; None when
+    outside it."""
+    full = PurePosixPath(workdir, path)
+    if ".." in full.parts:
+        return None
+    if full == PurePosixPath(workdir):
+        return "."
+    if PurePosixPath(workdir) not in full.parents:
+        return None
+    return str(full.relative_to(workdir))
+
+
+@dataclass
+class HarborTask:
+    """One Harbor task folder, read: its instruction, working directory, initial files
+    (relative path -> text), verifier timeout and folder."""
+
+    name: str
+    instruction: str
+    workdir: str
+    files: dict[str, str]
+    verifier_timeout_s: float
+    folder: Path
+
+    @property
+    def reference(self) -> str:
+        return self.name
+
+    def messages(self) -> list[dict]:
+        return [{"role": "user", "content": self.instruction.strip()}]
+
+    @classmethod
+    def load(cls, folder: Path) -> HarborTask:
+        env = folder / "environment"
+        if (env / "docker-compose.yaml").exists() or (env / "docker-compose.yml").exists():
+            raise UnsupportedTask("a docker-compose environment")
+        if not (folder / "tests" / "test.sh").is_file():
+            raise UnsupportedTask("no tests/test.sh")
+        config = tomllib.loads((folder / "task.toml").read_text())
+        workdir, files = "/app", {}
+        dockerfile = env / "Dockerfile"
+        for word, args in dockerfile_lines(dockerfile.read_text() if dockerfile.exists() else ""):
+            if word == "WORKDIR":
+                workdir = str(PurePosixPath(workdir, args[0]))
+            elif word in ("COPY", "ADD"):
+                files |= copied(env, args, workdir)
+            elif word not in IGNORED:
+                raise UnsupportedTask(f"its image needs building ({word})")
+        timeout = float(config.get("verifier", {}).get("timeout_sec", LIMITS.wall_s))
+        return cls(folder.name, (folder / "instruction.md").read_text(), workdir, files,
+                   min(timeout, MAX_VERIFIER_S), folder)
+
+
+def copied(context: Path, args: list[str], workdir: str) -> dict[str, str]:
+    """The files a ``COPY src... dest`` puts under ``workdir`` (relative path -> text)."""
+    *sources, dest = args
+    target = inside(dest, workdir)
+    if target is None or not sources:
+        raise UnsupportedTask(f"COPY to {dest}, outside the working directory {workdir}")
+    files = {}
+    for source in sources:
+        path = (context / source).resolve()
+        if context.resolve() not in (path, *path.parents) or not path.exists():
+            raise UnsupportedTask(f"COPY of {source}, not in the build context")
+        if path.is_dir():
+            for f in sorted(p for p in path.rglob("*") if p.is_file()):
+                files[str(PurePosixPath(target, f.relative_to(path)))] = f.read_text()
+        else:
+            into_dir = dest.endswith("/") or len(sources) > 1
+            name = PurePosixPath(target, path.name) if into_dir else PurePosixPath(target)
+            files[str(name)] = path.read_text()
+    return files
+
+
+def reward_of(logs: Path) -> tuple[float, dict]:
+    """The reward a verifier left in ``logs/verifier`` and what to keep of it in ``meta``."""
+    text_file, json_file = logs / "verifier" / "reward.txt", logs / "verifier" / "reward.json"
+    try:
+        if json_file.is_file():
+            entries = {k: float(v) for k, v in json.loads(json_file.read_text()).items()}
+            value = entries.get("reward", sum(entries.values()) / max(len(entries), 1))
+            return (value if math.isfinite(value) else 0.0), {"harbor_rewards": entries}
+        if text_file.is_file():
+            value = float(text_file.read_text().strip())
+            return (value if math.isfinite(value) else 0.0), {}
+    except (ValueError, TypeError, AttributeError, UnicodeError) as exc:
+        return 0.0, {"harbor_error": f"unreadable reward: {exc}"}
+    return 0.0, {"harbor_error": "the verifier wrote no reward"}
+
+
+class HarborEnv:
+    """One episode's sandbox (the task's working directory, ``/logs`` and an empty ``/tests``
+    that the verifier's files fill once the episode ends), its ``bash`` tool and verdict."""
+
+    def __init__(self, task: HarborTask) -> None:
+        self.task, self._sandbox, self._mounts, self.meta = task, None, None, {}
+        self.tools = ToolRegistry([Tool(self._bash_tool(), LIMITS.wall_s + 5)])
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            self._mounts = Path(tempfile.mkdtemp(prefix="posttrain-harbor-"))
+            tests, logs = self._mounts / "tests", self._mounts / "logs"
+            tests.mkdir(mode=0o755)
+            (logs / "verifier").mkdir(parents=True)
+            (logs / "agent").mkdir()
+            os.chmod(self._mounts, 0o755)
+            self._sandbox = Sandbox(self.task.files, LIMITS, isolation="namespaces",
+                                    at=self.task.workdir,
+                                    mounts={"/tests": (tests, False), "/logs": (logs, True)})
+        return self._sandbox
+
+    def _bash_tool(self):
+        def bash(command: str) -> str:
+            """Run a shell command in the task's working directory.
+
+            Args:
+                command: The command line (bash).
+            """
+            try:
+                r = self.sandbox.run_shell(f"bash -c {shlex.quote(command)}")
+            except (OSError, SandboxError, ValueError) as e:
+                return f"error: {e}"
+            timed = " (timed out)" if r.timed_out else ""
+            return f"{r.stdout}{r.stderr}[exit code {r.returncode}{timed}]"
+
+        return bash
+
+    def verify(self) -> float:
+        """Run the task's tests as Harbor does; the reward (``meta`` gets the details)."""
+        sandbox = self.sandbox
+        verifier = self._mounts / "logs" / "verifier"  # what the agent left there is not a reward
+        shutil.rmtree(verifier)
+        verifier.mkdir()
+        os.chmod(verifier, 0o777)
+        shutil.copytree(self.task.folder / "tests", self._mounts / "tests", dirs_exist_ok=True)
+        for d, _, names in os.walk(self._mounts / "tests"):
+            os.chmod(d, 0o755)
+            for n in names:
+                os.chmod(os.path.join(d, n), 0o755)
+        limits = SandboxLimits(cpu_s=max(1, math.ceil(self.task.verifier_timeout_s)),
+                               memory_mb=LIMITS.memory_mb, tmp_mb=LIMITS.tmp_mb,
+                               wall_s=self.task.verifier_timeout_s)
+        sandbox.limits, kept = limits, sandbox.limits
+        try:
+            run = sandbox.run_shell("bash /tests/test.sh")
+        finally:
+            sandbox.limits = kept
+        reward, self.meta = reward_of(self._mounts / "logs")
+        self.meta["harbor_test_exit"] = run.returncode
+        return reward
+
+    def verdict(self, final: str) -> dict[str, float]:
+        try:
+            return {PART: self.verify()}
+        except (OSError, SandboxError) as e:  # whatever the episode left: it failed
+            self.meta = {"harbor_error": f"the verifier could not run: {e}"}
+            return {PART: 0.0}
+
+    def info(self) -> dict:
+        return self.meta
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+        if self._mounts is not None:
+            shutil.rmtree(self._mounts, ignore_errors=True)
+            self._mounts = None
+
+
+class HarborTasks(SplitTasks):
+    """The Harbor tasks under ``directory`` (folders with a ``task.toml``, at any depth), split
+    by a hash of their names; ``skipped``: name -> why a task is left out."""
+
+    def __init__(self, directory: str | Path, eval_fraction: float = 0.1) -> None:
+        folders = sorted(p.parent for p in Path(directory).rglob("task.toml"))
+        if not folders:
+            raise ValueError(f"no Harbor task (a folder with task.toml) under {directory}")
+        self.tasks, self.skipped = {}, {}
+        for folder in folders:
+            try:
+                task = HarborTask.load(folder)
+            except (UnsupportedTask, OSError, UnicodeError, tomllib.TOMLDecodeError) as e:
+                self.skipped[folder.name] = str(e)
+                continue
+            self.tasks[task.name] = task
+        if not self.tasks:
+            raise ValueError(f"no Harbor task under {directory} runs without a container: "
+                             + "; ".join(f"{n}: {why}" for n, why in self.skipped.items()))
+        self.splits = self.split_by_id(self.tasks, eval_fraction)
+
+    def make_env(self, reference: str) -> HarborEnv:
+        return HarborEnv(self.tasks[reference])
+
+    def sft_conversation(self, task: HarborTask, error_rate: float,
+                         rng: random.Random) -> list[dict]:
+        """The reference solution (``solution/solve.sh``) as one ``bash`` call, its output
+        from a sandbox, then Done; with probability ``error_rate`` Done without it."""
+        solution = task.folder / "solution" / "solve.sh"
+        if not solution.is_file():
+            raise ValueError(f"Harbor task {task.name} has no solution/solve.sh to learn from")
+        if rng.random() < error_rate:
+            return task.messages() + [{"role": "assistant", "content": "Done."}]
+        script = solution.read_text()
+        env = HarborEnv(task)
+        try:
+            output = env.tools.tools["bash"].fn(script)
+        finally:
+            env.close()
+        return task.messages() + tool_turns([("bash", {"command": script})], [output]) + [
+            {"role": "assistant", "content": "Done."}]
+
+
+@member("task", "harbor")
+class HarborConfig(TaskFamily):
+    """``harbor``: the Harbor tasks under ``dir`` (a task folder or a folder of them), each
+    worked in the sandbox with a ``bash`` tool and scored by its ``tests/test.sh`` (reward
+    part ``harbor``, verifier ``env``). Needs user namespaces (docs/agents.md, Sandbox)."""
+
+    SCORED_PARTS: ClassVar[tuple[str, ...]] = (PART,)
+    dir: str
+
+    def build(self, seed: int, models: Models) -> TaskParts:
+        tasks = HarborTasks(self.dir, self.eval_fraction)
+        return TaskParts(tasks, HarborEnv(next(iter(tasks.tasks.values()))).tools,
+                         tasks.make_env)

@@ -1,0 +1,71 @@
+"""Harbor tasks in the sandbox (``task.name: harbor``): the Dockerfile read, not built, and
+what needs a build left out by name; the reference solution scores 1, doing nothing 0, a
+reward file the agent planted nothing; reward.json's entries; a few RL steps."""
+
+import json
+import random
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from posttrain.cli.app import app
+from posttrain.envs.libraries.harbor import HarborTasks, UnsupportedTask, dockerfile_lines
+
+TASKS = "examples/harbor/tasks"
+pytestmark = pytest.mark.namespaces  # deselected, and said so, where the kernel refuses
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return HarborTasks(TASKS)
+
+
+def test_the_dockerfile_is_read_and_a_build_is_refused_by_name(tasks, tmp_path):
+    assert dockerfile_lines("FROM x\n# c\nCOPY --chown=a:b src/ \\\n  dst/\n") == [
+        ("FROM", ["x"]), ("COPY", ["src/", "dst/"])]
+    assert tasks.skipped == {"needs-build": "its image needs building (RUN)"}
+    fix = tasks.tasks["fix-add"]
+    assert (fix.workdir, fix.files) == ("/app", {"calc/add.py": "def add(a, b):\n"
+                                                                "    return a - b\n"})
+    outside = tmp_path / "t"
+    shutil.copytree(f"{TASKS}/fix-add", outside)
+    (outside / "environment" / "Dockerfile").write_text("WORKDIR /app\nCOPY calc /opt/calc\n")
+    with pytest.raises(UnsupportedTask, match="outside the working directory /app"):
+        type(fix).load(outside)
+
+
+@pytest.mark.parametrize("name", ["hello-file", "fix-add"])
+def test_the_solution_scores_one_and_a_planted_reward_nothing(tasks, name):
+    task = tasks.tasks[name]
+    env = tasks.make_env(name)
+    try:
+        bash = env.tools.tools["bash"].fn
+        assert bash("pwd").startswith("/app\n")
+        bash("echo 1 > /logs/verifier/reward.txt")  # the agent's own "reward"
+        assert env.verdict("Done.") == {"harbor": 0.0}
+        bash((task.folder / "solution" / "solve.sh").read_text())
+        assert env.verdict("Done.") == {"harbor": 1.0}
+    finally:
+        env.close()
+    if name == "fix-add":  # reward.json: its "reward" entry; every entry kept
+        assert env.info()["harbor_rewards"] == {"reward": 1.0, "checks": 1.0}
+
+
+def test_sft_conversations_run_the_reference_solution(tasks):
+    conversation = tasks.sft_conversation(tasks.tasks["fix-add"], 0.0, random.Random(0))
+    assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "assistant"]
+    assert "a + b" in conversation[1]["content"] and conversation[2]["content"] == \
+        "[exit code 0]"
+
+
+def test_a_few_rl_steps_train_on_harbor_tasks(tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", "examples/harbor/tasks.yaml", "model.preset=nano", "threads=1",
+        "sft.steps=2", "sft.batch_size=4", "rl.steps=2", "rl.group_size=2",
+        "rl.max_new_tokens=16", "eval.max_new_tokens=16", f"out_dir={out}"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    steps = [r for r in rows if r.get("stage") == "rl" and "reward/harbor" in r]
+    assert len(steps) == 2

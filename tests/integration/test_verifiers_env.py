@@ -1,0 +1,134 @@
+"""verifiers environments (``task.name: verifiers``) played by the environment itself in the
+Python that ``.ci/verifiers_env.sh`` builds (``.venv-verifiers``, or
+``POSTTRAIN_VERIFIERS_VENV``; verifiers pins an older openai than this project's): its tasks
+and splits, single- and multi-turn episodes through ``posttrain serve`` scored by its reward
+functions, the runner's failures named, and a few RL steps."""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from posttrain.cli.app import app
+from posttrain.engines import TorchEngine
+from posttrain.engines.base import GenerationOutput
+from posttrain.envs.libraries.bridge import LibraryAgent, LibraryError, LibraryTasks
+from posttrain.models import build_tiny, load_model, load_tokenizer
+from posttrain.rewards import RewardFunction
+from posttrain.rollout import ExternalAgentRollout
+from posttrain.types import SamplingParams
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = Path(os.environ.get("POSTTRAIN_VERIFIERS_VENV", ROOT / ".venv-verifiers"))
+PYTHON = str(VENV / "bin" / "python")
+RUNNER = "verifiers_runner.py"
+PATHS = [str(ROOT / "examples" / "verifiers")]
+QUESTION = re.compile(r"What is (\d+)\+(\d+)\?")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def verifiers_python():
+    if not Path(PYTHON).exists():
+        pytest.skip(f"no verifiers environment at {VENV}: build it with .ci/verifiers_env.sh")
+
+
+class Solver(TorchEngine):
+    """Answers the last question of a prompt: with ``tools``, first by calling ``add`` and
+    then with the tool's result; ``wrong`` adds 1 to every answer."""
+
+    def __init__(self, model, tokenizer, tools: bool = False, wrong: bool = False) -> None:
+        super().__init__(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        self.tokenizer, self.tools, self.wrong = tokenizer, tools, wrong
+
+    def reply(self, prompt: str) -> str:
+        a, b = map(int, QUESTION.findall(prompt)[-1])
+        if self.tools and "<|im_start|>tool" not in prompt:
+            return f'<tool_call>{{"name": "add", "arguments": {{"a": {a}, "b": {b}}}}}</tool_call>'
+        result = int(prompt.rsplit("<|im_start|>tool\n", 1)[-1].split("<", 1)[0]) \
+            if self.tools else a + b
+        return f"<answer>{result + self.wrong}</answer>"
+
+    def generate(self, prompts, sampling, seeds=None):
+        outs = []
+        for prompt in prompts:
+            ids = self.tokenizer.encode(self.reply(self.tokenizer.decode(prompt)),
+                                        add_special_tokens=False) + [self.tokenizer.eos_token_id]
+            outs.append(GenerationOutput(list(prompt), ids, [0.0] * len(ids), "stop",
+                                         self.version))
+        return outs
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = build_tiny(tmp_path_factory.mktemp("vf") / "model", "nano")
+    return load_model(d), load_tokenizer(d)
+
+
+def spec(environment: str = "arith_env") -> dict:
+    return {"id": environment, "args": {}, "agent": {}, "paths": PATHS}
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return LibraryTasks(PYTHON, RUNNER, spec(), eval_fraction=0.1)
+
+
+def test_the_environments_tasks_and_its_splits(tasks):
+    assert (len(tasks.splits["train"]), len(tasks.splits["eval"])) == (200, 50)
+    first = tasks.splits["train"][0]
+    a, b = map(int, QUESTION.fullmatch(first.messages()[-1]["content"]).groups())
+    assert first.reference == str(a + b) and first.row["answer"] == first.reference
+
+
+@pytest.mark.parametrize("environment, tools, answers", [
+    ("arith_env", False, ((False, 2), (True, 2))),
+    pytest.param("arith_tools_env", True, ((False, 1),), marks=pytest.mark.slow)])
+def test_episodes_are_scored_by_the_environments_reward_functions(tiny, tasks, environment,
+                                                                  tools, answers):
+    """The environment's harness plays through the served engine (with the tool, two turns);
+    its weighted reward functions are the episode's reward parts, for a right and a wrong
+    answer."""
+    model, tokenizer = tiny
+    agent = LibraryAgent(PYTHON, RUNNER, spec(environment), timeout_s=120)
+    try:
+        for wrong, n in answers:
+            play = ExternalAgentRollout(agent, timeout_s=120)
+            try:
+                episodes = play(Solver(model, tokenizer, tools, wrong), tokenizer,
+                                tasks.splits["eval"][:n], RewardFunction({}),
+                                SamplingParams(max_new_tokens=40), group_size=2)
+            finally:
+                play.close()
+            rewards = {"correct": float(not wrong), "format": 0.1}
+            assert [e.rewards for e in episodes] == [rewards] * 2 * n, episodes[0].meta
+            assert all(e.meta["calls"] == (2 if tools else 1) for e in episodes)
+            answer = tokenizer.decode([t for t, m in zip(episodes[0].segments[-1].token_ids,
+                                                         episodes[0].segments[-1].loss_mask)
+                                       if m], skip_special_tokens=True)
+            assert "<answer>" in answer
+    finally:
+        agent.close()
+
+
+def test_a_runner_that_fails_is_named_with_its_words(tiny, tmp_path):
+    with pytest.raises(LibraryError, match="no_such_env"):
+        LibraryTasks(PYTHON, RUNNER, spec("no_such_env"), eval_fraction=0.1)
+    with pytest.raises(LibraryError, match="task.python"):
+        LibraryTasks(str(tmp_path / "python"), RUNNER, spec(), eval_fraction=0.1)
+
+
+@pytest.mark.slow
+def test_a_few_rl_steps_train_on_the_verifiers_environment(tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", "examples/verifiers/arith.yaml", "model.preset=nano", "model.path=null",
+        "threads=1", f"task.python={PYTHON}", "rl.steps=2", "rl.prompts_per_step=2",
+        "rl.group_size=2", "rl.max_new_tokens=8", "eval.num_problems=2",
+        "eval.max_new_tokens=8", f"out_dir={out}"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    steps = [r for r in rows if r.get("stage") == "rl" and "reward/correct" in r]
+    assert len(steps) == 2 and all("reward/format" in r for r in steps)
