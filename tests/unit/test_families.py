@@ -46,7 +46,7 @@ def test_switching_the_name_drops_the_other_members_keys_left_at_their_defaults(
 
 def test_an_unknown_name_lists_the_built_in_members():
     with pytest.raises(ConfigError, match="unknown task 'serch'; built in: arithmetic, "
-                                          "calculator, code, dataset, kernel, lookup"):
+                                          "calculator, code, dataset, harbor, kernel, lookup"):
         load_config(None, ["task.name=serch"])
     assert "<dotted path>" not in names("task")
 
