@@ -59,6 +59,7 @@ def test_sft_conversations_run_the_reference_solution(tasks):
         "[exit code 0]"
 
 
+@pytest.mark.slow
 def test_a_few_rl_steps_train_on_harbor_tasks(tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(app, [

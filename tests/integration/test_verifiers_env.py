@@ -113,9 +113,32 @@ def test_episodes_are_scored_by_the_environments_reward_functions(tiny, tasks, e
         agent.close()
 
 
-def test_a_runner_that_fails_is_named_with_its_words(tiny, tmp_path):
-    with pytest.raises(LibraryError, match="no_such_env"):
-        LibraryTasks(PYTHON, RUNNER, spec("no_such_env"), eval_fraction=0.1)
+FAILING_RUNNER = """
+import sys
+mode = sys.argv[1]
+print("verifiers could not load arith_nope", file=sys.stderr)
+if mode == "tasks":
+    sys.exit(3)
+sys.stdin.readline()  # serve: dies on its first request
+sys.exit(3)
+"""
+
+
+def test_a_runner_that_fails_is_named_with_its_words(tmp_path, monkeypatch):
+    """Listing, playing (the worker dies on a request) and a Python that is not there: each a
+    LibraryError with the runner's own last words, nothing left waiting."""
+    from posttrain.envs.libraries import bridge
+
+    (tmp_path / "failing.py").write_text(FAILING_RUNNER)
+    monkeypatch.setattr(bridge, "RUNNERS", tmp_path)
+    with pytest.raises(LibraryError, match="could not list.*arith_nope"):
+        LibraryTasks(None, "failing.py", spec(), eval_fraction=0.1)
+    agent = LibraryAgent(None, "failing.py", spec(), timeout_s=30)
+    row = {"messages": [{"role": "user", "content": "What is 1+2?"}]}
+    with pytest.raises(LibraryError, match="stopped: verifiers could not load arith_nope"):
+        agent("http://127.0.0.1:9/v1", "key", bridge.task_of(json.dumps(
+            {"id": "a", "answer": "3", "row": row, **row}), 1)[0])
+    agent.close()
     with pytest.raises(LibraryError, match="task.python"):
         LibraryTasks(str(tmp_path / "python"), RUNNER, spec(), eval_fraction=0.1)
 

@@ -148,13 +148,15 @@ class LibraryAgent:
             except FileNotFoundError as exc:
                 raise LibraryError(f"no Python at {self.command[0]!r} (task.python)") from exc
             self._pending = {}  # this process's requests
-            threading.Thread(target=self._read_replies, args=(self._process, self._pending),
-                             daemon=True).start()
-            threading.Thread(target=self._read_stderr, args=(self._process,),
-                             daemon=True).start()
+            stderr = threading.Thread(target=self._read_stderr, args=(self._process,),
+                                      daemon=True)
+            stderr.start()
+            threading.Thread(target=self._read_replies, daemon=True,
+                             args=(self._process, self._pending, stderr)).start()
         return self._process
 
-    def _read_replies(self, process: subprocess.Popen, pending: dict[int, Future]) -> None:
+    def _read_replies(self, process: subprocess.Popen, pending: dict[int, Future],
+                      stderr: threading.Thread) -> None:
         for line in process.stdout:
             try:
                 reply = json.loads(line)
@@ -163,6 +165,7 @@ class LibraryAgent:
                 continue  # not a reply (the runner's stdout is its protocol only)
             future.set_result(reply)
         process.wait()
+        stderr.join(timeout=5)  # its last words, before they are quoted
         with self._lock:  # whatever it was still playing fails with its words
             failed = list(pending.values())
             pending.clear()
