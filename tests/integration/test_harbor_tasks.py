@@ -33,6 +33,10 @@ def test_the_dockerfile_is_read_and_a_build_is_refused_by_name(tasks, tmp_path):
     (outside / "environment" / "Dockerfile").write_text("WORKDIR /app\nCOPY calc /opt/calc\n")
     with pytest.raises(UnsupportedTask, match="outside the working directory /app"):
         type(fix).load(outside)
+    (outside / "environment" / "Dockerfile").write_text("WORKDIR /app\nCOPY calc calc/\n")
+    (outside / "environment" / "calc" / "leak.py").symlink_to("/etc/hostname")
+    with pytest.raises(UnsupportedTask, match="leak.py links outside the build context"):
+        type(fix).load(outside)
 
 
 @pytest.mark.parametrize("name", ["hello-file", "fix-add"])

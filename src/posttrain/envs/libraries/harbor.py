@@ -126,13 +126,20 @@ def copied(context: Path, args: list[str], workdir: str) -> dict[str, str]:
     target = inside(dest, workdir)
     if target is None or not sources:
         raise UnsupportedTask(f"COPY to {dest}, outside the working directory {workdir}")
-    files = {}
+    files, root = {}, context.resolve()
+
+    def within(path: Path) -> bool:
+        return root in (path, *path.parents)
+
     for source in sources:
         path = (context / source).resolve()
-        if context.resolve() not in (path, *path.parents) or not path.exists():
+        if not within(path) or not path.exists():
             raise UnsupportedTask(f"COPY of {source}, not in the build context")
         if path.is_dir():
             for f in sorted(p for p in path.rglob("*") if p.is_file()):
+                if not within(f.resolve()):  # a link out of the context, as Docker refuses
+                    raise UnsupportedTask(f"COPY of {source}: {f.name} links outside the "
+                                          "build context")
                 files[str(PurePosixPath(target, f.relative_to(path)))] = f.read_text()
         else:
             into_dir = dest.endswith("/") or len(sources) > 1
