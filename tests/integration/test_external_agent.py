@@ -16,6 +16,7 @@ from posttrain.envs.arithmetic import ArithmeticTasks
 from posttrain.harness import episode_problems
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import ExternalAgentRollout, command_agent
+from posttrain.rollout.external.agents import reported
 from posttrain.rollout.external.served import reward_parts
 from posttrain.types import SamplingParams
 
@@ -145,6 +146,10 @@ def test_a_program_is_an_agent_too(model, tokenizer, tasks, tmp_path, last, rewa
 
 
 def test_reward_parts_that_are_not_numbers_name_the_part():
+    """The rollout turns this into an error episode (the run goes on); a program's last line
+    that is a JSON object of other things is no reward at all."""
+    assert reported('thinking\n{"status": "done"}') is None
+    assert reported('{"correct": 1, "format": 0.1}') == {"correct": 1, "format": 0.1}
     assert reward_parts(0.5) is None
     with pytest.raises(ValueError, match="'format' is nan"):
         reward_parts({"correct": 1.0, "format": float("nan")})

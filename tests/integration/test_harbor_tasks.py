@@ -10,7 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
-from posttrain.envs.libraries.harbor import HarborTasks, UnsupportedTask, dockerfile_lines
+from posttrain.envs.libraries.harbor import (
+    HarborTasks,
+    UnsupportedTask,
+    dockerfile_lines,
+    reward_of,
+)
 
 TASKS = "examples/harbor/tasks"
 pytestmark = pytest.mark.namespaces  # deselected, and said so, where the kernel refuses
@@ -33,6 +38,16 @@ def test_the_dockerfile_is_read_and_a_build_is_refused_by_name(tasks, tmp_path):
     (outside / "environment" / "Dockerfile").write_text("WORKDIR /app\nCOPY calc /opt/calc\n")
     with pytest.raises(UnsupportedTask, match="outside the working directory /app"):
         type(fix).load(outside)
+    (outside / "environment" / "Dockerfile").write_text("WORKDIR /app\nCOPY calc/add.py .\n")
+    assert type(fix).load(outside).files == {"add.py": fix.files["calc/add.py"]}
+    (outside / "environment" / "Dockerfile").write_text(  # the workspace is the last WORKDIR
+        "WORKDIR /app\nCOPY calc/add.py /app/top.py\nWORKDIR /app/src\n")
+    with pytest.raises(UnsupportedTask, match="/app/top.py, outside the working directory"):
+        type(fix).load(outside)
+    for workdir in ("/usr/src/app", "/logs/app"):
+        (outside / "environment" / "Dockerfile").write_text(f"WORKDIR {workdir}\n")
+        with pytest.raises(UnsupportedTask, match=f"WORKDIR {workdir}"):
+            type(fix).load(outside)
     (outside / "environment" / "Dockerfile").write_text("WORKDIR /app\nCOPY calc calc/\n")
     (outside / "environment" / "calc" / "leak.py").symlink_to("/etc/hostname")
     with pytest.raises(UnsupportedTask, match="leak.py links outside the build context"):
@@ -54,6 +69,18 @@ def test_the_solution_scores_one_and_a_planted_reward_nothing(tasks, name):
         env.close()
     if name == "fix-add":  # reward.json: its "reward" entry; every entry kept
         assert env.info()["harbor_rewards"] == {"reward": 1.0, "checks": 1.0}
+
+
+def test_a_reward_file_that_is_a_link_is_no_reward(tmp_path):
+    """The verifier's files are read on the host: a link planted in the sandbox would read a
+    host file as the trainer."""
+    (tmp_path / "verifier").mkdir()
+    (tmp_path / "one.txt").write_text("1")
+    (tmp_path / "verifier" / "reward.txt").symlink_to(tmp_path / "one.txt")
+    assert reward_of(tmp_path) == (0.0, {"harbor_error": "the verifier wrote no reward"})
+    (tmp_path / "verifier" / "reward.txt").unlink()
+    (tmp_path / "verifier" / "reward.json").write_text('{"reward": 1' + "0" * 400 + "}")
+    assert reward_of(tmp_path)[0] == 0.0  # too large for a float: not a number
 
 
 def test_sft_conversations_run_the_reference_solution(tasks):

@@ -124,6 +124,26 @@ sys.exit(3)
 """
 
 
+LISTING_RUNNER = """
+import json
+for i, split in enumerate(["eval", "train", None, None, "validation"]):
+    print(json.dumps({"id": f"t{i}", "messages": [{"role": "user", "content": f"q{i}"}],
+                      "answer": 0, "split": split, "row": {"i": i}}))
+"""
+
+
+def test_a_tasks_own_split_places_it_and_the_rest_are_hashed(tmp_path, monkeypatch):
+    from posttrain.envs.libraries import bridge
+
+    (tmp_path / "listing.py").write_text(LISTING_RUNNER)
+    monkeypatch.setattr(bridge, "RUNNERS", tmp_path)
+    tasks = LibraryTasks(None, "listing.py", spec(), eval_fraction=0.5)
+    assert "t0" in {t.id for t in tasks.splits["eval"]}
+    assert "t1" in {t.id for t in tasks.splits["train"]}
+    assert sorted(t.id for s in tasks.splits.values() for t in s) == [f"t{i}" for i in range(5)]
+    assert {t.reference for s in tasks.splits.values() for t in s} == {"0"}  # answer 0 kept
+
+
 def test_a_runner_that_fails_is_named_with_its_words(tmp_path, monkeypatch):
     """Listing, playing (the worker dies on a request) and a Python that is not there: each a
     LibraryError with the runner's own last words, nothing left waiting."""

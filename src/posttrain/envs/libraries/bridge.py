@@ -21,8 +21,11 @@ returns reward parts), so the library is imported once.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -70,22 +73,26 @@ def task_of(line: str, number: int) -> tuple[LibraryTask, str | None]:
         messages = item["messages"]
         if not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
             raise ValueError("messages must be a non-empty list of {role, content}")
-        task = LibraryTask(str(item["id"]), json.dumps(messages), str(item.get("answer") or ""),
+        answer = item.get("answer")
+        task = LibraryTask(str(item["id"]), json.dumps(messages),
+                           "" if answer is None else str(answer),
                            item.get("row") or {})
     except (ValueError, KeyError, TypeError) as exc:
         raise LibraryError(f"task line {number} is not a task ({exc}): {line[:200]}") from exc
-    return task, item.get("split")
+    split = item.get("split")
+    return task, split if split in ("train", "eval") else None
 
 
 class LibraryTasks(SplitTasks):
-    """The tasks a runner lists for ``spec``: its ``train``/``eval`` splits where it names
-    them, else split by a hash of the id (``eval_fraction``)."""
+    """The tasks a runner lists for ``spec``: each in the split it names (``train`` or
+    ``eval``), the others split by a hash of their ids (``eval_fraction``)."""
 
     def __init__(self, python: str | None, runner: str, spec: dict,
                  eval_fraction: float, timeout_s: float = 600.0) -> None:
         command = runner_command(python, runner, "tasks", spec)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+            done = subprocess.run(command, capture_output=True, encoding="utf-8",
+                                  errors="replace", timeout=timeout_s)
         except FileNotFoundError as exc:
             raise LibraryError(f"no Python at {command[0]!r} (task.python)") from exc
         if done.returncode != 0:
@@ -95,11 +102,10 @@ class LibraryTasks(SplitTasks):
         tasks = [task_of(line, i + 1) for i, line in enumerate(lines)]
         if not tasks:
             raise LibraryError(f"{runner} listed no tasks for {spec}")
-        named = {split for _, split in tasks}
-        if named == {"train", "eval"}:
-            self.splits = {s: [t for t, split in tasks if split == s] for s in ("train", "eval")}
-        else:
-            self.splits = self.split_by_id({t.id: t for t, _ in tasks}, eval_fraction)
+        hashed = self.split_by_id({t.id: t for t, split in tasks if split is None},
+                                  eval_fraction) if any(s is None for _, s in tasks) else {}
+        self.splits = {s: [t for t, split in tasks if split == s] + hashed.get(s, [])
+                       for s in ("train", "eval")}
 
 
 class LibraryAgent:
@@ -134,7 +140,11 @@ class LibraryAgent:
             except OSError:
                 self._pending.pop(n, None)
                 raise LibraryError(f"{self.runner} stopped: {self._last_words()}") from None
-        reply = future.result(timeout=self.timeout_s)
+        try:
+            reply = future.result(timeout=self.timeout_s)
+        except TimeoutError:
+            self._pending.pop(n, None)
+            raise LibraryError(f"{self.runner} gave no answer in {self.timeout_s:.0f} s") from None
         if "error" in reply:
             raise LibraryError(f"{self.runner}: {reply['error']}")
         return reply["parts"]
@@ -144,7 +154,8 @@ class LibraryAgent:
             try:
                 self._process = subprocess.Popen(
                     self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, text=True, bufsize=1)
+                    stderr=subprocess.PIPE, encoding="utf-8", errors="replace", bufsize=1,
+                    start_new_session=True)  # its children (tool servers) go with it
             except FileNotFoundError as exc:
                 raise LibraryError(f"no Python at {self.command[0]!r} (task.python)") from exc
             self._pending = {}  # this process's requests
@@ -187,4 +198,7 @@ class LibraryAgent:
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                process.kill()
+                pass
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)  # what it started, too

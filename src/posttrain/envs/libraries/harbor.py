@@ -27,6 +27,7 @@ import os
 import random
 import shlex
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -39,6 +40,7 @@ from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import SplitTasks, tool_turns
 from posttrain.harness import Tool, ToolRegistry
 from posttrain.sandbox import Sandbox, SandboxError, SandboxLimits
+from posttrain.sandbox.runner import jail_path
 
 PART = "harbor"
 LIMITS = SandboxLimits(cpu_s=20, memory_mb=1024, wall_s=30.0, tmp_mb=256,
@@ -106,26 +108,44 @@ class HarborTask:
         if not (folder / "tests" / "test.sh").is_file():
             raise UnsupportedTask("no tests/test.sh")
         config = tomllib.loads((folder / "task.toml").read_text())
-        workdir, files = "/app", {}
+        workdir, placed = "/app", {}  # absolute path in the image -> text
         dockerfile = env / "Dockerfile"
         for word, args in dockerfile_lines(dockerfile.read_text() if dockerfile.exists() else ""):
+            if word not in IGNORED and not args:
+                raise UnsupportedTask(f"{word} without arguments")
             if word == "WORKDIR":
                 workdir = str(PurePosixPath(workdir, args[0]))
             elif word in ("COPY", "ADD"):
-                files |= copied(env, args, workdir)
+                placed |= copied(env, args, workdir)
             elif word not in IGNORED:
                 raise UnsupportedTask(f"its image needs building ({word})")
+        try:
+            jail_path(workdir)
+        except ValueError as e:
+            raise UnsupportedTask(f"WORKDIR {workdir}: {e}") from None
+        if PurePosixPath(workdir).parts[1] in ("tests", "logs"):
+            raise UnsupportedTask(f"WORKDIR {workdir}: /tests and /logs are the verifier's")
+        files = {}
+        for path, text in placed.items():
+            relative = inside(path, workdir)
+            if relative is None or relative == ".":
+                raise UnsupportedTask(f"COPY to {path}, outside the working directory {workdir}")
+            files[relative] = text
         timeout = float(config.get("verifier", {}).get("timeout_sec", LIMITS.wall_s))
         return cls(folder.name, (folder / "instruction.md").read_text(), workdir, files,
                    min(timeout, MAX_VERIFIER_S), folder)
 
 
 def copied(context: Path, args: list[str], workdir: str) -> dict[str, str]:
-    """The files a ``COPY src... dest`` puts under ``workdir`` (relative path -> text)."""
+    """The files a ``COPY src... dest`` puts in the image, by absolute path (``dest``
+    relative to the ``WORKDIR`` then in force): a file copied to a path ending in ``/``, to
+    ``.``, to the working directory, or with other sources goes into that directory."""
     *sources, dest = args
-    target = inside(dest, workdir)
-    if target is None or not sources:
-        raise UnsupportedTask(f"COPY to {dest}, outside the working directory {workdir}")
+    if not sources:
+        raise UnsupportedTask(f"COPY {dest} names no source")
+    target = PurePosixPath(workdir, dest)
+    if ".." in target.parts:
+        raise UnsupportedTask(f"COPY to {dest}: no .. in a destination")
     files, root = {}, context.resolve()
 
     def within(path: Path) -> bool:
@@ -140,28 +160,48 @@ def copied(context: Path, args: list[str], workdir: str) -> dict[str, str]:
                 if not within(f.resolve()):  # a link out of the context, as Docker refuses
                     raise UnsupportedTask(f"COPY of {source}: {f.name} links outside the "
                                           "build context")
-                files[str(PurePosixPath(target, f.relative_to(path)))] = f.read_text()
+                files[str(target / f.relative_to(path))] = f.read_text()
         else:
-            into_dir = dest.endswith("/") or len(sources) > 1
-            name = PurePosixPath(target, path.name) if into_dir else PurePosixPath(target)
-            files[str(name)] = path.read_text()
+            into_dir = dest.endswith("/") or dest == "." or len(sources) > 1 \
+                or target == PurePosixPath(workdir)
+            files[str(target / path.name if into_dir else target)] = path.read_text()
     return files
 
 
-def reward_of(logs: Path) -> tuple[float, dict]:
-    """The reward a verifier left in ``logs/verifier`` and what to keep of it in ``meta``."""
-    text_file, json_file = logs / "verifier" / "reward.txt", logs / "verifier" / "reward.json"
+MAX_REWARD_BYTES = 64 * 1024
+
+
+def read_plain(directory: Path, name: str) -> str | None:
+    """The text of ``directory/name`` if it is a regular file, not a link (the sandbox wrote
+    it: a link would read a host file as the trainer), at most ``MAX_REWARD_BYTES``."""
     try:
-        if json_file.is_file():
-            entries = {k: float(v) for k, v in json.loads(json_file.read_text()).items()}
-            value = entries.get("reward", sum(entries.values()) / max(len(entries), 1))
-            return (value if math.isfinite(value) else 0.0), {"harbor_rewards": entries}
-        if text_file.is_file():
-            value = float(text_file.read_text().strip())
-            return (value if math.isfinite(value) else 0.0), {}
-    except (ValueError, TypeError, AttributeError, UnicodeError) as exc:
-        return 0.0, {"harbor_error": f"unreadable reward: {exc}"}
-    return 0.0, {"harbor_error": "the verifier wrote no reward"}
+        fd = os.open(directory / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read(MAX_REWARD_BYTES).decode("utf-8", "replace")
+
+
+def reward_of(logs: Path) -> tuple[float, dict]:
+    """The reward a verifier left in ``logs/verifier`` (``reward.txt``, else ``reward.json``,
+    as Harbor reads them) and what to keep of it in ``meta``."""
+    verifier = logs / "verifier"
+    text, entries = read_plain(verifier, "reward.txt"), read_plain(verifier, "reward.json")
+    try:
+        if text is not None:
+            value, kept = float(text.strip()), {}
+        elif entries is not None:
+            parsed = {str(k): float(v) for k, v in json.loads(entries).items()}
+            value = parsed.get("reward", sum(parsed.values()) / max(len(parsed), 1))
+            kept = {"harbor_rewards": parsed}
+        else:
+            return 0.0, {"harbor_error": "the verifier wrote no reward"}
+    except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
+        return 0.0, {"harbor_error": "the verifier's reward file is not a number (or an "
+                                     "object of numbers)"}
+    return (value if math.isfinite(value) else 0.0), kept
 
 
 class HarborEnv:
@@ -181,9 +221,13 @@ class HarborEnv:
             (logs / "verifier").mkdir(parents=True)
             (logs / "agent").mkdir()
             os.chmod(self._mounts, 0o755)
-            self._sandbox = Sandbox(self.task.files, LIMITS, isolation="namespaces",
-                                    at=self.task.workdir,
-                                    mounts={"/tests": (tests, False), "/logs": (logs, True)})
+            try:
+                self._sandbox = Sandbox(self.task.files, LIMITS, isolation="namespaces",
+                                        at=self.task.workdir,
+                                        mounts={"/tests": (tests, False), "/logs": (logs, True)})
+            except BaseException:
+                self.close()
+                raise
         return self._sandbox
 
     def _bash_tool(self):
@@ -229,8 +273,8 @@ class HarborEnv:
     def verdict(self, final: str) -> dict[str, float]:
         try:
             return {PART: self.verify()}
-        except (OSError, SandboxError) as e:  # whatever the episode left: it failed
-            self.meta = {"harbor_error": f"the verifier could not run: {e}"}
+        except Exception as e:  # whatever the episode left: it failed (a verdict never raises)
+            self.meta = {"harbor_error": f"the verifier could not run: {type(e).__name__}: {e}"}
             return {PART: 0.0}
 
     def info(self) -> dict:
@@ -257,8 +301,12 @@ class HarborTasks(SplitTasks):
         for folder in folders:
             try:
                 task = HarborTask.load(folder)
-            except (UnsupportedTask, OSError, UnicodeError, tomllib.TOMLDecodeError) as e:
+            except UnsupportedTask as e:
                 self.skipped[folder.name] = str(e)
+                continue
+            except (OSError, UnicodeError, ValueError, TypeError, KeyError, IndexError,
+                    AttributeError) as e:  # a task folder that does not parse
+                self.skipped[folder.name] = f"unreadable: {type(e).__name__}: {e}"
                 continue
             self.tasks[task.name] = task
         if not self.tasks:

@@ -42,8 +42,8 @@ def command_agent(command: str, timeout_s: float = 600.0) -> AgentFn:
 
 def reported(output: str) -> float | dict | None:
     """The reward a program's ``output`` ends with: the last line as a number, or as a JSON
-    object of reward parts; None when it is neither (a non-finite number is treated the same,
-    by the rollout)."""
+    object of numbers (reward parts); None when it is neither (a non-finite number is
+    treated the same, by the rollout)."""
     last = (output.strip().splitlines() or [""])[-1]
     try:
         return float(last)
@@ -53,7 +53,9 @@ def reported(output: str) -> float | dict | None:
         parts = json.loads(last)
     except ValueError:
         return None
-    return parts if isinstance(parts, dict) else None
+    numbers = isinstance(parts, dict) and parts and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in parts.values())
+    return parts if numbers else None  # a JSON object of other things is no reward
 
 
 def start(agent: AgentFn, base_url: str, api_key: str, task: Task) -> Future:

@@ -52,7 +52,8 @@ def last_reply(segment: Segment) -> list[int]:
 
 def reward_parts(returned: object) -> dict[str, float] | None:
     """An agent's returned mapping of reward parts as floats; None when it returned none. A
-    part that is not a finite number is the agent's bug: a ``ValueError`` naming it."""
+    part that is not a finite number is the agent's bug: a ``ValueError`` naming it (the
+    episode then ends in ``error``)."""
     if not isinstance(returned, Mapping):
         return None
     parts = {}
@@ -83,10 +84,13 @@ def session_episode(sessions: Sessions, key: str, task: Task, group: str, played
                        finish_reason=finish if error else "error",
                        meta={"agent_error": error or "the agent made no call",
                              "reference": task.reference})
+    try:
+        parts = reward_parts(returned)
+    except ValueError as exc:  # the agent's bug: an error episode, the run goes on
+        parts, returned, finish, error = None, None, "error", str(exc)
     episode = trace.episode(session=key)
     meta = {**episode.meta, "reference": task.reference,
             **({"agent_error": error} if error else {})}
-    parts = reward_parts(returned)
     finite = isinstance(returned, int | float) and math.isfinite(returned)
     reported = returned if finite else trace.reward
     if parts is not None:
