@@ -253,11 +253,14 @@ class HarborEnv:
         shutil.rmtree(verifier)
         verifier.mkdir()
         os.chmod(verifier, 0o777)
-        shutil.copytree(self.task.folder / "tests", self._mounts / "tests", dirs_exist_ok=True)
+        # links stay links (read inside the jail, never copied from the host), and only the
+        # copies are made readable to the jail's user
+        shutil.copytree(self.task.folder / "tests", self._mounts / "tests", symlinks=True,
+                        dirs_exist_ok=True)
         for d, _, names in os.walk(self._mounts / "tests"):
-            os.chmod(d, 0o755)
-            for n in names:
-                os.chmod(os.path.join(d, n), 0o755)
+            for path in (d, *(os.path.join(d, n) for n in names)):
+                if not os.path.islink(path):
+                    os.chmod(path, 0o755)
         limits = SandboxLimits(cpu_s=max(1, math.ceil(self.task.verifier_timeout_s)),
                                memory_mb=LIMITS.memory_mb, tmp_mb=LIMITS.tmp_mb,
                                wall_s=self.task.verifier_timeout_s)
