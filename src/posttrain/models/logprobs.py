@@ -22,11 +22,24 @@ from posttrain.models.shared_prefix import decoder_hidden_states
 CHECKPOINT_ABOVE_BYTES = 256 * 2**20
 
 
+def output_logits(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """fp32 logits of ``hidden`` as the model's own forward makes them: its output head, then
+    Cohere's ``logit_scale`` and Gemma 2/3's final soft-capping ``c tanh(z / c)`` where its
+    config has them."""
+    config = model.config.get_text_config()
+    logits = model.get_output_embeddings()(hidden).float()
+    if scale := getattr(config, "logit_scale", None):
+        logits = logits * scale
+    if cap := getattr(config, "final_logit_softcapping", None):
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
 def _token_stats(
-    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float,
+    hidden: torch.Tensor, targets: torch.Tensor, model: torch.nn.Module, temperature: float,
     top_k: int = 0, top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = head(hidden).float()
+    logits = output_logits(model, hidden)
     if top_k or top_p < 1.0:
         logp_all = keep_sampling_mask(logits=logits, temperature=temperature, top_k=top_k,
                                       top_p=top_p, keep=targets)
@@ -62,8 +75,8 @@ def sequence_logprobs(
     """
     if temperature <= 0:
         raise ValueError("log-probs need temperature > 0")
-    decoder, head = model.get_decoder(), model.get_output_embeddings()
-    hidden = decoder_hidden_states(decoder, input_ids, attention_mask, prefix_lens)
+    head = model.get_output_embeddings()
+    hidden = decoder_hidden_states(model.get_decoder(), input_ids, attention_mask, prefix_lens)
     b, t, h = hidden.shape
     wanted = attention_mask if score_mask is None else score_mask
     index = wanted[:, 1:].reshape(-1).nonzero().squeeze(-1)
@@ -75,7 +88,7 @@ def sequence_logprobs(
         checkpoint_chunks = n * head.weight.shape[0] * 4 > CHECKPOINT_ABOVE_BYTES
     stats = (partial(checkpoint, _token_stats, use_reentrant=False)
              if checkpoint_chunks and torch.is_grad_enabled() else _token_stats)
-    chunks = [stats(flat_h[s : s + chunk_size], flat_y[s : s + chunk_size], head, temperature,
+    chunks = [stats(flat_h[s : s + chunk_size], flat_y[s : s + chunk_size], model, temperature,
                     top_k, top_p)
               for s in range(0, n, chunk_size) or [0]]  # an empty selection still yields a graph
     logps, ents = zip(*chunks)
@@ -113,8 +126,7 @@ def token_distributions(
     hidden = decoder_hidden_states(model.get_decoder(), input_ids, attention_mask)
     index = mask[:, 1:].reshape(-1).nonzero().squeeze(-1)
     flat = hidden[:, :-1].reshape(-1, hidden.shape[-1]).index_select(0, index)
-    logits = model.get_output_embeddings()(flat).float() / temperature
-    return torch.log_softmax(logits, dim=-1)
+    return torch.log_softmax(output_logits(model, flat) / temperature, dim=-1)
 
 
 class Scorer(torch.nn.Module):
