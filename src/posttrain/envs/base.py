@@ -46,6 +46,13 @@ def task_identity(task: Any) -> str:
     return json.dumps([task.messages(), str(task.reference)], sort_keys=True)
 
 
+def task_payload(task: Any) -> dict:
+    """What a program that plays a task receives (an external agent, an environment
+    library's runner): its messages, reference and dataset row (``{}`` without one)."""
+    return {"messages": task.messages(), "reference": task.reference,
+            "row": getattr(task, "row", {})}
+
+
 class SplitTasks:
     """Problems in a ``train`` and an ``eval`` split (``splits``, set by the subclass)."""
 

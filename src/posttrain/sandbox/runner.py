@@ -270,7 +270,7 @@ class Sandbox:
         for path, (host, _) in self.mounts.items():
             if not Path(host).is_dir():
                 raise ValueError(f"mount {path}: {host} is not a directory")
-        if len({self.at, *self.mounts}) < 1 + len(self.mounts):
+        if self.at in self.mounts:
             raise ValueError(f"the workspace ({self.at}) and the mounts need distinct paths")
         if isolation == "auto":
             isolation = "namespaces" if namespaces_available() else "fallback"

@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posttrain.envs.base import SplitTasks
+from posttrain.envs.base import SplitTasks, task_payload
 
 RUNNERS = Path(__file__).with_name("runners")
 
@@ -127,9 +127,7 @@ class LibraryAgent:
 
     def __call__(self, base_url: str, api_key: str, task) -> dict[str, float]:
         future: Future = Future()
-        request = {"base_url": base_url, "api_key": api_key,
-                   "task": {"messages": task.messages(), "reference": task.reference,
-                            "row": getattr(task, "row", {})}}
+        request = {"base_url": base_url, "api_key": api_key, "task": task_payload(task)}
         with self._lock:
             process = self._started()
             request["n"] = n = next(self._numbers)
@@ -193,12 +191,11 @@ class LibraryAgent:
     def close(self) -> None:
         """Stop the runner (a later call starts it again)."""
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
+        if process is None:
+            return
+        if process.poll() is None:
             process.stdin.close()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        if process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)  # what it started, too
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)  # what it started, too

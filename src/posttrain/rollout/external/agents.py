@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from posttrain.envs import Task
+from posttrain.envs.base import task_payload
 
 AgentFn = Callable[[str, str, Task], Any]
 
@@ -29,9 +30,7 @@ def command_agent(command: str, timeout_s: float = 600.0) -> AgentFn:
     def agent(base_url: str, api_key: str, task: Task) -> float | dict | None:
         env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key,
                "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"), "ANTHROPIC_API_KEY": api_key}
-        row = {"messages": task.messages(), "reference": task.reference,
-               "row": getattr(task, "row", {})}
-        done = subprocess.run(shlex.split(command), input=json.dumps(row), env=env,
+        done = subprocess.run(shlex.split(command), input=json.dumps(task_payload(task)), env=env,
                               capture_output=True, text=True, timeout=timeout_s)
         if done.returncode != 0:
             raise RuntimeError(f"{command!r} exited with {done.returncode}: "
