@@ -10,13 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from tests.integration.library_helpers import Replier, rl_steps, tiny_model
 
-from posttrain.cli.app import app
-from posttrain.engines import TorchEngine
-from posttrain.engines.base import GenerationOutput
 from posttrain.envs.libraries.bridge import LibraryAgent, LibraryError, LibraryTasks
-from posttrain.models import build_tiny, load_model, load_tokenizer
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import ExternalAgentRollout
 from posttrain.types import SamplingParams
@@ -35,13 +31,13 @@ def verifiers_python():
         pytest.skip(f"no verifiers environment at {VENV}: build it with .ci/verifiers_env.sh")
 
 
-class Solver(TorchEngine):
+class Solver(Replier):
     """Answers the last question of a prompt: with ``tools``, first by calling ``add`` and
     then with the tool's result; ``wrong`` adds 1 to every answer."""
 
     def __init__(self, model, tokenizer, tools: bool = False, wrong: bool = False) -> None:
-        super().__init__(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
-        self.tokenizer, self.tools, self.wrong = tokenizer, tools, wrong
+        super().__init__(model, tokenizer)
+        self.tools, self.wrong = tools, wrong
 
     def reply(self, prompt: str) -> str:
         a, b = map(int, QUESTION.findall(prompt)[-1])
@@ -51,20 +47,10 @@ class Solver(TorchEngine):
             if self.tools else a + b
         return f"<answer>{result + self.wrong}</answer>"
 
-    def generate(self, prompts, sampling, seeds=None):
-        outs = []
-        for prompt in prompts:
-            ids = self.tokenizer.encode(self.reply(self.tokenizer.decode(prompt)),
-                                        add_special_tokens=False) + [self.tokenizer.eos_token_id]
-            outs.append(GenerationOutput(list(prompt), ids, [0.0] * len(ids), "stop",
-                                         self.version))
-        return outs
-
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    d = build_tiny(tmp_path_factory.mktemp("vf") / "model", "nano")
-    return load_model(d), load_tokenizer(d)
+    return tiny_model(tmp_path_factory.mktemp("model") / "model")
 
 
 def spec(environment: str = "arith_env") -> dict:
@@ -165,13 +151,5 @@ def test_a_runner_that_fails_is_named_with_its_words(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_few_rl_steps_train_on_the_verifiers_environment(tmp_path):
-    out = tmp_path / "run"
-    result = CliRunner().invoke(app, [
-        "train", "examples/verifiers/arith.yaml", "model.preset=nano", "model.path=null",
-        "threads=1", f"task.python={PYTHON}", "rl.steps=2", "rl.prompts_per_step=2",
-        "rl.group_size=2", "rl.max_new_tokens=8", "eval.num_problems=2",
-        "eval.max_new_tokens=8", f"out_dir={out}"])
-    assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
-    steps = [r for r in rows if r.get("stage") == "rl" and "reward/correct" in r]
+    steps = rl_steps("examples/verifiers/arith.yaml", PYTHON, tmp_path / "run")
     assert len(steps) == 2 and all("reward/format" in r for r in steps)

@@ -16,18 +16,17 @@ too). Everything runs locally: no Prime sandbox, tunnel or hosted model.
 reward; ``errors`` too when the rollout reported some) or ``{"n", "error"}``. The API key
 goes in an ``X-Api-Key`` header: verifiers names its own session (``X-Session-Id``), which
 posttrain's server ignores when it did not issue it. Anything else written to stdout goes to
-stderr: stdout carries only the protocol.
+stderr: stdout carries only the protocol (``bridge_protocol.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import os
 import sys
-import threading
+
+from bridge_protocol import answer_requests, main  # beside this script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NO_KEY_VARIABLE = "POSTTRAIN_VERIFIERS_NO_KEY"  # unset: the key travels in a header instead
@@ -99,42 +98,9 @@ async def serve(spec: dict, out) -> None:
     import verifiers.v1 as vf
 
     env = vf.load_environment(configure(spec))
-    loop, requests = asyncio.get_running_loop(), asyncio.Queue()
-
-    def read() -> None:  # stdin, in a thread: the event loop stays free for the rollouts
-        for line in sys.stdin:
-            loop.call_soon_threadsafe(requests.put_nowait, json.loads(line))
-        loop.call_soon_threadsafe(requests.put_nowait, None)
-
-    async def answer(request: dict) -> None:
-        try:
-            reply = await play(env, request)
-        except Exception as exc:  # the episode's error, not the worker's end
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        out.write(json.dumps({"n": request["n"], **reply}) + "\n")
-        out.flush()
-
-    threading.Thread(target=read, daemon=True).start()
-    running = set()
     async with env.serving():
-        while (request := await requests.get()) is not None:
-            running.add(task := asyncio.create_task(answer(request)))
-            task.add_done_callback(running.discard)
-        await asyncio.gather(*running)
-
-
-def main(argv: list[str]) -> None:
-    if len(argv) != 2 or argv[0] not in ("tasks", "serve"):
-        raise SystemExit(__doc__)
-    spec = json.loads(argv[1])
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")  # the protocol's own stdout
-    with contextlib.redirect_stdout(sys.stderr):
-        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # and a library's prints too
-        if argv[0] == "tasks":
-            list_tasks(spec, out)
-        else:
-            asyncio.run(serve(spec, out))
+        await answer_requests(lambda request: play(env, request), out)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv[1:], __doc__, list_tasks, serve)

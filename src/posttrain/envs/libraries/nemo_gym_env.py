@@ -1,0 +1,58 @@
+"""NeMo-Gym environments (NeMo-RL's; ``nemo-gym`` 0.4) as a task family (``task.name:
+nemo_gym``): a resources server's dataset rows are the tasks, and NeMo-Gym's own servers play
+each one (its agent, ``simple_agent`` by default, calling the policy through ``posttrain
+serve`` and the server's tools, then ``/verify``). The verify response's ``reward`` is the
+reward part ``reward``, or its ``reward_components`` are the parts when it reports them.
+
+nemo-gym needs Python 3.12 and pins versions posttrain's own install cannot share, so it runs
+in a Python of its own (``python``), through ``runners/nemo_gym_runner.py`` (the protocol:
+``bridge``). Everything runs in that one process: no head server, Ray or container.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from posttrain.config.family import member
+from posttrain.envs.libraries.family import LibraryFamily
+
+
+class ModelEndpoint(BaseModel):
+    """A model server an environment's configs call besides the policy (a judge)."""
+
+    model_config = ConfigDict(extra="forbid")
+    base_url: str = Field(min_length=1)
+    api_key: str = "none"
+    model: str = Field(min_length=1)
+
+
+@member("task", "nemo_gym")
+class NemoGymConfig(LibraryFamily):
+    """``nemo_gym``: the resources server ``environment`` (a folder ``<path>/<environment>``
+    with an ``app.py`` on ``paths``, else one nemo-gym ships), the rows of ``data`` (JSONL;
+    default: its ``data/example.jsonl``) split by ``eval_fraction``, or ``eval_data`` held
+    out; the agent ``agent_name`` of its configs (default: its ``simple_agent``) with
+    ``agent_config`` over its config, ``server_config`` over the resources server's, and
+    ``models`` for the judges its configs name; ``max_steps`` model turns an episode where the
+agent's config leaves them unlimited (None: as it says). Run by ``python`` (a Python 3.12 with
+    nemo-gym). The reward parts: ``reward``, or the names of its ``reward_components``."""
+
+    RUNNER: ClassVar[str] = "nemo_gym_runner.py"
+    environment: str = Field(min_length=1)
+    paths: list[str] = Field(default_factory=list)
+    data: list[str] = Field(default_factory=list)
+    eval_data: list[str] = Field(default_factory=list)
+    agent_name: str | None = None
+    agent_config: dict[str, Any] = Field(default_factory=dict)
+    server_config: dict[str, Any] = Field(default_factory=dict)
+    models: dict[str, ModelEndpoint] = Field(default_factory=dict)
+    max_steps: int | None = Field(8, ge=1)
+
+    def spec(self) -> dict:
+        return {"environment": self.environment, "paths": self.paths, "data": self.data,
+                "eval_data": self.eval_data, "agent": self.agent_name,
+                "agent_config": self.agent_config, "config": self.server_config,
+                "models": {n: m.model_dump() for n, m in self.models.items()},
+                "max_steps": self.max_steps}
