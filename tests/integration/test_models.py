@@ -125,6 +125,32 @@ def test_explicit_targets_score_other_tokens_than_the_inputs(model):
     assert (lp[:, 0] == 0).all()
 
 
+def test_k_targets_a_position_and_the_top_k_read_the_same_distribution(model):
+    """``targets`` ``[B, T, K]`` score K tokens at each position, and ``top_logprobs`` (in
+    chunks smaller than the sequence) returns the K likeliest, likeliest first: both the
+    naive logits' log-softmax at those positions."""
+    from posttrain.models.logprobs import top_logprobs
+
+    torch.manual_seed(1)
+    ids = torch.randint(5, 200, (2, 9))
+    attn = torch.ones_like(ids)
+    targets = torch.randint(0, 200, (2, 9, 3))
+    lp, _ = sequence_logprobs(model, ids, attn, targets=targets, with_entropy=False)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids, attention_mask=attn).logits.double(), -1)
+    want = logp[:, :-1].gather(-1, targets[:, 1:])
+    tolerance = 16 * EPS32 * float(want.abs().max())
+    torch.testing.assert_close(lp[:, 1:].double(), want, atol=tolerance, rtol=0)
+    assert lp.shape == (2, 9, 3) and (lp[:, 0] == 0).all()
+    with pytest.raises(ValueError, match="log-probs only"):
+        sequence_logprobs(model, ids, attn, targets=targets)
+    with torch.no_grad():
+        tokens, values = top_logprobs(model, ids[0], 4, chunk_size=3)
+    best = logp[0, :-1].topk(4)
+    assert torch.equal(tokens, best.indices)
+    torch.testing.assert_close(values.double(), best.values, atol=tolerance, rtol=0)
+
+
 def test_a_models_own_logit_soft_capping_is_applied():
     """Gemma 2's forward caps its logits (``c tanh(z / c)``) after the head; the chunked
     log-probs and the distillation distributions cap them too, as its forward does."""

@@ -11,7 +11,7 @@ import tinker
 import torch
 from tinker import types
 
-from posttrain.models import build_tiny
+from posttrain.models import build_tiny, load_model
 from posttrain.serve.server import running
 from posttrain.tinker_api.app import create_app
 from posttrain.tinker_api.service import Service
@@ -194,6 +194,82 @@ def test_adapters_on_different_layers_sample_as_they_train(client):
             types.ModelInput.from_ints(tokens)).result()
         torch.testing.assert_close(torch.tensor(scored[1:]), torch.tensor(trained.tolist()),
                                    atol=1e-4, rtol=0)
+
+
+def reference_logprobs(service, tokens) -> torch.Tensor:
+    """``[len(tokens) - 1, V]`` next-token log-probs of the base model, in float64."""
+    model = load_model(service.model_dir).double()
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([tokens])).logits[0, :-1]
+    return torch.log_softmax(logits, dim=-1)
+
+
+def test_top_k_and_target_log_probs_are_the_models_distribution(client, served):
+    """A base sampler's prompt top-k, its samples' top-k, chosen targets (sparse, with an
+    empty cell) and the last-N prompt log-probs, against the model's float64 distribution
+    (float32 forward: 1e-4)."""
+    prompt = [5, 17, 42, 9, 3, 28, 11]
+    sampler = client.create_sampling_client(base_model="tiny").result()
+    targets = torch.tensor([[7, -1], [1, 2], [3, -1], [4, 5], [6, 7], [8, 9]])
+    reply = sampler.sample(
+        types.ModelInput.from_ints(prompt), 2, types.SamplingParams(max_tokens=4, seed=1),
+        include_prompt_logprobs=True, topk_prompt_logprobs=5, topk_sample_logprobs=3,
+        target_prompt_logprobs=types.TensorData.from_torch_sparse(targets, pad_value=-1),
+        prompt_logprobs_last_n=4).result()
+    ref = reference_logprobs(served[1], prompt)
+    assert reply.topk_prompt_logprobs[:3] == [None] * 3  # before the last 4 positions
+    for position in range(3, len(prompt)):
+        top = reply.topk_prompt_logprobs[position]
+        values, ids = ref[position - 1].topk(5)
+        assert [t for t, _ in top] == ids.tolist()
+        torch.testing.assert_close(torch.tensor([lp for _, lp in top], dtype=torch.float64),
+                                   values, atol=1e-4, rtol=0)
+        assert reply.prompt_logprobs[position] == pytest.approx(
+            float(ref[position - 1, prompt[position]]), abs=1e-4)
+    assert reply.prompt_logprobs[:3] == [None] * 3
+    picked = ref.gather(-1, targets.clamp(min=0)).where(targets >= 0, 0.0)
+    torch.testing.assert_close(reply.target_prompt_logprobs.to_torch().double(), picked,
+                               atol=1e-4, rtol=0)
+    for sequence in reply.sequences:
+        full = prompt + sequence.tokens
+        ref = reference_logprobs(served[1], full)
+        assert len(sequence.topk_logprobs) == len(sequence.tokens)
+        for j, top in enumerate(sequence.topk_logprobs):
+            values, ids = ref[len(prompt) + j - 1].topk(3)
+            assert [t for t, _ in top] == ids.tolist()
+            torch.testing.assert_close(torch.tensor([lp for _, lp in top],
+                                                    dtype=torch.float64), values,
+                                       atol=1e-4, rtol=0)
+
+
+def test_k_targets_a_position_train_on_a_top_k_distribution(client, served):
+    """``target_tokens`` ``[T, K]`` with ``weights`` ``[T, K]`` (top-K distillation, as
+    tinker-cookbook's SDFT sends it): log-probs ``[T, K]`` of those tokens, the loss their
+    weighted sum, beside a datum of one target a position in the same request."""
+    tc = client.create_lora_training_client(base_model="tiny", rank=4, seed=3).result()
+    tokens = [5, 17, 42, 9, 3]
+    wide = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12], [13, 14, 15]])
+    weights = torch.tensor([[0.5, 0.3, 0.2]] * 5)
+    data = [types.Datum(model_input=types.ModelInput.from_ints(tokens), loss_fn_inputs={
+                "target_tokens": types.TensorData.from_torch(wide),
+                "weights": types.TensorData.from_torch(weights)}),
+            types.Datum(model_input=types.ModelInput.from_ints(tokens),
+                        loss_fn_inputs={"target_tokens": [17, 42, 9, 3, 28]})]
+    result = tc.forward(data, "cross_entropy").result()
+    ref = reference_logprobs(served[1], tokens + [0])  # row t scores after tokens[: t + 1]
+    k_lp = result.loss_fn_outputs[0]["logprobs"].to_torch().double()
+    one_lp = result.loss_fn_outputs[1]["logprobs"].to_torch().double()
+    assert k_lp.shape == (5, 3) and one_lp.shape == (5,)
+    torch.testing.assert_close(k_lp, ref.gather(-1, wide), atol=1e-4, rtol=0)
+    torch.testing.assert_close(one_lp, ref.gather(-1, torch.tensor([[17], [42], [9], [3],
+                                                                     [28]]))[:, 0],
+                               atol=1e-4, rtol=0)
+    expected = -(weights.double() * k_lp).sum() - one_lp.sum()
+    assert result.metrics["loss:sum"] == pytest.approx(float(expected), rel=1e-5)
+    with pytest.raises(Exception, match="differ in shape"):
+        tc.forward([types.Datum(model_input=types.ModelInput.from_ints(tokens), loss_fn_inputs={
+            "target_tokens": types.TensorData.from_torch(wide),
+            "weights": [1.0] * 5})], "cross_entropy").result()
 
 
 def test_a_finished_session_frees_its_training_clients(served):

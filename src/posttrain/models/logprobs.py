@@ -40,6 +40,9 @@ def _token_stats(
     top_k: int = 0, top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     logits = output_logits(model, hidden)
+    if targets.dim() == 2:  # K scored tokens a position: log-probs only
+        return (torch.log_softmax(logits / temperature, dim=-1).gather(-1, targets),
+                logits.new_zeros(len(logits)))
     if top_k or top_p < 1.0:
         logp_all = keep_sampling_mask(logits=logits, temperature=temperature, top_k=top_k,
                                       top_p=top_p, keep=targets)
@@ -61,7 +64,8 @@ def sequence_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``logp[b, t] = log softmax(z_{t-1} / temperature)[y[b, t]]`` and its entropy, where
     ``y`` is ``targets`` (``[B, T]``, aligned with ``input_ids``) or, by default, ``input_ids``
-    itself (teacher forcing);
+    itself (teacher forcing); targets ``[B, T, K]`` score K tokens a position (``logp``
+    ``[B, T, K]``; no entropy, no truncated support);
     with ``top_k``/``top_p`` over the engine's truncated support with the scored token kept
     (``keep_sampling_mask``), as the engine sampled.
 
@@ -82,7 +86,9 @@ def sequence_logprobs(
     index = wanted[:, 1:].reshape(-1).nonzero().squeeze(-1)
     flat_h = hidden[:, :-1].reshape(-1, h).index_select(0, index)
     scored = input_ids if targets is None else targets
-    flat_y = scored[:, 1:].reshape(-1).index_select(0, index)
+    if scored.dim() == 3 and (top_k or top_p < 1.0 or with_entropy):
+        raise ValueError("K targets a position: log-probs only, over the whole vocabulary")
+    flat_y = scored[:, 1:].reshape(b * (t - 1), *scored.shape[2:]).index_select(0, index)
     n = len(index)
     if checkpoint_chunks is None:
         checkpoint_chunks = n * head.weight.shape[0] * 4 > CHECKPOINT_ABOVE_BYTES
@@ -94,9 +100,10 @@ def sequence_logprobs(
     logps, ents = zip(*chunks)
 
     def place(values: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        flat = hidden.new_zeros(b * (t - 1), dtype=torch.float32)
-        flat = flat.index_copy(0, index, torch.cat(values))
-        return torch.cat([flat.new_zeros((b, 1)), flat.view(b, t - 1)], dim=1)
+        values = torch.cat(values)
+        flat = hidden.new_zeros((b * (t - 1), *values.shape[1:]), dtype=torch.float32)
+        flat = flat.index_copy(0, index, values).view(b, t - 1, *values.shape[1:])
+        return torch.cat([flat.new_zeros((b, 1, *values.shape[1:])), flat], dim=1)
 
     return place(logps), place(ents) if with_entropy else None
 
@@ -127,6 +134,22 @@ def token_distributions(
     index = mask[:, 1:].reshape(-1).nonzero().squeeze(-1)
     flat = hidden[:, :-1].reshape(-1, hidden.shape[-1]).index_select(0, index)
     return torch.log_softmax(output_logits(model, flat) / temperature, dim=-1)
+
+
+def top_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, k: int,
+                 chunk_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tokens, logp)``, each ``[T - 1, k]``: the ``k`` likeliest next tokens after every
+    proper prefix of the sequence ``input_ids`` (row ``t``: after ``input_ids[: t + 1]``),
+    likeliest first, and their log-probs at temperature 1; ``chunk_size`` positions reach
+    the vocabulary projection at a time."""
+    ids = input_ids.view(1, -1)
+    hidden = decoder_hidden_states(model.get_decoder(), ids, torch.ones_like(ids))[0, :-1]
+    k = min(k, model.get_output_embeddings().weight.shape[0])
+    tops = [torch.log_softmax(output_logits(model, hidden[s : s + chunk_size]), dim=-1).topk(k)
+            for s in range(0, len(hidden), chunk_size)]
+    if not tops:
+        return ids.new_zeros((0, k)), hidden.new_zeros((0, k), dtype=torch.float32)
+    return torch.cat([t.indices for t in tops]), torch.cat([t.values for t in tops])
 
 
 class Scorer(torch.nn.Module):

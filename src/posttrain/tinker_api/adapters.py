@@ -134,29 +134,42 @@ class AdapterPool:
         return logprobs, {"loss:sum": total}
 
     def _logprobs(self, data: Sequence[Datum]) -> list[torch.Tensor]:
-        lengths = [len(d.tokens) for d in data]
+        """Each datum's log-probs of its ``target_tokens``: ``[T]``, or ``[T, K]`` for K
+        tokens a position (a top-K distillation target); its other inputs have that shape."""
+        lengths, widths = [len(d.tokens) for d in data], []
         for i, d in enumerate(data):
             if "target_tokens" not in d.inputs:
                 raise BadRequest(f"datum {i}: loss_fn_inputs lacks target_tokens")
-            if d.inputs["target_tokens"].shape != (lengths[i],):
-                raise BadRequest(f"datum {i}: target_tokens has shape "
-                                 f"{tuple(d.inputs['target_tokens'].shape)}, the model "
-                                 f"input {lengths[i]} tokens")
+            shape = tuple(d.inputs["target_tokens"].shape)
+            if shape[:1] != (lengths[i],) or len(shape) > 2:
+                raise BadRequest(f"datum {i}: target_tokens has shape {shape}, the model "
+                                 f"input {lengths[i]} tokens (one or K targets each)")
+            odd = sorted(k for k, v in d.inputs.items() if tuple(v.shape) != shape)
+            if odd:
+                raise BadRequest(f"datum {i}: loss_fn_inputs {odd} differ in shape from "
+                                 f"target_tokens {shape}")
+            widths.append(shape[1] if len(shape) == 2 else 0)
         # position t scores target_tokens[t] from tokens[:t + 1]: in sequence_logprobs'
         # alignment (logits at t - 1 score position t) the targets move one place right and
         # the inputs get a dummy last token whose own logits are never read
         ids = torch.zeros((len(data), max(lengths) + 1), dtype=torch.long)
-        targets, attention, scored = (torch.zeros_like(ids) for _ in range(3))
-        for i, (d, n) in enumerate(zip(data, lengths)):
+        attention, scored = torch.zeros_like(ids), torch.zeros_like(ids)
+        targets = torch.zeros((*ids.shape, max(widths)), dtype=torch.long) if any(widths) \
+            else torch.zeros_like(ids)
+        for i, (d, n, k) in enumerate(zip(data, lengths, widths)):
             ids[i, :n] = torch.tensor(d.tokens)
-            targets[i, 1:n + 1] = d.inputs["target_tokens"].long()
+            wanted = d.inputs["target_tokens"].long().reshape(n, -1)  # [n, K or 1]
+            targets[i, 1:n + 1] = torch.nn.functional.pad(
+                wanted, (0, targets.shape[2] - wanted.shape[1])) if any(widths) else wanted[:, 0]
             attention[i, :n + 1] = 1
             scored[i, 1:n + 1] = 1
         ids, targets, attention, scored = (t.to(self.device)
                                            for t in (ids, targets, attention, scored))
         lp, _ = sequence_logprobs(self.model, ids, attention, with_entropy=False,
                                   score_mask=scored, targets=targets)
-        return [lp[i, 1:n + 1] for i, n in enumerate(lengths)]
+        rows = [lp[i, 1:n + 1] for i, n in enumerate(lengths)]
+        return [row[:, :k] if k else row[:, 0] if row.dim() == 2 else row
+                for row, k in zip(rows, widths)]
 
     def optim_step(self, model_id: str, learning_rate: float, beta1: float = 0.9,
                    beta2: float = 0.95, eps: float = 1e-12, weight_decay: float = 0.0,

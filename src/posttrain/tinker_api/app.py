@@ -21,6 +21,7 @@ from posttrain.tinker_api.adapters import LoraSpec
 from posttrain.tinker_api.checkpoints import CheckpointError
 from posttrain.tinker_api.losses import BadRequest
 from posttrain.tinker_api.requests import Requests
+from posttrain.tinker_api.scoring import Asked
 from posttrain.tinker_api.service import Service
 
 POLL_S = 20.0
@@ -183,17 +184,14 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
                for chunk in body["prompt"]["chunks"]):
             raise wire.WireError("this server samples from text prompts")
         n = int(body.get("num_samples", 1))
-        unsupported = [k for k in ("prompt_logprobs_last_n", "prompt_alt_tokens_k",
-                                   "topk_prompt_logprobs", "topk_sample_logprobs",
-                                   "target_prompt_logprobs") if body.get(k)]
-        if unsupported:
-            raise BadRequest(f"this server does not serve {unsupported}")
+        if body.get("prompt_alt_tokens_k"):
+            raise BadRequest("this server does not serve prompt_alt_tokens_k")
+        asked = Asked.of(body, len(prompt))
 
         def run() -> bytes:
-            sequences, scored = service.sample(body["sampling_session_id"], prompt, n,
-                                               body.get("sampling_params") or {},
-                                               bool(body.get("prompt_logprobs")))
-            return wire.sample_response(sequences, scored)
+            return wire.sample_response(*service.sample(
+                body["sampling_session_id"], prompt, n, body.get("sampling_params") or {},
+                asked))
         rid = requests.submit(run)
         return future(rid, sample_sequence_ids=[f"{rid}-{i}" for i in range(n)])
 

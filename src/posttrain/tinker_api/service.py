@@ -5,7 +5,6 @@ when a request asks for other weights than the engine holds)."""
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from posttrain.models import load_model, load_tokenizer
 from posttrain.tinker_api.adapters import AdapterPool, LoraSpec
 from posttrain.tinker_api.checkpoints import CheckpointError, Checkpoints, tinker_path
 from posttrain.tinker_api.losses import BadRequest
+from posttrain.tinker_api.scoring import Asked, Scores, score
 from posttrain.types import SamplingParams
 
 SNAPSHOT = "snapshot:"  # a sampling session's weights saved without a name (in memory)
@@ -133,8 +133,7 @@ class Service:
         self._held = weights
 
     def sample(self, session: str, prompt: Sequence[int], num_samples: int, params: dict,
-               prompt_logprobs: bool) -> tuple[list[tuple[list[int], list[float], bool]],
-                                               list[float] | None]:
+               asked: Asked) -> tuple[list[tuple[list[int], list[float], bool]], Scores]:
         if session not in self.samplers:
             raise KeyError(f"no sampling session {session!r}")
         if not prompt:
@@ -149,10 +148,8 @@ class Service:
         outs = self.engine.generate([list(prompt)] * num_samples, sampling)
         sequences = [self._cut(o.token_ids, o.logprobs, o.finish_reason == "stop", stop_texts)
                      for o in outs]
-        scored = None
-        if prompt_logprobs:
-            scored = [math.nan] + self.engine.score([list(prompt)])[0][1:]
-        return sequences, scored
+        return sequences, score(self.engine.model, list(prompt),
+                                [tokens for tokens, _, _ in sequences], asked)
 
     def _cut(self, tokens: list[int], logprobs: list[float], stopped: bool,
              stop_texts: Sequence[str]) -> tuple[list[int], list[float], bool]:

@@ -5,11 +5,14 @@ arrays, ``offsets`` the byte offset of each (``num_datums + 1`` of them)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from posttrain.tinker_api.scoring import Scores
 
 DTYPES = {1: np.float32, 2: np.int64, 3: np.int32}  # tinker_public.DType
 
@@ -87,30 +90,50 @@ def parse_forward_backward(body: bytes) -> ForwardBackward:
 
 def forward_backward_output(logprobs: Sequence[torch.Tensor],
                             metrics: Mapping[str, float]) -> bytes:
-    """One ``ArrayRecord`` holding each datum's ``logprobs`` (float32 ``[T]``)."""
+    """Each datum's ``logprobs`` (float32 ``[T]``, or ``[T, K]`` for K targets a position):
+    one ``ArrayRecord`` per run of datums of one trailing shape, in order."""
     pb = _pb()
     arrays = [lp.detach().to("cpu", torch.float32).numpy() for lp in logprobs]
-    offsets = np.cumsum([0] + [a.nbytes for a in arrays], dtype=np.int64)
-    record = pb.ArrayRecord(type_tag="ArrayRecord", num_datums=len(arrays))
-    record.fields["logprobs"].CopyFrom(pb.BatchedTensor(
-        data=b"".join(a.tobytes() for a in arrays), offsets=offsets.tobytes(),
-        dtype=pb.DTYPE_FLOAT32))
-    out = pb.ForwardBackwardOutput(loss_fn_output_type="ArrayRecord", loss_fn_outputs=[record])
+    records = []
+    for trailing, run in itertools.groupby(arrays, key=lambda a: a.shape[1:]):
+        run = list(run)
+        offsets = np.cumsum([0] + [a.nbytes for a in run], dtype=np.int64)
+        record = pb.ArrayRecord(type_tag="ArrayRecord", num_datums=len(run))
+        record.fields["logprobs"].CopyFrom(pb.BatchedTensor(
+            data=b"".join(a.tobytes() for a in run), offsets=offsets.tobytes(),
+            dtype=pb.DTYPE_FLOAT32, trailing_shape=list(trailing)))
+        records.append(record)
+    out = pb.ForwardBackwardOutput(loss_fn_output_type="ArrayRecord", loss_fn_outputs=records)
     for key, value in metrics.items():
         out.metrics[key] = float(value)
     return out.SerializeToString()
 
 
 def sample_response(sequences: Sequence[tuple[list[int], list[float], bool]],
-                    prompt_logprobs: Sequence[float] | None = None) -> bytes:
+                    scores: Scores) -> bytes:
     """``sequences``: ``(tokens, logprobs, stopped)`` (``stopped`` False: the length limit);
-    ``prompt_logprobs``: one per prompt token, NaN where there is none (the first)."""
+    ``scores``: what the request asked besides (``scoring``)."""
     pb = _pb()
+
+    def topk(rows) -> object:
+        ids, lps = rows
+        return pb.TopkLogprobs(token_ids=np.ascontiguousarray(ids, np.int32).tobytes(),
+                               logprobs=np.ascontiguousarray(lps, np.float32).tobytes(),
+                               k=ids.shape[1], length=ids.shape[0])
+
     out = pb.SampleResponse(sequences=[pb.SampledSequence(
         stop_reason=pb.STOP_REASON_STOP if stopped else pb.STOP_REASON_LENGTH,
         tokens=np.asarray(tokens, np.int32).tobytes(),
         logprobs=np.asarray(logprobs, np.float32).tobytes())
         for tokens, logprobs, stopped in sequences])
-    if prompt_logprobs is not None:
-        out.prompt_logprobs = np.asarray(prompt_logprobs, np.float32).tobytes()
+    for sequence, rows in zip(out.sequences, scores.topk_samples or ()):
+        sequence.topk_sampled_logprobs.CopyFrom(topk(rows))
+    if scores.prompt_logprobs is not None:
+        out.prompt_logprobs = np.asarray(scores.prompt_logprobs, np.float32).tobytes()
+    if scores.topk_prompt is not None:
+        out.topk_prompt_logprobs.CopyFrom(topk(scores.topk_prompt))
+    if scores.targets is not None:
+        out.target_prompt_logprobs.CopyFrom(pb.Tensor(
+            dense=np.ascontiguousarray(scores.targets, np.float32).tobytes(),
+            dtype=pb.DTYPE_FLOAT32, shape=list(scores.targets.shape)))
     return out.SerializeToString()

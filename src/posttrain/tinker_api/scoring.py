@@ -1,0 +1,121 @@
+"""What a sample request asks for besides its samples (Tinker's ``SampleRequest`` fields),
+scored with the sampler's weights through the model's own forward, at temperature 1:
+
+- ``prompt_logprobs``: each prompt token's log-prob (the first has none: NaN);
+- ``topk_prompt_logprobs: k``: the ``k`` likeliest tokens at each prompt position and their
+  log-probs, likeliest first (row 0 has none: token 0 at ``MASK_LOGPROB``, Tinker's filler);
+- ``topk_sample_logprobs: k``: the same at each sampled token's position;
+- ``target_prompt_logprobs``: ``[len(prompt) - 1, K]`` token ids (dense, or sparse CSR with
+  the unlisted cells ``-1``); cell ``[i, j]`` is scored at prompt position ``i + 1``, and a
+  ``-1`` cell asks nothing and gets 0.0;
+- ``prompt_logprobs_last_n: N``: only the last ``N`` prompt positions are scored (the rest
+  have none), for the prompt's log-probs and its top-k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from posttrain.models.logprobs import sequence_logprobs, top_logprobs
+from posttrain.tinker_api.losses import BadRequest
+
+MASK_LOGPROB = -99999.0
+TopK = tuple[np.ndarray, np.ndarray]  # int32 tokens [n, k], float32 log-probs [n, k]
+
+
+def _count(body: dict, key: str) -> int:
+    value = body.get(key) or 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise BadRequest(f"{key} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def _targets(tensor: dict, rows: int) -> torch.Tensor:
+    """The requested ids ``[rows, K]`` as a dense int64 tensor, ``-1`` where none."""
+    try:
+        shape, data = [int(s) for s in tensor["shape"]], tensor["data"]
+        if len(shape) != 2 or shape[0] != rows:
+            raise ValueError(f"shape {shape}, not [len(prompt) - 1 = {rows}, K]")
+        if tensor.get("sparse_crow_indices") is None:
+            return torch.tensor(data, dtype=torch.long).reshape(shape)
+        crow, col = tensor["sparse_crow_indices"], tensor["sparse_col_indices"]
+        dense = torch.full(shape, -1, dtype=torch.long)
+        for r in range(shape[0]):
+            dense[r, col[crow[r]:crow[r + 1]]] = torch.tensor(
+                data[crow[r]:crow[r + 1]], dtype=torch.long)
+        return dense
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+        raise BadRequest(f"target_prompt_logprobs: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Asked:
+    prompt_logprobs: bool = False
+    topk_prompt: int = 0
+    topk_sample: int = 0
+    targets: torch.Tensor | None = None  # [len(prompt) - 1, K], -1: none
+    last_n: int | None = None
+
+    @classmethod
+    def of(cls, body: dict, prompt_length: int) -> Asked:
+        """The request's asks, checked against its prompt (``BadRequest``)."""
+        last_n = body.get("prompt_logprobs_last_n")
+        if last_n is not None and not (body.get("prompt_logprobs") and isinstance(last_n, int)
+                                       and 1 <= last_n <= prompt_length - 1):
+            raise BadRequest(f"prompt_logprobs_last_n={last_n!r} needs prompt_logprobs and "
+                             f"1 <= N <= len(prompt) - 1 = {prompt_length - 1}")
+        targets = body.get("target_prompt_logprobs")
+        if targets is not None and prompt_length < 2:
+            raise BadRequest("target_prompt_logprobs: a one-token prompt has no position")
+        return cls(bool(body.get("prompt_logprobs")), _count(body, "topk_prompt_logprobs"),
+                   _count(body, "topk_sample_logprobs"),
+                   None if targets is None else _targets(targets, prompt_length - 1), last_n)
+
+
+@dataclass
+class Scores:
+    prompt_logprobs: list[float] | None = None  # one a prompt token, NaN where none
+    topk_prompt: TopK | None = None  # one row a prompt token
+    topk_samples: list[TopK] | None = None  # one row a sampled token, each sample
+    targets: np.ndarray | None = None  # float32, the targets' shape
+
+
+def _topk_rows(model, sequence: list[int], k: int, first: int, length: int) -> TopK:
+    """Top-k rows for positions ``first .. first + length - 1`` of ``sequence`` (each the
+    distribution its token was drawn from); a position before 1 has none."""
+    tokens, logp = top_logprobs(model, torch.tensor(sequence, device=model.device), k)
+    ids = np.zeros((length, tokens.shape[1]), np.int32)
+    lps = np.full((length, tokens.shape[1]), MASK_LOGPROB, np.float32)
+    for row in range(length):
+        if first + row >= 1:
+            ids[row] = tokens[first + row - 1].cpu().numpy()
+            lps[row] = logp[first + row - 1].float().cpu().numpy()
+    return ids, lps
+
+
+@torch.inference_mode()
+def score(model: torch.nn.Module, prompt: list[int], samples: list[list[int]],
+          asked: Asked) -> Scores:
+    """What ``asked`` asks of ``prompt`` and its ``samples``, from ``model``."""
+    out = Scores()
+    skip = len(prompt) - asked.last_n if asked.last_n else 1  # positions with none
+    ids = torch.tensor([prompt], device=model.device)
+    if asked.prompt_logprobs:
+        lp, _ = sequence_logprobs(model, ids, torch.ones_like(ids), with_entropy=False)
+        out.prompt_logprobs = [float("nan")] * skip + lp[0, skip:].tolist()
+    if asked.topk_prompt:
+        out.topk_prompt = _topk_rows(model, prompt, asked.topk_prompt, 0, len(prompt))
+        out.topk_prompt[0][:skip], out.topk_prompt[1][:skip] = 0, MASK_LOGPROB
+    if asked.topk_sample:
+        out.topk_samples = [_topk_rows(model, prompt + s, asked.topk_sample, len(prompt),
+                                       len(s)) for s in samples]
+    if asked.targets is not None:
+        wanted = asked.targets.to(model.device)
+        aligned = torch.cat([wanted.new_zeros((1, wanted.shape[1])), wanted.clamp(min=0)])
+        lp, _ = sequence_logprobs(model, ids, torch.ones_like(ids), with_entropy=False,
+                                  targets=aligned[None])
+        out.targets = torch.where(wanted >= 0, lp[0, 1:], 0.0).float().cpu().numpy()
+    return out
