@@ -54,6 +54,15 @@ def test_the_dockerfile_is_read_and_a_build_is_refused_by_name(tasks, tmp_path):
         type(fix).load(outside)
 
 
+def test_tasks_of_two_datasets_with_one_name_are_both_kept(tmp_path):
+    """A task is named by its path under the directory: two datasets' ``hello-file`` are
+    two tasks; a directory that is itself a task takes its own name."""
+    for dataset in ("a", "b"):
+        shutil.copytree(f"{TASKS}/hello-file", tmp_path / dataset / "hello-file")
+    assert sorted(HarborTasks(tmp_path).tasks) == ["a/hello-file", "b/hello-file"]
+    assert list(HarborTasks(tmp_path / "a" / "hello-file").tasks) == ["hello-file"]
+
+
 @pytest.mark.parametrize("name", ["hello-file", "fix-add"])
 def test_the_solution_scores_one_and_a_planted_reward_nothing(tasks, name):
     task = tasks.tasks[name]

@@ -110,6 +110,15 @@ sys.exit(3)
 """
 
 
+ORPHANING_RUNNER = """
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # holds our stdout
+sys.stdin.readline()
+print("the runner died; its child lives on", file=sys.stderr)
+sys.exit(3)
+"""
+
+
 LISTING_RUNNER = """
 import json
 for i, split in enumerate(["eval", "train", None, None, "validation"]):
@@ -131,8 +140,9 @@ def test_a_tasks_own_split_places_it_and_the_rest_are_hashed(tmp_path, monkeypat
 
 
 def test_a_runner_that_fails_is_named_with_its_words(tmp_path, monkeypatch):
-    """Listing, playing (the worker dies on a request) and a Python that is not there: each a
-    LibraryError with the runner's own last words, nothing left waiting."""
+    """Listing, playing (the worker dies on a request, also when a child it started holds
+    its stdout) and a Python that is not there: each a LibraryError with the runner's own
+    last words, nothing left waiting."""
     from posttrain.envs.libraries import bridge
 
     (tmp_path / "failing.py").write_text(FAILING_RUNNER)
@@ -144,6 +154,12 @@ def test_a_runner_that_fails_is_named_with_its_words(tmp_path, monkeypatch):
     with pytest.raises(LibraryError, match="stopped: verifiers could not load arith_nope"):
         agent("http://127.0.0.1:9/v1", "key", bridge.task_of(json.dumps(
             {"id": "a", "answer": "3", "row": row, **row}), 1)[0])
+    agent.close()
+    (tmp_path / "orphaning.py").write_text(ORPHANING_RUNNER)
+    agent = LibraryAgent(None, "orphaning.py", spec(), timeout_s=100)
+    with pytest.raises(LibraryError, match="stopped: the runner died; its child lives on"):
+        agent("http://127.0.0.1:9/v1", "key", bridge.task_of(json.dumps(
+            {"id": "a", "answer": "3", "row": row, **row}), 1)[0])  # not at the timeout
     agent.close()
     with pytest.raises(LibraryError, match="task.python"):
         LibraryTasks(str(tmp_path / "python"), RUNNER, spec(), eval_fraction=0.1)

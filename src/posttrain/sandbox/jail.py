@@ -152,7 +152,7 @@ def _copy_entry(source: str, target: str) -> None:
         _bind(source, target)
 
 
-def _interpreter_dirs(prefixes: list[str]) -> list[str]:
+def interpreter_dirs(prefixes: list[str]) -> list[str]:
     """The interpreter's install trees outside the system directories, outermost first."""
     dirs: list[str] = []
     for d in sorted({os.path.realpath(p) for p in prefixes}):
@@ -171,7 +171,7 @@ def _build_root(root: str, workspace: str, tmp_mb: int, prefixes: list[str], at:
         _copy_entry(d, root + d)
     os.mkdir(root + "/tmp")  # before the interpreter: a virtualenv may live under /tmp
     _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
-    for d in _interpreter_dirs(prefixes):
+    for d in interpreter_dirs(prefixes):
         _bind(d, root + d)
     os.mkdir(root + "/etc")
     for name, text in ETC_FILES.items():

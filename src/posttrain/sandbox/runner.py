@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from posttrain.sandbox import jail
 
 PYTHON = sys.executable  # the programs' interpreter (the jail binds its install tree)
+PREFIXES = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
 MAX_CODE_BYTES = 128 * 1024 - 1  # ``code`` travels as one exec argument (MAX_ARG_STRLEN)
 KILL_GRACE_S = 2.0  # how long output is still read after the program ended or was killed
 
@@ -174,7 +175,7 @@ def _run_jail(mode: str, argv: list[str], env: dict[str, str], workspace: Path, 
                        for path, (host, writable) in sorted((mounts or {}).items())],
             # the install trees as this process sees them: the jail runs with -S, which
             # hides a virtualenv's prefix from it
-            "prefixes": [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]}
+            "prefixes": PREFIXES}
     spec_r, spec_w = os.pipe()
     status_r, status_w = os.pipe()
     start = time.monotonic()
@@ -210,11 +211,13 @@ def _run_jail(mode: str, argv: list[str], env: dict[str, str], workspace: Path, 
 
 def jail_path(path: str) -> str:
     """``path`` normalised, if a jail can mount at it: absolute, not the root, and neither at
-    nor under (nor above) a directory the jail builds itself; ValueError otherwise."""
+    nor under (nor above) a directory the jail builds itself, the interpreter's install trees
+    among them; ValueError otherwise."""
     pure = PurePosixPath(path)
     if not pure.is_absolute() or ".." in pure.parts or len(pure.parts) < 2:
         raise ValueError(f"not an absolute path below /: {path!r}")
-    own = [PurePosixPath(d) for d in (*jail.SYSTEM_DIRS, "/etc", "/dev", "/proc", "/tmp")]
+    own = [PurePosixPath(d) for d in (*jail.SYSTEM_DIRS, "/etc", "/dev", "/proc", "/tmp",
+                                      *jail.interpreter_dirs(PREFIXES))]
     for d in own:
         if pure == d or d in pure.parents or pure in d.parents:
             raise ValueError(f"{path!r} would hide or change the jail's own {d}")
@@ -318,13 +321,15 @@ class Sandbox:
         return self._run(argv, stdin, extra_files)
 
     def run_shell(self, command: str, stdin: str = "",
-                  extra_files: Mapping[str, str] | None = None) -> SandboxResult:
-        """Run ``command`` with ``/bin/sh -c`` in the workspace. The fallback does not contain
-        a shell: it raises SandboxError unless ``allow_unisolated_shell``."""
+                  extra_files: Mapping[str, str] | None = None,
+                  limits: SandboxLimits | None = None) -> SandboxResult:
+        """Run ``command`` with ``/bin/sh -c`` in the workspace, within ``limits`` (default:
+        the sandbox's). The fallback does not contain a shell: it raises SandboxError unless
+        ``allow_unisolated_shell``."""
         if self.isolation == "fallback" and not self.allow_unisolated_shell:
             raise SandboxError("run_shell needs namespace isolation: the fallback cannot contain "
                                "a shell (pass allow_unisolated_shell=True to run it anyway)")
-        return self._run(["/bin/sh", "-c", command], stdin, extra_files)
+        return self._run(["/bin/sh", "-c", command], stdin, extra_files, limits)
 
     def write(self, path: str, text: str) -> None:
         """Write ``text`` to ``path`` (relative to the workspace), creating directories; a
@@ -365,8 +370,8 @@ class Sandbox:
                 "TMPDIR": "/tmp" if self.isolation == "namespaces" else home,
                 "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
-    def _run(self, argv: list[str], stdin: str,
-             extra_files: Mapping[str, str] | None) -> SandboxResult:
+    def _run(self, argv: list[str], stdin: str, extra_files: Mapping[str, str] | None,
+             limits: SandboxLimits | None = None) -> SandboxResult:
         if self._base is None:
             raise SandboxError("the sandbox is closed")
         added = [self._path(p, follow=False) for p in extra_files or {}]
@@ -376,7 +381,7 @@ class Sandbox:
             for path, text in (extra_files or {}).items():
                 self.write(path, text)
             return _run_jail(self.isolation, argv, self._env(), self.workspace,
-                             self._base / "root", self.limits, stdin.encode(), self.at,
+                             self._base / "root", limits or self.limits, stdin.encode(), self.at,
                              self.mounts)
         finally:
             for p in added:

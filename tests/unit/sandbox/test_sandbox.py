@@ -127,13 +127,27 @@ def test_the_workspace_can_sit_elsewhere_beside_mounted_directories(tmp_path):
     assert (tests / "test.sh").read_text().startswith("cat")
 
 
-def test_a_workspace_or_mount_cannot_hide_the_jails_own_directories(tmp_path):
+@needs_namespaces
+def test_one_shell_runs_within_limits_of_its_own():
+    """``run_shell(limits=...)`` bounds that run only (Harbor's verifier gets its task's
+    timeout); the sandbox's own limits stay."""
+    with Sandbox(limits=SandboxLimits(wall_s=30.0), isolation="namespaces") as sb:
+        assert sb.run_shell("sleep 20", limits=SandboxLimits(wall_s=1.0)).timed_out
+        assert sb.limits.wall_s == 30.0 and not sb.run_shell("sleep 2").timed_out
+
+
+def test_a_workspace_or_mount_cannot_hide_the_jails_own_directories(tmp_path, monkeypatch):
     for path, hidden in (("/usr/local", "/usr"), ("/tmp", "/tmp"), ("/", None),
                          ("app", None), ("/a/../etc", None)):
         with pytest.raises(ValueError, match=hidden or "absolute path below"):
             Sandbox(limits=FAST, at=path)
     with pytest.raises(ValueError, match="distinct"):
         Sandbox(limits=FAST, at="/app", mounts={"/app": (tmp_path, False)})
+    # nor the interpreter's install tree (a workspace at /root would hide pyenv's Python)
+    monkeypatch.setattr(sandbox_module, "PREFIXES", ["/opt/python3.12"])
+    for path in ("/opt/python3.12", "/opt", "/opt/python3.12/lib"):
+        with pytest.raises(ValueError, match="jail's own /opt/python3.12"):
+            Sandbox(limits=FAST, at=path)
     with pytest.raises(SandboxError, match="namespace isolation"):
         Sandbox(limits=FAST, isolation="fallback", at="/app")
 

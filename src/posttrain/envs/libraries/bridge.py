@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -156,16 +157,18 @@ class LibraryAgent:
                     start_new_session=True)  # its children (tool servers) go with it
             except FileNotFoundError as exc:
                 raise LibraryError(f"no Python at {self.command[0]!r} (task.python)") from exc
-            self._pending = {}  # this process's requests
-            stderr = threading.Thread(target=self._read_stderr, args=(self._process,),
-                                      daemon=True)
-            stderr.start()
-            threading.Thread(target=self._read_replies, daemon=True,
-                             args=(self._process, self._pending, stderr)).start()
+            pending = self._pending = {}  # this process's requests
+            readers = [threading.Thread(target=self._read_replies, daemon=True,
+                                        args=(self._process, pending)),
+                       threading.Thread(target=self._read_stderr, daemon=True,
+                                        args=(self._process,))]
+            for reader in readers:
+                reader.start()
+            threading.Thread(target=self._watch, daemon=True,
+                             args=(self._process, pending, readers)).start()
         return self._process
 
-    def _read_replies(self, process: subprocess.Popen, pending: dict[int, Future],
-                      stderr: threading.Thread) -> None:
+    def _read_replies(self, process: subprocess.Popen, pending: dict[int, Future]) -> None:
         for line in process.stdout:
             try:
                 reply = json.loads(line)
@@ -173,9 +176,18 @@ class LibraryAgent:
             except (ValueError, KeyError, TypeError):
                 continue  # not a reply (the runner's stdout is its protocol only)
             future.set_result(reply)
+
+    def _watch(self, process: subprocess.Popen, pending: dict[int, Future],
+               readers: list[threading.Thread]) -> None:
+        """When the runner exits, what it was still playing fails with its last words: at
+        once, though a child it started may hold its stdout open (its children are
+        stopped)."""
         process.wait()
-        stderr.join(timeout=5)  # its last words, before they are quoted
-        with self._lock:  # whatever it was still playing fails with its words
+        deadline = time.monotonic() + 2  # its last replies and words, before they are quoted
+        for reader in readers:
+            reader.join(timeout=max(0.0, deadline - time.monotonic()))
+        kill_group(process)
+        with self._lock:
             failed = list(pending.values())
             pending.clear()
         for future in failed:
@@ -197,5 +209,10 @@ class LibraryAgent:
             process.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)  # what it started, too
+        kill_group(process)
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """Stop what a runner started (its process group), itself too."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

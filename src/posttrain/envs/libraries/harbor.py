@@ -101,7 +101,8 @@ class HarborTask:
         return [{"role": "user", "content": self.instruction.strip()}]
 
     @classmethod
-    def load(cls, folder: Path) -> HarborTask:
+    def load(cls, folder: Path, name: str | None = None) -> HarborTask:
+        """The task in ``folder``, named ``name`` (default: the folder's name)."""
         env = folder / "environment"
         if (env / "docker-compose.yaml").exists() or (env / "docker-compose.yml").exists():
             raise UnsupportedTask("a docker-compose environment")
@@ -132,7 +133,7 @@ class HarborTask:
                 raise UnsupportedTask(f"COPY to {path}, outside the working directory {workdir}")
             files[relative] = text
         timeout = float(config.get("verifier", {}).get("timeout_sec", LIMITS.wall_s))
-        return cls(folder.name, (folder / "instruction.md").read_text(), workdir, files,
+        return cls(name or folder.name, (folder / "instruction.md").read_text(), workdir, files,
                    min(timeout, MAX_VERIFIER_S), folder)
 
 
@@ -264,11 +265,7 @@ class HarborEnv:
         limits = SandboxLimits(cpu_s=max(1, math.ceil(self.task.verifier_timeout_s)),
                                memory_mb=LIMITS.memory_mb, tmp_mb=LIMITS.tmp_mb,
                                wall_s=self.task.verifier_timeout_s)
-        sandbox.limits, kept = limits, sandbox.limits
-        try:
-            run = sandbox.run_shell("bash /tests/test.sh")
-        finally:
-            sandbox.limits = kept
+        run = sandbox.run_shell("bash /tests/test.sh", limits=limits)
         reward, self.meta = reward_of(self._mounts / "logs")
         self.meta["harbor_test_exit"] = run.returncode
         return reward
@@ -293,23 +290,27 @@ class HarborEnv:
 
 
 class HarborTasks(SplitTasks):
-    """The Harbor tasks under ``directory`` (folders with a ``task.toml``, at any depth), split
-    by a hash of their names; ``skipped``: name -> why a task is left out."""
+    """The Harbor tasks under ``directory`` (folders with a ``task.toml``, at any depth), each
+    named by its path under ``directory`` (``dataset/task``; the folder's own name when it is
+    ``directory``), split by a hash of their names; ``skipped``: name -> why a task is left
+    out."""
 
     def __init__(self, directory: str | Path, eval_fraction: float = 0.1) -> None:
-        folders = sorted(p.parent for p in Path(directory).rglob("task.toml"))
+        root = Path(directory)
+        folders = sorted(p.parent for p in root.rglob("task.toml"))
         if not folders:
             raise ValueError(f"no Harbor task (a folder with task.toml) under {directory}")
         self.tasks, self.skipped = {}, {}
         for folder in folders:
+            name = folder.relative_to(root).as_posix() if folder != root else folder.name
             try:
-                task = HarborTask.load(folder)
+                task = HarborTask.load(folder, name)
             except UnsupportedTask as e:
-                self.skipped[folder.name] = str(e)
+                self.skipped[name] = str(e)
                 continue
             except (OSError, UnicodeError, ValueError, TypeError, KeyError, IndexError,
                     AttributeError) as e:  # a task folder that does not parse
-                self.skipped[folder.name] = f"unreadable: {type(e).__name__}: {e}"
+                self.skipped[name] = f"unreadable: {type(e).__name__}: {e}"
                 continue
             self.tasks[task.name] = task
         if not self.tasks:
