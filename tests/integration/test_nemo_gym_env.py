@@ -90,24 +90,27 @@ def play(tiny, agent, tasks, wrong: bool):
         rollout.close()
 
 
+@pytest.fixture(scope="module")
+def arith_agent():
+    """One runner for every ``arith_gym`` episode (what it plays comes with each request)."""
+    agent = LibraryAgent(PYTHON, RUNNER, spec(), timeout_s=120)
+    yield agent
+    agent.close()
+
+
 @pytest.mark.parametrize("data, calls", [
     ("eval.jsonl", 1), pytest.param("tools.jsonl", 2, marks=pytest.mark.slow)])
-def test_episodes_are_scored_by_the_servers_verify(tiny, data, calls):
+def test_episodes_are_scored_by_the_servers_verify(tiny, arith_agent, data, calls):
     """NeMo-Gym's simple_agent plays through the served engine (with the ``add`` tool, two
     turns); the verify response's reward components are the episode's reward parts, for a
     right and a wrong answer."""
-    the_spec = spec(data=[str(DATA / data)])
-    tasks = LibraryTasks(PYTHON, RUNNER, the_spec, eval_fraction=0.5).splits["eval"][:2]
-    agent = LibraryAgent(PYTHON, RUNNER, the_spec, timeout_s=120)
-    try:
-        for wrong in (False, True):
-            episodes = play(tiny, agent, tasks, wrong)
-            rewards = {"correct": float(not wrong), "format": 0.1}
-            assert [e.rewards for e in episodes] == [rewards] * 2 * len(tasks), \
-                episodes[0].meta
-            assert all(e.meta["calls"] == calls for e in episodes)
-    finally:
-        agent.close()
+    tasks = LibraryTasks(PYTHON, RUNNER, spec(data=[str(DATA / data)]),
+                         eval_fraction=0.5).splits["eval"][:2]
+    for wrong in (False, True):
+        episodes = play(tiny, arith_agent, tasks, wrong)
+        rewards = {"correct": float(not wrong), "format": 0.1}
+        assert [e.rewards for e in episodes] == [rewards] * 2 * len(tasks), episodes[0].meta
+        assert all(e.meta["calls"] == calls for e in episodes)
 
 
 def test_an_environment_nemo_gym_ships_scores_its_components(tiny):

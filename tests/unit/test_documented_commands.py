@@ -23,6 +23,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CONFIG_COMMANDS = {"train", "sft", "reward-model", "teacher-logits", "filter",
                    "rejection-sample"}
 FORCED = {"teacher-logits": ["stages=[distill]"]}  # what the command sets itself
+SHELLS = ("", "bash", "sh", "console")  # the fenced blocks whose lines are commands
 ROW = {"prompt": "What is 1+1?", "question": "What is 1+1?", "answer": 2, "source": "a",
        "carries": 0,
        "messages": [{"role": "user", "content": "What is 1+1?"},
@@ -34,9 +35,10 @@ def documented() -> list[tuple[str, str]]:
     """``(doc, command line)`` of every ``posttrain`` line in a fenced block of the docs."""
     out = []
     for doc in DOCS:
-        for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", doc.read_text(), re.S):
+        blocks = re.findall(r"```(\w*)\n(.*?)```", doc.read_text(), re.S)  # fences paired
+        for block in (text for language, text in blocks if language in SHELLS):
             for line in block.replace("\\\n", " ").splitlines():
-                line = re.sub(r"\s+#.*$", "", line.strip())
+                line = re.sub(r"\s+&$", "", re.sub(r"\s+#.*$", "", line.strip()))  # background
                 if line.startswith("posttrain "):
                     out.append((doc.name, line))
     return out
@@ -96,7 +98,8 @@ def test_a_documented_run_validates_as_written(doc, args, tmp_path, monkeypatch,
 def referenced_paths(config: Path) -> list[str]:
     """The model and data paths a config file names (its own set-up, or the docs', makes
     them)."""
-    return re.findall(r"(?:^|[\s{:])((?:runs|data)/[\w./-]+)", config.read_text())
+    text = re.sub(r"(?m)^\s*#.*$", "", config.read_text())  # what its comments say it makes
+    return re.findall(r"(?:^|[\s{:])((?:runs|data)/[\w./-]+)", text)
 
 
 def provide(path: Path, tiny_dir: Path) -> None:
