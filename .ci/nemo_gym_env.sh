@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 VENV=${POSTTRAIN_NEMO_GYM_VENV:-.venv-nemo-gym}
 find_python() {
   for candidate in "${POSTTRAIN_PYTHON312:-}" python3.12 \
-      "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
+      "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12; do
     [ -n "$candidate" ] && "$candidate" -c "import sys; assert sys.version_info[:2] == (3, 12)" \
       2>/dev/null && { echo "$candidate"; return; }
   done
