@@ -242,6 +242,32 @@ def test_top_k_and_target_log_probs_are_the_models_distribution(client, served):
                                        atol=1e-4, rtol=0)
 
 
+def test_alternative_prompt_tokens_are_draws_from_the_models_distribution(client, served):
+    """``prompt_alt_tokens_k``: ``k`` draws at each prompt position after the first, at the
+    request's temperature and from its seed, each with the model's log-prob. At temperature 1
+    the first position's 4,000 draws match its distribution (5 standard errors: at most
+    0.04 for any token); at temperature 0 every draw is the likeliest token."""
+    prompt = [5, 17, 42, 9]
+    sampler = client.create_sampling_client(base_model="tiny").result()
+
+    def alternatives(k, **params):
+        reply = sampler.sample(types.ModelInput.from_ints(prompt), 1,
+                               types.SamplingParams(max_tokens=1, **params),
+                               prompt_alt_tokens_k=k).result()
+        alt = reply.prompt_alt_tokens
+        return alt.tokens.to_torch(), alt.logprobs.to_torch().double()
+
+    ref = reference_logprobs(served[1], prompt)
+    tokens, logprobs = alternatives(4000, temperature=1.0, seed=11)
+    assert tokens.shape == (3, 4000)
+    torch.testing.assert_close(logprobs, ref.gather(-1, tokens), atol=1e-4, rtol=0)
+    assert torch.equal(alternatives(4000, temperature=1.0, seed=11)[0], tokens)  # its seed
+    frequency = torch.bincount(tokens[0], minlength=ref.shape[1]).double() / 4000
+    assert (frequency - ref[0].exp()).abs().max() < 0.04
+    greedy, _ = alternatives(3, temperature=0.0)
+    assert torch.equal(greedy, ref.argmax(-1, keepdim=True).expand(-1, 3))
+
+
 def test_k_targets_a_position_train_on_a_top_k_distribution(client, served):
     """``target_tokens`` ``[T, K]`` with ``weights`` ``[T, K]`` (top-K distillation, as
     tinker-cookbook's SDFT sends it): log-probs ``[T, K]`` of those tokens, the loss their
@@ -270,6 +296,36 @@ def test_k_targets_a_position_train_on_a_top_k_distribution(client, served):
         tc.forward([types.Datum(model_input=types.ModelInput.from_ints(tokens), loss_fn_inputs={
             "target_tokens": types.TensorData.from_torch(wide),
             "weights": [1.0] * 5})], "cross_entropy").result()
+
+
+def test_the_rest_client_lists_runs_and_checkpoints(client):
+    """``RestClient``: a run with its ``user_metadata`` (where tinker-cookbook keeps the
+    renderer name), its checkpoints and their weights info, read from the checkpoint
+    directory; a deleted checkpoint is gone; an unknown run is named."""
+    tc = client.create_lora_training_client(base_model="tiny", rank=4, seed=5,
+                                            user_metadata={"renderer_name": "role_colon"})
+    state = tc.save_state("s1").result().path
+    sampler_path = tc.save_weights_for_sampler("w1").result().path
+    rest = client.create_rest_client()
+    run = rest.get_training_run_by_tinker_path(state).result()
+    assert (run.training_run_id, run.base_model, run.lora_rank) == (tc.model_id, "tiny", 4)
+    assert run.user_metadata == {"renderer_name": "role_colon"}
+    assert run.last_checkpoint.tinker_path == state
+    assert run.last_sampler_checkpoint.tinker_path == sampler_path
+    listed = rest.list_checkpoints(tc.model_id).result().checkpoints
+    assert {(c.tinker_path, c.checkpoint_type) for c in listed} == {
+        (state, "training"), (sampler_path, "sampler")}
+    assert all(c.size_bytes > 0 for c in listed)
+    info = rest.get_weights_info_by_tinker_path(sampler_path).result()
+    assert (info.base_model, info.is_lora, info.lora_rank) == ("tiny", True, 4)
+    runs = rest.list_training_runs(limit=100).result()
+    assert tc.model_id in [r.training_run_id for r in runs.training_runs]
+    assert runs.cursor.total_count >= 1
+    rest.delete_checkpoint_from_tinker_path(state).result()
+    assert [c.tinker_path for c in rest.list_checkpoints(tc.model_id).result().checkpoints] \
+        == [sampler_path]
+    with pytest.raises(Exception, match="no training run"):
+        rest.get_training_run("nobody:train:0").result()
 
 
 def test_a_finished_session_frees_its_training_clients(served):

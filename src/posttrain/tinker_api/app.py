@@ -102,9 +102,32 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
         spec = LoraSpec(**{"seed": body["model_seq_id"],  # a rerun draws the same adapter
                            **{k: lora[k] for k in ("rank", "seed", "train_attn", "train_mlp",
                                                     "train_unembed") if lora.get(k) is not None}})
-        return future(requests.submit(
-            lambda: service.create_model(model_id, body.get("base_model"), spec)),
+        return future(requests.submit(lambda: service.create_model(
+            model_id, body.get("base_model"), spec, body.get("user_metadata"))),
             model_id=model_id)
+
+    # the REST client's listing (runs.py): answered at once, from the checkpoint directory
+    @app.get(api + "/training_runs")
+    async def training_runs(limit: int = 20, offset: int = 0) -> dict:
+        return service.runs.runs(limit, offset)
+
+    @app.get(api + "/training_runs/{model_id}")
+    async def training_run(model_id: str) -> dict:
+        return service.runs.run(model_id)
+
+    @app.get(api + "/training_runs/{model_id}/checkpoints")
+    async def checkpoints(model_id: str) -> dict:
+        service.runs.run(model_id)  # a KeyError for a run that is not here
+        return {"checkpoints": service.runs.checkpoints_of(model_id), "cursor": None}
+
+    @app.delete(api + "/training_runs/{model_id}/checkpoints/{checkpoint_id:path}")
+    async def delete_checkpoint(model_id: str, checkpoint_id: str) -> dict:
+        service.runs.delete(model_id, checkpoint_id)
+        return {}
+
+    @app.post(api + "/weights_info")
+    async def weights_info(request: HttpRequest) -> dict:
+        return service.runs.weights_info((await request.json())["tinker_path"])
 
     @app.post(api + "/get_info")
     async def get_info(request: HttpRequest) -> dict:
@@ -184,8 +207,6 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
                for chunk in body["prompt"]["chunks"]):
             raise wire.WireError("this server samples from text prompts")
         n = int(body.get("num_samples", 1))
-        if body.get("prompt_alt_tokens_k"):
-            raise BadRequest("this server does not serve prompt_alt_tokens_k")
         asked = Asked.of(body, len(prompt))
 
         def run() -> bytes:

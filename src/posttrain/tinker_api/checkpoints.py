@@ -67,11 +67,14 @@ class Checkpoints:
     def exists(self, path: str) -> bool:
         return (self.directory(path) / "adapter.safetensors").is_file()
 
-    def load(self, path: str) -> tuple[LoraSpec, dict[str, torch.Tensor], dict | None]:
-        d = self.directory(path)
-        if not (d / "adapter.safetensors").is_file():
+    def spec(self, path: str) -> LoraSpec:
+        """The adapter's configuration in the checkpoint at ``path``."""
+        if not self.exists(path):
             raise CheckpointError(f"no checkpoint at {path}")
+        return LoraSpec(**json.loads((self.directory(path) / "lora.json").read_text()))
+
+    def load(self, path: str) -> tuple[LoraSpec, dict[str, torch.Tensor], dict | None]:
+        spec, d = self.spec(path), self.directory(path)
         optimizer = d / "optimizer.pt"
-        return (LoraSpec(**json.loads((d / "lora.json").read_text())),
-                load_file(d / "adapter.safetensors"),
+        return (spec, load_file(d / "adapter.safetensors"),
                 torch.load(optimizer, weights_only=True) if optimizer.is_file() else None)

@@ -9,7 +9,10 @@ scored with the sampler's weights through the model's own forward, at temperatur
   the unlisted cells ``-1``); cell ``[i, j]`` is scored at prompt position ``i + 1``, and a
   ``-1`` cell asks nothing and gets 0.0;
 - ``prompt_logprobs_last_n: N``: only the last ``N`` prompt positions are scored (the rest
-  have none), for the prompt's log-probs and its top-k.
+  have none), for the prompt's log-probs and its top-k;
+- ``prompt_alt_tokens_k: k``: ``k`` tokens drawn with replacement at each prompt position
+  after the first, at the request's temperature (0: the likeliest, ``k`` times) and from its
+  ``seed``, with the model's log-prob of each (at temperature 1).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from posttrain.models.logprobs import sequence_logprobs, top_logprobs
+from posttrain.models.logprobs import next_token_logits, sequence_logprobs, top_logprobs
 from posttrain.tinker_api.losses import BadRequest
 
 MASK_LOGPROB = -99999.0
@@ -58,6 +61,9 @@ class Asked:
     topk_sample: int = 0
     targets: torch.Tensor | None = None  # [len(prompt) - 1, K], -1: none
     last_n: int | None = None
+    alt_k: int = 0
+    temperature: float = 1.0
+    seed: int | None = None
 
     @classmethod
     def of(cls, body: dict, prompt_length: int) -> Asked:
@@ -70,9 +76,12 @@ class Asked:
         targets = body.get("target_prompt_logprobs")
         if targets is not None and prompt_length < 2:
             raise BadRequest("target_prompt_logprobs: a one-token prompt has no position")
+        sampling = body.get("sampling_params") or {}
         return cls(bool(body.get("prompt_logprobs")), _count(body, "topk_prompt_logprobs"),
                    _count(body, "topk_sample_logprobs"),
-                   None if targets is None else _targets(targets, prompt_length - 1), last_n)
+                   None if targets is None else _targets(targets, prompt_length - 1), last_n,
+                   _count(body, "prompt_alt_tokens_k"),
+                   float(sampling.get("temperature", 1.0)), sampling.get("seed"))
 
 
 @dataclass
@@ -81,6 +90,7 @@ class Scores:
     topk_prompt: TopK | None = None  # one row a prompt token
     topk_samples: list[TopK] | None = None  # one row a sampled token, each sample
     targets: np.ndarray | None = None  # float32, the targets' shape
+    alt_tokens: tuple[np.ndarray, np.ndarray] | None = None  # int64, float32 [len - 1, k]
 
 
 def _topk_rows(model, sequence: list[int], k: int, first: int, length: int) -> TopK:
@@ -94,6 +104,28 @@ def _topk_rows(model, sequence: list[int], k: int, first: int, length: int) -> T
             ids[row] = tokens[first + row - 1].cpu().numpy()
             lps[row] = logp[first + row - 1].float().cpu().numpy()
     return ids, lps
+
+
+def _alternatives(model, prompt: list[int], asked: Asked) -> tuple[np.ndarray, np.ndarray]:
+    """``asked.alt_k`` draws a prompt position after the first, and their log-probs."""
+    generator = torch.Generator(model.device)
+    if asked.seed is None:
+        generator.seed()  # its own non-deterministic seed (the global one stays)
+    else:
+        generator.manual_seed(asked.seed)
+    tokens, logps = [], []
+    for logits in next_token_logits(model, torch.tensor(prompt, device=model.device)):
+        if asked.temperature > 0:
+            drawn = torch.multinomial(torch.softmax(logits / asked.temperature, dim=-1),
+                                      asked.alt_k, replacement=True, generator=generator)
+        else:
+            drawn = logits.argmax(-1, keepdim=True).expand(-1, asked.alt_k)
+        tokens.append(drawn)
+        logps.append(torch.log_softmax(logits, dim=-1).gather(-1, drawn))
+    if not tokens:
+        return np.zeros((0, asked.alt_k), np.int64), np.zeros((0, asked.alt_k), np.float32)
+    return (torch.cat(tokens).cpu().numpy().astype(np.int64),
+            torch.cat(logps).float().cpu().numpy())
 
 
 @torch.inference_mode()
@@ -118,4 +150,6 @@ def score(model: torch.nn.Module, prompt: list[int], samples: list[list[int]],
         lp, _ = sequence_logprobs(model, ids, torch.ones_like(ids), with_entropy=False,
                                   targets=aligned[None])
         out.targets = torch.where(wanted >= 0, lp[0, 1:], 0.0).float().cpu().numpy()
+    if asked.alt_k:
+        out.alt_tokens = _alternatives(model, prompt, asked)
     return out

@@ -15,6 +15,7 @@ from posttrain.models import load_model, load_tokenizer
 from posttrain.tinker_api.adapters import AdapterPool, LoraSpec
 from posttrain.tinker_api.checkpoints import CheckpointError, Checkpoints, tinker_path
 from posttrain.tinker_api.losses import BadRequest
+from posttrain.tinker_api.runs import Runs
 from posttrain.tinker_api.scoring import Asked, Scores, score
 from posttrain.types import SamplingParams
 
@@ -31,6 +32,7 @@ class Service:
         self.engine = TorchEngine(load_model(model_dir), self.tokenizer.pad_token_id,
                                   self.tokenizer.eos_token_id, device=device)
         self.checkpoints = Checkpoints(root)
+        self.runs = Runs(self.checkpoints, name)
         self.samplers: dict[str, str | None] = {}  # session -> weights (a path; None: base)
         self._snapshots: dict[str, tuple[LoraSpec, dict]] = {}
         self._held: str | None = None  # the weights the engine holds (None: the base)
@@ -42,10 +44,12 @@ class Service:
             raise BadRequest(f"this server serves {self.name!r}, not {base_model!r}")
 
     # training clients
-    def create_model(self, model_id: str, base_model: str, spec: LoraSpec) -> dict:
+    def create_model(self, model_id: str, base_model: str, spec: LoraSpec,
+                     user_metadata: dict | None = None) -> dict:
         self.check_base(base_model)
         if model_id not in self.pool.slots:  # a resubmitted create makes no second adapter
             self.pool.create(model_id, spec)
+            self.runs.record(model_id, spec, user_metadata)
         return {"model_id": model_id, "type": "create_model"}
 
     def info(self, model_id: str) -> dict:

@@ -133,7 +133,16 @@ def sample_response(sequences: Sequence[tuple[list[int], list[float], bool]],
     if scores.topk_prompt is not None:
         out.topk_prompt_logprobs.CopyFrom(topk(scores.topk_prompt))
     if scores.targets is not None:
-        out.target_prompt_logprobs.CopyFrom(pb.Tensor(
-            dense=np.ascontiguousarray(scores.targets, np.float32).tobytes(),
-            dtype=pb.DTYPE_FLOAT32, shape=list(scores.targets.shape)))
+        out.target_prompt_logprobs.CopyFrom(dense(scores.targets, np.float32))
+    if scores.alt_tokens is not None:
+        tokens, logprobs = scores.alt_tokens
+        out.prompt_alt_tokens.tokens.CopyFrom(dense(tokens, np.int64))
+        out.prompt_alt_tokens.logprobs.CopyFrom(dense(logprobs, np.float32))
     return out.SerializeToString()
+
+
+def dense(array: np.ndarray, dtype) -> object:
+    """A dense ``Tensor`` message of ``array`` (float32 or int64)."""
+    pb = _pb()
+    return pb.Tensor(dense=np.ascontiguousarray(array, dtype).tobytes(), shape=list(array.shape),
+                     dtype=pb.DTYPE_FLOAT32 if dtype == np.float32 else pb.DTYPE_INT64)
