@@ -8,6 +8,7 @@ bad rows and missing judges named, and a few RL steps."""
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,12 @@ RUNNER = "nemo_gym_runner.py"
 DATA = ROOT / "examples" / "nemo_gym" / "arith_gym" / "data"
 QUESTION = re.compile(r"What is (\d+)\+(\d+)\?")
 CITY = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*")
+CLAUDE_AGENT = """arith_gym_claude_code_agent:
+  responses_api_agents:
+    claude_code_agent:
+      anthropic_api_key: ${anthropic_api_key}
+      resources_server: {type: resources_servers, name: arith_gym}
+"""
 ROW = task_of(json.dumps({"id": "q", "messages": [{"role": "user", "content": "1+2?"}],
                           "row": {"responses_create_params": {"input": "1+2?"}}}), 1)[0]
 
@@ -130,9 +137,9 @@ def test_an_environment_nemo_gym_ships_scores_its_components(tiny):
 
 
 def test_bad_rows_and_missing_judges_are_named(tmp_path):
-    """A row that is not NeMo-Gym's, an environment that is not there, and one whose config
-    has the policy judge its episodes, or names a judge the spec gives no endpoint: each a
-    LibraryError in the runner's words."""
+    """A row that is not NeMo-Gym's, an environment that is not there, a config value that
+    ng_run's command line would give, and a config that has the policy judge its episodes or
+    names a judge the spec gives no endpoint: each a LibraryError in the runner's words."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"responses_create_params": {"input": "What is 1+2?"}}) + "\n"
                    + json.dumps({"question": "What is 1+2?"}) + "\n")
@@ -140,6 +147,17 @@ def test_bad_rows_and_missing_judges_are_named(tmp_path):
         LibraryTasks(PYTHON, RUNNER, spec(data=[str(bad)]), 0.1)
     with pytest.raises(LibraryError, match="no NeMo-Gym resources server 'arith_nope'"):
         LibraryTasks(PYTHON, RUNNER, spec("arith_nope"), 0.1)
+    keyed = tmp_path / "keyed"  # a value ng_run's command line would give: named
+    shutil.copytree(ROOT / "examples" / "nemo_gym" / "arith_gym", keyed / "arith_gym")
+    configs = keyed / "arith_gym" / "configs" / "arith_gym.yaml"
+    configs.write_text(configs.read_text().replace(
+        "      domain: math", "      domain: ${the_domain}") + CLAUDE_AGENT)
+    agent = LibraryAgent(PYTHON, RUNNER, spec(paths=[str(keyed)]), timeout_s=60)
+    try:  # the unused claude_code_agent's own missing key does not matter
+        with pytest.raises(LibraryError, match=r"needs values .*\(domain: \$\{the_domain\}\)"):
+            agent("http://127.0.0.1:9/v1", "key", ROW)
+    finally:
+        agent.close()
     judge = {"judge_model_server": {"type": "responses_api_models", "name": "judge"}}
     for config, words in (({}, r"has the policy \(policy_model\) judge the episodes"),
                           (judge, r"calls the model servers \['judge'\] \(judges\)")):

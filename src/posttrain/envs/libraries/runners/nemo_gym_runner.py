@@ -63,16 +63,46 @@ def env_folder(spec: dict) -> Path:
 
 
 def env_configs(folder: Path) -> dict:
-    """The folder's ``configs/*.yaml`` merged, interpolations resolved."""
+    """The folder's ``configs/*.yaml`` merged, each interpolation resolved where it can be;
+    one that cannot (a key ``ng_run``'s command line would give, an API key say) stays as
+    written, so that only the instances a run uses need theirs (``unresolved``)."""
     import yaml
     from omegaconf import OmegaConf
 
     merged = {}
     for path in sorted((folder / "configs").glob("*.yaml")):
         merged |= yaml.safe_load(path.read_text()) or {}
-    resolved = OmegaConf.create(CONFIG_GLOBALS | merged)
-    return {k: v for k, v in OmegaConf.to_container(resolved, resolve=True).items()
+    config = OmegaConf.create(CONFIG_GLOBALS | merged)
+    return {k: v for k, v in _resolved(config, OmegaConf.to_container(config)).items()
             if k not in CONFIG_GLOBALS and isinstance(v, dict)}
+
+
+def _resolved(config, raw):
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    if not isinstance(raw, dict | list):
+        return raw
+    out = {} if isinstance(raw, dict) else [None] * len(raw)
+    for key, value in (raw.items() if isinstance(raw, dict) else enumerate(raw)):
+        if isinstance(value, dict | list):
+            out[key] = _resolved(config[key], value)
+            continue
+        try:
+            found = config[key]
+            out[key] = OmegaConf.to_container(found, resolve=True) \
+                if OmegaConf.is_config(found) else found
+        except OmegaConfBaseException:
+            out[key] = value
+    return out
+
+
+def unresolved(config, where: str = "") -> list[str]:
+    """The fields of ``config`` still holding an interpolation (``${...}``)."""
+    if isinstance(config, dict | list):
+        items = config.items() if isinstance(config, dict) else enumerate(config)
+        return [f for k, v in items for f in unresolved(v, f"{where}.{k}".strip("."))]
+    return [f"{where}: {config}"] if isinstance(config, str) and "${" in config else []
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -178,6 +208,11 @@ class Servers:
                           if v != "???"}
         self.agent_config = agent_config | spec.get("agent_config", {})
         self.max_steps = spec.get("max_steps")
+        missing = unresolved(self.rs_config) + unresolved(self.agent_config)
+        if missing:
+            raise SystemExit(f"{self.env}'s config needs values ng_run's command line would "
+                             f"give ({'; '.join(missing)}): set them in server_config or "
+                             "agent_config")
         if self.policy in model_names(self.rs_config):
             raise SystemExit(f"{self.env}'s config has the policy ({self.policy}) judge the "
                              "episodes: give the judge an endpoint of its own in models and "
