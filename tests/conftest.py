@@ -37,9 +37,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 # two torch threads a test, or the cores a worker's share when that is fewer (2 workers on 2
-# cores: one each, not four threads contending for two cores)
+# cores: one each, not four threads contending for two cores); the programs a test starts
+# (servers, recipes, Ray workers) inherit the same share through OMP_NUM_THREADS
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-torch.set_num_threads(max(1, min(2, CORES // WORKERS)))
+THREADS = max(1, min(2, CORES // WORKERS))
+torch.set_num_threads(THREADS)
+os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 torch.set_flush_denormal(True)
 
 
