@@ -138,25 +138,24 @@ def token_distributions(
 
 
 def next_token_logits(model: torch.nn.Module, input_ids: torch.Tensor,
-                      chunk_size: int = 1024) -> Iterator[torch.Tensor]:
-    """fp32 logits ``[c, V]`` after each proper prefix of the sequence ``input_ids`` (row
-    ``t``: after ``input_ids[: t + 1]``), ``chunk_size`` positions at a time."""
+                      chunk_size: int = 1024, start: int = 0) -> Iterator[torch.Tensor]:
+    """fp32 logits ``[c, V]`` after each proper prefix of the sequence ``input_ids`` from
+    the ``start``-th on (row ``t``: after ``input_ids[: t + 1]``), ``chunk_size`` positions
+    at a time: the rows before ``start`` never reach the vocabulary projection."""
     ids = input_ids.view(1, -1)
     hidden = decoder_hidden_states(model.get_decoder(), ids, torch.ones_like(ids))[0, :-1]
-    for s in range(0, len(hidden), chunk_size):
+    for s in range(start, len(hidden), chunk_size) or [start]:  # none: one empty chunk
         yield output_logits(model, hidden[s : s + chunk_size])
 
 
 def top_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, k: int,
-                 chunk_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(tokens, logp)``, each ``[T - 1, k]``: the ``k`` likeliest next tokens after every
-    proper prefix of the sequence ``input_ids`` (``next_token_logits``' rows), likeliest
-    first, and their log-probs at temperature 1."""
+                 chunk_size: int = 1024, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tokens, logp)``, each ``[T - 1 - start, k]``: the ``k`` likeliest next tokens
+    after every proper prefix of the sequence ``input_ids`` (``next_token_logits``' rows from
+    ``start``), likeliest first, and their log-probs at temperature 1."""
     k = min(k, model.get_output_embeddings().weight.shape[0])
     tops = [torch.log_softmax(logits, dim=-1).topk(k)
-            for logits in next_token_logits(model, input_ids, chunk_size)]
-    if not tops:
-        return input_ids.new_zeros((0, k)), torch.zeros((0, k), device=input_ids.device)
+            for logits in next_token_logits(model, input_ids, chunk_size, start)]
     return torch.cat([t.indices for t in tops]), torch.cat([t.values for t in tops])
 
 

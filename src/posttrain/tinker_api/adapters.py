@@ -154,13 +154,14 @@ class AdapterPool:
         # the inputs get a dummy last token whose own logits are never read
         ids = torch.zeros((len(data), max(lengths) + 1), dtype=torch.long)
         attention, scored = torch.zeros_like(ids), torch.zeros_like(ids)
-        targets = torch.zeros((*ids.shape, max(widths)), dtype=torch.long) if any(widths) \
+        wide = any(widths)  # K targets a position somewhere: [B, T, max K] targets
+        targets = torch.zeros((*ids.shape, max(widths)), dtype=torch.long) if wide \
             else torch.zeros_like(ids)
         for i, (d, n, k) in enumerate(zip(data, lengths, widths)):
             ids[i, :n] = torch.tensor(d.tokens)
             wanted = d.inputs["target_tokens"].long().reshape(n, -1)  # [n, K or 1]
             targets[i, 1:n + 1] = torch.nn.functional.pad(
-                wanted, (0, targets.shape[2] - wanted.shape[1])) if any(widths) else wanted[:, 0]
+                wanted, (0, targets.shape[2] - wanted.shape[1])) if wide else wanted[:, 0]
             attention[i, :n + 1] = 1
             scored[i, 1:n + 1] = 1
         ids, targets, attention, scored = (t.to(self.device)

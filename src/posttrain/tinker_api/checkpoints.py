@@ -40,7 +40,11 @@ class Checkpoints:
                 or any(part in ("", ".", "..") for part in (parts[0], parts[2])):
             raise CheckpointError(f"{path!r} is not tinker://<model_id>/<weights|"
                                   "sampler_weights>/<name>")
-        return self.root / quote(parts[0], safe="") / parts[1] / parts[2]
+        return self.run_folder(parts[0]) / parts[1] / parts[2]
+
+    def run_folder(self, model_id: str) -> Path:
+        """Where a training client's checkpoints (and its run record) are kept."""
+        return self.root / quote(model_id, safe="")
 
     def save(self, path: str, spec: LoraSpec, adapter: dict[str, torch.Tensor],
              optimizer: dict | None = None, overwrite: bool = True) -> str:

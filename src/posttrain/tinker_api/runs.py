@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
-import tempfile
 from datetime import datetime, timezone
-from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from posttrain.tinker_api.adapters import LoraSpec
 from posttrain.tinker_api.checkpoints import (
@@ -24,6 +21,7 @@ from posttrain.tinker_api.checkpoints import (
     Checkpoints,
     tinker_path,
 )
+from posttrain.types.jsonl import write_atomic
 
 TYPES = {"weights": "training", "sampler_weights": "sampler"}  # folder -> checkpoint_type
 OWNER = "local"
@@ -37,26 +35,17 @@ class Runs:
     def __init__(self, checkpoints: Checkpoints, base_model: str) -> None:
         self.checkpoints, self.base_model = checkpoints, base_model
 
-    def _folder(self, model_id: str) -> Path:
-        return self.checkpoints.root / quote(model_id, safe="")
-
     def record(self, model_id: str, spec: LoraSpec, user_metadata: dict | None) -> None:
-        """Write the run's record (atomically: a temporary file renamed into place)."""
-        folder = self._folder(model_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        text = json.dumps({"lora": dataclasses.asdict(spec), "base_model": self.base_model,
-                           "user_metadata": {str(k): str(v)
-                                             for k, v in (user_metadata or {}).items()}})
-        handle, tmp = tempfile.mkstemp(dir=folder, prefix=".run-")
-        with os.fdopen(handle, "w") as f:
-            f.write(text)
-        os.replace(tmp, folder / "run.json")
+        """Write the run's record (atomically)."""
+        write_atomic(self.checkpoints.run_folder(model_id) / "run.json", json.dumps({
+            "lora": dataclasses.asdict(spec), "base_model": self.base_model,
+            "user_metadata": {str(k): str(v) for k, v in (user_metadata or {}).items()}}))
 
     def checkpoints_of(self, model_id: str) -> list[dict]:
         """The run's checkpoints, oldest first (``Checkpoint``)."""
         found = []
         for kind in KINDS:
-            for d in sorted((self._folder(model_id) / kind).glob("[!.]*")):
+            for d in sorted((self.checkpoints.run_folder(model_id) / kind).glob("[!.]*")):
                 if (d / "adapter.safetensors").is_file():
                     found.append({
                         "checkpoint_id": f"{kind}/{d.name}", "checkpoint_type": TYPES[kind],
@@ -68,18 +57,17 @@ class Runs:
 
     def run(self, model_id: str) -> dict:
         """The run ``model_id`` (``TrainingRun``); KeyError when there is none."""
-        record = self._folder(model_id) / "run.json"
+        record = self.checkpoints.run_folder(model_id) / "run.json"
         if not record.is_file():
             raise KeyError(f"no training run {model_id!r} on this server")
         saved = json.loads(record.read_text())
         checkpoints = self.checkpoints_of(model_id)
         last = {t: next((c for c in reversed(checkpoints) if c["checkpoint_type"] == t), None)
                 for t in TYPES.values()}
-        newest = max([record.stat().st_mtime] + [
-            (self._folder(model_id) / c["checkpoint_id"]).stat().st_mtime for c in checkpoints])
+        newest = max([_time(record.stat().st_mtime)] + [c["time"] for c in checkpoints])
         return {"training_run_id": model_id, "base_model": saved["base_model"],
                 "model_owner": OWNER, "is_lora": True, "corrupted": False,
-                "lora_rank": saved["lora"]["rank"], "last_request_time": _time(newest),
+                "lora_rank": saved["lora"]["rank"], "last_request_time": newest,
                 "last_checkpoint": last["training"], "last_sampler_checkpoint": last["sampler"],
                 "user_metadata": saved["user_metadata"] or None}
 

@@ -17,12 +17,13 @@ scored with the sampler's weights through the model's own forward, at temperatur
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from posttrain.models.logprobs import next_token_logits, sequence_logprobs, top_logprobs
+from posttrain.models.logprobs import next_token_logits, top_logprobs
 from posttrain.tinker_api.losses import BadRequest
 
 MASK_LOGPROB = -99999.0
@@ -93,39 +94,57 @@ class Scores:
     alt_tokens: tuple[np.ndarray, np.ndarray] | None = None  # int64, float32 [len - 1, k]
 
 
-def _topk_rows(model, sequence: list[int], k: int, first: int, length: int) -> TopK:
-    """Top-k rows for positions ``first .. first + length - 1`` of ``sequence`` (each the
-    distribution its token was drawn from); a position before 1 has none."""
-    tokens, logp = top_logprobs(model, torch.tensor(sequence, device=model.device), k)
-    ids = np.zeros((length, tokens.shape[1]), np.int32)
-    lps = np.full((length, tokens.shape[1]), MASK_LOGPROB, np.float32)
-    for row in range(length):
-        if first + row >= 1:
-            ids[row] = tokens[first + row - 1].cpu().numpy()
-            lps[row] = logp[first + row - 1].float().cpu().numpy()
-    return ids, lps
+def _masked(tokens: torch.Tensor, logp: torch.Tensor, none: int) -> TopK:
+    """Top-k rows as Tinker sends them: ``none`` rows without a distribution first (token 0
+    at ``MASK_LOGPROB``), then ``tokens``/``logp``."""
+    k = tokens.shape[1]
+    return (np.concatenate([np.zeros((none, k), np.int32), tokens.cpu().numpy()], dtype=np.int32),
+            np.concatenate([np.full((none, k), MASK_LOGPROB, np.float32),
+                            logp.float().cpu().numpy()], dtype=np.float32))
 
 
-def _alternatives(model, prompt: list[int], asked: Asked) -> tuple[np.ndarray, np.ndarray]:
-    """``asked.alt_k`` draws a prompt position after the first, and their log-probs."""
-    generator = torch.Generator(model.device)
-    if asked.seed is None:
+def _generator(device: torch.device, seed: int | None) -> torch.Generator:
+    generator = torch.Generator(device)
+    if seed is None:
         generator.seed()  # its own non-deterministic seed (the global one stays)
     else:
-        generator.manual_seed(asked.seed)
-    tokens, logps = [], []
-    for logits in next_token_logits(model, torch.tensor(prompt, device=model.device)):
-        if asked.temperature > 0:
-            drawn = torch.multinomial(torch.softmax(logits / asked.temperature, dim=-1),
-                                      asked.alt_k, replacement=True, generator=generator)
-        else:
-            drawn = logits.argmax(-1, keepdim=True).expand(-1, asked.alt_k)
-        tokens.append(drawn)
-        logps.append(torch.log_softmax(logits, dim=-1).gather(-1, drawn))
-    if not tokens:
-        return np.zeros((0, asked.alt_k), np.int64), np.zeros((0, asked.alt_k), np.float32)
-    return (torch.cat(tokens).cpu().numpy().astype(np.int64),
-            torch.cat(logps).float().cpu().numpy())
+        generator.manual_seed(seed)
+    return generator
+
+
+def _prompt_rows(model, prompt: list[int], asked: Asked) -> dict[str, torch.Tensor]:
+    """What ``asked`` asks at each prompt position after the first (row ``i``: position
+    ``i + 1``), from one forward over the prompt: the prompt token's log-prob
+    (``chosen``), the top-k (``top``, ``top_lp``), the targets' log-probs (``targets``) and
+    the alternative draws (``alt``, ``alt_lp``)."""
+    ids = torch.tensor(prompt, device=model.device)
+    targets = None if asked.targets is None else asked.targets.to(model.device)
+    generator = _generator(model.device, asked.seed) if asked.alt_k else None
+    rows: dict[str, list[torch.Tensor]] = defaultdict(list)
+    first = 0
+    for logits in next_token_logits(model, ids):
+        logp = torch.log_softmax(logits, dim=-1)
+        here = slice(first, first + len(logp))
+        first = here.stop
+        if asked.prompt_logprobs:
+            rows["chosen"].append(logp.gather(-1, ids[1:][here, None])[:, 0])
+        if asked.topk_prompt:
+            top = logp.topk(min(asked.topk_prompt, logp.shape[-1]))
+            rows["top"].append(top.indices)
+            rows["top_lp"].append(top.values)
+        if targets is not None:
+            wanted = targets[here]
+            rows["targets"].append(torch.where(wanted >= 0, logp.gather(-1, wanted.clamp(min=0)),
+                                               0.0))
+        if asked.alt_k:
+            if asked.temperature > 0:
+                drawn = torch.multinomial(torch.softmax(logits / asked.temperature, dim=-1),
+                                          asked.alt_k, replacement=True, generator=generator)
+            else:
+                drawn = logits.argmax(-1, keepdim=True).expand(-1, asked.alt_k)
+            rows["alt"].append(drawn)
+            rows["alt_lp"].append(logp.gather(-1, drawn))
+    return {name: torch.cat(parts) for name, parts in rows.items()}
 
 
 @torch.inference_mode()
@@ -133,23 +152,19 @@ def score(model: torch.nn.Module, prompt: list[int], samples: list[list[int]],
           asked: Asked) -> Scores:
     """What ``asked`` asks of ``prompt`` and its ``samples``, from ``model``."""
     out = Scores()
-    skip = len(prompt) - asked.last_n if asked.last_n else 1  # positions with none
-    ids = torch.tensor([prompt], device=model.device)
+    none = len(prompt) - asked.last_n if asked.last_n else 1  # positions without a score
+    rows = _prompt_rows(model, prompt, asked)
     if asked.prompt_logprobs:
-        lp, _ = sequence_logprobs(model, ids, torch.ones_like(ids), with_entropy=False)
-        out.prompt_logprobs = [float("nan")] * skip + lp[0, skip:].tolist()
+        out.prompt_logprobs = [float("nan")] * none + rows["chosen"][none - 1:].tolist()
     if asked.topk_prompt:
-        out.topk_prompt = _topk_rows(model, prompt, asked.topk_prompt, 0, len(prompt))
-        out.topk_prompt[0][:skip], out.topk_prompt[1][:skip] = 0, MASK_LOGPROB
+        out.topk_prompt = _masked(rows["top"][none - 1:], rows["top_lp"][none - 1:], none)
     if asked.topk_sample:
-        out.topk_samples = [_topk_rows(model, prompt + s, asked.topk_sample, len(prompt),
-                                       len(s)) for s in samples]
+        out.topk_samples = [_masked(*top_logprobs(
+            model, torch.tensor(prompt + s, device=model.device), asked.topk_sample,
+            start=len(prompt) - 1), 0) for s in samples]
     if asked.targets is not None:
-        wanted = asked.targets.to(model.device)
-        aligned = torch.cat([wanted.new_zeros((1, wanted.shape[1])), wanted.clamp(min=0)])
-        lp, _ = sequence_logprobs(model, ids, torch.ones_like(ids), with_entropy=False,
-                                  targets=aligned[None])
-        out.targets = torch.where(wanted >= 0, lp[0, 1:], 0.0).float().cpu().numpy()
+        out.targets = rows["targets"].float().cpu().numpy()
     if asked.alt_k:
-        out.alt_tokens = _alternatives(model, prompt, asked)
+        out.alt_tokens = (rows["alt"].cpu().numpy().astype(np.int64),
+                          rows["alt_lp"].float().cpu().numpy())
     return out
