@@ -133,8 +133,8 @@ def test_policy_loss_hyperparameters_are_checked_against_the_loss():
 
 
 def test_a_catalogue_functions_defaults_are_shown_and_follow_its_name():
-    """The values a loss uses appear in the config (quickstart.yaml lists ppo_clip's 0.2);
-    naming another loss takes that loss's own defaults, not the listed ones."""
+    """The values a loss uses appear in the config; naming another loss moves every value the
+    user left unset (null in quickstart.yaml) to that loss's own defaults."""
     quick = load_config("configs/quickstart.yaml")
     assert quick.model_dump()["actor"]["policy_loss"] == {
         "name": "ppo_clip", "eps_low": 0.2, "eps_high": 0.2, "dual_clip": None}
@@ -144,19 +144,45 @@ def test_a_catalogue_functions_defaults_are_shown_and_follow_its_name():
     assert (gspo.actor.policy_loss.eps_low, gspo.actor.policy_loss.eps_high) == (3e-4, 4e-4)
     mine = load_config("configs/quickstart.yaml", ["actor.policy_loss.eps_high=0.28"])
     assert mine.actor.policy_loss.hyperparameters() == {"eps_low": 0.2, "eps_high": 0.28}
+    renamed = mine.actor.policy_loss.model_copy()
+    renamed.name = "gspo"  # eps_high was set, eps_low was not
+    assert (renamed.eps_low, renamed.eps_high) == (3e-4, 0.28)
+
+
+GSPO_AT_PPO_VALUES = ["actor.policy_loss.name=gspo", "actor.policy_loss.eps_low=0.2",
+                      "actor.policy_loss.eps_high=0.28", "actor.loss_agg_mode=seq_mean_token_mean",
+                      "algo.offpolicy.correction=icepop", "algo.offpolicy.bounds=[0, 2]"]
+
+
+def test_a_value_set_equal_to_another_functions_default_is_kept(tmp_path):
+    """0.2 is ppo_clip's eps_low and (0, 2) tis_*'s bounds; set for gspo and icepop they are
+    the user's, through validation, the CLI's overrides, the saved config.yaml and a resume."""
+    from posttrain.config.sections.trainer import PolicyLossConfig
+    from posttrain.recipes.run_dir import config_changes
+
+    direct = PolicyLossConfig(name="gspo", eps_low=0.2, eps_high=0.28)
+    assert (direct.eps_low, direct.eps_high) == (0.2, 0.28)
+    cfg = load_config("configs/quickstart.yaml", GSPO_AT_PPO_VALUES)
+    assert cfg.actor.policy_loss.hyperparameters() == {"eps_low": 0.2, "eps_high": 0.28,
+                                                       "token_level": False}
+    assert cfg.algo.offpolicy.weight_options() == {"c_lo": 0.0, "c_hi": 2.0}
+    saved = tmp_path / "config.yaml"
+    saved.write_text(__import__("yaml").safe_dump(cfg.model_dump(mode="json", by_alias=True)))
+    assert load_config(saved) == cfg
+    assert config_changes(saved, cfg.model_dump(mode="json")) == []
 
 
 def test_off_policy_bounds_are_shown_and_follow_the_correction():
     """Null bounds take the correction's own defaults (tis_*: C_min, C_max = 0, 2; mis_*: C_lo,
-    C_hi = 0.5, 5); resolved bounds follow a change of correction or its removal; bounds of
-    the user's own stay, and without a correction they are an error."""
+    C_hi = 0.5, 5) and follow a change of correction; bounds of the user's own stay, and
+    without a correction they are an error."""
     tis = load_config(None, ["algo.offpolicy.correction=tis_token"])
     assert tis.algo.offpolicy.weight_options() == {"c_min": 0.0, "c_max": 2.0}
-    saved = tis.model_dump(mode="json", by_alias=True)
-    saved["algo"]["offpolicy"]["correction"] = "icepop"
-    assert build_config(saved).algo.offpolicy.weight_options() == {"c_lo": 0.5, "c_hi": 5.0}
-    saved["algo"]["offpolicy"]["correction"] = None
-    assert build_config(saved).algo.offpolicy.bounds is None
+    assert load_config(None, ["algo.offpolicy.correction=icepop"]).algo.offpolicy \
+        .weight_options() == {"c_lo": 0.5, "c_hi": 5.0}
+    moved = tis.algo.offpolicy.model_copy()
+    moved.correction = "icepop"
+    assert moved.weight_options() == {"c_lo": 0.5, "c_hi": 5.0}
     mine = load_config(None, ["algo.offpolicy.correction=mis_seq",
                               "algo.offpolicy.bounds=[0.2, 3.0]"])
     assert mine.algo.offpolicy.weight_options() == {"c_lo": 0.2, "c_hi": 3.0}

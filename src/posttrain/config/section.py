@@ -99,7 +99,7 @@ class Section(BaseModel):
         default = cls.model_fields[info.field_name].default
         if not isinstance(value, dict) or not isinstance(default, Section):
             return value
-        given = default.model_dump(by_alias=True, exclude_defaults=True)  # the owner's own
+        given = default.model_dump(by_alias=True, exclude_unset=True)  # the owner's own
         for name, field in type(default).model_fields.items():
             if field.alias and name in value:  # given by name: the default's alias would win
                 given.pop(field.alias, None)
@@ -132,10 +132,12 @@ class OptimConfig(Section):
 
 class NamedLoss(Section):
     """A catalogue function of kind ``KIND`` chosen by ``name``, its hyperparameters as extra
-    keys, each left out or null filled with the function's own default (so a dumped config shows
-    the value used); a value it does not take, or a missing required one, is an error. With
-    another function than the section's default, keys equal to the default function's defaults
-    are dropped first: a full config file lists them, and changing only ``name`` keeps it valid."""
+    keys. A hyperparameter the user set (``model_fields_set``: given in the file, an override
+    or an assignment, not null) is kept whatever the name; every other one holds the chosen
+    function's own default, so a dumped config shows the value used and renaming the function
+    moves its unset values to the new function's defaults. A value it does not take, or a
+    missing required one, is an error. Values are never compared with defaults to guess
+    whether they were set."""
 
     KIND: ClassVar[str]
     LABEL: ClassVar[str]  # how errors name it: "policy loss"
@@ -145,18 +147,10 @@ class NamedLoss(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _defaults_shown(cls, data: Any) -> Any:
+    def _null_is_unset(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        try:
-            chosen = facts(cls.KIND, data.get("name", cls.model_fields["name"].default))
-        except KeyError:
-            return data  # the name's own validator reports it
-        base = facts(cls.KIND, cls.model_fields["name"].default)
-        if chosen.name != base.name:
-            data = {k: v for k, v in data.items()
-                    if k == "name" or k not in base.defaults() or v != base.defaults()[k]}
-        return {**data, **{k: v for k, v in chosen.defaults().items() if data.get(k) is None}}
+        return {k: v for k, v in data.items() if v is not None or k == "name"}
 
     def hyperparameters(self) -> dict[str, Any]:
         """The keyword arguments to pass: every non-null value except ``name``."""
@@ -164,7 +158,19 @@ class NamedLoss(Section):
         return {k: v for k, v in values.items() if k != "name" and v is not None}
 
     @model_validator(mode="after")
-    def _takes_effect(self) -> NamedLoss:
+    def _defaults_follow_name(self) -> NamedLoss:
+        try:
+            own = facts(self.KIND, self.name).defaults()
+        except KeyError:
+            return self  # the name's own validator reports it
+        given, extra = self.model_fields_set, self.__pydantic_extra__
+        for key, field in type(self).model_fields.items():
+            if key != "name" and key not in given:
+                self.__dict__[key] = own.get(key, field.default)
+        for key in [k for k in extra if k not in given]:
+            del extra[key]
+        extra.update({k: v for k, v in own.items()
+                      if k not in given and k not in type(self).model_fields})
         check_hyperparameters(f"{self.LABEL} {self.name!r}",
                               facts(self.KIND, self.name).hyperparameters(),
                               set(self.hyperparameters()))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -72,9 +72,8 @@ class OffPolicyConfig(Section):
     the saved config shows them); ``opsm_delta`` drops negative-advantage sequences that drifted
     more than it; ``m2po_tau`` masks the tokens of largest squared log-ratio until the rest's
     second moment is below it (M2PO; 0.04 in its paper); ``kpop_phi`` masks the tokens whose
-    two-way Bernoulli KL exceeds it (KPop). Bounds equal to another correction's defaults
-    follow a change of ``correction`` (a full config file lists them, and changing only the
-    name keeps it valid)."""
+    two-way Bernoulli KL exceeds it (KPop). Bounds the user set (``model_fields_set``) are
+    kept; unset or null ones follow ``correction``."""
 
     correction: Annotated[str, registered("offpolicy", MISMATCH_WEIGHTS)] | None = None
     bounds: tuple[float, float] | None = None
@@ -82,28 +81,15 @@ class OffPolicyConfig(Section):
     m2po_tau: float | None = Field(None, gt=0)
     kpop_phi: float | None = Field(None, gt=0)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _bounds_shown(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        try:
-            own = None if data.get("correction") is None else _default_bounds(data["correction"])
-        except KeyError:
-            return data  # the name's own validator reports it
-        bounds = None if data.get("bounds") is None else tuple(data["bounds"])
-        if bounds is None or (bounds != own and bounds in map(_default_bounds, MISMATCH_WEIGHTS)):
-            return {**data, "bounds": own}
-        return data
-
     @model_validator(mode="after")
     def _bounds(self) -> OffPolicyConfig:
-        if self.bounds is not None:
-            if self.correction is None:
-                raise ValueError("offpolicy.bounds is set but offpolicy.correction is null")
-            if not 0 <= self.bounds[0] < self.bounds[1]:
-                raise ValueError(f"offpolicy.bounds must satisfy 0 <= low < high, got "
-                                 f"{self.bounds}")
+        if "bounds" not in self.model_fields_set or self.bounds is None:
+            self.__dict__["bounds"] = None if self.correction is None \
+                else _default_bounds(self.correction)
+        elif self.correction is None:
+            raise ValueError("offpolicy.bounds is set but offpolicy.correction is null")
+        elif not 0 <= self.bounds[0] < self.bounds[1]:
+            raise ValueError(f"offpolicy.bounds must satisfy 0 <= low < high, got {self.bounds}")
         return self
 
     def weight_options(self) -> dict[str, float]:
