@@ -79,10 +79,29 @@ def test_the_cli_audits_a_config_and_writes_its_report(config, skipped, tmp_path
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "audit.json").read_text())
     assert set(report["skipped"]) == skipped and report["holes"] == []
-    assert {f["exploit"] for f in report["findings"]} == {"answer_spray", "stop_at_once"}
+    assert {f["exploit"] for f in report["findings"]} == {"answer_spray", "restate_question",
+                                                          "stop_at_once"}
     assert all(f["tasks"] == 3 for f in report["findings"])
     written = (tmp_path / "audit.md").read_text()
     assert "| `answer_spray` |" in written
     # the printed table is the written one, row for row (it wrapped mid-row at 80 columns)
     table = [line for line in written.splitlines() if line.startswith("|")]
     assert all(line in result.output.splitlines() for line in table)
+
+
+def test_restating_the_question_no_longer_passes_a_math_scored_dataset(tmp_path):
+    """gsm8k_style's references are sums; the exploit answers "The total is 42 + 13." (the
+    question's numbers, unevaluated), which math-verify took as equal to 55."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    subprocess.run([sys.executable, "examples/gsm8k_style/make_data.py", str(data), "--train",
+                    "8", "--test", "4"], check=True, capture_output=True, timeout=120)
+    result = CliRunner().invoke(app, [
+        "env", "audit", "configs/gsm8k_style.yaml", f"task.data.path={data}/train.jsonl",
+        f"task.data.eval_path={data}/test.jsonl", f"sft.data={data}/sft.jsonl",
+        "--num-tasks", "4", "--exploit", "restate_question", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    finding, = json.loads((tmp_path / "a" / "audit.json").read_text())["findings"]
+    assert (finding["exploit"], finding["tasks"], finding["passed"]) == ("restate_question", 4, 0)

@@ -71,13 +71,28 @@ def test_math_reads_latex_plain_boxed_and_gsm8k_answers():
     assert m("<answer>4</answer>", "") is None  # a reference that does not parse: missing
 
 
+def test_math_pays_a_numeric_reference_only_for_a_number():
+    """math-verify takes "59 + 63" as equal to 122: restating the question paid 1.0 (a real
+    instruct model learned to answer "10 + 9 =" in 13 GRPO steps). A number written as one
+    (integer, decimal, percentage, fraction, or the result of shown work) still pays."""
+    m = VERIFIERS["math"]
+    gsm8k = "59 + 63 = 122\n#### 122"
+    assert m("The total is 59 + 63.", gsm8k) == 0.0
+    assert m("<answer>10 + 9 =</answer>", "19") == 0.0
+    assert m("<answer>2 \\cdot 61</answer>", "122") == 0.0
+    assert m("59 + 63 = 122", gsm8k) == m("The total is 122.", gsm8k) == 1.0
+    assert m("<answer>3/4</answer>", "0.75") == m("<answer>1,234</answer>", "1234") == 1.0
+    assert m("<answer>-7</answer>", "-7") == m("<answer>50\\%</answer>", "50") == 1.0
+    assert m(r"<answer>\sqrt{3}/2</answer>", r"\frac{\sqrt{3}}{2}") == 1.0  # not a number
+
+
 def test_a_math_check_that_outlives_its_timeout_is_killed_and_the_next_one_runs():
     from posttrain.rewards.math_verifier import WORKER, MathTimeout
 
     assert WORKER.check("4", "4") == 1.0
     busy = WORKER._process
     with pytest.raises(MathTimeout):
-        WORKER.check(r"(10^{100000})!", "1", timeout=0.5)  # sympy would work on for minutes
+        WORKER.check(r"(10^{100000})!", r"\sqrt{2}", timeout=0.5)  # sympy works on for minutes
     assert busy.poll() is not None  # killed, not left computing
     assert WORKER.check("4", "4") == 1.0 and WORKER._process is not busy
 

@@ -2,7 +2,8 @@
 
 ``math`` (``math_answer``) compares the completion's answer (its ``<answer>`` tag, else the
 whole text, where math-verify finds the last ``\\boxed{}`` or expression) with the reference
-(LaTeX or plain; a GSM8K solution's ``#### 72`` reads as 72). ``math_equiv`` (ALGORITHMS.md
+(LaTeX or plain; a GSM8K solution's ``#### 72`` reads as 72); a numeric reference needs an
+answer written as a number, not an unevaluated expression (``59 + 63``). ``math_equiv`` (ALGORITHMS.md
 §9) compares only the last ``\\boxed{}``. Each check runs in a worker process that is killed
 when it outlives its timeout, so a pathological expression stops costing time: math-verify's
 own timeout uses SIGALRM, which only the main thread has, and rollouts score in other threads.
@@ -11,6 +12,7 @@ own timeout uses SIGALRM, which only the main thread has, and rollouts score in 
 from __future__ import annotations
 
 import json
+import re
 import select
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from posttrain.rewards.rule_verifiers import BOXED_RE
 from posttrain.rewards.verifiers import extract_answer, gold_text
 
 TIMEOUT_S = 5.0  # one check
+FRACTION_RE = re.compile(r"-?\d+\s*/\s*\d+")  # math-verify leaves ``3/4`` unevaluated
 STARTUP_S = 120.0  # the worker importing math-verify and sympy
 
 
@@ -28,9 +31,20 @@ class MathTimeout(TimeoutError):
     """A check outlived its timeout; the worker doing it was killed."""
 
 
+def written_as_number(found: list) -> bool:
+    """Whether a math-verify parse (``[sympy value, extracted text]``) is a number as written:
+    an integer, a decimal, a percentage or a fraction of two integers (``3/4``,
+    ``\\frac{3}{4}``), not an expression left for the reader to evaluate (``59 + 63``)."""
+    return bool(getattr(found[0], "is_Number", False)
+                or FRACTION_RE.fullmatch(str(found[-1]).strip().rstrip(".")))
+
+
 def equivalent(answer: str, reference: str) -> float | None:
     """1.0 if math-verify finds ``answer`` equal to ``reference``, 0.0 if not or if the
-    answer does not parse, None if the reference does not parse. Runs in the worker."""
+    answer does not parse, None if the reference does not parse. A reference that is a number
+    is matched only by an answer written as a number (``written_as_number``): math-verify
+    takes ``59 + 63`` as equal to 122, so restating the question would pay. Runs in the
+    worker."""
     from math_verify import parse, verify
 
     def parsed(text: str) -> list:
@@ -43,6 +57,8 @@ def equivalent(answer: str, reference: str) -> float | None:
     if not gold:
         return None
     guess = parsed(answer)
+    if guess and written_as_number(gold) and not written_as_number(guess):
+        return 0.0
     return float(bool(guess) and verify(gold, guess, timeout_seconds=None))
 
 
