@@ -48,7 +48,7 @@ def runs(out: Path) -> dict[str, list[str]]:
         "maxrl_clip_cov": [*rl_from_sft, "algo.adv_estimator=maxrl",
                            "actor.policy_loss.name=clip_cov", "algo.top_entropy={rho: 0.5}",
                            "algo.offpolicy.kpop_phi=0.5", "task.curriculum={pool_size: 256}"],
-        "kl_cov_m2po": [*rl_from_sft, "actor.policy_loss.name=kl_cov",
+        "kl_cov_m2po": [*rl_from_sft, "actor.policy_loss.name=kl_cov", "rl.mini_batches=2",
                         "algo.offpolicy.m2po_tau=0.04"],
         # a fresh student of another tokenizer (the small preset's) from the RL model
         "opd_cross_tokenizer": ["train", QS, "stages=[opd]", "model.preset=small",

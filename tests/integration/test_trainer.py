@@ -1,5 +1,6 @@
 import copy
 import math
+import warnings
 
 import pytest
 import torch
@@ -228,3 +229,17 @@ def test_adaptive_entropy_bonus_follows_the_controller(model, tokenizer):
     resumed = Trainer(model, OptimConfig(lr=1e-4), 10, TrainerConfig(micro_batch_size=4))
     resumed.load_state_dict(older)  # a checkpoint written before objective_state
     assert resumed.objective_state["rl"] == kept
+
+
+def test_a_covariance_loss_warns_of_a_one_sequence_micro_batch(model, tokenizer):
+    """clip_cov's covariances are taken within a micro-batch; 6 rows in micro-batches of 5
+    leave one of 1 row, which still trains, with a warning (micro-batches of 1 are refused
+    at config time)."""
+    cfg = ActorConfig(policy_loss={"name": "clip_cov"})
+    tr = Trainer(model, OptimConfig(lr=1e-2), 10, TrainerConfig(micro_batch_size=5))
+    with pytest.warns(UserWarning, match="a micro-batch of one sequence"):
+        policy_steps(tr, rl_batch(model, tokenizer, n_prompts=3, group=2), PolicySteps(cfg))
+    tr = Trainer(model, OptimConfig(lr=1e-2), 10, TrainerConfig(micro_batch_size=4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        policy_steps(tr, rl_batch(model, tokenizer), PolicySteps(cfg))

@@ -92,6 +92,9 @@ SHAPING = "reward.shaping=[{name: dapo_overlong, max_length: 32, cache_length: 8
      "task.tau.user: api_key_env is set .* served by no endpoint"),
     ([*TAU, "task.tau.judge={model: /j, endpoint_model: gpt}"],
      "task.tau.judge: endpoint_model is set .* served by no endpoint"),
+    (["actor.policy_loss.name=kl_cov"], "kl_cov .* trains exactly as ppo_clip"),
+    (["actor.policy_loss.name=clip_cov", "trainer.micro_batch_size=1"],
+     "clip_cov .* every covariance is 0"),
 ])
 def test_an_option_that_cannot_take_effect_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -106,6 +109,9 @@ def test_an_option_that_cannot_take_effect_is_refused(overrides, message):
     [*ASYNC, "rl.async.stale=drop", "algo.dynamic_sampling.max_rounds=5"],
     ["agent.external_command=python a.py", *ASYNC, "rl.async.partial_rollout=true"],
     ["algo.dynamic_sampling.enabled=true", "algo.dynamic_sampling.max_rounds=5"],
+    ["actor.policy_loss.name=kl_cov", "rl.mini_batches=2"],
+    ["actor.policy_loss.name=clip_cov", "trainer.micro_batch_size=1", "algo.adv_estimator=gae",
+     "critic.enabled=true"],
     ["algo.kl.coef=0.1", "algo.kl.estimator=k1", "algo.kl.controller=adaptive",
      "algo.kl.target=0.1"],
     ["actor.entropy_bonus.adaptive=true", "actor.entropy_bonus.target=0.5"],

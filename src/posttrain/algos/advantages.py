@@ -50,7 +50,8 @@ def maxrl(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor)
     require_finite("maxrl", rewards=rewards)
     r = rewards.to(torch.float64)
     mean = group_stats(r, group_ids)[0]
-    adv = torch.where(mean > 0, (r - mean) / mean.clamp(min=EPS), torch.zeros_like(r))
+    positive = mean > 0
+    adv = torch.where(positive, (r - mean) / torch.where(positive, mean, 1.0), 0.0)
     return per_token(adv, mask)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -40,6 +41,7 @@ from posttrain.config import (
 )
 from posttrain.config.sections.reward import CONFESSION_PART
 from posttrain.config.sections.rl import ESTIMATOR_OPTIONS
+from posttrain.config.sections.trainer import COVARIANCE_LOSSES
 from posttrain.models.routing import load_balancing_loss, router_logits
 from posttrain.train.critic import critic_values, update_critic
 from posttrain.train.protocol import PolicyTrainer
@@ -389,6 +391,10 @@ def _optimizer_step(trainer: Trainer, batch: Batch, plan: PolicySteps, state: di
             logp, ent = trainer.token_logprobs(trainer.model, mb, plan.temperature, True,
                                                plan.top_k, plan.top_p, whole=aux)
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
+        if len(mb) == 1 and actor.policy_loss.name in COVARIANCE_LOSSES:
+            warnings.warn(f"{actor.policy_loss.name}: a micro-batch of one sequence; its token "
+                          "covariances are 0 under an episode-level advantage, so its token "
+                          "selection is arbitrary (docs/estimators.md)", stacklevel=1)
         tokens = RLTokens(logp, ent, old, mb.advantages, mb.loss_mask, mb.behaviour_logprobs,
                           mb.ref_logprobs)
         loss, stats = rl_loss(tokens, norm, actor, plan.kl, plan.offpolicy, entropy_coef)

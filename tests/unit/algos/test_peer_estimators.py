@@ -29,6 +29,8 @@ def test_token_covariance_is_the_hand_product():
                               torch.cat([ADV, torch.tensor([[9.0]], dtype=D)], 1),
                               torch.cat([MASK, torch.zeros(1, 1, dtype=D)], 1))
     torch.testing.assert_close(padded, torch.tensor([[4.5, 3.5, 1.25, 1.75, 0.0]], dtype=D))
+    one_sequence = token_covariance(LOGP, torch.full_like(ADV, 2.0), MASK)  # GRPO's: A_t = A
+    assert one_sequence.abs().max() == 0  # why one sequence a micro-batch is refused
 
 
 def clip_cov(logp=LOGP, old=OLD, **hp):
@@ -124,6 +126,12 @@ def test_maxrl_weighs_a_pass_by_n_over_k():
     adv = maxrl([1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1], [0] * 4 + [1] * 4 + [2] * 2 + [3] * 2)
     assert adv == pytest.approx([1, -1, -1, 1, 3, -1, -1, -1, 0, 0, 0, 0], abs=1e-12)
     assert sum(adv[:4]) == pytest.approx(0) and sum(adv[4:8]) == pytest.approx(0)
+
+
+def test_maxrl_divides_by_any_positive_mean_without_a_floor():
+    """Rewards [1e-9, 0, 0]: mean 1e-9/3, so (1e-9 - mean) / mean = 2 and -1, -1 (a floor of
+    1e-6 on the mean once gave 0.000667)."""
+    assert maxrl([1e-9, 0, 0], [0, 0, 0]) == pytest.approx([2, -1, -1], rel=1e-12)
 
 
 def mismatch_mask(name, delta, **hp):

@@ -13,6 +13,8 @@ from posttrain.config.section import Device, NamedLoss, OptimConfig, Section, re
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
+# policy losses that select tokens by Cov_t within a micro-batch (algos/objectives/cov_losses)
+COVARIANCE_LOSSES = ("clip_cov", "kl_cov")
 MISMATCH_WEIGHTS = ("tis_token", "tis_seq", "mis_token", "mis_seq")
 # trainer.precision -> the dtype it computes in (a torch attribute name)
 COMPUTE_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -124,6 +126,27 @@ class ActorConfig(Section):
     loss_agg_mode: Annotated[str, registered("aggregation")] = "token_mean"
     entropy_bonus: EntropyBonusConfig = EntropyBonusConfig()
     router_aux_coef: float = Field(0.0, ge=0)
+
+    def check(self, cfg) -> None:
+        """What the covariance losses need of the update: ``kl_cov``'s penalty ``|log pi -
+        log pi_old|`` is 0 with zero gradient on a batch's only optimiser step (the policy is
+        still the rollout policy), and ``Cov_t`` is taken within a micro-batch, so one
+        sequence a micro-batch under an episode-level advantage (the same on every token)
+        makes every covariance 0."""
+        name = self.policy_loss.name
+        if "rl" not in cfg.stages or name not in COVARIANCE_LOSSES:
+            return
+        if name == "kl_cov" and cfg.rl.epochs * cfg.rl.mini_batches == 1:
+            raise ValueError("actor.policy_loss kl_cov penalises |log pi - log pi_old|, which is "
+                             "0 with zero gradient on a batch's only optimiser step: with "
+                             "rl.epochs 1 and rl.mini_batches 1 it trains exactly as ppo_clip; "
+                             "raise rl.epochs or rl.mini_batches, or use clip_cov")
+        if cfg.trainer.micro_batch_size == 1 and \
+                facts("advantage", cfg.algo.adv_estimator).output == "episode":
+            raise ValueError(f"actor.policy_loss {name} selects tokens by their covariance "
+                             f"within a micro-batch; with trainer.micro_batch_size 1 and "
+                             f"{cfg.algo.adv_estimator}'s one advantage a sequence every "
+                             "covariance is 0: raise trainer.micro_batch_size")
 
     @model_validator(mode="after")
     def _gspo_aggregation(self) -> ActorConfig:
