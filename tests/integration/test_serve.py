@@ -70,6 +70,26 @@ def test_streamed_and_whole_completions_are_the_engines_sample_and_are_recorded(
     assert whole.usage.prompt_tokens == len(prompt)
 
 
+def test_anthropics_top_k_is_honoured(serve, model, tokenizer):
+    """top_k=1 keeps only the likeliest token: at temperature 1 the reply is the greedy one
+    (it was accepted and ignored, so the reply was an ordinary sample)."""
+    import anthropic
+
+    engine = TorchEngine(model, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    _, sessions, url = serve(engine)
+    client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="session-a",
+                                 max_retries=0)
+    client.messages.create(model="tiny", max_tokens=12, messages=USER, extra_body={"top_k": 1})
+    prompt = encode_prompt(tokenizer, USER)
+    (greedy,) = engine.generate([prompt], SamplingParams(
+        max_new_tokens=12, temperature=0.0, stop_token_ids=(tokenizer.eos_token_id,)))
+    (sampled,) = engine.generate([prompt], SamplingParams(
+        max_new_tokens=12, temperature=1.0, seed=0, stop_token_ids=(tokenizer.eos_token_id,)))
+    assert sampled.token_ids != greedy.token_ids  # so the check below can fail
+    (segment,) = sessions.episode("session-a").segments
+    assert segment.token_ids[len(prompt):] == greedy.token_ids
+
+
 def test_a_conversation_is_bridged_into_one_segment_that_replays(serve, tokenizer):
     client, sessions, _ = serve(Scripted(tokenizer, ["Five.", "Six, since 3+3=6."]))
     messages = list(USER)

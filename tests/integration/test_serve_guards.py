@@ -4,6 +4,7 @@ a conversation longer than the context window (400, before it is tokenised), unk
 sessions (404 in the API's own error format), schema errors named as the client wrote them;
 and a refused request or a read starts no session."""
 
+import http.client
 import json
 import sys
 import urllib.error
@@ -120,3 +121,60 @@ def test_an_anthropic_tool_schema_error_names_input_schema(server):
     with pytest.raises(anthropic.BadRequestError, match=r"tools\[0\]\.input_schema is not"):
         client.messages.create(model="tiny", max_tokens=8, messages=USER, tools=[
             {"name": "add", "input_schema": {"type": "nonsense"}}])
+
+
+HUGE = "9" * 5000  # past Python's 4,300-digit limit on parsing an integer
+PAST_FLOAT = "1" + "0" * 400  # 1e400 as an integer literal: parses, then overflows a float
+CHAT = '{"model": "tiny", "messages": [{"role": "user", "content": "hi"}]'
+MESSAGES = '{"model": "tiny", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]'
+BAD_REQUESTS = [
+    ("POST", "/v1/chat/completions", CHAT + f', "n": {HUGE}}}'),
+    ("POST", "/v1/chat/completions", CHAT + f', "temperature": {PAST_FLOAT}}}'),
+    ("POST", "/v1/chat/completions", CHAT + f', "max_tokens": {PAST_FLOAT}}}'),
+    ("POST", "/v1/messages", MESSAGES + f', "top_p": {HUGE}}}'),
+    ("POST", "/v1/messages", MESSAGES + f', "temperature": {PAST_FLOAT}}}'),
+    ("POST", "/v1/messages", MESSAGES + ', "top_k": -1}'),
+    ("POST", "/v1/messages", " " * (2**16 + 1)),
+    ("GET", "/v1/messages", ""),
+    ("PUT", "/v1/messages", MESSAGES + "}"),
+    ("DELETE", "/v1/chat/completions", ""),
+    ("POST", "/v1/responses", f'{{"model": "tiny", "input": "hi", "max_output_tokens": {HUGE}}}'),
+    ("POST", "/v1/sessions/s3cret/reward", f'{{"reward": {HUGE}}}'),
+    ("POST", "/v1/sessions/s3cret/reward", f'{{"reward": {PAST_FLOAT}}}'),
+    ("POST", "/v1/sessions/s3cret/reward", '{"reward": 1e400}'),
+]
+
+
+@pytest.mark.parametrize("method, path, body", BAD_REQUESTS,
+                         ids=[f"{m} {p} {b[-24:]}" for m, p, b in BAD_REQUESTS])
+def test_a_bad_request_is_a_4xx_in_its_apis_format_and_keeps_the_connection(
+        server, method, path, body):
+    """Every client-made error answers 4xx (never a 500, which also dropped the keep-alive
+    connection) in the error format of the API asked; the next request on the connection is
+    served."""
+    url, _, _ = server
+    openai.OpenAI(base_url=url, api_key="s3cret", max_retries=0).chat.completions.create(
+        model="tiny", messages=USER)  # the session the reward route names
+    host, port = url.removeprefix("http://").removesuffix("/v1").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    auth = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+    connection.request(method, path, body.encode(), auth)
+    answer = connection.getresponse()
+    status, error = answer.status, json.loads(answer.read())
+    assert 400 <= status < 500, (status, error)
+    if path.startswith("/v1/messages"):
+        assert error["type"] == "error" and error["error"]["type"] in (
+            "invalid_request_error", "request_too_large", "not_found_error")
+    else:
+        assert error["error"]["type"] in ("invalid_request_error", "not_found_error")
+    connection.request("GET", "/v1/models", headers=auth)  # the same connection
+    assert connection.getresponse().status == 200
+
+
+def test_the_model_list_needs_the_key(server):
+    url, _, _ = server
+    for key in (None, "wrong", "s3cre", "s3cretX"):
+        status, body = post(url, "/models", b"", key=key, method="GET")
+        assert status == 401 and body["error"]["code"] == "invalid_api_key"
+    assert post(url, "/models", b"", method="GET")[1]["data"][0]["id"] == "tiny"
+    assert post(url, "/models", b"", key="s3cret:alice", method="GET")[0] == 200

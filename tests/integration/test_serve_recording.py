@@ -85,8 +85,13 @@ def test_the_end_of_the_with_writes_every_open_session(tokenizer, tmp_path):
 
 
 @pytest.mark.parametrize("where, why", [("missing/r.jsonl", "does not exist"),
-                                        (".", "is a directory")])
+                                        (".", "is a directory"),
+                                        ("/proc/r.jsonl", "cannot be written"),
+                                        ("/dev/full", "not a regular file")])
 def test_a_record_that_cannot_be_written_is_refused_at_once(tmp_path, where, why):
+    """/proc and /dev/full pass an ``os.access`` check (as root) and then fail every write."""
     with pytest.raises(RecordError, match=why):
         Recorder(tmp_path / where, Sessions())
     assert list(tmp_path.iterdir()) == []
+    Recorder(tmp_path / "r.jsonl", Sessions())
+    assert list(tmp_path.iterdir()) == []  # the probe beside it is gone

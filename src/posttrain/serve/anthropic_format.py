@@ -35,6 +35,7 @@ class MessagesBody(BaseModel):
     tool_choice: dict[str, Any] | None = None
     temperature: float = Field(1.0, ge=0, le=1)
     top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0)
     stop_sequences: list[str] | None = None
     thinking: dict[str, Any] | None = None
     stream: bool = False
@@ -78,7 +79,7 @@ def parse_messages(body: dict) -> tuple[MessagesBody, Request]:
             "parameters": t.get("input_schema", {"type": "object"})}}, i, "input_schema")
         for i, t in enumerate(msg.tools or [])] or None)
     return msg, Request(_messages(msg), tools, 1, msg.temperature, msg.top_p, msg.max_tokens,
-                        list(msg.stop_sequences or []), force_tool=force,
+                        list(msg.stop_sequences or []), force_tool=force, top_k=msg.top_k,
                         quick=list(dict.fromkeys(msg.quick)))
 
 
@@ -124,9 +125,14 @@ def message_events(msg: MessagesBody, s: Sampled, prompt_tokens: int) -> Iterato
     yield event("message_stop", {})
 
 
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-               500: "api_error", 503: "overloaded_error"}
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+               403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+               429: "rate_limit_error", 500: "api_error", 503: "overloaded_error",
+               529: "overloaded_error"}
 
 
 def error_body(status: int, message: str) -> dict:
-    return {"type": "error", "error": {"type": ERROR_TYPES[status], "message": message}}
+    """Anthropic's error body for ``status``; a status its table lacks (405, 422, ...) is
+    ``invalid_request_error`` below 500 and ``api_error`` from 500."""
+    kind = ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}

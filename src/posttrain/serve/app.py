@@ -15,6 +15,7 @@ unknown session (404), an unknown route (404). A refused request starts no sessi
 
 from __future__ import annotations
 
+import hmac
 import json
 import uuid
 
@@ -93,7 +94,7 @@ async def _json(request: HttpRequest, limit: int) -> dict:
             raise TooLarge
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # ValueError: an integer of 4,300+ digits
         raise RequestError(f"the request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise RequestError("the request body is nested too deeply") from None
@@ -164,8 +165,13 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
                        f"{request.method} {request.url.path}: {exc.detail}", what)
 
     def authorised(request: HttpRequest) -> None:
-        key = credential(request)
-        if api_key is not None and key != api_key and not key.startswith(api_key + ":"):
+        """The request carries ``api_key`` (alone or as ``key:<session>``), compared in
+        constant time."""
+        if api_key is None:
+            return
+        given, secret = credential(request).encode(), api_key.encode()
+        named = given[len(secret):len(secret) + 1] in (b"", b":")  # alone, or key:<session>
+        if not (hmac.compare_digest(given[:len(secret)], secret) and named):
             raise Unauthorized
 
     async def call(request: HttpRequest) -> tuple[dict, str]:
@@ -183,7 +189,8 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
             raise NoSuchSession(key) from None
 
     @app.get("/v1/models")
-    async def models() -> dict:
+    async def models(request: HttpRequest) -> dict:
+        authorised(request)
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
                                              "owned_by": "posttrain"}]}
 
@@ -228,7 +235,9 @@ def create_app(completer: Completer, sessions: Sessions, model_name: str,
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise RequestError("the body must be {\"reward\": <a finite number>}", "reward")
         try:
-            sessions.set_reward(key, value)
+            sessions.set_reward(key, float(value))
+        except OverflowError:  # an integer past float's range
+            raise RequestError("reward is too large for a float", "reward") from None
         except ValueError as exc:  # not finite
             raise RequestError(str(exc), "reward") from None
         if recorder is not None:

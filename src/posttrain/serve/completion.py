@@ -161,7 +161,8 @@ class Completer:
         stop = (self.tokenizer.eos_token_id,)
         if f is not None:
             return SamplingParams(budget, f.temperature, f.top_p, f.top_k, stop, seed)
-        return SamplingParams(budget, request.temperature, request.top_p, 0, stop, seed)
+        return SamplingParams(budget, request.temperature, request.top_p, request.top_k, stop,
+                              seed)
 
     def _choice(self, ids: list[int], logprobs: list[float], version: int, reason: str,
                 stop: list[str], tools: list[dict] | None, opening: str = "") -> Sampled:

@@ -13,6 +13,7 @@ snapshot episode carries ``FILE``'s size then: the episodes appended since are i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -30,14 +31,29 @@ class RecordError(ValueError):
 
 
 def checked_record(path: Path) -> Path:
-    """``path`` if a record can be appended there (nothing is created yet); ``RecordError``
-    says why not, at start rather than when the first session is due."""
+    """``path`` if a record can be appended there and its snapshot written beside it;
+    ``RecordError`` says why not, at start rather than when the first session is due. A file
+    is created beside it and removed (``os.access`` passes ``/proc/x`` as root), and the path,
+    if it exists, must be a regular file (``/dev/full`` opens and then fails every write)."""
     if path.is_dir():
         raise RecordError(f"--record {path} is a directory; give a file")
     if not path.parent.is_dir():
         raise RecordError(f"--record {path}: the directory {path.parent} does not exist")
-    if not os.access(path if path.exists() else path.parent, os.W_OK):
-        raise RecordError(f"--record {path} cannot be written (permission denied)")
+    if path.exists() and not path.is_file():
+        raise RecordError(f"--record {path} is not a regular file")
+    probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        probe.unlink()
+        if path.exists():
+            open(path, "ab").close()  # noqa: SIM115 - opened to check, nothing written
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+        raise RecordError(f"--record {path} cannot be written ({e.strerror or e})") from None
     return path
 
 

@@ -74,3 +74,4 @@ class Request:
     seed: int | None = None
     force_tool: str | None = None  # a tool the reply must call (``tool_choice.ANY_TOOL``: any)
     quick: list[str] = field(default_factory=list)  # quick instructions to answer (their tokens)
+    top_k: int = 0  # Anthropic's: sample from the k likeliest tokens (0: all)
