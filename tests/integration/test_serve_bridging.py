@@ -67,3 +67,25 @@ def test_a_prefill_is_one_assistant_message_that_replays_and_bridges(tokenizer):
                     {"role": "user", "content": "Sure?"}]
         client.messages.create(model="tiny", max_tokens=8, messages=messages)
         assert one_segment(sessions, "k", tokenizer) == (1, [])
+
+
+def test_a_dropped_reply_keeps_what_came_before_it_token_exact(tokenizer, replies):
+    """The client drops the second reply (it hung up, or retries the turn): the new call
+    reuses the recorded tokens through the first reply, lone byte included, and the split is
+    where the conversation changed (it was inside reply #1: its text re-encoded)."""
+    with served(Scripted(tokenizer, [replies[0], "Two.", "Three."]), tokenizer) as (
+            url, sessions):
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        first = client.chat.completions.create(model="tiny", messages=USER)
+        kept = [*USER, {"role": "assistant", "content": first.choices[0].message.content},
+                {"role": "user", "content": "More."}]
+        client.chat.completions.create(model="tiny", messages=kept)  # its reply is dropped
+        client.chat.completions.create(model="tiny", messages=[
+            *kept[:2], {"role": "user", "content": "More, please."}])
+        episode = sessions.episode("k")
+        assert episode_problems(episode, tokenizer) == []
+        old, new = episode.segments
+        through_first = old.loss_mask.index(0, old.loss_mask.index(1))  # after reply #1
+        assert new.token_ids[:through_first] == old.token_ids[:through_first]
+        (split,) = episode.meta["splits"]
+        assert split["call"] == 3 and split["position"] > through_first

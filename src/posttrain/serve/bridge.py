@@ -10,7 +10,9 @@ that branch's segment, the longest such branch if several (a session may hold in
 conversations): the new prompt tokens join with mask 0 and the sampled ones with mask 1. A
 prompt that extends no branch (the chat template rewrote history, the client edited a message)
 starts a new segment; the split is counted with the first position where the tokens part from
-the closest branch, so nothing the policy sampled is ever re-tokenised. Each choice of ``n > 1``
+the closest branch, so nothing the policy sampled is ever re-tokenised. A conversation that
+dropped a later reply (a hang-up, a retry, an edit) is built on the branch through the last
+reply it kept, token for token, and parts from it where it changed. Each choice of ``n > 1``
 is a branch of its own. Known limit: a client that retries a call leaves the first answer as a
 branch of its own, trained with the session's reward although the agent never saw it.
 """
@@ -39,6 +41,12 @@ class Branch:
 
     def extended_by(self, prompt: list[int]) -> bool:
         return prompt[:len(self.token_ids)] == self.token_ids
+
+    def reply_ends(self) -> list[int]:
+        """The positions just after each sampled run (a reply), the last first."""
+        mask = self.loss_mask
+        return [i for i in range(len(mask), 0, -1)
+                if mask[i - 1] and (i == len(mask) or not mask[i])]
 
     def segment(self) -> Segment:
         return Segment(list(self.token_ids), list(self.loss_mask), list(self.logprobs),
@@ -85,15 +93,27 @@ class SessionTrace:
 
     def prompt_after(self, text: str, decode: Callable[[list[int]], str],
                      encode: Callable[[str], list[int]]) -> list[int]:
-        """The prompt ids of the rendered ``text``: the longest branch whose decoded text
-        begins it, then the rest encoded; all of it encoded when none does."""
+        """The prompt ids of the rendered ``text``: the longest recorded prefix whose decoded
+        text begins it, then the rest encoded; all of it encoded when none does. A whole branch
+        is tried first; failing that, a branch through the end of one of its replies (a client
+        that dropped a later reply, by a hang-up, a retry or an edit), so what it kept stays
+        token-exact and the conversation parts where it really changed."""
         with self._lock:
             for branch in sorted(self.branches, key=lambda b: -len(b.token_ids)):
                 if branch.text is None:
                     branch.text = decode(branch.token_ids)
                 if branch.text and text.startswith(branch.text):
                     return list(branch.token_ids) + encode(text[len(branch.text):])
-        return encode(text)
+            kept, kept_text = [], ""
+            for branch in self.branches:
+                for end in branch.reply_ends():
+                    if end <= len(kept):
+                        break
+                    head = decode(branch.token_ids[:end])
+                    if text.startswith(head):
+                        kept, kept_text = branch.token_ids[:end], head
+                        break
+        return list(kept) + encode(text[len(kept_text):])
 
     def record(self, prompt: list[int], messages: list[dict], choices: list[Choice],
                tools: list[dict] | None = None) -> bool:
