@@ -51,8 +51,8 @@ CASES = {
         "cannot read dataset"),
     "sft: a config without an sft stage": (["sft", "configs/tau.yaml"], "has no sft stage"),
     "replay: not episodes": (["replay", "{d}/bad.jsonl"], "malformed episode"),
-    "view: not a run directory": (["view", "{d}/empty"],
-                                   "no run (a folder with metrics.jsonl) in: {d}/empty"),
+    "view: not a folder": (["view", "{d}/file.txt"],
+                           "not a folder (a run's out_dir or a folder of runs): {d}/file.txt"),
     "config explain: a missing config": (["config", "explain", "{d}/none.yaml"],
                                          "does not exist"),
     "train: a missing skill bank": (

@@ -33,7 +33,7 @@ def client(run):
 def test_metrics_follow_a_run_that_is_still_writing(run, tmp_path, client):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     got = client.get("/api/runs/0/metrics").json()
-    assert got == {"rows": rows, "next": len(rows), "warnings": []}
+    assert got == {"rows": rows, "next": len(rows), "warnings": [], "skipped": 0}
     live = tmp_path / "live"
     live.mkdir()
     (live / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
@@ -42,7 +42,8 @@ def test_metrics_follow_a_run_that_is_still_writing(run, tmp_path, client):
     with open(live / "metrics.jsonl", "a") as f:  # a step lands, the next one half written
         f.write(json.dumps({"stage": "rl", "step": 2, "reward": 0.5}) + "\n{\"stage\": ")
     assert viewer.get("/api/runs/0/metrics?after=1").json() == {
-        "rows": [{"stage": "rl", "step": 2, "reward": 0.5}], "next": 2, "warnings": []}
+        "rows": [{"stage": "rl", "step": 2, "reward": 0.5}], "next": 2, "warnings": [],
+        "skipped": 0}
     with open(live / "metrics.jsonl", "a") as f:
         f.write('"rl", "step": 3, "reward": 0.75}\n')
     assert viewer.get("/api/runs/0/metrics?after=2").json()["rows"] == [
@@ -228,12 +229,13 @@ def test_a_malformed_line_is_skipped_with_a_warning_and_shifts_nothing(run, tmp_
     viewer = TestClient(create_viewer_app([broken]), base_url=LOCAL)
     got = viewer.get("/api/runs/0/metrics").json()
     assert got["rows"] == [json.loads(line) for line in metrics]  # none lost, before or after
-    assert got["warnings"] == ["metrics.jsonl line 2: not a JSON object, skipped"]
+    assert got["warnings"] == [("metrics.jsonl line 2: invalid JSON (Expecting property name "
+                                "enclosed in double quotes at column 2), skipped")]
     (broken / "config.yaml").write_text(f"model: {{path: {run / 'base_model'}}}\n")
     page = viewer.get("/api/runs/0/episodes?limit=500").json()
-    assert page["total"] == 12 and page["warnings"][1:] == [
-        "episodes.jsonl line 6: not an episode, skipped",
-        "episodes.jsonl line 7: not an episode, skipped"]
+    assert page["total"] == 12 and page["skipped"] == 3 and page["warnings"][1:] == [
+        "episodes.jsonl line 6: invalid JSON (Expecting value at column 1), skipped",
+        "episodes.jsonl line 7: not a JSON object (a list), skipped"]
     reference = TestClient(create_viewer_app([run]), base_url=LOCAL)
     for index in (4, 5, 11):
         ours = viewer.get(f"/api/runs/0/episodes/{index}").json()

@@ -157,3 +157,31 @@ def test_the_page_shows_curves_episodes_and_coloured_tokens(browser, tmp_path):
         # the run's summary.json and config
         browser.find_element(By.CSS_SELECTOR, "#run-files summary").click()
         wait.until(lambda d: '"eval_after_rl"' in d.find_element(By.ID, "run-summary").text)
+
+
+def test_a_run_without_metrics_waits_and_a_grid_that_matches_nothing_says_so(browser,
+                                                                             tmp_path):
+    """A run that has written only its config.yaml is listed as waiting for its first
+    metrics, and its curve appears once they land; a grid filter that matches no metric says
+    so (it showed an empty area)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run = tmp_path / "started"
+    run.mkdir()
+    (run / "config.yaml").write_text("stages: [rl]\n")
+    wait = WebDriverWait(browser, 30)
+    with running(create_viewer_app([run])) as url:
+        browser.get(url.removesuffix("/v1") + "/")
+        wait.until(lambda d: "waiting for its first metrics" in d.find_element(By.ID, "runs").text)
+        (run / "metrics.jsonl").write_text("".join(
+            f'{{"stage": "rl", "step": {s}, "reward": {s / 4}}}\n' for s in (1, 2, 3)))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#curve path.series"))
+        wait.until(lambda d: "waiting" not in d.find_element(By.ID, "runs").text)
+        browser.find_element(By.ID, "grid-filter").send_keys("eval/")
+        wait.until(lambda d: d.find_element(By.ID, "curve-grid").text
+                   == 'no metric matches "eval/"')
+        assert not browser.find_elements(By.CSS_SELECTOR, "#curve-grid svg")
+        browser.find_element(By.ID, "grid-filter").clear()
+        browser.find_element(By.ID, "grid-filter").send_keys("rl/")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#curve-grid svg")) == 1)

@@ -325,8 +325,9 @@ def view(
 ) -> None:
     """Open a local web page over runs: curves, episodes token by token, groups.
 
-    Reads the runs while they are written; a folder that is not a run shows every run
-    under it; nothing is fetched from the internet (docs/viewer.md). Stop with Ctrl-C."""
+    Reads the runs while they are written (a run that has not logged yet waits for its
+    first metrics); a folder that is not a run shows every run under it; nothing is fetched
+    from the internet (docs/viewer.md). Stop with Ctrl-C."""
     import uvicorn
 
     from posttrain.viewer import create_viewer_app, runs_under
@@ -334,7 +335,7 @@ def view(
     under = {folder: runs_under(folder) for folder in runs}
     found = [run for folder in runs for run in under[folder]]
     if missing := [str(folder) for folder in runs if not under[folder]]:
-        _fail(f"no run (a folder with metrics.jsonl) in: {', '.join(missing)}")
+        _fail(f"not a folder (a run's out_dir or a folder of runs): {', '.join(missing)}")
     free_port_or_fail(host, port)
     console.print(f"posttrain view of {len(found)} run(s) at http://{host}:{port}/")
     uvicorn.run(create_viewer_app(found, host), host=host, port=port, log_level="warning")

@@ -62,6 +62,7 @@ def create_viewer_app(run_dirs: Sequence[str | Path], host: str = "127.0.0.1") -
     @app.get("/api/runs")
     def run_list() -> dict:
         return {"runs": [{"id": i, "name": r.name, "path": str(r.path), "stages": r.stages(),
+                          "metrics": (r.path / "metrics.jsonl").is_file(),
                           "episodes": (r.path / "episodes.jsonl").is_file()}
                          for i, r in enumerate(runs)]}
 
@@ -69,7 +70,8 @@ def create_viewer_app(run_dirs: Sequence[str | Path], host: str = "127.0.0.1") -
     def metrics(run_id: int, after: int = 0) -> dict:
         run = run_of(run_id)
         run.refresh_metrics()
-        return {"rows": run.rows[after:], "next": len(run.rows), "warnings": run.warnings[-20:]}
+        return {"rows": run.rows[after:], "next": len(run.rows), "warnings": run.warnings[-20:],
+                "skipped": run.skipped}
 
     @app.get("/api/runs/{run_id}/summary")
     def summary(run_id: int) -> dict:

@@ -61,7 +61,8 @@ def shown_prompt(run: RunFiles, s: dict) -> str:
 def episode_page(run: RunFiles, query: EpisodeQuery) -> dict:
     """``{"total": matching, "episodes": the page's summaries (with their prompts), "tasks"
     and "finishes": what the run's episodes name, "traced": how many carry token stats,
-    "warnings": lines skipped, "texts": whether prompts can be decoded yet}``."""
+    "warnings": the newest lines skipped, "skipped": how many in all, "texts": whether
+    prompts can be decoded yet}``."""
     run.refresh()
     key, descending = SORTS[query.sort]
     kept = [s for s in run.summaries if query.keeps(s)]
@@ -77,7 +78,8 @@ def episode_page(run: RunFiles, query: EpisodeQuery) -> dict:
             "tasks": sorted({s["task"] for s in every} - {""}),
             "finishes": sorted({s["finish_reason"] for s in every}),
             "traced": sum(s["traced"] for s in every), "count": len(every),
-            "warnings": run.warnings[-20:], "texts": run.tokenizer() is not None}
+            "warnings": run.warnings[-20:], "skipped": run.skipped,
+            "texts": run.tokenizer() is not None}
 
 
 def token_texts(tokenizer, ids: list[int]) -> list[str]:

@@ -92,7 +92,8 @@ const state = {
   groupRun: null,        // run of the group shown
   tokens: [],            // [span, token] of the open episode, for recolouring
   versions: [],          // sorted versions seen in the open episode
-  warnings: new Map(),   // run id -> lines the server skipped
+  warnings: new Map(),   // run id -> the newest lines the server skipped
+  skipped: new Map(),    // run id -> how many lines the server skipped in all
   polls: 0,
 };
 
@@ -116,8 +117,10 @@ async function loadRuns() {
     const toggle = el('input', {type: 'checkbox', class: 'run-toggle', 'data-run': id, checked: ''});
     const swatch = el('span', {class: 'swatch'});
     swatch.style.background = runColour(id);
-    label.append(toggle, swatch, run.name);
+    const status = el('span', {class: 'run-status muted', 'data-run': id});
+    label.append(toggle, swatch, run.name, status);
     box.append(label);
+    showWaiting(id, run.metrics === false);
   }
   const options = () => state.runs.map((r) => el('option', {value: String(r.id)}, r.name));
   $('episode-run').replaceChildren(...options());
@@ -134,10 +137,27 @@ async function loadRunFiles() {
   $('run-summary').textContent = JSON.stringify({summary: res.summary, config: res.config}, null, 2);
 }
 
+/** Say beside a run's name that it has no metric rows yet (a run that has just started). */
+function showWaiting(id, waiting) {
+  const status = document.querySelector(`.run-status[data-run="${id}"]`);
+  if (status) status.textContent = waiting ? ' · waiting for its first metrics' : '';
+}
+
+/** Note a run's skipped lines (the server's newest warnings and its count of them all). */
+function noteSkipped(id, res) {
+  if (!Array.isArray(res.warnings)) return;
+  state.warnings.set(id, res.warnings);
+  state.skipped.set(id, typeof res.skipped === 'number' ? res.skipped : res.warnings.length);
+  showWarnings();
+}
+
 function showWarnings() {
   const lines = [];
   for (const [id, list] of state.warnings) for (const w of list) lines.push(`${runName(id)}: ${w}`);
-  $('warnings').textContent = lines.length ? `skipped lines:\n${lines.join('\n')}` : '';
+  let total = 0;
+  for (const n of state.skipped.values()) total += n;
+  const head = `${total} skipped line${total === 1 ? '' : 's'}` + (total > lines.length ? ' (the newest shown)' : '');
+  $('warnings').textContent = lines.length ? `${head}:\n${lines.join('\n')}` : '';
   $('warnings').hidden = !lines.length;
 }
 
@@ -150,7 +170,8 @@ async function pollRun(id) {
   d.busy = false;
   if (!res || !Array.isArray(res.rows)) return;
   d.next = typeof res.next === 'number' ? res.next : d.next + res.rows.length;
-  if (Array.isArray(res.warnings)) { state.warnings.set(id, res.warnings); showWarnings(); }
+  showWaiting(id, d.next === 0);
+  noteSkipped(id, res);
   if (!res.rows.length) return;
   for (const row of res.rows) addRow(d, row);
   refreshMetricSelect();
@@ -301,6 +322,11 @@ function drawCurves() {
   if (filter) {
     $('curve').style.display = 'none';  // (an svg has no hidden property)
     const names = [...state.names].filter((n) => n.includes(filter)).sort().slice(0, 36);
+    if (!names.length) {  // say so, rather than an empty area
+      grid.replaceChildren(el('div', {id: 'grid-empty', class: 'muted'},
+        state.names.size ? `no metric matches "${filter}"` : 'no metrics yet'));
+      return;
+    }
     grid.replaceChildren(...names.map((n) => {
       const svg = el('svg:svg', {viewBox: '0 0 480 240', class: 'small-chart', role: 'img', 'aria-label': n});
       for (const line of drawChart(svg, n, 480, 240)) shown.add(line.id);
@@ -366,7 +392,7 @@ async function loadEpisodes() {
     ? 'this run saved no episodes: train it with rl.save_episodes=true'
     : `${state.total} of ${count} episode${count === 1 ? '' : 's'} (${res.traced ?? 0} with token stats)` +
       (res.texts === false ? ' · prompts show once the run has a tokenizer' : '');
-  if (Array.isArray(res.warnings)) { state.warnings.set(state.epRun, res.warnings); showWarnings(); }
+  noteSkipped(state.epRun, res);
   const rows = (res.episodes || []).map((ep) => {
     const tr = el('tr', {class: 'episode-row', 'data-index': ep.index});
     for (const v of [ep.index, ep.step, ep.group, ep.reward, ep.finish_reason, ep.length, ep.task,
