@@ -71,6 +71,22 @@ def short_batch(completions):
 
 def old_style(text, ref):
     return float(text == ref)
+
+def numpy_numbers(completion):
+    import numpy as np
+    return {"f32": np.float32(0.5), "i64": np.int64(2), "b": np.bool_(True),
+            "zero_d": np.array(0.25)}
+
+def numpy_nan(completion):
+    import numpy as np
+    return np.float64("nan")
+
+def starts_sleepers(completion):
+    import subprocess
+    pids = [subprocess.Popen(["sleep", "3600"]).pid for _ in range(4)]
+    with open(__file__ + ".sleepers", "w") as f:
+        f.write(" ".join(map(str, pids)))
+    time.sleep(600)
 '''
 
 
@@ -279,3 +295,28 @@ def test_a_worker_whose_run_was_killed_exits_though_its_call_hangs(hanging):
     while alive(worker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(worker)
+
+
+def test_numpy_scalars_and_0d_arrays_are_numbers(module):
+    """np.float32, np.int64, np.bool_ and a 0-d array are numbers (each was counted missing);
+    a NumPy NaN is still missing."""
+    names = ("f32", "i64", "b", "zero_d")
+    rf = RewardFunction({k: (f"{module}:numpy_numbers", 1.0) for k in names},
+                        {k: k for k in names}, timeout_s=30.0)
+    scored = rf.score(samples()[:1])[0]
+    assert scored.missing == {} and scored.parts == {"f32": 0.5, "i64": 2.0, "b": 1.0,
+                                                     "zero_d": 0.25}
+    assert "not a number" in score(module, "numpy_nan")[0].missing["r"]
+
+
+def test_a_timed_out_worker_takes_the_programs_it_started_with_it(module):
+    """Four ``sleep 3600`` started by a call that then hangs: the timeout kills the worker's
+    process group, so none is left re-parented to init."""
+    rf = RewardFunction({"r": (f"{module}:starts_sleepers", 1.0)}, timeout_s=2.0)
+    assert rf.score(samples()[:1])[0].missing == {
+        "r": "not scored: the batch took over reward.timeout_s=2 s"}
+    sleepers = [int(p) for p in Path(module + ".sleepers").read_text().split()]
+    deadline = time.monotonic() + 30  # a hang guard: the kill is immediate
+    while any(map(alive, sleepers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(alive, sleepers))

@@ -7,13 +7,16 @@ would import the caller's main script again) loads the function by its dotted pa
 call's value back as it ends. When the batch outlives ``timeout_s`` the worker is killed and the
 samples not scored yet are missing, with that reason; the next batch starts a new worker. A worker
 exits when its parent does (stdin closes, or a watchdog sees the parent gone), and the parent kills
-its workers at exit, so a stuck call never delays the end of a run.
+its workers at exit, so a stuck call never delays the end of a run. Each worker leads a process
+group of its own, and a kill ends the group: the programs a reward function started go with it.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -75,7 +78,8 @@ class RewardWorker:
         up_r, up_w = os.pipe()  # worker -> parent
         self._process = subprocess.Popen(
             [sys.executable, "-m", "posttrain.rewards.reward_worker", self.path, str(down_r),
-             str(up_w), str(os.getpid())], pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL)
+             str(up_w), str(os.getpid())], pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL,
+            start_new_session=True)
         os.close(down_r)
         os.close(up_w)
         self._send = Connection(down_w, readable=False)
@@ -90,7 +94,8 @@ class RewardWorker:
         """Kill the worker (if any); its exit code."""
         if self._process is None:
             return None
-        self._process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGKILL)  # the worker and what it started
         code = self._process.wait()
         self._send.close()
         self._receive.close()
@@ -116,7 +121,7 @@ def serve(path: str, receive: Connection, send: Connection, parent: int) -> None
     def orphaned() -> None:
         while os.getppid() == parent:
             time.sleep(0.5)
-        os._exit(0)
+        os.killpg(0, signal.SIGKILL)  # its group: itself and the programs its calls started
 
     threading.Thread(target=orphaned, daemon=True).start()
     try:

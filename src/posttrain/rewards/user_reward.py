@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,14 +64,17 @@ Value = float | dict[str, float] | Missing
 
 
 def checked(value: Any) -> Value:
-    """A returned value as a float or a dict of floats; anything else is ``Missing``."""
+    """A returned value as a float or a dict of floats; anything else is ``Missing``. A number
+    is any ``numbers.Real`` (NumPy's scalars too) or a 0-d array or tensor holding one."""
     if value is None:
         return Missing("returned None")
     if isinstance(value, Mapping):
         out = {k: checked(v) for k, v in value.items()}
         bad = next((v for v in out.values() if not isinstance(v, float)), None)
         return bad if bad is not None else out
-    if isinstance(value, bool | int | float) and math.isfinite(value):
+    if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):
+        value = value.item()  # a 0-d array, a NumPy bool_ or a torch scalar
+    if isinstance(value, numbers.Real) and math.isfinite(value):
         return float(value)
     return Missing(f"returned {value!r}, not a number, a dict of numbers or None")
 
