@@ -144,6 +144,8 @@ def test_a_catalogue_functions_defaults_are_shown_and_follow_its_name():
     assert (gspo.actor.policy_loss.eps_low, gspo.actor.policy_loss.eps_high) == (3e-4, 4e-4)
     mine = load_config("configs/quickstart.yaml", ["actor.policy_loss.eps_high=0.28"])
     assert mine.actor.policy_loss.hyperparameters() == {"eps_low": 0.2, "eps_high": 0.28}
+    ipo = load_config("configs/quickstart.yaml", ["stages=[pref]", "pref.loss.name=ipo"])
+    assert ipo.pref.loss.hyperparameters() == {"tau": 0.1}  # dpo's beta was filled, not set
     renamed = mine.actor.policy_loss.model_copy()
     renamed.name = "gspo"  # eps_high was set, eps_low was not
     assert (renamed.eps_low, renamed.eps_high) == (3e-4, 0.28)

@@ -100,6 +100,8 @@ class Section(BaseModel):
         if not isinstance(value, dict) or not isinstance(default, Section):
             return value
         given = default.model_dump(by_alias=True, exclude_unset=True)  # the owner's own
+        for name in set(default.model_extra or {}) - default.model_fields_set:
+            given.pop(name)  # an extra key filled in (a catalogue default), not set
         for name, field in type(default).model_fields.items():
             if field.alias and name in value:  # given by name: the default's alias would win
                 given.pop(field.alias, None)
