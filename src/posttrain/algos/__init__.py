@@ -1,4 +1,4 @@
-"""The algorithm catalogue: pure tensor functions under their ALGORITHMS.md names
+"""The algorithm catalogue: pure tensor functions under their canonical names
 (docs/algorithms.md), looked up with ``get(kind, name)`` (advantage, policy_loss, aggregation,
 kl, offpolicy, shaping, divergence, preference, reward_model, metric).
 

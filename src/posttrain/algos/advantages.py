@@ -1,4 +1,4 @@
-"""Outcome and critic advantage estimators (ALGORITHMS.md §1). Output ``adv [B, T]``, zero where
+"""Outcome and critic advantage estimators (docs/algorithms.md). Output ``adv [B, T]``, zero where
 ``mask == 0``; inputs are keyword tensors: ``rewards [B]``, ``group_ids [B]``, ``mask [B, T]``.
 """
 
@@ -10,7 +10,8 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import EPS, group_stats, normalise, per_token, require_finite
 
 
-@register("advantage", "grpo", aliases=("group_norm",), source="S21, S22", output="episode")
+@register("advantage", "grpo", aliases=("group_norm",),
+          source="GRPO: Shao et al. 2024, DeepSeekMath, arXiv 2402.03300", output="episode")
 def grpo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
          eps: float = EPS) -> torch.Tensor:
     """``A_i = (r_i - mean_g) / (std_g + eps)``, std unbiased (ddof=1).
@@ -23,7 +24,9 @@ def grpo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
     return per_token(normalise(r, mean, std, eps), mask)
 
 
-@register("advantage", "dr_grpo", aliases=("no_std_norm",), source="S21 (Dr.GRPO)",
+@register("advantage", "dr_grpo", aliases=("no_std_norm",),
+          source=("Dr. GRPO: Liu et al. 2025, 'Understanding R1-Zero-Like Training', "
+                  "arXiv 2503.20783"),
           output="episode")
 def dr_grpo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``A_i = r_i - mean_g`` (no std division: no difficulty bias); pair with
@@ -33,7 +36,9 @@ def dr_grpo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tenso
     return per_token(r - group_stats(r, group_ids)[0], mask)
 
 
-@register("advantage", "mean_baseline", aliases=("k2_5", "composer"), source="PT (Kimi K2.5), S03",
+@register("advantage", "mean_baseline", aliases=("k2_5", "composer"),
+          source=("Kimi K2.5 (Kimi Team 2026, arXiv 2602.02276); Composer 2 (Cursor 2026, "
+                  "arXiv 2603.24477)"),
           output="episode")
 def mean_baseline(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor
                   ) -> torch.Tensor:
@@ -42,7 +47,8 @@ def mean_baseline(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch
 
 
 @register("advantage", "maxrl", aliases=("max_rl",),
-          source="standard (MaxRL, arXiv 2602.02710); prime-rl, TRL", output="episode")
+          source=("MaxRL: Tajwar et al. 2026, 'Maximum Likelihood Reinforcement Learning', "
+                  "arXiv 2602.02710; prime-rl, TRL"), output="episode")
 def maxrl(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``A_i = (r_i - mean_g) / mean_g``, 0 when ``mean_g <= 0``: for pass/fail rewards with
     ``K`` of ``N`` passing, ``N/K - 1`` on a pass and ``-1`` on a fail, so a prompt weighs
@@ -55,7 +61,8 @@ def maxrl(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor)
     return per_token(adv, mask)
 
 
-@register("advantage", "rloo", source="standard (RLOO)", output="episode")
+@register("advantage", "rloo",
+          source="RLOO: Ahmadian et al. 2024, 'Back to Basics', arXiv 2402.14740", output="episode")
 def rloo(*, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``A_i = r_i - mean_{j != i} r_j = G / (G - 1) (r_i - mean_g)``; ``G = 1`` gives 0."""
     require_finite("rloo", rewards=rewards)
@@ -76,7 +83,7 @@ def _whiten(values: torch.Tensor, mask: torch.Tensor, where: str) -> torch.Tenso
 
 
 @register("advantage", "reinforce_plus_plus", aliases=("reinforce",),
-          source="standard (REINFORCE++, arXiv 2501.03262)",
+          source="REINFORCE++: Hu et al. 2025, arXiv 2501.03262",
           feeds={"rewards": "outcome_rewards", "mask": "loss_mask"}, output="token")
 def reinforce_plus_plus(
     *, rewards: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None,
@@ -101,7 +108,8 @@ def reinforce_plus_plus(
 
 
 @register("advantage", "reinforce_plus_plus_baseline", aliases=("reinforce_baseline",),
-          source="standard (verl)", output="episode")
+          source="REINFORCE++ w/ baseline: Hu et al. 2025, arXiv 2501.03262; verl",
+          output="episode")
 def reinforce_plus_plus_baseline(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
@@ -111,7 +119,7 @@ def reinforce_plus_plus_baseline(
     return _whiten(centred, mask.to(torch.float64), "reinforce_plus_plus_baseline").to(mask.dtype)
 
 
-@register("advantage", "remax", source="standard (ReMax)", output="episode")
+@register("advantage", "remax", source="ReMax: Li et al. 2023, arXiv 2310.10505", output="episode")
 def remax(
     *, rewards: torch.Tensor, baseline_rewards: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
@@ -120,7 +128,9 @@ def remax(
     return per_token(rewards.to(torch.float64) - baseline_rewards.to(torch.float64), mask)
 
 
-@register("advantage", "gae", aliases=("ppo",), source="S21, S27, S26",
+@register("advantage", "gae", aliases=("ppo",),
+          source=("GAE: Schulman et al. 2015, arXiv 1506.02438; PPO: Schulman et al. 2017, "
+                  "arXiv 1707.06347"),
           feeds={"rewards": "token_rewards", "mask": "loss_mask"}, output="token")
 def gae(
     *, rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
@@ -151,7 +161,10 @@ def gae(
     return adv.to(mask.dtype)
 
 
-@register("advantage", "opd", source="S18, S14, PT (Kimi K3, MiMo)")
+@register("advantage", "opd",
+          source=("GKD: Agarwal et al. 2023, arXiv 2306.13649; Lu et al., 'On-Policy "
+                  "Distillation' (Thinking Machines blog, 2025); Kimi K3 technical report "
+                  "(Moonshot AI 2026); MiMo-V2-Flash (Xiaomi 2026, arXiv 2601.02780)"))
 def opd(
     *, teacher_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor,
     clip: float | None = None, alpha: float = 0.0, orm_advantages: torch.Tensor | None = None,

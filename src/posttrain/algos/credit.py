@@ -1,4 +1,4 @@
-"""Step- and token-level credit assignment (ALGORITHMS.md §1): estimators that need structure
+"""Step- and token-level credit assignment (docs/algorithms.md): estimators that need structure
 beyond one reward a sequence (anchor states, trees, per-token statistics, grader scores,
 flagged error tokens). The agent harness maps their outputs onto episodes."""
 
@@ -14,7 +14,9 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import EPS, group_stats, normalise, per_token, require_finite
 
 
-@register("advantage", "gigpo", source="S00, standard (GiGPO paper)", output="step")
+@register("advantage", "gigpo",
+          source=("GiGPO: Feng et al. 2025, 'Group-in-Group Policy Optimization for LLM Agent "
+                  "Training', arXiv 2505.10978"), output="step")
 def gigpo(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, step_states: Sequence[Sequence[Hashable]],
     step_rewards: Sequence[Sequence[float]] | None = None,
@@ -60,7 +62,9 @@ def gigpo(
     return [episode[i] + omega * step_adv[i] for i in range(n)]
 
 
-@register("advantage", "tree_grpo", source="S00 (Tree-GRPO)", output="episode")
+@register("advantage", "tree_grpo",
+          source=("Tree-GRPO: Ji et al. 2025, 'Tree Search for LLM Agent Reinforcement Learning', "
+                  "arXiv 2509.21240"), output="episode")
 def tree_grpo(
     *, rewards: torch.Tensor, tree_ids: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
     eps: float = EPS,
@@ -71,7 +75,9 @@ def tree_grpo(
     return intra + grpo(rewards=rewards, group_ids=group_ids, mask=mask, eps=eps)
 
 
-@register("advantage", "taco", source="S00 (TACO)")
+@register("advantage", "taco",
+          source=("TACO: 'When Implausible Tokens Get Reinforced: Tail-Aware Credit Calibration "
+                  "for LLM Reinforcement Learning' (no arXiv id found)"))
 def taco(
     *, advantages: torch.Tensor, old_logp: torch.Tensor, old_entropy: torch.Tensor, alpha: float,
     lam: float,
@@ -88,7 +94,8 @@ def taco(
 
 
 @register("advantage", "top_entropy", aliases=("entropy_quantile", "high_entropy_tokens"),
-          source="standard (80/20 high-entropy minority tokens, arXiv 2506.01939)")
+          source=("Wang et al. (Qwen) 2025, 'Beyond the 80/20 Rule: High-Entropy Minority "
+                  "Tokens', arXiv 2506.01939"))
 def top_entropy(
     *, advantages: torch.Tensor, old_entropy: torch.Tensor, mask: torch.Tensor, rho: float = 0.2,
 ) -> torch.Tensor:
@@ -108,7 +115,8 @@ def top_entropy(
     return torch.where(old_entropy.double() >= tau, advantages, torch.zeros_like(advantages))
 
 
-@register("advantage", "gar", source="PT (MiMo V2.6)", output="episode")
+@register("advantage", "gar",
+          source="Xiaomi MiMo-V2.6 post-training report, 2026 (GAR)", output="episode")
 def gar(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
     grader_quality: torch.Tensor,
@@ -130,7 +138,7 @@ def gar(
     return per_token(torch.where(ok, scale * f * adv, adv), mask)
 
 
-@register("advantage", "behaviour_reg", source="PT (MiMo V2.6)")
+@register("advantage", "behaviour_reg", source="Xiaomi MiMo-V2.6 post-training report, 2026")
 def behaviour_reg(
     *, advantages: torch.Tensor, error_mask: torch.Tensor, k_err: float, up: float = 0.0,
     down: float = 0.0,
@@ -160,7 +168,9 @@ def long_success_penalty(
     return torch.where(hit, rewards - c_long, rewards)
 
 
-@register("advantage", "confession", source="S17 (confessions)")
+@register("advantage", "confession",
+          source=("Confessions: Joglekar et al. (OpenAI) 2025, 'Training LLMs for Honesty via "
+                  "Confessions', arXiv 2512.08093"))
 def confession(
     *, advantages: torch.Tensor, confession_mask: torch.Tensor, confession_rewards: torch.Tensor,
     group_ids: torch.Tensor, rows: torch.Tensor, eps: float = EPS,

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 
 from posttrain.algos.registry import KINDS, entries, index_rows
 
-SOURCES = """The *source* column says where an entry comes from: `standard` is a published method
-(its paper or arXiv id in parentheses); `PT` the technical reports of DeepSeek V3.2, V4 and
-V4.1, Kimi K2.5 and K3 and MiMo V2.6, as the project's source notes digest them; `S00` to `S27`
-the numbered posts of those notes (a survey of post-training practice), each named by the
-method or system in parentheses (`S15 (OneRec v1)`, `S21 (Dr.GRPO)`)."""
+SOURCES = """The *source* column names the paper, technical report or blog post each entry comes
+from: the method's name, its authors or lab, the year and the arXiv id where there is one
+(the References at the end of docs/algorithms.md list them in full). Frameworks named in a
+source (verl, TRL, OpenRLHF, AReaL, prime-rl, slime) ship the same computation under their own
+names."""
 
 HEADER = """# Algorithms
 
@@ -21,9 +21,9 @@ HEADER = """# Algorithms
 Every algorithm is a pure function in `posttrain.algos`, registered under its canonical name
 (the name its paper or report gives it). `posttrain.algos.get(kind, name)` returns it (aliases,
 the names other frameworks use, and `-`/`_` spellings are accepted); `names(kind)` lists a
-kind. Arguments are keyword tensors named as in the spec (`rewards`, `group_ids`, `mask`,
-`logp`, `old_logp`, `ref_logp`, `advantages`, `values`, ...), hyperparameters keywords with
-the spec's defaults. NaN inputs raise `ValueError`.
+kind. Arguments are keyword tensors (`rewards`, `group_ids`, `mask`, `logp`, `old_logp`,
+`ref_logp`, `advantages`, `values`, ...), hyperparameters keywords with their sources'
+defaults where a source gives one. NaN inputs raise `ValueError`.
 
 ```python
 from posttrain.algos import get
@@ -35,7 +35,8 @@ Adding one is a registered function (its docstring's first paragraph is the form
 ```python
 from posttrain.algos import register
 
-@register("advantage", "my_baseline", aliases=("their_name",), source="paper or seed key")
+@register("advantage", "my_baseline", aliases=("their_name",),
+          source="My baseline: Doe et al. 2026, 'Its Title', arXiv <id>")
 def my_baseline(*, rewards, group_ids, mask):
     \"\"\"``A_i = r_i - median_g``.\"\"\"
     ...
@@ -49,25 +50,158 @@ without importing torch: after adding or changing one, run
 The column *in a run* says how a run's config reaches each entry: the key that names it,
 the switch or section that applies it, or why it is kept as a function only
 (`posttrain.config.reach`; a test fails when an entry has none of these).
-Each entry is tested against the spec's worked examples, and the spec's claims (unbiasedness,
+Each entry is tested against hand-computed worked examples, and its claims (unbiasedness,
 invariances) as claims: `tests/unit/algos/`.
 
 {SOURCES}
 """
 
 TITLES = {
-    "advantage": "Advantage estimators and credit assignment (§1)",
-    "policy_loss": "Policy losses (§2)",
-    "aggregation": "Loss aggregation (§3)",
-    "kl": "KL estimators (§4)",
-    "offpolicy": "Off-policy correction (§5)",
-    "shaping": "Length and effort shaping (§6)",
-    "divergence": "Distillation (§7)",
-    "preference": "Preference optimisation (§8)",
-    "reward_model": "Reward models (§9)",
-    "reward": "Conversational and environment rewards (§14)",
-    "metric": "Evaluation metrics (§10)",
+    "advantage": "Advantage estimators and credit assignment",
+    "policy_loss": "Policy losses",
+    "aggregation": "Loss aggregation",
+    "kl": "KL estimators",
+    "offpolicy": "Off-policy correction",
+    "shaping": "Length and effort shaping",
+    "divergence": "Distillation",
+    "preference": "Preference optimisation",
+    "reward_model": "Reward models",
+    "reward": "Conversational and environment rewards",
+    "metric": "Evaluation metrics",
 }
+
+
+REFERENCES = (
+    ("Agarwal et al. 2023, \"On-Policy Distillation of Language Models: Learning from "
+     "Self-Generated Mistakes\" (GKD), arXiv 2306.13649"),
+    ("Ahmadian et al. (Cohere) 2024, \"Back to Basics: Revisiting REINFORCE Style Optimization for "
+     "Learning from Human Feedback in LLMs\" (RLOO), arXiv 2402.14740"),
+    ("Azar et al. (Google DeepMind) 2023, \"A General Theoretical Paradigm to Understand Learning "
+     "from Human Preferences\" (IPO), arXiv 2310.12036"),
+    ("Boizard et al. 2024, \"Towards Cross-Tokenizer Distillation: the Universal Logit "
+     "Distillation Loss for LLMs\" (ULD), arXiv 2402.12030"),
+    ("Bradley and Terry 1952, \"Rank Analysis of Incomplete Block Designs: I. The Method of Paired "
+     "Comparisons\", Biometrika 39"),
+    ("Chen et al. (OpenAI) 2021, \"Evaluating Large Language Models Trained on Code\" (pass@k), "
+     "arXiv 2107.03374"),
+    ("Cui et al. 2025, \"The Entropy Mechanism of Reinforcement Learning for Reasoning Language "
+     "Models\" (Clip-Cov, KL-Cov), arXiv 2505.22617"),
+    "Cursor Research 2026, \"Composer 2 Technical Report\", arXiv 2603.24477",
+    ("DeepSeek-AI 2024, \"DeepSeek-V3 Technical Report\" (multi-token prediction), "
+     "arXiv 2412.19437"),
+    ("DeepSeek-AI 2025, \"DeepSeek-R1: Incentivizing Reasoning Capability in LLMs via "
+     "Reinforcement Learning\", arXiv 2501.12948"),
+    ("DeepSeek-AI 2025, \"DeepSeek-V3.2: Pushing the Frontier of Open Large Language Models\" "
+     "(unbiased KL, off-policy sequence masking, Keep Routing, Keep Sampling Mask), "
+     "arXiv 2512.02556"),
+    ("DeepSeek-AI 2026, DeepSeek-V4 technical report (multi-teacher on-policy distillation over "
+     "the full vocabulary, the actor as generative reward model, quick instructions); no arXiv id "
+     "found"),
+    ("DeepSeek-AI 2026, DeepSeek-V4.1 Flash technical report (reasoning-effort length penalty, "
+     "staleness control, sample-level dispatch); no arXiv id found"),
+    ("Ethayarajh et al. 2024, \"KTO: Model Alignment as Prospect Theoretic Optimization\", "
+     "arXiv 2402.01306"),
+    ("Feng et al. 2025, \"Group-in-Group Policy Optimization for LLM Agent Training\" (GiGPO), "
+     "arXiv 2505.10978"),
+    "Fu et al. 2025, AReaL, asynchronous RL for language reasoning, arXiv 2505.24298",
+    "Gao et al. (Qwen) 2025, \"Soft Adaptive Policy Optimization\" (SAPO), arXiv 2511.20347",
+    ("Guo, Sun et al. (Ant Group, Ring team) 2026, \"Taming Training-Inference Mismatch in "
+     "Reinforcement Learning with Adaptive Masking Regions\" (KPop), blog"),
+    ("He et al. (Skywork) 2025, \"Skywork Open Reasoner 1 Technical Report\" (adaptive entropy "
+     "control, avg@k), arXiv 2505.22312"),
+    ("Hong et al. 2024, \"ORPO: Monolithic Preference Optimization without Reference Model\", "
+     "arXiv 2403.07691"),
+    ("Hu et al. 2025, \"REINFORCE++: Stabilizing Critic-Free Policy Optimization with Global "
+     "Advantage Normalization\", arXiv 2501.03262"),
+    ("Hübotter et al. 2026, \"Reinforcement Learning via Self-Distillation\" (SDPO), "
+     "arXiv 2601.20802"),
+    ("Ji et al. 2025, \"Tree Search for LLM Agent Reinforcement Learning\" (Tree-GRPO), "
+     "arXiv 2509.21240"),
+    ("Jiang et al. 2026, \"DVAO: Dynamic Variance-adaptive Advantage Optimization for Multi-reward "
+     "Reinforcement Learning\", arXiv 2605.25604"),
+    ("Joglekar et al. (OpenAI) 2025, \"Training LLMs for Honesty via Confessions\", "
+     "arXiv 2512.08093"),
+    ("Khatri et al. 2025, \"The Art of Scaling Reinforcement Learning Compute for LLMs\" "
+     "(ScaleRL), arXiv 2510.13786"),
+    ("Kimi Team (Moonshot AI) 2026, \"Kimi K2.5: Visual Agentic Intelligence\" (mean baseline, "
+     "clipped policy loss, Toggle, PARL), arXiv 2602.02276"),
+    "Kimi Team (Moonshot AI) 2026, \"Attention Residuals\", arXiv 2603.15031",
+    ("Ko et al. 2024, \"DistiLLM: Towards Streamlined Distillation for Large Language Models\" "
+     "(skew KL), arXiv 2402.03898"),
+    ("Li et al. 2023, \"ReMax: A Simple, Effective, and Efficient Reinforcement Learning Method "
+     "for Aligning Large Language Models\", arXiv 2310.10505"),
+    ("Ling Team (Ant Group) 2025, \"Every Step Evolves: Scaling Reinforcement Learning for "
+     "Trillion-Scale Thinking Model\" (Ring-1T, IcePop), arXiv 2510.18855"),
+    ("Liu, S.-Y. et al. (NVIDIA) 2026, \"GDPO: Group reward-Decoupled Normalization Policy "
+     "Optimization for Multi-reward RL Optimization\", arXiv 2601.05242"),
+    ("Liu, Y. et al. (Qwen, Alibaba) 2026, \"GD2PO: Mitigating Multi-Reward Conflicts via "
+     "Group-Dynamic reward-Decoupled Policy Optimization\", arXiv 2606.16771"),
+    ("Liu, Z. et al. (Sea AI Lab) 2025, \"Understanding R1-Zero-Like Training: A Critical "
+     "Perspective\" (Dr. GRPO), arXiv 2503.20783"),
+    "Lu et al. (Thinking Machines Lab) 2025, \"On-Policy Distillation\", blog",
+    ("Meng et al. 2024, \"SimPO: Simple Preference Optimization with a Reference-Free Reward\", "
+     "arXiv 2405.14734"),
+    ("MiniMax 2025, \"MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning "
+     "Attention\" (CISPO), arXiv 2506.13585"),
+    ("Moonshot AI 2026, Kimi K3 technical report (thinking-budget penalty, clipped multi-teacher "
+     "on-policy distillation, generative reward models, kernel reward); no arXiv id found"),
+    ("Nie et al. (Meta) 2026, \"CharacterFlywheel: Scaling Iterative Improvement of Engaging and "
+     "Steerable LLMs in Production\", arXiv 2603.01973"),
+    "OneRec Team (Kuaishou) 2025, \"OneRec Technical Report\" (ECPO), arXiv 2506.13695",
+    ("Ouyang et al. (OpenAI) 2022, \"Training language models to follow instructions with human "
+     "feedback\" (InstructGPT), arXiv 2203.02155"),
+    ("Park et al. 2024, \"Disentangling Length from Quality in Direct Preference Optimization\" "
+     "(R-DPO), arXiv 2403.19159"),
+    ("Rafailov et al. 2023, \"Direct Preference Optimization: Your Language Model is Secretly a "
+     "Reward Model\", arXiv 2305.18290"),
+    "Schulman 2020, \"Approximating KL Divergence\" (k1, k2, k3), blog",
+    ("Schulman et al. 2015, \"High-Dimensional Continuous Control Using Generalized Advantage "
+     "Estimation\" (GAE), arXiv 1506.02438"),
+    "Schulman et al. 2017, \"Proximal Policy Optimization Algorithms\", arXiv 1707.06347",
+    ("Shah et al. 2025, \"A Comedy of Estimators: On KL Regularization in RL Training of LLMs\", "
+     "arXiv 2512.21852"),
+    ("Shao et al. (DeepSeek) 2024, \"DeepSeekMath: Pushing the Limits of Mathematical Reasoning "
+     "in Open Language Models\" (GRPO), arXiv 2402.03300"),
+    ("Shenfeld et al. 2026, \"Self-Distillation Enables Continual Learning\" (SDFT), "
+     "arXiv 2601.19897"),
+    ("Sheng et al. 2024, \"HybridFlow: A Flexible and Efficient RLHF Framework\" (verl), "
+     "arXiv 2409.19256"),
+    ("Tajwar et al. 2026, \"Maximum Likelihood Reinforcement Learning\" (MaxRL), "
+     "arXiv 2602.02710"),
+    ("\"When Implausible Tokens Get Reinforced: Tail-Aware Credit Calibration for LLM "
+     "Reinforcement Learning\" (TACO); authors and arXiv id not found"),
+    ("Wan et al. (Google DeepMind) 2025, \"Enhancing Personalized Multi-Turn Dialogue with "
+     "Curiosity Reward\" (CURIO), arXiv 2504.03206"),
+    ("Wang et al. (Qwen) 2025, \"Beyond the 80/20 Rule: High-Entropy Minority Tokens Drive "
+     "Effective Reinforcement Learning for LLM Reasoning\", arXiv 2506.01939"),
+    ("Williams 1992, \"Simple Statistical Gradient-Following Algorithms for Connectionist "
+     "Reinforcement Learning\" (REINFORCE), Machine Learning 8"),
+    "Xiaomi LLM-Core 2026, \"MiMo-V2-Flash Technical Report\" (MOPD), arXiv 2601.02780",
+    ("Xiaomi 2026, MiMo-V2.6 post-training report (GAR, GRS, behaviour regularisation, masked IS "
+     "policy gradient); no arXiv id found"),
+    ("Xu et al. 2024, \"Contrastive Preference Optimization: Pushing the Boundaries of LLM "
+     "Performance in Machine Translation\" (CPO), arXiv 2401.08417"),
+    ("Yao, F. et al. 2025, \"Your Efficient RL Framework Secretly Brings You Off-Policy RL "
+     "Training\" (TIS), blog"),
+    ("Yao, S. et al. (Sierra) 2024, \"τ-bench: A Benchmark for Tool-Agent-User Interaction in "
+     "Real-World Domains\" (pass^k), arXiv 2406.12045"),
+    ("Yao, Z. et al. (Microsoft) 2023, \"DeepSpeed-Chat: Easy, Fast and Affordable RLHF Training "
+     "of ChatGPT-like Models at All Scales\", arXiv 2308.01320"),
+    ("Ye et al. (Tencent) 2019, \"Mastering Complex Control in MOBA Games with Deep Reinforcement "
+     "Learning\" (dual-clip PPO), arXiv 1912.09729"),
+    ("Yu et al. 2025, \"DAPO: An Open-Source LLM Reinforcement Learning System at Scale\", "
+     "arXiv 2503.14476"),
+    ("Zhang et al. 2026, \"P-GenRM: Personalized Generative Reward Model with Test-time User-based "
+     "Scaling\", arXiv 2602.12116"),
+    ("Zhao et al. 2026, \"Self-Distilled Reasoner: On-Policy Self-Distillation for Large Language "
+     "Models\" (OPSD), arXiv 2601.18734"),
+    ("Zheng, C. et al. (Qwen) 2025, \"Group Sequence Policy Optimization\" (GSPO), "
+     "arXiv 2507.18071"),
+    ("Zheng, H. et al. 2025, \"Prosperity before Collapse: How Far Can Off-Policy RL Reach with "
+     "Stale Data on LLMs?\" (M2PO), arXiv 2510.01161"),
+    "Zhou et al. (Kuaishou) 2025, \"OneRec-V2 Technical Report\" (GBPO), arXiv 2508.20900",
+)
+"""The works the catalogue's sources cite, in full: authors or lab, year, title, arXiv id."""
 
 
 def _cell(text: str) -> str:
@@ -89,6 +223,7 @@ def render_markdown(reached: Mapping[tuple[str, str], str]) -> str:
             lines.append(f"| `{e.name}` | {aliases} | {_cell(e.formula)} | {_cell(e.source)} "
                          f"| {_cell(reached[(e.kind, e.name)])} |")
         lines.append("")
+    lines += ["## References", ""] + [f"- {ref}" for ref in REFERENCES] + [""]
     return "\n".join(lines)
 
 

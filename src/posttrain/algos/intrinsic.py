@@ -1,4 +1,4 @@
-"""Rewards of the seeds' last rows (ALGORITHMS.md §14) that a task or environment computes:
+"""Conversational and environment rewards (docs/algorithms.md) that a task or environment computes:
 CURIO's potential-based curiosity about the user, the kernel environment's speed reward, and
 the agreement of the policy's own grade with a verifiable outcome (``actor_as_grm``)."""
 
@@ -42,7 +42,9 @@ def curio_potential(belief: torch.Tensor, true_type: int, form: str,
     return torch.special.xlogy(b, b).sum(dim=-1)
 
 
-@register("reward", "curio", source="S17 (CURIO)", output="step")
+@register("reward", "curio",
+          source=("CURIO: Wan et al. 2025, 'Enhancing Personalized Multi-Turn Dialogue with "
+                  "Curiosity Reward', arXiv 2504.03206"), output="step")
 def curio(
     *, beliefs: Sequence[torch.Tensor], true_types: Sequence[int], gamma: float = 1.0,
     form: str = "log", floor: float = 1e-6,
@@ -67,7 +69,8 @@ def curio(
     return out
 
 
-@register("reward", "kernel_speed", source="PT (Kimi K3)", output="reward")
+@register("reward", "kernel_speed",
+          source="Kimi K3 technical report (Moonshot AI 2026), kernel reward", output="reward")
 def kernel_speed(
     *, seconds: torch.Tensor, correct: torch.Tensor, expert_seconds: torch.Tensor,
     roofline_seconds: torch.Tensor,
@@ -87,7 +90,9 @@ def kernel_speed(
     return torch.where(correct.to(torch.bool), reward, torch.zeros_like(reward))
 
 
-@register("reward", "actor_as_grm", source="PT (DeepSeek V4)", output="reward")
+@register("reward", "actor_as_grm",
+          source=("DeepSeek-V4 technical report (DeepSeek-AI 2026), actor as generative reward "
+                  "model"), output="reward")
 def actor_as_grm(*, grades: torch.Tensor, outcomes: torch.Tensor) -> torch.Tensor:
     """The policy graded a response: ``r = 1{(g >= 1/2) = (o >= 1/2)}`` for its grade ``g``
     (the ``genrm`` score over ``score_max``, in [0, 1]; NaN where it wrote none, which scores

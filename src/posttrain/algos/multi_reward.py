@@ -1,4 +1,4 @@
-"""Multi-reward advantage estimators and reward synthesis (ALGORITHMS.md §1).
+"""Multi-reward advantage estimators and reward synthesis (docs/algorithms.md).
 
 ``rewards [B, K]`` holds K named reward parts a row; ``weights`` (default all 1) weighs them.
 """
@@ -32,7 +32,8 @@ def _weights(weights: Sequence[float] | None, k: int) -> torch.Tensor:
     return w
 
 
-@register("advantage", "gdpo", aliases=("normalize_then_sum",), source="S00 (NVIDIA GDPO)",
+@register("advantage", "gdpo", aliases=("normalize_then_sum",),
+          source="GDPO: Liu et al. (NVIDIA) 2026, arXiv 2601.05242",
           feeds=PARTS, output="episode")
 def gdpo(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
@@ -46,7 +47,8 @@ def gdpo(
     return per_token(normalise(s, mean, std, eps), mask)
 
 
-@register("advantage", "gd2po", source="S00 (GD2PO)", feeds=PARTS, output="episode")
+@register("advantage", "gd2po",
+          source="GD2PO: Liu et al. (Qwen) 2026, arXiv 2606.16771", feeds=PARTS, output="episode")
 def gd2po(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
     weights: Sequence[float] | None = None, filter: str = "hard", tau: float = 0.8,
@@ -68,7 +70,8 @@ def gd2po(
     return per_token(q * kept * total, mask)
 
 
-@register("advantage", "dvao", source="S00 (DVAO)", feeds=PARTS, output="episode")
+@register("advantage", "dvao",
+          source="DVAO: Jiang et al. 2026, arXiv 2605.25604", feeds=PARTS, output="episode")
 def dvao(
     *, rewards: torch.Tensor, group_ids: torch.Tensor, mask: torch.Tensor,
     weights: Sequence[float] | None = None, eps: float = EPS,
@@ -82,7 +85,7 @@ def dvao(
     return per_token((mixed * a).sum(dim=1), mask)
 
 
-@register("advantage", "grs", source="PT (MiMo V2.6)")
+@register("advantage", "grs", source="Xiaomi MiMo-V2.6 post-training report, 2026 (GRS)")
 def grs(
     *, test_rewards: torch.Tensor, solution_scores: torch.Tensor, behaviour_scores: torch.Tensor,
 ) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Off-policy and train/inference mismatch correction (ALGORITHMS.md §5).
+"""Off-policy and train/inference mismatch correction (docs/algorithms.md).
 
 ``lambda_t = old_logp_t - behaviour_logp_t`` (trainer vs engine). Every weight is detached and
 multiplies the per-token policy loss; masks multiply the loss mask.
@@ -17,7 +17,9 @@ def _log_ratio(old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch
     return ((old_logp - behaviour_logp) * mask).detach().clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
 
 
-@register("offpolicy", "tis_token", aliases=("token_truncate", "tis"), source="standard (TIS)")
+@register("offpolicy", "tis_token", aliases=("token_truncate", "tis"),
+          source=("TIS: Yao et al. 2025, 'Your Efficient RL Framework Secretly Brings You "
+                  "Off-Policy RL Training' (blog)"))
 def tis_token(
     *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
     c_min: float = 0.0, c_max: float = 2.0,
@@ -27,7 +29,9 @@ def tis_token(
     return lam.exp().clamp(c_min, c_max) * mask
 
 
-@register("offpolicy", "tis_seq", aliases=("sequence_truncate",), source="standard (TIS)")
+@register("offpolicy", "tis_seq", aliases=("sequence_truncate",),
+          source=("TIS: Yao et al. 2025, 'Your Efficient RL Framework Secretly Brings You "
+                  "Off-Policy RL Training' (blog)"))
 def tis_seq(
     *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
     c_min: float = 0.0, c_max: float = 2.0,
@@ -38,7 +42,8 @@ def tis_seq(
 
 
 @register("offpolicy", "mis_token", aliases=("token_mask", "icepop"),
-          source="standard (IcePop); PT (MiMo IS mask)")
+          source=("IcePop: Ling Team 2025, Ring-1T report, arXiv 2510.18855; MiMo-V2.6 IS mask "
+                  "(Xiaomi 2026)"))
 def mis_token(
     *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
     c_lo: float = 0.5, c_hi: float = 5.0,
@@ -49,7 +54,9 @@ def mis_token(
 
 
 @register("offpolicy", "mis_seq", aliases=("sequence_mask", "seq_mask_tis"),
-          source="standard (IcePop); verl, OpenRLHF")
+          source=("IcePop: Ling Team 2025, Ring-1T report, arXiv 2510.18855; TIS: Yao et al. "
+                  "2025, 'Your Efficient RL Framework Secretly Brings You Off-Policy RL Training' "
+                  "(blog); verl, OpenRLHF"))
 def mis_seq(
     *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
     c_lo: float = 0.5, c_hi: float = 5.0,
@@ -70,7 +77,8 @@ def importance_stats(weights: torch.Tensor, mask: torch.Tensor) -> dict[str, flo
 
 
 @register("offpolicy", "staleness_mask",
-          source="PT (DeepSeek V4.1), AReaL, prime-rl")
+          source=("DeepSeek-V4.1 Flash technical report (DeepSeek-AI 2026); AReaL (Fu et al. "
+                  "2025, arXiv 2505.24298), prime-rl"))
 def staleness_mask(
     *, versions: torch.Tensor, mask: torch.Tensor, current_version: int,
     max_off_policy_steps: int | None = None,
@@ -82,7 +90,8 @@ def staleness_mask(
     return mask * ((current_version - versions) <= max_off_policy_steps).to(mask.dtype)
 
 
-@register("offpolicy", "opsm", source="PT (DeepSeek V3.2), S14")
+@register("offpolicy", "opsm",
+          source="DeepSeek-V3.2 (DeepSeek-AI 2025, arXiv 2512.02556), off-policy sequence masking")
 def opsm(
     *, behaviour_logp: torch.Tensor, logp: torch.Tensor, advantages: torch.Tensor,
     mask: torch.Tensor, delta: float,
@@ -97,7 +106,8 @@ def opsm(
     return mask * (~drop).to(mask.dtype)[:, None]
 
 
-@register("offpolicy", "m2po", source="standard (M2PO, arXiv 2510.01161); AReaL")
+@register("offpolicy", "m2po",
+          source="M2PO: Zheng et al. 2025, 'Prosperity before Collapse', arXiv 2510.01161; AReaL")
 def m2po(
     *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
     tau: float = 0.04,
@@ -121,7 +131,9 @@ def m2po(
     return out
 
 
-@register("offpolicy", "kpop", source="standard (KPop, Ring team); AReaL (binary_kl)")
+@register("offpolicy", "kpop",
+          source=("KPop: Guo, Sun et al. (Ant Group Ring team) 2026, 'Taming Training-Inference "
+                  "Mismatch in RL with Adaptive Masking Regions' (blog); AReaL (binary_kl)"))
 def kpop(
     *, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor,
     phi: float = 0.1,
@@ -140,7 +152,8 @@ def kpop(
     return mask * (~far).to(mask.dtype)
 
 
-@register("offpolicy", "keep_sampling_mask", source="PT (DeepSeek V3.2)")
+@register("offpolicy", "keep_sampling_mask",
+          source="DeepSeek-V3.2 (DeepSeek-AI 2025, arXiv 2512.02556), Keep Sampling Mask")
 def keep_sampling_mask(
     *, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
     keep: torch.Tensor | None = None,
@@ -167,7 +180,8 @@ def keep_sampling_mask(
 
 
 @register("offpolicy", "routing_replay", aliases=("r3", "rollout_routing_replay"),
-          source="PT (DeepSeek V3.2 Keep Routing), S03")
+          source=("DeepSeek-V3.2 (DeepSeek-AI 2025, arXiv 2512.02556), Keep Routing; Composer 2 "
+                  "(Cursor 2026, arXiv 2603.24477)"))
 def routing_replay(*, router_logits: torch.Tensor, forced_experts: torch.Tensor) -> torch.Tensor:
     """MoE gate weights over the replayed experts: ``softmax`` of the current router logits
     restricted to ``forced_experts [..., k]`` (the engine's choices), so the router keeps its

@@ -1,7 +1,8 @@
 """The algorithm catalogue: ``(kind, canonical name) -> function`` with aliases and sources.
 
-Config values are the canonical names of ALGORITHMS.md; the names other frameworks use (§12)
-are accepted as aliases, and ``-`` and ``_`` are interchangeable (``seq-mean-token-mean``).
+Config values are the canonical names (docs/algorithms.md); the names other frameworks use
+(verl, TRL, OpenRLHF, slime, AReaL) are accepted as aliases, and ``-`` and ``_`` are
+interchangeable (``seq-mean-token-mean``).
 
 An entry's module is imported when the entry is first asked for. What config validation needs
 (names, aliases, parameters: ``facts``) is read from ``index.json`` without importing any

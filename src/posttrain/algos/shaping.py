@@ -1,4 +1,4 @@
-"""Length and effort shaping of rewards, and group filtering (ALGORITHMS.md §6).
+"""Length and effort shaping of rewards, and group filtering (docs/algorithms.md).
 
 Inputs are per-row tensors ``[B]``: ``rewards``, ``lengths`` (tokens counted as the rule says),
 ``group_ids``. Each returns shaped rewards (or a penalty to add, where the spec says so).
@@ -15,7 +15,8 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import group_stats, require_finite
 
 
-@register("shaping", "dapo_overlong", aliases=("overlong_reward_penalty",), source="S21 (DAPO)",
+@register("shaping", "dapo_overlong", aliases=("overlong_reward_penalty",),
+          source="DAPO: Yu et al. 2025, arXiv 2503.14476",
           output="bonus")
 def dapo_overlong(*, lengths: torch.Tensor, max_length: int, cache_length: int) -> torch.Tensor:
     """Penalty to add: 0 if ``|y| <= L_max - L_c``; ``((L_max - L_c) - |y|) / L_c`` up to
@@ -29,7 +30,8 @@ def dapo_overlong(*, lengths: torch.Tensor, max_length: int, cache_length: int) 
     return torch.where(length <= soft, 0.0, torch.where(length <= max_length, ramp, -1.0))
 
 
-@register("shaping", "effort_length_penalty", source="PT (DeepSeek V4.1)", output="bonus")
+@register("shaping", "effort_length_penalty",
+          source="DeepSeek-V4.1 Flash technical report (DeepSeek-AI 2026)", output="bonus")
 def effort_length_penalty(
     *, lengths: torch.Tensor, efforts: torch.Tensor, effort_grid: Sequence[float], k_p: float,
     lam: float, c_max: float, l_norm: float,
@@ -44,7 +46,8 @@ def effort_length_penalty(
     return -torch.clamp(k * lengths.to(torch.float64) / l_norm, max=c_max)
 
 
-@register("shaping", "budget_penalty", source="PT (Kimi K3)", output="reward")
+@register("shaping", "budget_penalty",
+          source="Kimi K3 technical report (Moonshot AI 2026)", output="reward")
 def budget_penalty(
     *, rewards: torch.Tensor, lengths: torch.Tensor, budgets: torch.Tensor, tau: float,
     mode: str = "replace",
@@ -66,7 +69,8 @@ def toggle_budget(correct_lengths: Sequence[int], rho: float = 50) -> float:
     return float(torch.quantile(values, rho / 100, interpolation="linear"))
 
 
-@register("shaping", "toggle", source="PT (Kimi K2.5)", output="reward")
+@register("shaping", "toggle",
+          source="Kimi K2.5 (Kimi Team 2026, arXiv 2602.02276), Toggle", output="reward")
 def toggle(
     *, rewards: torch.Tensor, lengths: torch.Tensor, group_ids: torch.Tensor, budgets: torch.Tensor,
     step: int, m: int, lam: float,
@@ -80,7 +84,9 @@ def toggle(
     return torch.where(mastered & ~within, torch.zeros_like(rewards), rewards)
 
 
-@register("shaping", "concave_length_penalty", source="S03 (Composer 2)",
+@register("shaping", "concave_length_penalty",
+          source=("Composer 2: Cursor Research 2026, 'Composer 2 Technical Report', "
+                  "arXiv 2603.24477"),
           feeds={"x": "lengths"}, output="cost")
 def concave_length_penalty(*, x: torch.Tensor, k: float, q: float) -> torch.Tensor:
     """``C(x) = ((1 + kx)^(1-q) - 1) / (k (1 - q))``: increasing and concave; ``ln(1 + kx) / k``
@@ -94,7 +100,9 @@ def concave_length_penalty(*, x: torch.Tensor, k: float, q: float) -> torch.Tens
     return ((1 + k * x) ** (1 - q) - 1) / (k * (1 - q))
 
 
-@register("shaping", "parl", source="PT (Kimi K2.5)", output="reward")
+@register("shaping", "parl",
+          source="Kimi K2.5 (Kimi Team 2026, arXiv 2602.02276), PARL (Agent Swarm)",
+          output="reward")
 def parl(*, rewards: torch.Tensor, parallel: torch.Tensor, finish: torch.Tensor, step: int,
          lam1: float, lam2: float, lam3: float = 1.0, anneal_steps: int = 0) -> torch.Tensor:
     """PARL (agent swarms): ``R = l1(t) r_parallel + l2(t) r_finish + lam3 r_perf``, with
@@ -110,7 +118,8 @@ def parl(*, rewards: torch.Tensor, parallel: torch.Tensor, finish: torch.Tensor,
 
 
 @register("shaping", "dynamic_sampling", aliases=("dynamic_filtering",),
-          source="S21 (DAPO), MiMo, Skywork")
+          source=("DAPO: Yu et al. 2025, arXiv 2503.14476; also MiMo-V2.6 (Xiaomi 2026) and "
+                  "Skywork-OR1 (arXiv 2505.22312)"))
 def dynamic_sampling(*, rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
     """Rows to keep ``[B]``: a group stays iff its rewards are not all equal
     (``max > min``; for binary rewards, ``0 < #correct < G``)."""

@@ -1,4 +1,4 @@
-"""Quick instructions (ALGORITHMS.md §14; DeepSeek V4): each of a few instruction tokens
+"""Quick instructions (DeepSeek-V4 technical report, 2026): each of a few instruction tokens
 (``<action>``, ``<query>``, ``<domain>``, ...) continues a sequence's KV cache and the model
 answers it greedily, without prefilling the conversation again. The sequence is the prompt
 (``at="prompt"``: asked before the answer, as DeepSeek asks whether to search) or the prompt

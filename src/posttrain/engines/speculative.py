@@ -1,4 +1,4 @@
-"""Speculative decoding with an MTP head as the draft (ALGORITHMS.md §14 ``mtp_self_distill``).
+"""Speculative decoding with an MTP head as the draft (``mtp_self_distill``).
 
 Each round, per row: the head drafts ``k`` tokens ``d_1..d_k`` from ``q`` (chained on its own
 state), the main model scores the last emitted token and the drafts in one forward

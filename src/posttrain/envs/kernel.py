@@ -1,4 +1,4 @@
-"""The kernel-optimisation environment (``task.name: kernel``; the Kimi K3 row of the seeds,
+"""The kernel-optimisation environment (``task.name: kernel``; Kimi K3's kernel reward,
 docs/agents.md "Kernel environment"): write a fast numpy function for an operation.
 
 The model submits a module defining ``kernel`` with the ``submit_kernel`` tool. The host draws

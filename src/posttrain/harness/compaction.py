@@ -1,4 +1,4 @@
-"""Context compaction inside the agent loop (ALGORITHMS.md §11): the policy, the summary
+"""Context compaction inside the agent loop (docs/agents.md): the policy, the summary
 requests, and the rebuilt context each strategy restarts from.
 
 The loop checks the trigger before every turn (``used > ratio * window``, the window being

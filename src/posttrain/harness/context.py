@@ -1,4 +1,4 @@
-"""Context management on message lists (ALGORITHMS.md §11): when to compact, and the
+"""Context management on message lists (docs/agents.md): when to compact, and the
 deterministic strategies. Messages are chat dicts; an assistant message calls tools when it
 holds ``<tool_call>`` markup (or a ``tool_calls`` field), and its reasoning, if any, is in
 ``reasoning_content`` or, as the agent loop records a sampled turn, a ``<think>...</think>``

@@ -1,5 +1,5 @@
 """CURIO on a conversation: a belief over the user's type, updated after every user turn,
-and the potential-based intrinsic reward it earns (ALGORITHMS.md §14 ``curio``; docs/curio.md).
+and the potential-based intrinsic reward it earns (arXiv 2504.03206; docs/curio.md).
 
 The environment says who the user may be: ``user_types`` (names), ``true_type`` (one of them)
 and, for Bayes without a likelihood of the config's, ``likelihood(messages, reply, user_type)``

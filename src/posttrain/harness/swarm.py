@@ -4,7 +4,7 @@ sub-agent prompt and ``task``) and the sub-agent tools; ``wait(handles)`` plays 
 sub-agents that are still running to their ends, all of them batched in each generate call,
 and returns each one's final answer (or why it stopped). Each sub-agent's segments join the
 orchestrator's episode as rows of their own (trained with the episode's advantage; with
-``token_mean`` the number of rows does not reweight episodes, ALGORITHMS.md §11).
+``token_mean`` the number of rows does not reweight episodes, docs/agents.md).
 
 The cost is the critical path, not the sum: ``critical_steps`` = the orchestrator's turns plus,
 for each ``wait``, the most turns any sub-agent it played took. PARL's reward parts:

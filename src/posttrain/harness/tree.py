@@ -1,6 +1,7 @@
-"""Tree rollouts for ``tree_grpo`` (ALGORITHMS.md §1): ``M`` backbone episodes per prompt,
-then ``L`` rounds in which ``N`` intermediate turns of each tree are drawn (distinct while there
-are enough) and expanded into new branches; a prompt's group holds ``M (L N + 1)`` episodes.
+"""Tree rollouts for ``tree_grpo`` (Ji et al. 2025, arXiv 2509.21240): ``M`` backbone episodes
+per prompt, then ``L`` rounds in which ``N`` intermediate turns of each tree are drawn (distinct
+while there are enough) and expanded into new branches; a prompt's group holds ``M (L N + 1)``
+episodes.
 
 A branch continues from the state before the chosen step; the shared prefix is context (loss
 mask 0) and belongs to its parent. A tree with no intermediate turn yet (every episode ended

@@ -1,5 +1,5 @@
-"""A multi-token-prediction head for a causal LM that has none (ALGORITHMS.md §14
-``mtp_self_distill``; DeepSeek V3's MTP module, one block deep).
+"""A multi-token-prediction head for a causal LM that has none
+(``mtp_self_distill``; DeepSeek-V3's MTP module, one block deep).
 
 From the main model's final hidden state ``h_t`` (after its last norm) and the embedding of
 token ``t + 1``: ``s = W [RMSNorm(h_t); RMSNorm(e(x_t+1))]``, then ``s += MLP(RMSNorm(s))``

@@ -1,4 +1,4 @@
-"""P-GenRM's user prototypes (ALGORITHMS.md §14 ``pgenrm``; the seeds' S11): a user's
+"""P-GenRM's user prototypes (Zhang et al. 2026, arXiv 2602.12116): a user's
 preference as their own embedding, their history read by attention, and prototypes shared by
 similar users.
 

@@ -1,4 +1,4 @@
-"""Quick-instruction tokens (ALGORITHMS.md §14; DeepSeek V4): special tokens that, appended to
+"""Quick-instruction tokens (DeepSeek-V4 technical report, 2026): special tokens that, appended to
 a rendered prompt, ask the model an auxiliary question (``<action>``: does this need a search;
 ``<query>``: the search query; ``<domain>``: the subject) that it answers from the prompt's KV
 cache (``TorchEngine.generate_quick``), its answer closed by eos.

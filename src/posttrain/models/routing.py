@@ -1,5 +1,5 @@
 """Mixture-of-experts routing: the experts each token went to, recorded where a model runs
-(the engine) and replayed where it is scored again (the trainer): ALGORITHMS.md's
+(the engine) and replayed where it is scored again (the trainer): the catalogue's
 ``routing_replay`` (R3). Without it a token the engine sent to experts (a, b) may go to
 (a, c) in the trainer, where a rounding difference tipped a near tie, and its log-prob changes
 by far more than the rounding.

@@ -1,4 +1,4 @@
-"""Preference optimisation (DPO family, ALGORITHMS.md §8) on chosen/rejected pairs, in the
+"""Preference optimisation (DPO family, docs/preference.md) on chosen/rejected pairs, in the
 shared pair loop (``recipes.pair_loop``). Reference log-probs come from the trainer's frozen
 reference model, once for all pairs (``precompute``) or per step (``on_the_fly``).
 """

@@ -1,4 +1,4 @@
-"""Reward-model training (ALGORITHMS.md §9) on chosen/rejected pairs, in the shared pair loop
+"""Reward-model training (docs/reward_models.md) on chosen/rejected pairs, in the shared pair loop
 (``recipes.pair_loop``): a backbone with a scalar head (``load_value_model``) on the last token.
 ``bradley_terry`` scores each response alone; ``pairwise_classifier`` scores one rendering of
 the question and both answers (``comparison_messages``), trained on both orders;

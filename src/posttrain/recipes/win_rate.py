@@ -1,4 +1,4 @@
-"""The reward-model win-rate monitor (ALGORITHMS.md §14 ``rm_win_rate_monitor``): at every
+"""The reward-model win-rate monitor (CharacterFlywheel, arXiv 2603.01973): at every
 evaluation of an RL run, how often its reward model or judge scores the policy's response to a
 held-out prompt above the reference model's (the RL stage's starting policy) — over-optimising
 a learned reward shows as a rate running away from 0.5 (CharacterFlywheel warns above 0.65)."""

@@ -1,4 +1,4 @@
-"""P-GenRM's structured evaluation chain (ALGORITHMS.md §14 ``pgenrm``): the judge writes the
+"""P-GenRM's structured evaluation chain (arXiv 2602.12116): the judge writes the
 user's persona, their core preference, weighted criteria with a score each, then a final
 score; ``extract`` reads it back and survives garbled chains.
 

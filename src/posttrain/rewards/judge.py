@@ -1,4 +1,4 @@
-"""Prompts and reply parsing of a judge (generative reward model, ALGORITHMS.md §9): a grading
+"""Prompts and reply parsing of a judge (generative reward model, docs/reward_models.md): a grading
 prompt with a rubric that asks for ``<score>N</score>`` on a ``0..score_max`` scale, and a
 pairwise comparison prompt that asks for ``<winner>A|B|tie</winner>``. Parsing takes the last
 tag and returns None for anything else: garbage never becomes a score."""

@@ -3,8 +3,8 @@
 ``math`` (``math_answer``) compares the completion's answer (its ``<answer>`` tag, else the
 whole text, where math-verify finds the last ``\\boxed{}`` or expression) with the reference
 (LaTeX or plain; a GSM8K solution's ``#### 72`` reads as 72); a numeric reference needs an
-answer written as a number, not an unevaluated expression (``59 + 63``). ``math_equiv`` (ALGORITHMS.md
-§9) compares only the last ``\\boxed{}``. Each check runs in a worker process that is killed
+answer written as a number, not an unevaluated expression (``59 + 63``). ``math_equiv``
+compares only the last ``\\boxed{}``. Each check runs in a worker process that is killed
 when it outlives its timeout, so a pathological expression stops costing time: math-verify's
 own timeout uses SIGALRM, which only the main thread has, and rollouts score in other threads.
 """

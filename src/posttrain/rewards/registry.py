@@ -1,6 +1,6 @@
 """Every verifier by the name a reward part's config uses: the functions decorated
-``@member("verifier", name)`` (the quickstart's short names, the spec's rule verifiers of
-ALGORITHMS.md §9, math-verify's and reasoning-gym's), from the families index."""
+``@member("verifier", name)`` (the quickstart's short names, the rule verifiers,
+math-verify's and reasoning-gym's), from the families index."""
 
 from __future__ import annotations
 

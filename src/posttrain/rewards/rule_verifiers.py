@@ -1,5 +1,6 @@
-"""The rule verifiers of ALGORITHMS.md §9 under their spec names. Each scores a completion's text
-against a reference and never raises on bad text."""
+"""The rule verifiers under their canonical names (``exact_match``, ``numeric_match``, ...,
+docs/config.md). Each scores a completion's text against a reference and never raises on bad
+text."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ BOXED_RE = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
 def parse_numeric(text: str | None, strip_commas: bool = False) -> float | None:
-    """S22's parser: drop ``$`` and ``%``, take a trailing number (``"x = 3.5"`` -> 3.5);
-    ``"1,000"`` (unless ``strip_commas``), ``"The answer is 42."`` and ``"5 apples"`` -> None."""
+    """The numeric parser of A. Burkov's "GRPO from scratch" code (2025): drop ``$`` and ``%``, take
+    a trailing number (``"x = 3.5"`` -> 3.5); ``"1,000"`` (unless ``strip_commas``), ``"The answer
+    is 42."`` and ``"5 apples"`` -> None."""
     if text is None:
         return None
     s = text.replace("$", "").replace("%", "")

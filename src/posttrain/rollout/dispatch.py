@@ -1,4 +1,4 @@
-"""Sample-level dispatch with staleness pacing (ALGORITHMS.md §5, ``staleness_mask``).
+"""Sample-level dispatch with staleness pacing (``staleness_mask``; DeepSeek-V4.1).
 
 Groups are numbered in the order they start; a group's ``G`` samples are dispatched one by one
 as ``SampleRequest``s. Pacing: a new group starts only while the groups started and not yet

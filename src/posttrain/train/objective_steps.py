@@ -62,12 +62,12 @@ def reward_model_step(trainer: Trainer, batch: Batch, loss: str = "bradley_terry
 def distill_step(trainer: Trainer, batch: Batch, teacher: Callable[[Batch], list],
                  divergence: str, options: dict, temperature: float = 1.0,
                  ce_weight: float = 0.0) -> dict[str, float]:
-    """One optimiser step of ``sum_k w_k D(P_k || Q) + ce_weight (-log Q(y_t))`` (ALGORITHMS.md
-    §7; the second term the batch's own tokens, as SFT) at the loss-mask positions,
-    ``token_mean`` over the step. ``teacher(micro_batch)`` gives, per teacher, the positions
-    it scores (indices into the micro-batch's loss-mask positions after the first token,
-    row-major), their weights ``w_k`` and its ``[n, V]`` log-probabilities, computed without
-    gradient."""
+    """One optimiser step of ``sum_k w_k D(P_k || Q) + ce_weight (-log Q(y_t))``
+    (docs/distillation.md; the second term the batch's own tokens, as SFT) at the loss-mask
+    positions, ``token_mean`` over the step. ``teacher(micro_batch)`` gives, per teacher, the
+    positions it scores (indices into the micro-batch's loss-mask positions after the first
+    token, row-major), their weights ``w_k`` and its ``[n, V]`` log-probabilities, computed
+    without gradient."""
     fn = get("divergence", divergence)
 
     def micro(mb: Batch, norm: StepNorm):

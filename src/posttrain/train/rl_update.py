@@ -4,7 +4,7 @@ entropy and KL controllers (``policy_steps``, run where the trainer lives, as ``
 says; the controllers' state is the update's, checkpointed with the trainer) -> the critic's.
 
 Advantages: KL in the reward, the configured estimator, then the per-token modifiers. Group
-estimators count episodes, not segments (ALGORITHMS.md §11): one row per episode, its mask
+estimators count episodes, not segments (docs/agents.md): one row per episode, its mask
 holding the episode's trainable-token count; the episode's advantage reaches every trainable
 token of its segments. ``gae`` runs per segment on the critic's values; ``gigpo`` gives each
 step's tokens their own advantage. Each estimator declares its inputs and output in the

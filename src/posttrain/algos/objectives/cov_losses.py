@@ -41,7 +41,9 @@ def selected_count(ratio: float, n_valid: int) -> int:
     return min(n_valid, max(1, int(ratio * n_valid))) if n_valid else 0
 
 
-@register("policy_loss", "clip_cov", source="standard (Clip-Cov, arXiv 2505.22617); verl")
+@register("policy_loss", "clip_cov",
+          source=("Clip-Cov: Cui et al. 2025, 'The Entropy Mechanism of RL for Reasoning LMs', "
+                  "arXiv 2505.22617; verl"))
 def clip_cov(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
     eps_low: float = 0.2, eps_high: float = 0.2, cov_ratio: float = 2e-4, cov_low: float = 1.0,
@@ -69,7 +71,9 @@ def clip_cov(
                                                   "ratio": rho.detach()}
 
 
-@register("policy_loss", "kl_cov", source="standard (KL-Cov, arXiv 2505.22617); verl")
+@register("policy_loss", "kl_cov",
+          source=("KL-Cov: Cui et al. 2025, 'The Entropy Mechanism of RL for Reasoning LMs', "
+                  "arXiv 2505.22617; verl"))
 def kl_cov(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
     cov_ratio: float = 2e-4, kl_coef: float = 1.0,

@@ -1,4 +1,4 @@
-"""Distillation (ALGORITHMS.md §7). ``P`` = teacher, ``Q`` = student, as full-vocabulary
+"""Distillation (docs/algorithms.md). ``P`` = teacher, ``Q`` = student, as full-vocabulary
 log-probabilities ``[..., V]``; each divergence returns one value a position and sends gradient
 through ``Q`` only. The sampled-token forms (``opd_*``, ``mopd``, ``self_distill``) return
 per-token advantages for a policy-gradient loss."""
@@ -26,14 +26,18 @@ def _inputs(where: str, teacher_logp: torch.Tensor, student_logp: torch.Tensor):
     return teacher_logp.detach(), student_logp
 
 
-@register("divergence", "forward_kl", source="S18")
+@register("divergence", "forward_kl",
+          source=("standard KL divergence, as compared in GKD: Agarwal et al. 2023, "
+                  "arXiv 2306.13649"))
 def forward_kl(*, teacher_logp: torch.Tensor, student_logp: torch.Tensor) -> torch.Tensor:
     """``KL(P || Q) = sum P log(P / Q)`` (mean-seeking)."""
     p, q = _inputs("forward_kl", teacher_logp, student_logp)
     return _kl(p, q)
 
 
-@register("divergence", "reverse_kl", source="S18")
+@register("divergence", "reverse_kl",
+          source=("standard KL divergence, as compared in GKD: Agarwal et al. 2023, "
+                  "arXiv 2306.13649"))
 def reverse_kl(*, teacher_logp: torch.Tensor, student_logp: torch.Tensor) -> torch.Tensor:
     """``KL(Q || P) = sum Q log(Q / P)`` (mode-seeking)."""
     p, q = _inputs("reverse_kl", teacher_logp, student_logp)
@@ -45,7 +49,8 @@ def _mix(a_logp: torch.Tensor, b_logp: torch.Tensor, weight_a: float) -> torch.T
     return torch.logaddexp(math.log(weight_a) + a_logp, math.log1p(-weight_a) + b_logp)
 
 
-@register("divergence", "jsd", source="S18 (GKD)")
+@register("divergence", "jsd",
+          source="generalised JSD as in GKD: Agarwal et al. 2023, arXiv 2306.13649")
 def jsd(
     *, teacher_logp: torch.Tensor, student_logp: torch.Tensor, beta: float = 0.5
 ) -> torch.Tensor:
@@ -59,7 +64,9 @@ def jsd(
     return beta * _kl(p, m) + (1 - beta) * _kl(q, m)
 
 
-@register("divergence", "uld", source="standard (ULD, arXiv 2402.12030); TRL GOLD")
+@register("divergence", "uld",
+          source=("ULD: Boizard et al. 2024, 'Towards Cross-Tokenizer Distillation', "
+                  "arXiv 2402.12030; TRL GOLD"))
 def uld(*, teacher_logp: torch.Tensor, student_logp: torch.Tensor) -> torch.Tensor:
     """Universal logit distillation: ``sum_i |P_(i) - Q_(i)|``, the probabilities of each
     sorted in decreasing order and the shorter vocabulary padded with zeros (the Wasserstein
@@ -73,7 +80,7 @@ def uld(*, teacher_logp: torch.Tensor, student_logp: torch.Tensor) -> torch.Tens
     return (p_sorted.to(q_sorted.dtype) - q_sorted).abs().sum(-1)
 
 
-@register("divergence", "skew_fkl", source="standard (skew KL)")
+@register("divergence", "skew_fkl", source="Skew KL: Ko et al. 2024, 'DistiLLM', arXiv 2402.03898")
 def skew_fkl(
     *, teacher_logp: torch.Tensor, student_logp: torch.Tensor, alpha: float = 0.1
 ) -> torch.Tensor:
@@ -82,7 +89,7 @@ def skew_fkl(
     return _kl(p, _mix(p, q, alpha))
 
 
-@register("divergence", "skew_rkl", source="standard (skew KL)")
+@register("divergence", "skew_rkl", source="Skew KL: Ko et al. 2024, 'DistiLLM', arXiv 2402.03898")
 def skew_rkl(
     *, teacher_logp: torch.Tensor, student_logp: torch.Tensor, alpha: float = 0.1
 ) -> torch.Tensor:
@@ -91,14 +98,16 @@ def skew_rkl(
     return _kl(q, _mix(q, p, alpha))
 
 
-@register("divergence", "tvd", source="standard (total variation)")
+@register("divergence", "tvd", source="total variation distance (textbook definition)")
 def tvd(*, teacher_logp: torch.Tensor, student_logp: torch.Tensor) -> torch.Tensor:
     """``1/2 sum |P - Q|`` (at most 1)."""
     p, q = _inputs("tvd", teacher_logp, student_logp)
     return 0.5 * (p.exp() - q.exp()).abs().sum(-1)
 
 
-@register("divergence", "full_vocab_rkl", source="PT (DeepSeek V4), S13")
+@register("divergence", "full_vocab_rkl",
+          source=("DeepSeek-V4 technical report (DeepSeek-AI 2026); top-k: SDPO (Hübotter et al. "
+                  "2026, arXiv 2601.20802)"))
 def full_vocab_rkl(
     *, teacher_logp: torch.Tensor, student_logp: torch.Tensor, weights: torch.Tensor | None = None,
     topk: int | None = None,
@@ -121,7 +130,9 @@ def full_vocab_rkl(
     return (w.view(-1, *[1] * (per_teacher.dim() - 1)) * per_teacher).sum(0)
 
 
-@register("divergence", "multi_teacher", source="PT (DeepSeek V4, Kimi K3, MiMo), S16")
+@register("divergence", "multi_teacher",
+          source=("DeepSeek-V4 technical report (DeepSeek-AI 2026); Kimi K3 technical report "
+                  "(Moonshot AI 2026); MOPD, MiMo-V2-Flash (Xiaomi 2026, arXiv 2601.02780)"))
 def multi_teacher(*, divergences: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Mixture ``sum_i w_i D_i`` over teachers (``divergences [K, ...]``, ``sum w = 1``); routing
     by (domain, effort) picks one teacher per sample instead."""
@@ -131,7 +142,10 @@ def multi_teacher(*, divergences: torch.Tensor, weights: torch.Tensor) -> torch.
             * divergences).sum(0)
 
 
-@register("divergence", "opd_sampled", source="S18, S14, S16, PT (Thinking Machines, MiMo)")
+@register("divergence", "opd_sampled",
+          source=("Lu et al., 'On-Policy Distillation' (Thinking Machines blog, 2025); GKD: "
+                  "Agarwal et al. 2023, arXiv 2306.13649; MiMo-V2-Flash (Xiaomi 2026, "
+                  "arXiv 2601.02780)"))
 def opd_sampled(
     *, teacher_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
@@ -140,7 +154,7 @@ def opd_sampled(
     return opd(teacher_logp=teacher_logp, logp=logp, mask=mask)
 
 
-@register("divergence", "opd_clip", source="PT (Kimi K3)")
+@register("divergence", "opd_clip", source="Kimi K3 technical report (Moonshot AI 2026)")
 def opd_clip(
     *, teacher_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor, r_max: float
 ) -> torch.Tensor:
@@ -149,7 +163,8 @@ def opd_clip(
     return opd(teacher_logp=teacher_logp, logp=logp, mask=mask, clip=r_max)
 
 
-@register("divergence", "mopd", source="MiMo-V2-Flash [R]")
+@register("divergence", "mopd",
+          source="MOPD: Xiaomi LLM-Core 2026, 'MiMo-V2-Flash Technical Report', arXiv 2601.02780")
 def mopd(
     *, teacher_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor,
     orm_advantages: torch.Tensor, alpha: float,
@@ -160,7 +175,9 @@ def mopd(
                orm_advantages=orm_advantages)
 
 
-@register("divergence", "self_distill", aliases=("sdft", "sdpo", "opsd"), source="S13 [R]")
+@register("divergence", "self_distill", aliases=("sdft", "sdpo", "opsd"),
+          source=("SDFT: Shenfeld et al. 2026, arXiv 2601.19897; SDPO: Hübotter et al. 2026, "
+                  "arXiv 2601.20802; OPSD: Zhao et al. 2026, arXiv 2601.18734"))
 def self_distill(
     *, teacher_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
@@ -170,7 +187,7 @@ def self_distill(
     return opd(teacher_logp=teacher_logp, logp=logp, mask=mask)
 
 
-@register("divergence", "gkd", source="S18 (GKD); TRL GKDTrainer")
+@register("divergence", "gkd", source="GKD: Agarwal et al. 2023, arXiv 2306.13649; TRL GKDTrainer")
 def gkd(
     *, data_divergence: torch.Tensor, on_policy_divergence: torch.Tensor, lmbda: float = 0.5
 ) -> torch.Tensor:
@@ -180,7 +197,9 @@ def gkd(
     return (1 - lmbda) * data_divergence + lmbda * on_policy_divergence
 
 
-@register("divergence", "mtp_self_distill", source="S03, PT (Composer 2, DeepSeek)")
+@register("divergence", "mtp_self_distill",
+          source=("Composer 2 (Cursor 2026, arXiv 2603.24477); MTP: DeepSeek-V3 (DeepSeek-AI "
+                  "2024, arXiv 2412.19437)"))
 def mtp_self_distill(
     *, main_logp: torch.Tensor, mtp_logp: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:

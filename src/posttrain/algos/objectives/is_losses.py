@@ -1,4 +1,4 @@
-"""Importance-weighted policy gradients (ALGORITHMS.md §2): ``reinforce``, ``cispo``,
+"""Importance-weighted policy gradients (docs/algorithms.md): ``reinforce``, ``cispo``,
 ``mimo_is_pg``, ``kimi_k25``. The gradient flows through ``logp`` (and, for ``kimi_k25`` as
 written, through the clipped ratio)."""
 
@@ -10,7 +10,9 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import importance_ratio
 
 
-@register("policy_loss", "reinforce", source="S26")
+@register("policy_loss", "reinforce",
+          source=("REINFORCE: Williams 1992, 'Simple Statistical Gradient-Following Algorithms "
+                  "for Connectionist RL', Machine Learning 8"))
 def reinforce(
     *, logp: torch.Tensor, advantages: torch.Tensor
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -18,7 +20,9 @@ def reinforce(
     return -advantages * logp, {}
 
 
-@register("policy_loss", "cispo", source="standard (MiniMax-M1; ScaleRL, TRL)")
+@register("policy_loss", "cispo",
+          source=("CISPO: MiniMax-M1 (MiniMax 2025, arXiv 2506.13585); ScaleRL (Khatri et al. "
+                  "2025, arXiv 2510.13786), TRL"))
 def cispo(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, r_min: float = 0.0,
     r_max: float = 5.0,
@@ -30,7 +34,9 @@ def cispo(
     return -rho.clamp(r_min, r_max) * advantages * logp, {"clipped": clipped, "ratio": rho}
 
 
-@register("policy_loss", "mimo_is_pg", source="PT (MiMo V2.6), S16")
+@register("policy_loss", "mimo_is_pg",
+          source=("Xiaomi MiMo-V2.6 post-training report, 2026; MiMo-V2-Flash (Xiaomi 2026, "
+                  "arXiv 2601.02780)"))
 def mimo_is_pg(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, is_low: float = 0.5,
     is_high: float = 5.0,
@@ -43,7 +49,7 @@ def mimo_is_pg(
     return -(w * keep) * advantages * logp, {"clipped": (~keep).to(logp.dtype), "ratio": w}
 
 
-@register("policy_loss", "kimi_k25", source="PT (Kimi K2.5)")
+@register("policy_loss", "kimi_k25", source="Kimi K2.5 (Kimi Team 2026, arXiv 2602.02276)")
 def kimi_k25(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, alpha: float,
     beta: float, tau: float, detach_clip: bool = False,

@@ -1,6 +1,6 @@
-"""Ratio-bounded policy losses (ALGORITHMS.md §2): ``ppo_clip``, ``gspo``, ``ecpo``, ``gbpo``,
+"""Ratio-bounded policy losses (docs/algorithms.md): ``ppo_clip``, ``gspo``, ``ecpo``, ``gbpo``,
 ``sapo``. Each returns the per-token loss ``[B, T]`` (to minimise) and per-token statistics
-(``clipped``: the ratio left its trust region); aggregation (§3) happens elsewhere."""
+(``clipped``: the ratio left its trust region); aggregation happens elsewhere."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import importance_ratio
 
 
-@register("policy_loss", "ppo_clip", source="S21, S15, S20; dual-clip (standard)")
+@register("policy_loss", "ppo_clip",
+          source=("PPO: Schulman et al. 2017, arXiv 1707.06347; clip-higher: DAPO (Yu et al. "
+                  "2025, arXiv 2503.14476); dual-clip: Ye et al. 2019, arXiv 1912.09729"))
 def ppo_clip(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps_low: float = 0.2,
     eps_high: float = 0.2, dual_clip: float | None = None,
@@ -31,7 +33,7 @@ def ppo_clip(
     return -obj, {"clipped": clipped.detach(), "ratio": rho.detach()}
 
 
-@register("policy_loss", "gspo", source="standard (GSPO); S20 names it")
+@register("policy_loss", "gspo", source="GSPO: Zheng et al. (Qwen) 2025, arXiv 2507.18071")
 def gspo(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
     eps_low: float = 3e-4, eps_high: float = 4e-4, token_level: bool = False,
@@ -52,7 +54,8 @@ def gspo(
     return -obj * mask, {"clipped": clipped.detach(), "ratio": s.detach()}
 
 
-@register("policy_loss", "ecpo", source="S15 (OneRec v1)")
+@register("policy_loss", "ecpo",
+          source="ECPO: OneRec Team (Kuaishou) 2025, 'OneRec Technical Report', arXiv 2506.13695")
 def ecpo(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps: float = 0.2,
     delta: float = 0.1,
@@ -66,7 +69,9 @@ def ecpo(
                     eps_low=eps, eps_high=eps)
 
 
-@register("policy_loss", "gbpo", source="S15 (OneRec-V2)")
+@register("policy_loss", "gbpo",
+          source=("GBPO: Zhou et al. (Kuaishou) 2025, 'OneRec-V2 Technical Report', "
+                  "arXiv 2508.20900"))
 def gbpo(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -77,7 +82,8 @@ def gbpo(
     return -(pi / torch.maximum(pi_old, bound)) * advantages, {"ratio": (pi / pi_old).detach()}
 
 
-@register("policy_loss", "sapo", source="standard (SAPO; verl, TRL, AReaL)")
+@register("policy_loss", "sapo",
+          source="SAPO: Gao et al. (Qwen) 2025, arXiv 2511.20347; verl, TRL, AReaL")
 def sapo(
     *, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, tau_pos: float = 1.0,
     tau_neg: float = 1.05,

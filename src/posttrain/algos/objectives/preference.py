@@ -1,4 +1,4 @@
-"""Preference optimisation (ALGORITHMS.md §8). ``chosen_logp``/``rejected_logp`` are summed
+"""Preference optimisation (docs/algorithms.md). ``chosen_logp``/``rejected_logp`` are summed
 sequence log-probs under the policy (prompt tokens masked), ``ref_*`` the same under the
 reference; ``h = (chosen - ref_chosen) - (rejected - ref_rejected)``. Each returns the loss a
 pair ``[N]``."""
@@ -18,7 +18,8 @@ def _margin(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, wher
     return (chosen_logp - ref_chosen_logp) - (rejected_logp - ref_rejected_logp)
 
 
-@register("preference", "dpo", aliases=("sigmoid",), source="S28")
+@register("preference", "dpo", aliases=("sigmoid",),
+          source="DPO: Rafailov et al. 2023, arXiv 2305.18290")
 def dpo(
     *, chosen_logp: torch.Tensor, rejected_logp: torch.Tensor, ref_chosen_logp: torch.Tensor,
     ref_rejected_logp: torch.Tensor, beta: float = 0.1,
@@ -28,7 +29,9 @@ def dpo(
     return -F.logsigmoid(beta * h)
 
 
-@register("preference", "ipo", source="standard (IPO)")
+@register("preference", "ipo",
+          source=("IPO: Azar et al. 2023, 'A General Theoretical Paradigm to Understand Learning "
+                  "from Human Preferences', arXiv 2310.12036"))
 def ipo(
     *, chosen_logp: torch.Tensor, rejected_logp: torch.Tensor, ref_chosen_logp: torch.Tensor,
     ref_rejected_logp: torch.Tensor, tau: float = 0.1,
@@ -38,7 +41,9 @@ def ipo(
     return (h - 1 / (2 * tau)) ** 2
 
 
-@register("preference", "r_dpo", source="S28; paper form (inside the sigmoid)")
+@register("preference", "r_dpo",
+          source=("R-DPO: Park et al. 2024, 'Disentangling Length from Quality in DPO', "
+                  "arXiv 2403.19159 (length term inside the sigmoid)"))
 def r_dpo(
     *, chosen_logp: torch.Tensor, rejected_logp: torch.Tensor, ref_chosen_logp: torch.Tensor,
     ref_rejected_logp: torch.Tensor, chosen_length: torch.Tensor, rejected_length: torch.Tensor,
@@ -49,7 +54,7 @@ def r_dpo(
     return -F.logsigmoid(beta * h + alpha * (chosen_length - rejected_length))
 
 
-@register("preference", "simpo", source="S28")
+@register("preference", "simpo", source="SimPO: Meng et al. 2024, arXiv 2405.14734")
 def simpo(
     *, chosen_logp: torch.Tensor, rejected_logp: torch.Tensor, chosen_length: torch.Tensor,
     rejected_length: torch.Tensor, beta: float = 2.0, gamma: float = 0.5,
@@ -62,7 +67,7 @@ def simpo(
                          - beta * rejected_logp / rejected_length - gamma)
 
 
-@register("preference", "kto", source="S28; standard (KTO)")
+@register("preference", "kto", source="KTO: Ethayarajh et al. 2024, arXiv 2402.01306")
 def kto(
     *, logp: torch.Tensor, ref_logp: torch.Tensor, desirable: torch.Tensor,
     reference_point: torch.Tensor | float = 0.0, beta: float = 0.1, lambda_d: float = 1.0,
@@ -84,7 +89,7 @@ def kto_reference_point(logp: torch.Tensor, ref_logp: torch.Tensor, beta: float 
     return (beta * (logp - ref_logp).mean()).clamp(min=0).detach()
 
 
-@register("preference", "orpo", source="S28")
+@register("preference", "orpo", source="ORPO: Hong et al. 2024, arXiv 2403.07691")
 def orpo(
     *, chosen_mean_logp: torch.Tensor, rejected_mean_logp: torch.Tensor, lam: float = 0.1
 ) -> torch.Tensor:
@@ -100,11 +105,11 @@ def orpo(
     return -chosen_mean_logp + lam * ratio
 
 
-@register("preference", "cpo", source="S28")
+@register("preference", "cpo", source="CPO: Xu et al. 2024, arXiv 2401.08417")
 def cpo(
     *, chosen_logp: torch.Tensor, rejected_logp: torch.Tensor, beta: float = 0.1, lam: float = 1.0,
 ) -> torch.Tensor:
     """``-log sigmoid(beta (l_w - l_l)) - lam l_w``: uniform reference plus the chosen NLL
-    (summed, as in the seed; TRL averages per token)."""
+    (summed; TRL averages per token)."""
     require_finite("cpo", chosen_logp=chosen_logp, rejected_logp=rejected_logp)
     return -F.logsigmoid(beta * (chosen_logp - rejected_logp)) - lam * chosen_logp

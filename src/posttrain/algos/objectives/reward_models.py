@@ -1,4 +1,4 @@
-"""Reward-model losses and graders (ALGORITHMS.md §9). Rule verifiers (exact, numeric,
+"""Reward-model losses and graders (docs/algorithms.md). Rule verifiers (exact, numeric,
 format) live in ``posttrain.rewards``."""
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from posttrain.algos.tensors import require_finite
 SCORE_PATTERN = r"<score>(-?\d+(?:\.\d+)?)</score>"
 
 
-@register("reward_model", "bradley_terry", source="S10, S27")
+@register("reward_model", "bradley_terry",
+          source=("Bradley & Terry 1952; RM loss of InstructGPT (Ouyang et al. 2022, "
+                  "arXiv 2203.02155) and CharacterFlywheel (arXiv 2603.01973)"))
 def bradley_terry(*, chosen_scores: torch.Tensor, rejected_scores: torch.Tensor) -> torch.Tensor:
     """``-log sigmoid(r(x, y_c) - r(x, y_r))`` on the scalar head's last-valid-token scores."""
     require_finite("bradley_terry", chosen_scores=chosen_scores, rejected_scores=rejected_scores)
     return -F.logsigmoid(chosen_scores - rejected_scores)
 
 
-@register("reward_model", "bt_token_span", source="S27 (DeepSpeed-Chat)")
+@register("reward_model", "bt_token_span",
+          source="DeepSpeed-Chat: Yao et al. 2023, arXiv 2308.01320")
 def bt_token_span(
     *, chosen_values: torch.Tensor, rejected_values: torch.Tensor, chosen_ids: torch.Tensor,
     rejected_ids: torch.Tensor, chosen_lengths: torch.Tensor, rejected_lengths: torch.Tensor,
@@ -41,14 +44,17 @@ def bt_token_span(
     return torch.stack(out)
 
 
-@register("reward_model", "pairwise_classifier", source="S10")
+@register("reward_model", "pairwise_classifier",
+          source="CharacterFlywheel: Nie et al. (Meta) 2026, arXiv 2603.01973")
 def pairwise_classifier(*, scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """``-[t log sigmoid(s) + (1 - t) log(1 - sigmoid(s))]`` for ``s = s(x, y_0, y_1)``."""
     require_finite("pairwise_classifier", scores=scores)
     return F.binary_cross_entropy_with_logits(scores, targets.to(scores.dtype), reduction="none")
 
 
-@register("reward_model", "pgenrm_pair", source="S11 (P-GenRM)")
+@register("reward_model", "pgenrm_pair",
+          source=("P-GenRM: Zhang et al. 2026, 'Personalized Generative Reward Model with "
+                  "Test-time User-based Scaling', arXiv 2602.12116"))
 def pgenrm_pair(
     *, delta: torch.Tensor, user: torch.Tensor, centroid: torch.Tensor, prototype: torch.Tensor,
     lam_cent: float = 0.0, lam_tr: float = 0.0,
@@ -61,7 +67,9 @@ def pgenrm_pair(
     return -F.logsigmoid(delta) + pull
 
 
-@register("reward_model", "genrm", source="S11 (P-GenRM), PT")
+@register("reward_model", "genrm",
+          source=("P-GenRM: Zhang et al. 2026, arXiv 2602.12116; rubric graders of DeepSeek-V3.2 "
+                  "(arXiv 2512.02556) and Kimi K2.5/K3"))
 def genrm(
     *, outputs: Sequence[str], score_max: float = 10.0, score_pattern: str = SCORE_PATTERN,
     fallback: float = 0.0,
@@ -84,7 +92,9 @@ def genrm(
     return sum(parsed) / len(parsed) / score_max, False
 
 
-@register("reward_model", "group_binary_comparison", source="PT (Kimi K2.5/K3)")
+@register("reward_model", "group_binary_comparison",
+          source=("Kimi K2.5 (arXiv 2602.02276) and Kimi K3 (Moonshot AI 2026) generative reward "
+                  "models"))
 def group_binary_comparison(
     *, outcomes: torch.Tensor, over_budget: torch.Tensor | None = None
 ) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The critic's loss and the entropy bonus (ALGORITHMS.md §2)."""
+"""The critic's loss and the entropy bonus (docs/algorithms.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from posttrain.algos.registry import register
 from posttrain.algos.tensors import require_finite
 
 
-@register("policy_loss", "value_clip", source="S27, verl, OpenRLHF")
+@register("policy_loss", "value_clip",
+          source=("PPO value clipping as in DeepSpeed-Chat (Yao et al. 2023, arXiv 2308.01320), "
+                  "verl, OpenRLHF"))
 def value_clip(
     *, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
     cliprange_value: float = 0.2,
@@ -22,7 +24,8 @@ def value_clip(
 
 
 @register("policy_loss", "entropy_bonus", aliases=("entropy_coeff", "entropy_coef"),
-          source="S21 (Skywork-OR1)")
+          source=("Adaptive entropy control: He et al. 2025, 'Skywork Open Reasoner 1 Technical "
+                  "Report', arXiv 2505.22312"))
 def entropy_bonus(
     *, entropy: torch.Tensor, coef: float
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

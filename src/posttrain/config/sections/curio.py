@@ -1,5 +1,5 @@
 """CURIO (``reward.curio``): curiosity about the user as a per-turn intrinsic reward
-(ALGORITHMS.md §14, docs/curio.md)."""
+(Wan et al. 2025, arXiv 2504.03206; docs/curio.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Validated settings of distillation (ALGORITHMS.md §7): offline knowledge distillation
+"""Validated settings of distillation (docs/distillation.md): offline knowledge distillation
 (``distill`` stage) and on-policy distillation (``opd`` stage)."""
 
 from __future__ import annotations

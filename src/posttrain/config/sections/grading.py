@@ -1,5 +1,5 @@
-"""The actor as a generative reward model (``rl.actor_as_grm``; DeepSeek V4, ALGORITHMS.md §14
-``actor_as_grm``, docs/reward_models.md): grading prompts mixed into RL."""
+"""The actor as a generative reward model (``rl.actor_as_grm``; DeepSeek-V4 technical
+report, 2026; docs/reward_models.md): grading prompts mixed into RL."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ PREFERENCE_LOSSES = ("dpo", "ipo", "simpo", "orpo", "cpo", "r_dpo", "kto")
 
 
 class PreferenceLossConfig(NamedLoss):
-    """A preference loss of ALGORITHMS.md §8 (``dpo``, ``ipo``, ``simpo``, ``orpo``, ``cpo``,
+    """A preference loss of docs/algorithms.md (``dpo``, ``ipo``, ``simpo``, ``orpo``, ``cpo``,
     ``r_dpo``, ``kto``) with its hyperparameters as keys (``pref.loss.beta=0.2``)."""
 
     KIND: ClassVar[str] = "preference"
@@ -112,7 +112,7 @@ class PreferenceConfig(PairDataConfig):
 
 
 class PrototypesConfig(Section):
-    """P-GenRM's prototype module (``rm.loss: pgenrm_pair``, ALGORITHMS.md §14): ``count``
+    """P-GenRM's prototype module (``rm.loss: pgenrm_pair``, arXiv 2602.12116): ``count``
     prototypes, each user's ``history`` (their first train pairs, repeated when they have
     fewer), the pulls ``lam_cent`` and ``lam_tr`` and the weights ``lam_q``, ``lam_s``,
     ``rho`` of ``z_t = a_j + lam_q W_q q_t + lam_s W_s v_H``."""

@@ -110,7 +110,7 @@ class ConfessionConfig(Section):
     reading ``meta["confession"]``, or ``score``, shown the answer and the confession) scores
     the confession as ``rewards["confession"]``, outside the task's reward. The confession's
     own group-normalised advantage goes to its tokens only, the task's to the answer's
-    (ALGORITHMS.md §14 ``confession``)."""
+    (Joglekar et al., OpenAI 2025, arXiv 2512.08093; docs/confessions.md)."""
 
     prompt: str = Field(CONFESSION_PROMPT, min_length=1)
     max_new_tokens: int = Field(32, ge=1)

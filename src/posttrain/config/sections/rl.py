@@ -125,8 +125,8 @@ class RLConfig(SampledStageConfig):
     (``posttrain replay`` checks them; ``posttrain view`` shows them), ``token_stats`` of them a
     step with each token's advantage, trainer log-prob and entropy; ``sync`` verifies every
     weight sync (``recipes.sampling_loop.sync_weights``). ``rm_win_rate_monitor`` and
-    ``actor_as_grm`` are the reward-model monitor and the grading prompts of ALGORITHMS.md
-    §14."""
+    ``actor_as_grm`` are the reward-model monitor (CharacterFlywheel, arXiv 2603.01973) and
+    the grading prompts (DeepSeek-V4's actor as generative reward model; docs/reward_models.md)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
                               serialize_by_alias=True)
@@ -265,7 +265,7 @@ class BehaviourRegConfig(Section):
 
 
 class TacoConfig(Section):
-    """``taco`` (ALGORITHMS.md §1): positive advantages of tail tokens (``pi_old(y_t) <
+    """``taco`` (docs/algorithms.md): positive advantages of tail tokens (``pi_old(y_t) <
     alpha exp(-H_t)``) shrink by up to ``lam``. The source gives no values: both are set."""
 
     alpha: float = Field(gt=0)
@@ -289,7 +289,7 @@ ESTIMATOR_OPTIONS = {"gamma": (("gae", "gigpo", "reinforce_plus_plus"), "gamma")
 
 
 class AlgoConfig(Section):
-    """How rewards become advantages (ALGORITHMS.md §1, §4-§6). A multi-reward estimator
+    """How rewards become advantages (docs/algorithms.md). A multi-reward estimator
     (``gdpo``, ``gd2po``, ``dvao``) combines ``reward.parts`` with their weights; ``gae`` needs
     the critic (``critic.enabled``) and takes ``gamma``/``lam`` (null: 1.0 and 0.95); ``gigpo``
     (step credit over the environment's state keys) takes ``gamma``/``omega`` (null: 0.95 and
@@ -393,7 +393,7 @@ SUPPLIED = {"step"}  # inputs the pipeline supplies that are not tensors
 
 
 class ShapingRule(Section):
-    """One reward-shaping rule (ALGORITHMS.md §6) with its hyperparameters as keys; lengths
+    """One reward-shaping rule (docs/algorithms.md) with its hyperparameters as keys; lengths
     are completion tokens. ``budget_penalty`` and ``toggle`` take a token ``budget`` (``b_0``,
     ``B``): one number for all prompts, or ``auto``, each prompt's own, the ``rho``-th
     percentile (default 50) of the correct lengths of its first sampled group, then fixed

@@ -37,7 +37,7 @@ class PolicyLossConfig(NamedLoss):
 
 
 class KLConfig(Section):
-    """KL to the frozen reference (ALGORITHMS.md §4). ``in_loss``: ``L += coef agg(KL_t)`` on
+    """KL to the frozen reference (docs/algorithms.md). ``in_loss``: ``L += coef agg(KL_t)`` on
     the current log-probs; ``in_reward``: ``R_i -= coef sum_t KL_t`` on the old log-probs before
     advantages. ``coef > 0`` loads the reference model. ``adaptive``: after each step the
     coefficient halves or doubles to keep the measured KL near ``target``."""
@@ -68,7 +68,7 @@ def _default_bounds(correction: str) -> tuple[float, float]:
 
 
 class OffPolicyConfig(Section):
-    """Train/inference mismatch correction (ALGORITHMS.md §5): ``correction`` weights the
+    """Train/inference mismatch correction (docs/algorithms.md): ``correction`` weights the
     per-token loss by ``tis_*``/``mis_*`` of ``old - behaviour`` log-probs within ``bounds``
     (``(C_min, C_max)`` or ``(C_lo, C_hi)``; left null, the function's defaults, filled in so
     the saved config shows them); ``opsm_delta`` drops negative-advantage sequences that drifted
@@ -118,7 +118,7 @@ class EntropyBonusConfig(Section):
 
 
 class ActorConfig(Section):
-    """How the policy's loss is built from a batch with advantages (ALGORITHMS.md §2-3).
+    """How the policy's loss is built from a batch with advantages (docs/algorithms.md).
     ``router_aux_coef`` (mixture-of-experts models): that many times the Switch Transformer
     load-balancing loss of the routers over the step's tokens is added."""
 

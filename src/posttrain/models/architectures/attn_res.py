@@ -1,4 +1,4 @@
-"""Attention Residuals (ALGORITHMS.md §14 ``attn_res``; Kimi): a Llama whose layers read an
+"""Attention Residuals (Kimi Team 2026, arXiv 2603.15031): a Llama whose layers read an
 attention over depth instead of the residual sum.
 
 Layer ``l``'s input is ``h_l = sum_i alpha_i->l v_i`` over the sources before it, with

@@ -1,4 +1,4 @@
-"""Offline knowledge distillation (ALGORITHMS.md §7) on chat data: the student matches the
+"""Offline knowledge distillation (docs/distillation.md) on chat data: the student matches the
 teacher's next-token distribution at every assistant token — a live teacher's full one, or
 stored top-k logits (``teacher_logits``) — with a catalogue divergence (``forward_kl``,
 ``reverse_kl``, ``jsd``, ``skew_fkl``, ``skew_rkl``, ``tvd``; ``uld`` also across

@@ -1,4 +1,4 @@
-"""On-policy distillation (ALGORITHMS.md §7): the student samples, the teachers routed to each
+"""On-policy distillation (docs/distillation.md): the student samples, the teachers routed to each
 sample score the student's own tokens, and the student moves toward them — by the exact
 full-vocabulary reverse KL (``full_vocab_rkl``, optionally top-k) or by a policy gradient on the
 per-token advantage ``A_t = sum_k w_k log P_k(y_t) - log Q(y_t)`` (``opd_sampled``,

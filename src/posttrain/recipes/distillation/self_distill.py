@@ -1,4 +1,4 @@
-"""Self-distillation presets (ALGORITHMS.md §7 ``self_distill``): the teacher is the student's
+"""Self-distillation presets (``self_distill``: SDFT, SDPO, OPSD): the teacher is the student's
 own weights, without gradient, given privileged context ``z`` before the question; the student
 sees the question alone, and ``z``'s tokens are never in its loss.
 

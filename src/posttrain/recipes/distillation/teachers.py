@@ -1,4 +1,4 @@
-"""Teachers of on-policy distillation (ALGORITHMS.md §7 ``multi_teacher``): which teachers
+"""Teachers of on-policy distillation (``multi_teacher``, docs/algorithms.md): which teachers
 score which sample (routing by task domain and effort, with weights) and what they return for
 the student's sampled tokens — their log-probs (any ``Engine``: in-process or a Ray actor) or
 their full next-token distributions (in-process models)."""

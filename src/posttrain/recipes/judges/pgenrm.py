@@ -14,7 +14,7 @@ from posttrain.config.served import ServedModel
 
 @member("judge", "pgenrm")
 class PGenRMJudgeConfig(JudgeFamily, ServedModel):
-    """``pgenrm`` (P-GenRM, ALGORITHMS.md §14): a chat model (``model`` or ``endpoint``)
+    """``pgenrm`` (P-GenRM, arXiv 2602.12116): a chat model (``model`` or ``endpoint``)
     writes the evaluation chain (persona, core preference, weighted criteria, final score on
     ``0..score_max``) for each answer, ``n_samples`` times for its user (``user``, one profile
     for every task, or the task row's ``user_column``) and once for each similar user's

@@ -1,5 +1,5 @@
 """The judge ``policy``: the policy being trained grades its own answers (``genrm``; the
-actor as a generative reward model, ALGORITHMS.md §14 ``actor_as_grm``)."""
+actor as a generative reward model of DeepSeek-V4, ``actor_as_grm``)."""
 
 from __future__ import annotations
 

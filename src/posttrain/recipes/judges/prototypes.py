@@ -12,7 +12,7 @@ from posttrain.config.sections.reward import LocalJudge
 
 @member("judge", "prototypes")
 class PrototypesJudgeConfig(LocalJudge):
-    """``prototypes`` (P-GenRM, ALGORITHMS.md §14): the user prototypes that ``posttrain
+    """``prototypes`` (P-GenRM, arXiv 2602.12116): the user prototypes that ``posttrain
     reward-model`` with ``rm.loss: pgenrm_pair`` wrote to ``model`` score each answer
     ``z_t . y`` for its user (``user``, one of the trained users for every task, or the task
     row's ``user_column``). The backbone must share the policy's vocabulary (it reads the

@@ -1,4 +1,4 @@
-"""Confessions (ALGORITHMS.md §14 ``confession``): after each episode the policy is asked to
+"""Confessions (OpenAI 2025, arXiv 2512.08093): after each episode the policy is asked to
 confess and its confession is judged, apart from the task's reward.
 
 The confession continues the episode's last segment token for token: the template's scaffold

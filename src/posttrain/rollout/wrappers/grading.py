@@ -1,5 +1,5 @@
-"""The actor as a generative reward model (``rl.actor_as_grm``; ALGORITHMS.md §14
-``actor_as_grm``): grading prompts built from a step's own episodes, graded by the policy and
+"""The actor as a generative reward model (``rl.actor_as_grm``; DeepSeek-V4
+technical report, 2026): grading prompts built from a step's own episodes, graded by the policy and
 rewarded by agreement with the episodes' verifiable outcomes."""
 
 from __future__ import annotations

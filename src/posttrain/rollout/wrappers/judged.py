@@ -1,7 +1,7 @@
-"""Judges as RL reward parts (ALGORITHMS.md §9): after a rollout, each judged part of the reward
-is filled in for every episode by a judge — a prompted generative grader (``genrm``: rubric,
-score extraction that survives garbage; or the policy itself, ``PolicyJudge``), a round-robin
-comparison of the group's answers by a prompted judge or a pairwise classifier
+"""Judges as RL reward parts (docs/reward_models.md): after a rollout, each judged part of the
+reward is filled in for every episode by a judge — a prompted generative grader (``genrm``:
+rubric, score extraction that survives garbage; or the policy itself, ``PolicyJudge``), a
+round-robin comparison of the group's answers by a prompted judge or a pairwise classifier
 (``group_binary_comparison``: an answer over the verbosity budget loses without a comparison),
 or a Bradley–Terry reward model's scalar head.
 

@@ -1,4 +1,4 @@
-"""P-GenRM as a judge (ALGORITHMS.md §14 ``pgenrm``): evaluation chains for the user, and for
+"""P-GenRM as a judge (Zhang et al. 2026, arXiv 2602.12116): evaluation chains for the user, and for
 users like them, aggregated at test time; or its user prototypes' score of each answer."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def pgenrm_score(own: Sequence[float | None], similar: Sequence[float | None]
                  ) -> float | None:
     """``s = (mean_x Extract(S_x) + mean_w Extract(S^(u_w))) / 2`` over the chains that parse:
     the user's ``m`` sampled analyses and one a similar user. The two means are averaged
-    (§14 leaves it open; the sum would leave ``[0, 1]``); a side with no parse gives way to
+    (the paper writes the sum, which would leave ``[0, 1]``); a side with no parse gives way to
     the other, and with none at all the score is missing (None)."""
     means = [statistics.fmean(v) for v in ([x for x in own if x is not None],
                                             [x for x in similar if x is not None]) if v]
