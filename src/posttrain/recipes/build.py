@@ -27,10 +27,17 @@ from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state
 from posttrain.train.parallel import by_writer
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, device: torch.device | None = None) -> None:
+    """Seed Python, NumPy and torch. On a CPU ``device`` the kernels that have a deterministic
+    variant use it: with several threads a run otherwise differs from process to process (in
+    the 6th digit of ``grad_norm`` after a few SFT steps of ``configs/curio.yaml``, and more
+    after RL); CUDA keeps its faster kernels (docs/performance.md, "Reproducibility")."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+    if device is not None and device.type == "cpu":
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = False  # values, not speed
 
 
 class RunParts(RunTasks):

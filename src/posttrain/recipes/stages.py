@@ -15,6 +15,7 @@ import torch
 from posttrain import OPENMP_WAIT
 from posttrain.config import RunConfig
 from posttrain.models import load_model, load_tokenizer
+from posttrain.models.devices import resolve_device
 from posttrain.recipes.build import RunParts, seed_everything
 from posttrain.recipes.distillation.offline import distill_stage
 from posttrain.recipes.distillation.opd import opd_stage
@@ -53,7 +54,7 @@ class Stages(RunParts):
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         torch.set_flush_denormal(True)
-        seed_everything(cfg.seed)
+        seed_everything(cfg.seed, resolve_device(cfg.trainer.device, "trainer.device"))
         ckpt = latest_checkpoint(self.ckpt_dir) if resume else None
         if resume and ckpt is None:
             self.reporter.message("[yellow]no checkpoint to resume from; starting fresh")
