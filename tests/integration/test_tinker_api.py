@@ -4,6 +4,7 @@ forward then weighted backward), an RL step with the sampler's log-probs, a save
 resumes exactly, and refusals that reach the client as errors."""
 
 import os
+import threading
 import time
 
 import pytest
@@ -19,13 +20,15 @@ from posttrain.tinker_api.service import Service
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """``(base_url, service)`` of a server of a nano Qwen3 named ``tiny``."""
+    """``(base_url, service, app)`` of a server of a nano Qwen3 named ``tiny`` (512
+    positions)."""
     os.environ["TINKER_TELEMETRY"] = "0"
     root = tmp_path_factory.mktemp("tinker")
     service = Service(build_tiny(root / "model", "nano", architecture="qwen3"), "tiny",
                       root / "checkpoints")
-    with running(create_app(service)) as url:
-        yield url.removesuffix("/v1"), service
+    app = create_app(service)
+    with running(app) as url:
+        yield url.removesuffix("/v1"), service, app
 
 
 @pytest.fixture(scope="module")
@@ -329,7 +332,7 @@ def test_the_rest_client_lists_runs_and_checkpoints(client):
 
 
 def test_a_finished_session_frees_its_training_clients(served):
-    url, service = served
+    url, service, _ = served
     with tinker.ServiceClient(base_url=url, api_key="tml-test") as sc:
         tc = sc.create_lora_training_client(base_model="tiny", rank=4, seed=0).result()
         datum = sft_datum(tc.get_tokenizer())
@@ -346,3 +349,83 @@ def test_a_finished_session_frees_its_training_clients(served):
         model_path=path).result()
     assert sampler.sample(datum.model_input, num_samples=1, sampling_params=types.SamplingParams(
         max_tokens=2, seed=0)).result().sequences
+
+
+def test_concurrent_samples_share_an_engine_call_and_draw_as_alone(client, served,
+                                                                    monkeypatch):
+    """Sample requests queued together run as one engine call a way of sampling (all but the
+    seed), and each gets what it gets sampled alone."""
+    _, service, app = served
+    tc = client.create_lora_training_client(base_model="tiny", rank=4, seed=5).result()
+    tok = tc.get_tokenizer()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    alike = {"max_tokens": 10, "temperature": 1.0}
+    asks = [("What is", 2, {**alike, "seed": 1}), ("What is 2+2?", 1, {**alike, "seed": 2}),
+            ("Compute", 3, {**alike, "seed": 3}),
+            ("What is", 2, {**alike, "seed": 4, "temperature": 0.7}),  # a way of its own
+            ("Compute", 1, {"max_tokens": 6, "seed": 5})]  # and another
+    rows = []
+    generate = service.engine.generate
+    monkeypatch.setattr(service.engine, "generate", lambda prompts, sampling, seeds=None: (
+        rows.append(len(prompts)), generate(prompts, sampling, seeds))[1])
+
+    def sample(text, n, params):
+        return sampler.sample(types.ModelInput.from_ints(tok.encode(text)), num_samples=n,
+                              sampling_params=types.SamplingParams(**params))
+    gate, queue = threading.Event(), app.state.requests
+    before = len(queue.results)
+    queue.submit(gate.wait)  # the worker is busy while the requests come in
+    futures = [sample(*ask) for ask in asks]
+    deadline = time.monotonic() + 30
+    while len(queue.results) < before + 1 + len(asks):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    gate.set()
+    together = [f.result() for f in futures]
+    assert rows == [6, 2, 1]  # the three ways of sampling, a call each
+    rows.clear()
+    for ask, shared in zip(asks, together):
+        alone = sample(*ask).result()
+        assert [s.tokens for s in shared.sequences] == [s.tokens for s in alone.sequences]
+        for a, b in zip(shared.sequences, alone.sequences):
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+            assert a.stop_reason == b.stop_reason
+    assert rows == [n for _, n, _ in asks]
+
+
+def test_a_prompt_and_max_tokens_beyond_the_context_are_refused(client, served):
+    """The model reads the prompt and every sampled token but the last: at most its 512
+    positions (max_position_embeddings)."""
+    sampler = client.create_sampling_client(base_model="tiny").result()
+    prompt = types.ModelInput.from_ints([5] * 500)
+    for params in (types.SamplingParams(max_tokens=14, seed=0),  # 513 tokens read
+                   types.SamplingParams(max_tokens=2000, seed=0)):
+        with pytest.raises(tinker.BadRequestError, match="exceed the model's context"):
+            sampler.sample(prompt, num_samples=1, sampling_params=params).result()
+    with pytest.raises(tinker.BadRequestError, match="exceed the model's context"):
+        sampler.compute_logprobs(types.ModelInput.from_ints([5] * 513)).result()
+    # what fits is sampled: 512 tokens read; without max_tokens, up to the context
+    out = sampler.sample(prompt, num_samples=1, sampling_params=types.SamplingParams(
+        max_tokens=13, seed=0, stop=[])).result()
+    assert len(out.sequences[0].tokens) == 13
+    out = sampler.sample(types.ModelInput.from_ints([5] * 509), num_samples=1,
+                         sampling_params=types.SamplingParams(seed=0, stop=[])).result()
+    assert len(out.sequences[0].tokens) == 4
+    assert len(sampler.compute_logprobs(types.ModelInput.from_ints([5] * 512)).result()) == 512
+
+
+def test_an_empty_stop_list_samples_past_the_end_of_sequence_token(client, served):
+    """The SDK's ``SamplingParams``: ``stop=None`` keeps EOS stopping, ``[]`` disables it."""
+    sampler = client.create_sampling_client(base_model="tiny").result()
+    tok = served[1].tokenizer
+    prompt = types.ModelInput.from_ints(tok.encode("What is"))
+
+    def sample(**stop):  # long: this random model's EOS is about one token in 600
+        return sampler.sample(prompt, num_samples=16, sampling_params=types.SamplingParams(
+            max_tokens=200, seed=1, **stop)).result().sequences
+    stopped = [s for s in sample() if s.stop_reason == "stop"]
+    assert stopped and all(s.tokens[-1] == tok.eos_token_id for s in stopped)
+    free = sample(stop=[])
+    assert all(s.stop_reason == "length" and len(s.tokens) == 200 for s in free)
+    # the same draws, past the EOS: the stopped sequences are their beginnings
+    assert all(any(f.tokens[:len(s.tokens)] == s.tokens for f in free) for s in stopped)

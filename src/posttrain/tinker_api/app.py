@@ -22,7 +22,7 @@ from posttrain.tinker_api.checkpoints import CheckpointError
 from posttrain.tinker_api.losses import BadRequest
 from posttrain.tinker_api.requests import Requests
 from posttrain.tinker_api.scoring import Asked
-from posttrain.tinker_api.service import Service
+from posttrain.tinker_api.service import SampleRequest, Service
 
 POLL_S = 20.0
 FETCHED_KEPT_S = 120.0  # a result after its first fetch
@@ -47,6 +47,11 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
 
     def future(rid: str, **extra) -> dict:
         return {"request_id": rid, **extra}
+
+    def sample_all(batch: list[SampleRequest]) -> list:
+        """Concurrent sample requests, sampled together, as the SDK's protobuf answers."""
+        return [outcome if isinstance(outcome, Exception) else wire.sample_response(*outcome)
+                for outcome in service.sample_all(batch)]
 
     async def refused(request: HttpRequest, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": f"{type(exc).__name__}: {exc}"}, status_code=400)
@@ -207,13 +212,9 @@ def create_app(service: Service, api_key: str | None = None) -> FastAPI:
                for chunk in body["prompt"]["chunks"]):
             raise wire.WireError("this server samples from text prompts")
         n = int(body.get("num_samples", 1))
-        asked = Asked.of(body, len(prompt))
-
-        def run() -> bytes:
-            return wire.sample_response(*service.sample(
-                body["sampling_session_id"], prompt, n, body.get("sampling_params") or {},
-                asked))
-        rid = requests.submit(run)
+        request = SampleRequest(body["sampling_session_id"], prompt, n, service.sampling(
+            len(prompt), body.get("sampling_params") or {}), Asked.of(body, len(prompt)))
+        rid = requests.submit_batched(request, sample_all)
         return future(rid, sample_sequence_ids=[f"{rid}-{i}" for i in range(n)])
 
     @app.post(api + "/retrieve_future")

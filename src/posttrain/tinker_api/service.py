@@ -4,13 +4,17 @@ when a request asks for other weights than the engine holds)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from posttrain.engines import TorchEngine
+from posttrain.engines import GenerationOutput, TorchEngine
+from posttrain.engines.sampling import resolve_seeds
 from posttrain.models import load_model, load_tokenizer
 from posttrain.tinker_api.adapters import AdapterPool, LoraSpec
 from posttrain.tinker_api.checkpoints import CheckpointError, Checkpoints, tinker_path
@@ -22,6 +26,24 @@ from posttrain.types import SamplingParams
 SNAPSHOT = "snapshot:"  # a sampling session's weights saved without a name (in memory)
 REWRITTEN = ""  # what the engine holds was saved over since
 SNAPSHOTS_KEPT = 16  # unnamed sampler weights kept in memory, the newest
+DEFAULT_MAX_TOKENS = 256  # a sample request's without max_tokens, where the context has room
+Sequences = list[tuple[list[int], list[float], bool]]  # tokens, log-probs, stopped
+Sampled = tuple[Sequences, Scores]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    params: SamplingParams  # its seed the request's (None: drawn)
+    stop_texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    session: str
+    prompt: list[int]
+    num_samples: int
+    sampling: Sampling
+    asked: Asked
 
 
 class Service:
@@ -29,8 +51,10 @@ class Service:
         self.model_dir, self.name = Path(model_dir), name
         self.tokenizer = load_tokenizer(model_dir)
         self.pool = AdapterPool(load_model(model_dir).to(device))
+        # no EOS of its own: each request's stops say whether EOS ends a sequence
         self.engine = TorchEngine(load_model(model_dir), self.tokenizer.pad_token_id,
-                                  self.tokenizer.eos_token_id, device=device)
+                                  device=device)
+        self.positions = self.engine.model.config.max_position_embeddings
         self.checkpoints = Checkpoints(root)
         self.runs = Runs(self.checkpoints, name)
         self.samplers: dict[str, str | None] = {}  # session -> weights (a path; None: base)
@@ -136,24 +160,70 @@ class Service:
                                        next(self._counter))
         self._held = weights
 
-    def sample(self, session: str, prompt: Sequence[int], num_samples: int, params: dict,
-               asked: Asked) -> tuple[list[tuple[list[int], list[float], bool]], Scores]:
-        if session not in self.samplers:
-            raise KeyError(f"no sampling session {session!r}")
-        if not prompt:
-            raise BadRequest("the prompt is empty")
-        self._hold(self.samplers[session])
+    def sampling(self, prompt_length: int, params: dict) -> Sampling:
+        """A request's ``sampling_params``, checked (``BadRequest``, ``ValueError``): its
+        prompt and ``max_tokens`` must fit the model's positions (``check_context``); without
+        ``max_tokens``, ``DEFAULT_MAX_TOKENS`` or what room is left."""
+        room = self.positions + 1 - prompt_length
+        asked = params.get("max_tokens")
+        self.check_context(prompt_length, 1 if asked is None else int(asked))
         stop_ids, stop_texts = self._stops(params.get("stop"))
-        sampling = SamplingParams(
-            max_new_tokens=int(params.get("max_tokens") or 256),
+        return Sampling(SamplingParams(
+            max_new_tokens=min(DEFAULT_MAX_TOKENS, room) if asked is None else int(asked),
             temperature=float(params.get("temperature", 1.0)),
             top_p=float(params.get("top_p", 1.0)), top_k=max(int(params.get("top_k", -1)), 0),
-            stop_token_ids=stop_ids, seed=params.get("seed"))
-        outs = self.engine.generate([list(prompt)] * num_samples, sampling)
-        sequences = [self._cut(o.token_ids, o.logprobs, o.finish_reason == "stop", stop_texts)
-                     for o in outs]
-        return sequences, score(self.engine.model, list(prompt),
-                                [tokens for tokens, _, _ in sequences], asked)
+            stop_token_ids=stop_ids, seed=params.get("seed")), stop_texts)
+
+    def check_context(self, prompt_length: int, max_tokens: int) -> None:
+        """``BadRequest`` unless the model reads at most ``max_position_embeddings`` tokens:
+        the prompt and every sampled token but the last (as a sampled sequence's datum for
+        ``forward_backward`` holds all its tokens but the last)."""
+        if not prompt_length:
+            raise BadRequest("the prompt is empty")
+        if prompt_length + max_tokens - 1 > self.positions:
+            raise BadRequest(f"the prompt's {prompt_length} tokens and max_tokens="
+                             f"{max_tokens} exceed the model's context: it reads "
+                             f"{prompt_length + max_tokens - 1} tokens of at most "
+                             f"{self.positions} (max_position_embeddings)")
+
+    def sample_all(self, requests: Sequence[SampleRequest]) -> list[Sampled | Exception]:
+        """Each request's sequences and scores, or the exception that failed it. Requests for
+        the same weights that sample alike (all but the seed) share one engine call, each row
+        drawn from its own request's seeds: the engine's draws are counter-based, so a row's
+        completion is the one it gets sampled alone."""
+        outcomes: list[Sampled | Exception] = [KeyError(f"no sampling session {r.session!r}")
+                                               for r in requests]
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for i, r in enumerate(requests):
+            if r.session in self.samplers:
+                groups[self.samplers[r.session],
+                       dataclasses.replace(r.sampling.params, seed=None)].append(i)
+        for (weights, params), members in groups.items():
+            try:
+                answers = self._sample_alike(weights, params, [requests[i] for i in members])
+            except Exception as exc:  # noqa: BLE001 - each request of the group gets it
+                answers = [exc] * len(members)
+            for i, answer in zip(members, answers):
+                outcomes[i] = answer
+        return outcomes
+
+    def _sample_alike(self, weights: str | None, params: SamplingParams,
+                      requests: Sequence[SampleRequest]) -> list[Sampled]:
+        """Requests that sample alike (``params``, but each its own seed) in one engine call
+        with ``weights``."""
+        self._hold(weights)
+        seeds = [s for r in requests
+                 for s in resolve_seeds(r.num_samples, r.sampling.params, None)]
+        outs = iter(self.engine.generate([r.prompt for r in requests
+                                          for _ in range(r.num_samples)], params, seeds))
+        return [self._finish(r, list(itertools.islice(outs, r.num_samples))) for r in requests]
+
+    def _finish(self, request: SampleRequest, outs: list[GenerationOutput]) -> Sampled:
+        """A request's sequences, cut at its stop strings, and what it asked scored."""
+        sequences = [self._cut(o.token_ids, o.logprobs, o.finish_reason == "stop",
+                               request.sampling.stop_texts) for o in outs]
+        return sequences, score(self.engine.model, request.prompt,
+                                [tokens for tokens, _, _ in sequences], request.asked)
 
     def _cut(self, tokens: list[int], logprobs: list[float], stopped: bool,
              stop_texts: Sequence[str]) -> tuple[list[int], list[float], bool]:
@@ -171,8 +241,12 @@ class Service:
             lo, hi = (lo, mid) if stops(mid) else (mid + 1, hi)
         return tokens[:lo], logprobs[:lo], True
 
-    def _stops(self, stop) -> tuple[tuple[int, ...], list[str]]:
-        """Token ids, and strings (EOS stops in any case)."""
-        stop = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
-        return (tuple(s for s in stop if isinstance(s, int)),
-                [s for s in stop if isinstance(s, str) and s])
+    def _stops(self, stop) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """Token ids (EOS among them, unless ``stop`` is an empty list: the SDK's
+        ``SamplingParams`` says ``[]`` disables every stop, EOS included), and strings."""
+        eos = self.tokenizer.eos_token_id
+        stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
+        ids = tuple(s for s in stops if isinstance(s, int))
+        if eos is not None and stop != []:
+            ids += (eos,)
+        return ids, tuple(s for s in stops if isinstance(s, str) and s)
