@@ -127,3 +127,14 @@ def test_progress_without_a_terminal_prints_lines():
     lines = out.getvalue().splitlines()
     assert lines[0] == "RL: 0/3" and lines[-1].startswith("RL: 3/3")
     assert lines[-1].endswith("reward 0.3") and len(lines) == 4
+    assert all(", ETA " in line for line in lines[1:3]) and "ETA" not in lines[-1]
+
+
+def test_the_eta_is_the_pace_of_the_steps_timed_times_the_steps_left():
+    """A stage resumed at step 10 of 50 that took 20 s for its next 10 steps has 30 left: 60 s
+    (the 10 steps before the resume are not part of the pace)."""
+    from posttrain.reporting.reporter import _Lines
+
+    lines = _Lines("RL", 50, started=100.0, printed=100.0, done_at_start=10)
+    assert lines.eta(20, now=120.0) == ", ETA 60 s"
+    assert lines.eta(10, now=100.0) == lines.eta(50, now=180.0) == ""

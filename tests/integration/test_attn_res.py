@@ -135,7 +135,8 @@ def test_a_built_preset_loads_and_decodes_with_its_cache_as_full_forwards(tmp_pa
     (["model.attn_res=full", "critic.enabled=true", "algo.adv_estimator=gae"],
      "critic.enabled cannot load it"),
     (["model.attn_res=block", "engine.name=vllm"], "engine.name=vllm cannot load it"),
-    (["model.attn_res=full", "engine.draft_tokens=2"], "engine.draft_tokens cannot work"),
+    (["model.attn_res=full", "engine.draft_tokens=2"],
+     "engine.draft_tokens cannot work with it: speculative decoding runs the fast decoder"),
 ])
 def test_what_cannot_load_the_architecture_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -265,3 +265,15 @@ def test_a_tracker_that_is_not_installed_is_a_config_error(monkeypatch):
     with pytest.raises(ConfigError, match=r"report_to: trackio not installed: pip install "
                                           r"'posttrain\[tracking\]'"):
         load_config(None, ["report_to=[wandb, trackio]"])
+
+
+@pytest.mark.parametrize("override, suggestion", [
+    ("task.dri=1", "dir"), ("rl.stepz=3", "steps"), ("rl.optim.lrr=1", "lr"),
+    ("trainr.precision=bf16", "trainer"), ("engine.draft_tokenz=2", "draft_tokens"),
+])
+def test_an_unknown_key_suggests_the_closest_known_one(override, suggestion):
+    """The keys of the section it is in (and of every member of a family section)."""
+    with pytest.raises(ConfigError, match=f"unknown key; did you mean '{suggestion}'"):
+        load_config(None, [override])
+    with pytest.raises(ConfigError, match=r"zzz: unknown key$"):
+        load_config(None, ["zzz=1"])

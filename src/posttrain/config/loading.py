@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -10,11 +11,26 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from posttrain.config.family import member_of, names
 from posttrain.config.schema import RunConfig
+
+FAMILIES = ("task", "engine")  # sections whose keys depend on their member
 
 
 class ConfigError(ValueError):
     """An invalid config; the message names every offending key."""
+
+
+def known_keys(section: tuple) -> set[str]:
+    """The keys the section at ``section`` (a path of keys) may hold: those of the default
+    config there, and of every member of its family (``task``, ``engine``)."""
+    node: Any = RunConfig().model_dump(by_alias=True)
+    for part in section:
+        node = node.get(part) if isinstance(node, dict) else None
+    keys = set(node) if isinstance(node, dict) else set()
+    if len(section) == 1 and section[0] in FAMILIES:
+        keys |= {k for n in names(section[0]) for k in member_of(section[0], n).model_fields}
+    return keys
 
 
 def _format(err: ValidationError) -> str:
@@ -23,7 +39,8 @@ def _format(err: ValidationError) -> str:
         key = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key"
+            close = difflib.get_close_matches(str(e["loc"][-1]), known_keys(e["loc"][:-1]), 1)
+            msg = "unknown key" + (f"; did you mean {close[0]!r}?" if close else "")
         lines.append(f"  {key}: {msg}" if key else f"  {msg}")
     return "invalid config:\n" + "\n".join(lines)
 

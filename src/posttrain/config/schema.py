@@ -102,12 +102,13 @@ class ModelConfig(Section):
                 if on:
                     raise ValueError(f"model.attn_res is an architecture of posttrain's own: "
                                      f"{key} cannot load it (a value head, another engine)")
-            for key, on in (("trainer.shard", cfg.trainer.shard),
-                            ("engine.draft_tokens", getattr(cfg.engine, "draft_tokens", 0))):
+            for key, on, why in (
+                    ("trainer.shard", cfg.trainer.shard, "FSDP2 wraps each decoder layer"),
+                    ("engine.draft_tokens", getattr(cfg.engine, "draft_tokens", 0),
+                     "speculative decoding runs the fast decoder, which has plain layers")):
                 if on:
-                    raise ValueError(f"model.attn_res replaces each layer's input: {key} cannot "
-                                     "work with it (FSDP2's layer hooks; the fast decoder "
-                                     "speculation needs)")
+                    raise ValueError(f"model.attn_res replaces each layer's input, so {key} "
+                                     f"cannot work with it: {why}")
         dense = self.path is None and self.architecture not in MOE_ARCHITECTURES
         for key, on in (("trainer.routing_replay", cfg.trainer.routing_replay),
                         ("actor.router_aux_coef", cfg.actor.router_aux_coef > 0)):

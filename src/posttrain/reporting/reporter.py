@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from posttrain.reporting.tracking import Tracker, sample_rows
 from posttrain.types import Episode
@@ -33,11 +40,21 @@ class _Lines:
     total: int
     started: float
     printed: float
+    done_at_start: int = 0  # a resumed stage's steps, not timed here
+
+    def eta(self, completed: int, now: float) -> str:
+        """``, ETA 42 s``: the steps left at the pace of those done since the start ("" before
+        the first one, and at the end)."""
+        timed = completed - self.done_at_start
+        if timed <= 0 or completed >= self.total:
+            return ""
+        return f", ETA {(now - self.started) / timed * (self.total - completed):.0f} s"
 
 
 class StepProgress:
     """Progress of a loop of ``total`` steps: a rich progress bar on a terminal; elsewhere (a
-    log file, a pipe, CI) a line at the start, every ``every_s`` seconds and at the end."""
+    log file, a pipe, CI) a line at the start, every ``every_s`` seconds and at the end. Both
+    show the time elapsed and, until the end, an estimate of the time left (ETA)."""
 
     def __init__(self, console: Console | None = None, quiet: bool = False, every_s: float = 30.0):
         self.console = console or Console(stderr=True)
@@ -57,12 +74,13 @@ class StepProgress:
             return
         if not self.console.is_terminal:
             now = time.monotonic()
-            self._lines = _Lines(description, total, now, now)
+            self._lines = _Lines(description, total, now, now, done)
             self.console.print(f"{description}: {done}/{total}", highlight=False)
             return
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console,
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[info]}"), console=self.console,
             transient=False)
         self._progress.start()
         self._task = self._progress.add_task(description, total=total, completed=done, info="")
@@ -75,8 +93,8 @@ class StepProgress:
             if completed >= lines.total or now - lines.printed >= self.every_s:
                 lines.printed = now
                 self.console.print(f"{lines.description}: {completed}/{lines.total} "
-                                   f"({now - lines.started:.0f} s) {info}".rstrip(),
-                                   highlight=False)
+                                   f"({now - lines.started:.0f} s{lines.eta(completed, now)}) "
+                                   f"{info}".rstrip(), highlight=False)
 
     def finish(self) -> None:
         if self._progress is not None:
