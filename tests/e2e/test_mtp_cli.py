@@ -25,9 +25,10 @@ def rows(out):
     return [json.loads(line) for line in open(out / "metrics.jsonl")]
 
 
-def test_the_head_learns_in_sft_and_rl_and_is_saved_beside_each_model(tmp_path):
+def test_the_head_learns_in_sft_and_rl_and_is_saved_beside_each_model(tmp_path, recwarn):
     out = tmp_path / "run"
     result = runner.invoke(app, [*COMMON, *RL, f"out_dir={out}", "stages=[sft, rl]"])
+    assert not [w for w in recwarn if "mtp_training" in w.filename]  # a float of a graph
     assert result.exit_code == 0, result.output
     logged = {r["stage"]: r for r in rows(out) if "mtp_loss" in r}
     assert set(logged) == {"sft", "rl"} and all(r["mtp_loss"] > 0 for r in logged.values())
@@ -67,6 +68,10 @@ def test_an_rl_run_drafts_with_its_starting_models_head_and_resumes(tmp_path):
     (b / "summary.json").unlink()
     resumed = runner.invoke(app, [*rl, f"out_dir={b}", "--resume"])  # its engine drafts from
     assert resumed.exit_code == 0, resumed.output                  # the checkpoint's head
+    summary = json.loads((a / "summary.json").read_text())  # held-out evaluations report
+    for key in ("eval_before", "eval_after_rl"):               # the acceptance of the drafts
+        assert 0 <= summary[key]["spec/acceptance"] <= 1 and summary[key]["spec/drafted"] > 0
+    assert any("eval/spec/acceptance" in r for r in rows(a))
     for name in ("model.safetensors", "mtp_head.safetensors"):
         wa, wb = (load_file(out / "rl_model" / name) for out in (a, b))
         assert all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -75,7 +80,7 @@ def test_an_rl_run_drafts_with_its_starting_models_head_and_resumes(tmp_path):
 def test_eval_drafts_with_the_saved_head_and_answers_the_same(tmp_path):
     out = tmp_path / "run"
     assert runner.invoke(app, [*COMMON, f"out_dir={out}", "stages=[sft]"]).exit_code == 0
-    answers = []
+    answers, printed = [], []
     for draft in (0, 2):
         result = runner.invoke(app, ["eval", str(out / "sft_model"), "--config",
                                      "configs/quickstart.yaml", "model.preset=nano",
@@ -84,7 +89,16 @@ def test_eval_drafts_with_the_saved_head_and_answers_the_same(tmp_path):
         assert result.exit_code == 0, result.output
         answers.append([json.loads(line)["completion"]
                         for line in open(tmp_path / f"eval{draft}" / "samples.jsonl")])
+        printed.append(json.loads(result.output))
+        assert json.loads((tmp_path / f"eval{draft}" / "summary.json").read_text()) \
+            == printed[-1]
     assert answers[0] == answers[1]  # greedy: speculative decoding changes nothing
+    plain, spec = printed
+    assert not any(k.startswith("spec/") for k in plain)  # no drafts, no acceptance
+    # the acceptance of the drafts: accepted / drafted, and per round of k = 2 drafts
+    assert 0 < spec["spec/acceptance"] <= 1 and spec["spec/drafted"] > 0
+    assert spec["spec/accepted_per_round"] == pytest.approx(2 * spec["spec/acceptance"])
+    assert 1 < spec["spec/tokens_per_forward"] <= 3
     missing = runner.invoke(app, ["eval", str(out / "base_model"), "--config",
                                   "configs/quickstart.yaml", "model.preset=nano",
                                   "engine.draft_tokens=2"])

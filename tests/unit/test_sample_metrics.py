@@ -29,8 +29,11 @@ def test_pass_maj_and_mean_at_k_by_hand():
     assert got["pass@1"] == pytest.approx((2 / 4 + 0) / 2)
     assert got["pass@2"] == pytest.approx((1 - math.comb(2, 2) / math.comb(4, 2)) / 2)
     assert got["pass@4"] == pytest.approx(0.5)
-    # maj: A's first k votes are right-first (ties go to the first), B's majority is "3"
-    assert (got["maj@1"], got["maj@2"], got["maj@4"]) == (0.5, 0.5, 0.5)
+    # maj@k over the runs of k (ties go to the first vote): A's runs of 1 are right, 5, 5,
+    # right (1/2); of 2, (right, 5) -> right and (5, right) -> 5 (1/2); of 4, right first
+    # in a 2-2 tie (1). B's majority is never right.
+    assert (got["maj@1"], got["maj@2"], got["maj@4"]) == (0.25, 0.25, 0.5)
+    assert got["maj@1"] == got["pass@1"]  # a run of one sample is its own majority
     assert got["mean@4"] == pytest.approx(0.25)
     assert got["pass@1_se"] == pytest.approx(math.sqrt(0.25 * 0.75 / 2))
 
@@ -86,3 +89,19 @@ def test_several_samples_need_sampling_and_enough_of_them():
     with pytest.raises(ValueError, match="k=8 needs at least that many"):
         EvalConfig(samples=4, temperature=1.0, ks=[8])
     assert EvalConfig(samples=4, temperature=1.0).pass_ks() == [1, 4]
+
+
+def test_tool_use_is_reported_only_where_a_tool_was_offered():
+    """An agent episode of a task without tools (its loop records no call) has no tool-use
+    rate: it showed 0.000 as if the policy refused its tools."""
+    def looped(tools, calls):
+        e = sample(True, "7")
+        e.meta |= {"tools": tools, "tool_records": [{"errors": [""]}] * calls}
+        return e
+
+    rf, cfg = RewardFunction({"correct": ("exact", 1.0)}), EvalConfig()
+    assert "tool_use" not in eval_metrics([looped([], 0)] * 2, [Row("a")] * 2, rf, cfg,
+                                          "correct")
+    tools = [{"type": "function", "function": {"name": "add"}}]
+    got = eval_metrics([looped(tools, 1), looped(tools, 0)], [Row("a")] * 2, rf, cfg, "correct")
+    assert got["tool_use"] == 0.5

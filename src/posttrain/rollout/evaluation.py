@@ -1,5 +1,6 @@
 """Held-out evaluation: the mean of every reward part over ``eval.samples`` samples a
-problem, pass@k/maj@k/mean@k with ``samples > 1``, and breakdowns by dataset column."""
+problem, pass@k/maj@k/mean@k with ``samples > 1``, breakdowns by dataset column, and a
+speculative engine's acceptance of its drafts (``spec/...``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from posttrain.rollout.scoring import (
     harness_metrics,
     missing_metrics,
     swarm_metrics,
-    tool_use_rate,
+    tool_use,
 )
 from posttrain.rollout.single_turn import rollout
 from posttrain.types import Episode
@@ -25,9 +26,16 @@ def evaluate(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: Reward
              cfg: EvalConfig, accuracy_part: str, seed: int = 0,
              rollout_fn: Callable[..., list[Episode]] = rollout
              ) -> tuple[list[Episode], dict[str, float]]:
-    """``eval_episodes`` and their ``eval_metrics``."""
+    """``eval_episodes`` and their ``eval_metrics``; with an engine that drafts
+    (``engine.draft_tokens``), the acceptance of the drafts it made for them
+    (``SpeculativeStats.metrics_since``: ``spec/acceptance`` and the like)."""
+    counts = getattr(engine, "speculative", None)  # (an in-process TorchEngine's)
+    before = counts.snapshot() if counts is not None else None
     episodes = eval_episodes(engine, tokenizer, tasks, reward_fn, cfg, seed, rollout_fn)
-    return episodes, eval_metrics(episodes, tasks, reward_fn, cfg, accuracy_part)
+    metrics = eval_metrics(episodes, tasks, reward_fn, cfg, accuracy_part)
+    if counts is not None:
+        metrics |= counts.metrics_since(before)
+    return episodes, metrics
 
 
 def eval_episodes(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
@@ -41,7 +49,7 @@ def eval_episodes(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: R
 def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: RewardFunction,
                  cfg: EvalConfig, accuracy_part: str) -> dict[str, float]:
     """``{"accuracy", "reward", <part>...}`` averaged over every sample (plus ``tool_use`` for
-    agent episodes, and ``accuracy/<domain>`` when the tasks span several domains); with
+    agent episodes offered a tool, and ``accuracy/<domain>`` when the tasks span several domains); with
     ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the
     accuracy (and the largest ``pass@k``) of each of its values, ``<metric>/<column>=<value>``.
     """
@@ -56,9 +64,7 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
         for d in domains:
             mine = [e.score(accuracy_part) for e in episodes if e.meta.get("domain") == d]
             out[f"accuracy/{d}"] = sum(mine) / len(mine)
-    looped = [e for e in episodes if "tool_records" in e.meta]  # the built-in loop's
-    if looped:
-        out["tool_use"] = tool_use_rate(looped)
+    out |= tool_use(episodes)
     out |= swarm_metrics(episodes) | curio_metrics(episodes) | harness_metrics(
         episodes, accuracy_part)
     per_problem = per_task(episodes, cfg.samples)

@@ -1,8 +1,9 @@
 """Metrics of ``n`` samples a problem (``eval.samples``), by the catalogue's estimators.
 
 A sample succeeds when its accuracy part is at least 1. ``pass@k`` is the unbiased estimator
-over the ``n`` samples; ``maj@k`` asks whether the most frequent answer of the first ``k``
-samples is right, where every right sample votes for one answer (right answers are
+over the ``n`` samples; ``maj@k`` asks whether the most frequent answer of ``k`` samples is
+right, averaged over the ``n // k`` disjoint runs of ``k`` (so ``maj@1`` is ``pass@1``, not
+the first sample's luck), where every right sample votes for one answer (right answers are
 equivalent, however written) and a wrong one for its answer as the verifiers read answers
 (``answer_of``: a wrong sample always votes, so unreadable answers cannot hand the majority
 to the right ones); ``mean@n`` is the mean accuracy part. Each comes with ``_se``, the
@@ -47,9 +48,9 @@ def sample_metrics(per_problem: Sequence[Sequence[Episode]], accuracy_part: str,
     for k in ks:
         value = pass_at_k(n=[n] * n_tasks, c=[sum(r) for r in right], k=k)
         out[f"pass@{k}"], out[f"pass@{k}_se"] = value, standard_error(value, n_tasks)
-        votes = [[RIGHT if ok else answer_of(e) for ok, e in zip(r[:k], eps[:k])]
-                 for r, eps in zip(right, per_problem)]
-        value = maj_at_k(answers=votes, gold=[RIGHT] * n_tasks)
+        votes = [[RIGHT if ok else answer_of(e) for ok, e in zip(r[i:i + k], eps[i:i + k])]
+                 for r, eps in zip(right, per_problem) for i in range(0, n - k + 1, k)]
+        value = maj_at_k(answers=votes, gold=[RIGHT] * len(votes))
         out[f"maj@{k}"], out[f"maj@{k}_se"] = value, standard_error(value, n_tasks)
     value = mean_at_k(scores=scores)
     out[f"mean@{n}"] = value

@@ -136,8 +136,8 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     out["truncated"] = sum(e.finish_reason in ("length", "max_tokens") for e in episodes) / n
     out |= missing_metrics(episodes)
     looped = [e for e in episodes if "tool_records" in e.meta]  # the built-in loop's
+    out |= tool_use(looped)
     if looped:
-        out["tool_use"] = tool_use_rate(looped)
         for key in ("turns", "compactions", "guard_flags", "guard_blocks", "guard_judge_failures"):
             out[key] = sum(e.meta[key] for e in looped) / len(looped)
     if gradings:
@@ -191,3 +191,10 @@ def tool_use_rate(episodes: Sequence[Episode]) -> float:
         return any(not err for r in e.meta.get("tool_records", []) for err in r["errors"])
 
     return sum(used(e) for e in episodes) / max(len(episodes), 1)
+
+
+def tool_use(episodes: Sequence[Episode]) -> dict[str, float]:
+    """``{"tool_use": tool_use_rate}`` over the built-in loop's episodes that were offered a
+    tool; nothing when none was (a task without tools has no rate to report, not 0)."""
+    offered = [e for e in episodes if e.meta.get("tools")]
+    return {"tool_use": tool_use_rate(offered)} if offered else {}

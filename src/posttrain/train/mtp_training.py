@@ -44,7 +44,7 @@ class MTPTraining:
             with autocast():
                 loss = mtp_loss(model, self.head, mb.input_ids, mb.attention_mask, mb.loss_mask)
             (loss * share).backward()
-            total += float(loss) * share
+            total += float(loss.detach()) * share
         torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
         self.optimizer.step()
         return {"mtp_loss": total}
