@@ -207,3 +207,27 @@ def test_mtp_loss_trains_the_head_toward_the_main_models_next_next_token(model):
     assert all(p.grad is None for p in model.parameters())
     with pytest.raises(ValueError, match="at least 3 tokens"):
         mtp_loss(model, head, ids[:, :2], attention[:, :2], loss_mask[:, :2])
+
+
+def test_metrics_since_count_only_the_calls_after_the_snapshot():
+    """What ``posttrain eval`` and a run's held-out evaluations report (``spec/...``): the
+    drafts of the calls since a snapshot, the same as a fresh engine's for those calls."""
+    model, head = small_vocab_model(vocab=6)
+    head = distilled(model, head)
+    prompts, greedy = [PROMPT, [4, 4, 1, 5], [2]], SamplingParams(temperature=0.0,
+                                                                   max_new_tokens=12)
+    busy = TorchEngine(model, pad_token_id=0, draft=head, draft_tokens=2)
+    busy.generate([[5, 1], [3]], greedy)  # earlier work (a run's rollouts)
+    before = busy.speculative.snapshot()
+    busy.generate(prompts, greedy)
+    fresh = TorchEngine(model, pad_token_id=0, draft=head, draft_tokens=2)
+    outs = fresh.generate(prompts, greedy)
+    got = busy.speculative.metrics_since(before)
+    assert got == fresh.speculative.metrics_since(type(fresh.speculative)())
+    s = fresh.speculative
+    assert got["spec/acceptance"] == s.accepted / s.drafted and 0 < s.accepted < s.drafted
+    assert got["spec/accepted_per_round"] == pytest.approx(2 * got["spec/acceptance"])
+    # every token is emitted by the prefill or a round: 36 tokens, 3 prefills
+    assert s.tokens == sum(len(o.token_ids) for o in outs) == 36
+    assert got["spec/tokens_per_forward"] == 36 / (3 + s.rounds)
+    assert busy.speculative.metrics_since(busy.speculative.snapshot()) == {}  # nothing drafted

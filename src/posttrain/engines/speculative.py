@@ -17,7 +17,7 @@ Behaviour log-probs are ``p``'s."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -36,13 +36,14 @@ from posttrain.types import SamplingParams
 @dataclass
 class SpeculativeStats:
     """Counts over an engine's life: ``drafted`` and ``accepted`` draft tokens, main-model
-    ``forwards`` of a row (its prefill, then one a round) and ``tokens`` emitted: plain
-    decoding makes one token a forward."""
+    ``forwards`` of a row (its prefill, then one a round), draft-and-verify ``rounds`` of a
+    row and ``tokens`` emitted: plain decoding makes one token a forward."""
 
     drafted: int = 0
     accepted: int = 0
     forwards: int = 0
     tokens: int = 0
+    rounds: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -51,6 +52,24 @@ class SpeculativeStats:
     @property
     def tokens_per_forward(self) -> float:
         return self.tokens / self.forwards if self.forwards else 0.0
+
+    def snapshot(self) -> SpeculativeStats:
+        """A copy of the counts now (``metrics_since``'s ``before``)."""
+        return replace(self)
+
+    def metrics_since(self, before: SpeculativeStats) -> dict[str, float]:
+        """The counts since ``before`` as metrics (none when nothing was drafted):
+        ``spec/acceptance`` (accepted / drafted draft tokens), ``spec/accepted_per_round``
+        (accepted drafts a draft-and-verify round of a row), ``spec/tokens_per_forward``
+        (tokens emitted a forward of the model, the prefill's counted) and ``spec/drafted``."""
+        d = SpeculativeStats(**{f.name: getattr(self, f.name) - getattr(before, f.name)
+                                for f in fields(self)})
+        if not d.drafted:
+            return {}
+        return {"spec/acceptance": d.acceptance_rate,
+                "spec/accepted_per_round": d.accepted / d.rounds,
+                "spec/tokens_per_forward": d.tokens_per_forward,
+                "spec/drafted": float(d.drafted)}
 
 
 @dataclass
@@ -157,6 +176,7 @@ class SpeculativeDecoder:
         self.stats.drafted += n * k
         self.stats.accepted += int(kept.sum())
         self.stats.forwards += n
+        self.stats.rounds += n
         return (tokens, logps, kept + 1), p_hidden[rows, kept]
 
     @staticmethod
