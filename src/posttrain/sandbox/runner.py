@@ -224,9 +224,15 @@ def jail_path(path: str) -> str:
     return str(pure)
 
 
-@functools.cache
 def namespaces_available() -> bool:
     """Whether the namespace jail works on this machine (probed once: ``python -c pass``)."""
+    return namespaces_problem() is None
+
+
+@functools.cache
+def namespaces_problem() -> str | None:
+    """Why the namespace jail does not work on this machine (None: it works), probed once by
+    running ``python -c pass`` in it (``posttrain doctor`` reports it)."""
     with tempfile.TemporaryDirectory(prefix="posttrain-sandbox-") as base:
         workspace, root = Path(base, "workspace"), Path(base, "root")
         workspace.mkdir()
@@ -236,8 +242,11 @@ def namespaces_available() -> bool:
                                root, SandboxLimits(), b"")
         except SandboxError as e:
             logger.info("no namespace sandbox here: %s", e)
-            return False
-    return result.returncode == 0
+            return str(e)
+    if result.returncode:
+        return (f"python -c pass exited with {result.returncode} in the jail: "
+                + (result.stderr.strip().splitlines() or [""])[-1])
+    return None
 
 
 def _remove_tree(top: Path) -> None:
