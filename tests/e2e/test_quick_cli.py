@@ -28,6 +28,20 @@ def rows(tmp_path_factory):
     return d / "train.jsonl", d / "eval.jsonl"
 
 
+def test_quick_data_replaces_a_file_of_rows_only_with_overwrite(tmp_path):
+    """It wrote 10 rows over a 3,000-row file without a word; a 0-byte file holds no rows."""
+    out = tmp_path / "rows.jsonl"
+    out.write_text("")
+    assert runner.invoke(app, ["quick-data", str(out), "--rows", "5"]).exit_code == 0
+    before = out.read_text()
+    refused = runner.invoke(app, ["quick-data", str(out), "--rows", "2"])
+    assert refused.exit_code == 2 and "--overwrite" in refused.output
+    assert out.read_text() == before
+    replaced = runner.invoke(app, ["quick-data", str(out), "--rows", "2", "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output
+    assert len(out.read_text().splitlines()) == 2
+
+
 def quick_eval(*args):
     result = runner.invoke(app, ["quick-eval", *map(str, args)])
     assert result.exit_code == 0, result.output

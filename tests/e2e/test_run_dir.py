@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 from posttrain.config import RunConfig
-from posttrain.recipes.run_dir import claim_run_dir, config_changes
+from posttrain.recipes.run_dir import RunDirError, claim_run_dir, config_changes
 from posttrain.recipes.sampling_loop import LoopRun
 
 runner = CliRunner()
@@ -57,6 +57,41 @@ def test_a_run_that_failed_before_writing_anything_does_not_block_its_rerun(tmp_
     result, _ = train(out)
     assert result.exit_code == 0, result.output
     assert yaml.safe_load((out / "config.yaml").read_text())["stages"] == ["rl"]
+
+
+@pytest.mark.parametrize("again", [[], ["--resume"]])
+def test_a_start_that_failed_on_its_data_does_not_claim_its_directory(tmp_path, again):
+    """Empty SFT data stops a run after it wrote its config and built its base model: the
+    mended command, fresh or with --resume, runs there (it said "already holds files" and
+    "nothing to resume")."""
+    out, empty = tmp_path / "run", tmp_path / "empty.jsonl"
+    empty.write_text("")
+    failed, text = train(out, "stages=[sft,rl]", f"sft.data={empty}")
+    assert failed.exit_code == 2 and "holds no rows" in text
+    assert (out / "base_model" / "config.json").is_file()
+    result, _ = train(out, *again)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load((out / "config.yaml").read_text())["stages"] == ["rl"]
+
+
+def test_what_a_failed_start_wrote_is_cleared_and_anything_else_is_a_run(tmp_path):
+    """Its config, base model (built again: the mended config may ask another), empty records
+    and folders go; a record with content, or a file no run writes, keeps the directory."""
+    out = tmp_path / "run"
+    (out / "base_model").mkdir(parents=True)
+    (out / "base_model" / "config.json").write_text("{}")
+    (out / "checkpoints").mkdir()
+    (out / "metrics.jsonl").write_text("")
+    (out / "config.yaml").write_text("stages: [sft]\n")
+    claim_run_dir(out, {"a": 1}, resume=False, overwrite=False).close()
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "config.yaml"]
+    (out / "metrics.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(RunDirError, match=r"already holds files \(metrics.jsonl\)"):
+        claim_run_dir(out, {"a": 1}, resume=False, overwrite=False)
+    (out / "metrics.jsonl").unlink()
+    (out / "notes.txt").write_text("")
+    with pytest.raises(RunDirError, match=r"already holds files \(notes.txt\)"):
+        claim_run_dir(out, {"a": 1}, resume=False, overwrite=False)
 
 
 def test_one_live_run_holds_its_directory(tmp_path):

@@ -5,9 +5,17 @@ replies are parsed, and a tiny served model's failures are reported; a kept envi
 through its own tools and verifier."""
 
 import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
+from typer.testing import CliRunner
 
+from posttrain.cli.app import app
 from posttrain.envs.tool_env import ToolEnvFiles, ToolEnvRunner, ToolEnvTasks
 from posttrain.synthesis.prompted import PromptedBuilder, draft_json, served_chat
 from posttrain.synthesis.scripted import MAX_LEVEL, BuildRequest, ScriptedToolBuilder
@@ -173,16 +181,18 @@ def test_knowledge_graph_tasks_follow_known_paths_of_a_dag(tmp_path):
         assert env.spec["meta"]["trace"]["answer"] == path[-1][2]
 
 
-def scripted_solver(name, tokenizer, problems, solves, knows=()):
+def scripted_solver(name, tokenizer, problems, solves, knows=(), seen=lambda task: None):
     """A solver that replays the reference trace of the tasks whose ids are in ``solves``
     (calls, then the answer), answers the ones in ``knows`` at once without tools, and says
-    "unknown" to the others: a stand-in for a model whose skill the test sets."""
+    "unknown" to the others: a stand-in for a model whose skill the test sets. ``seen(id)``
+    is told of every turn it plays."""
     from posttrain.audit.attacker import AttackerEngine
     from posttrain.audit.exploits import Exploit, call
     from posttrain.recipes.outer.task_filter import Solver
 
     def act(attempt):
         p = next(p for p in problems if p.env.spec["task"] in attempt.prompt)
+        seen(p.reference)
         if p.reference in knows:
             return f"<answer>{p.answer}</answer>"
         if p.reference not in solves:
@@ -215,3 +225,141 @@ def test_the_solver_pool_keeps_what_some_solver_passes_and_nothing_answered_clos
     assert kept[ids[2]] == {"pass_rates": {"a": 1.0, "b": 0.0}, "difficulty": 0.5}
     kept, dropped = filter_tasks(problems, [a, b], 2, require_failure=True)
     assert dropped[ids[0]] == "every solver passed all 2 tries" and ids[1] in kept
+
+
+HOLD = """import os
+import time
+
+from posttrain.synthesis.scripted import ScriptedToolBuilder
+
+scripted = ScriptedToolBuilder(0)
+
+
+def build(request):
+    if request.index >= 2 and os.environ.get("HOLD"):  # a slow builder, stopped here
+        time.sleep(60)
+    return scripted(request)
+"""
+
+
+# the command line, with Ctrl-C's handler even where the test runs with SIGINT ignored (in a
+# background job)
+CLI = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+       "from posttrain.cli.app import app; app()")
+
+
+def journal_rows(out):
+    path = out / "progress.jsonl"
+    return path.read_text().count("\n") if path.is_file() else 0
+
+
+def test_ctrl_c_keeps_what_was_built_and_says_the_command_that_finishes_it(tmp_path):
+    """A real SIGINT while environment 2 is built: exit code 130 and the command that
+    continues (it exited silently, without report.json); the same command without --resume is
+    refused; the printed one builds the rest, the same as an uninterrupted run."""
+    (tmp_path / "hold.py").write_text(HOLD)
+    out = tmp_path / "envs"
+    args = ["synthesize", "tools", str(out), "--count", "4", "--max-level", "1",
+            "--builder", f"{tmp_path / 'hold.py'}:build"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HOLD": "1", "COLUMNS": "1000"})
+    deadline = time.monotonic() + 60
+    while journal_rows(out) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert f"interrupted. 2 environments are done and kept in {out}; continue with:" in err
+    [line] = [x for x in err.splitlines() if x.strip().startswith("posttrain synthesize")]
+    again = shlex.split(line)
+    assert again[-1] == "--resume" and not (out / "report.json").exists()
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2 and "--resume continues the synthesis" in refused.output
+    resumed = CliRunner().invoke(app, again[1:])
+    assert resumed.exit_code == 0, resumed.output
+    whole = synthesize_tool_envs(ScriptedToolBuilder(0), 4, tmp_path / "whole", max_level=1)
+    assert json.loads((out / "report.json").read_text()) == whole
+    assert journal_rows(out) == 4
+
+
+def test_resume_cuts_back_to_the_journal_and_overwrite_removes_only_what_synthesis_wrote(
+        tmp_path):
+    from posttrain.synthesis.out_dir import OutDirError, claim, finished
+
+    out = tmp_path / "envs"
+    settings = {"count": 3, "seed": 0}
+    claim(out, "kg", settings, resume=False, overwrite=False)
+    synthesize_tool_envs(ScriptedToolBuilder(0), 2, out, max_level=1)
+    (out / "report.json").unlink()
+    left = ToolEnvFiles.load(next(out.glob("*/env.json")).parent)
+    left.save(out / "half-done")  # an environment the journal does not name: interrupted
+    (out / "torn.tmp").mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutDirError, match=r"seed differ from its synthesis.json"):
+        claim(out, "kg", {"count": 3, "seed": 1}, resume=True, overwrite=False)
+    with pytest.raises(OutDirError, match=r"not `synthesize tools`"):
+        claim(out, "tools", settings, resume=True, overwrite=False)
+    claim(out, "kg", {"count": 5, "seed": 0}, resume=True, overwrite=False)  # count may grow
+    kept = {r["kept"] for r in finished(out)}
+    assert len(kept) == 2
+    assert {p.name for p in out.iterdir()} == kept | {"progress.jsonl", "synthesis.json",
+                                                     "notes.txt"}
+    claim(out, "kg", settings, resume=False, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "synthesis.json"]
+    with pytest.raises(OutDirError, match=r"is not empty \(notes.txt\)"):
+        claim(out, "kg", settings, resume=False, overwrite=False)
+    (out / "notes.txt").unlink()
+    claim(out, "kg", settings, resume=False, overwrite=False)  # what a failed start left
+    old = tmp_path / "old"  # what an older posttrain wrote: no synthesis.json
+    synthesize_tool_envs(ScriptedToolBuilder(0), 1, old, max_level=1)
+    (old / "progress.jsonl").unlink()
+    with pytest.raises(OutDirError, match="nothing to resume"):
+        claim(old, "kg", settings, resume=True, overwrite=False)
+
+
+def test_an_interrupted_filter_resumes_without_playing_a_batch_again(tmp_path, tokenizer):
+    from posttrain.config import LoopLimits
+    from posttrain.recipes.outer.task_filter import filter_into
+    from posttrain.synthesis.knowledge_graph import KnowledgeGraphBuilder
+    from posttrain.synthesis.out_dir import finished
+    from posttrain.types import SamplingParams
+
+    synthesize_tool_envs(KnowledgeGraphBuilder(0), 6, tmp_path / "kg", max_level=1)
+    problems = sorted(ToolEnvTasks(tmp_path / "kg").problems.values(),
+                      key=lambda p: p.reference)
+    ids = [p.reference for p in problems]
+    played, stop = [], {"at": ids[2]}
+
+    def seen(task):
+        played.append(task)
+        if task == stop["at"]:
+            raise KeyboardInterrupt
+
+    pool = [scripted_solver("a", tokenizer, problems, solves=set(ids[:4]), seen=seen)]
+    run = [pool, 2, [], False, SamplingParams(temperature=1.0, max_new_tokens=64, seed=0),
+           LoopLimits(max_turns=6)]
+    out = tmp_path / "kept"
+    with pytest.raises(KeyboardInterrupt):
+        filter_into(out, problems, *run, batch=2)
+    assert [r["task"] for r in finished(out)] == ids[:2]
+    stop["at"], played[:] = None, []
+    report = filter_into(out, problems, *run, batch=2)
+    assert set(played) == set(ids[2:])
+    assert report == filter_into(tmp_path / "whole", problems, *run, batch=2)
+    assert sorted(p.parent.name for p in out.glob("*/env.json")) == ids[:4]
+
+
+def test_the_filter_command_shows_its_progress(tmp_path, tiny_dir):
+    """It printed nothing for minutes; now a line at the start and at the end (off a
+    terminal), as synthesize tools/kg/repo do."""
+    from posttrain.synthesis.knowledge_graph import KnowledgeGraphBuilder
+
+    synthesize_tool_envs(KnowledgeGraphBuilder(0), 3, tmp_path / "kg", max_level=1)
+    result = CliRunner().invoke(app, [
+        "synthesize", "filter", str(tmp_path / "kg"), str(tmp_path / "kept"), "--solver",
+        str(tiny_dir), "--k", "1", "--max-turns", "1", "--max-new-tokens", "2"])
+    assert result.exit_code == 0, result.output
+    assert "tasks: 0/3" in result.output and "tasks: 3/3" in result.output
+    assert json.loads((tmp_path / "kept" / "filter_report.json").read_text())["tasks"] == 3

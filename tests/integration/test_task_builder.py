@@ -123,9 +123,14 @@ def test_a_tiny_builder_run_logs_its_parts_and_records_what_it_built(tmp_path):
                                               "pass_rate"} for b in built)
     collected = CliRunner().invoke(app, ["synthesize", "built", str(out / "episodes.jsonl"),
                                          str(tmp_path / "built.jsonl")])
-    assert collected.exit_code == 0, collected.output
-    report = json.loads(collected.output)
-    assert report["kept"] + sum(report["left_out"].values()) == 8
+    if collected.exit_code == 0:
+        report = json.loads(collected.output)
+        assert report["kept"] + sum(report["left_out"].values()) == 8
+    else:  # a nano builder may build nothing learnable: said with the counts, nothing written
+        assert collected.exit_code == 2, collected.output
+        assert "none of its 8 episodes is a learnable problem" in " ".join(
+            collected.output.split())
+        assert not (tmp_path / "built.jsonl").exists()
 
 
 def test_collected_rows_train_a_solver_as_a_dataset(tmp_path):
@@ -138,6 +143,38 @@ def test_collected_rows_train_a_solver_as_a_dataset(tmp_path):
     tasks = cfg.task.build(0, models=None).tasks
     [task] = tasks.eval_set(1)
     assert task.messages()[-1]["content"].startswith("What is ") and task.reference.isdigit()
+
+
+def test_nothing_to_collect_is_an_error_that_writes_nothing(tmp_path):
+    """An empty file, or episodes of no builder, exited 0 with an empty file, which a later
+    call called "not empty"; a 0-byte file left behind holds nothing, a file of rows is
+    replaced only with --overwrite."""
+    from posttrain.types.jsonl import write_episodes
+
+    episodes, out = tmp_path / "episodes.jsonl", tmp_path / "built.jsonl"
+    episodes.write_text("")
+
+    def collect(*extra):
+        result = CliRunner().invoke(app, ["synthesize", "built", str(episodes), str(out),
+                                          *extra])
+        return result.exit_code, " ".join(result.output.split())
+
+    said = f"error: nothing to collect from {episodes}: it holds no episodes; {out} is not written"
+    assert collect() == (2, said)
+    assert not out.exists()
+    segment = Segment([1, 2], [0, 1], [0.0, -1.0], [0, 0])
+    write_episodes(episodes, [Episode([segment])])
+    code, text = collect()
+    said = "none of its 1 episodes is a learnable problem (left out: 1 not a builder episode)"
+    assert code == 2 and said in text and not out.exists()
+    out.write_text("")
+    built = {"problem": "What is 1+0?", "answer": "1", "valid": True, "reason": None,
+             "pass_rate": 0.5}
+    write_episodes(episodes, [Episode([segment], meta={"built": built})])
+    assert collect()[0] == 0 and json.loads(out.read_text())["prompt"] == "What is 1+0?"
+    code, text = collect()
+    assert code == 2 and "is not empty: --overwrite replaces it" in text
+    assert collect("--overwrite")[0] == 0
 
 
 def test_collected_rows_are_the_learnable_problems_once():

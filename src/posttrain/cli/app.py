@@ -16,7 +16,7 @@ from posttrain.cli.env_cmd import env_app
 from posttrain.cli.harness_search_cmd import harness_search
 from posttrain.cli.options import ConfigFile, OutDir, Overrides, Overwrite, Resume
 from posttrain.cli.options import load_or_fail as _load
-from posttrain.cli.output import console, fail_on
+from posttrain.cli.output import console, fail_on, interrupted
 from posttrain.cli.output import fail as _fail
 from posttrain.cli.quick_cmd import quick_data, quick_eval
 from posttrain.cli.serve_cmd import free_port_or_fail, serve, tinker_serve
@@ -81,7 +81,6 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
     """Claim ``cfg.out_dir`` and play the run (``recipes.launch.train``); ``again`` is the
     command line that runs it (said with ``--resume`` when the run is interrupted)."""
     import os
-    import shlex
 
     from torch.multiprocessing import ProcessRaisedException
 
@@ -102,14 +101,11 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
         _fail(f"a trainer process failed:\n{e}")
     except KeyboardInterrupt:
         ckpt = latest_checkpoint(Path(cfg.out_dir) / CHECKPOINTS)
-        command = shlex.join(["posttrain", *again, "--resume"])
         if ckpt is None:
-            console.print("[yellow]interrupted[/] before the first checkpoint (checkpoint_every="
-                          f"{cfg.checkpoint_every}); nothing to resume: --overwrite starts over")
-        else:
-            console.print(f"[yellow]interrupted.[/] Continue from checkpoint {ckpt.name} with:")
-            console.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
-        raise typer.Exit(code=130) from None
+            interrupted("Nothing to resume: it stopped before the first checkpoint "
+                        f"(checkpoint_every={cfg.checkpoint_every}); --overwrite starts over")
+        interrupted(f"Continue from checkpoint {ckpt.name} with:",
+                    ["posttrain", *again, "--resume"])
     if int(os.environ.get("RANK", "0")) == 0:
         console.print(_summary_table(summary) if "evaluation" not in summary else
                       f"held-out evaluation: {summary['evaluation']}")

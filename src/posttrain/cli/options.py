@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from posttrain.cli.output import fail_on
+from posttrain.cli.output import fail, fail_on
 
 Overrides = Annotated[list[str] | None, typer.Argument(help="dotted.key=value overrides")]
 ConfigFile = Annotated[Path, typer.Argument(help="YAML config")]
@@ -27,3 +27,12 @@ def load_or_fail(config: Path | None, overrides: list[str] | None, **forced):
     extra = [f"{k}={json.dumps(v)}" for k, v in forced.items() if v is not None]
     with fail_on(ConfigError):
         return load_config(config, list(overrides or []) + extra)
+
+
+def unused_file(out: Path, overwrite: bool, what: str) -> None:
+    """Fail unless ``out`` may receive ``what``: a new or empty file (a 0-byte one a failed
+    write left holds nothing), or any file with ``overwrite``; never a directory."""
+    if out.is_dir():
+        fail(f"{out} is a directory: give {what} a file path")
+    if out.is_file() and out.stat().st_size and not overwrite:
+        fail(f"{out} is not empty: --overwrite replaces it, or give {what} a new path")

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from posttrain.cli.options import unused_file
 from posttrain.cli.output import console, fail, fail_on
 
 
@@ -18,15 +19,18 @@ def quick_data(
     rows: Annotated[int, typer.Option(min=1, help="how many rows")] = 3000,
     split: Annotated[str, typer.Option(help="train, or eval (held out)")] = "train",
     seed: Annotated[int, typer.Option(help="the rows' seed")] = 0,
+    overwrite: Annotated[bool, typer.Option(help="replace OUT if it holds rows")] = False,
 ) -> None:
     """Write quick-instruction rows of the built-in task families (JSONL).
 
     Each row is a task's prompt with its answers to <action>, <query> and <domain>: train rows
-    for sft.data, eval rows (held out) for quick-eval --data."""
+    for sft.data, eval rows (held out) for quick-eval --data. A file that holds rows is
+    replaced only with --overwrite."""
     from posttrain.data.quick_data import quick_rows
 
     if split not in ("train", "eval"):
         fail(f"--split is train or eval, not {split!r}")
+    unused_file(out, overwrite, "the rows")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in quick_rows(rows, split, seed)))

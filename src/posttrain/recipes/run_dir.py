@@ -1,10 +1,10 @@
 """A run directory never loses data (docs/config.md, "The run directory").
 
 - ``claim_run_dir``: one live run per directory (an ``flock`` on ``.lock``, released when the
-  process ends, however it ends). A fresh run needs an empty or new directory; ``--overwrite``
-  first removes what a run writes (and nothing else); ``--resume`` needs a checkpoint, and a
-  config that trains the same thing as the saved ``config.yaml`` (only ``RESUMABLE`` keys may
-  differ).
+  process ends, however it ends). A fresh run needs a directory that holds no run's work
+  (``run_work``: what a failed start wrote is cleared); ``--overwrite`` first removes what a
+  run writes (and nothing else); ``--resume`` needs a checkpoint, and a config that trains the
+  same thing as the saved ``config.yaml`` (only ``RESUMABLE`` keys may differ).
 - ``record_sizes`` / ``truncate_records``: every checkpoint stores the byte length of each
   record (``metrics.jsonl``, ``episodes.jsonl``, ``prompt_budgets.jsonl``,
   ``curriculum.jsonl``); a resumed run cuts
@@ -38,6 +38,8 @@ RECORDS = ("metrics.jsonl", "episodes.jsonl", PROMPT_BUDGETS, RM_REFERENCE_SCORE
 PLOTS = ("curves.png", *(f"curves_{stage}.png" for stage in STAGE_PANELS))
 ARTIFACTS = (CONFIG, *RECORDS, SUMMARY, *PLOTS, CHECKPOINTS, "base_model",
              "ranks", "sft_model", "pref_model", "distill_model", "rl_model", "opd_model")
+# what a run writes before it trains: its config and the base model built from it
+STARTUP = (CONFIG, "base_model")
 # keys that may change when a run is resumed: where and how fast it runs, and for how many
 # steps (a longer stage follows the schedule of its new length), not what it trains
 RESUMABLE = ("out_dir", "threads", "checkpoint_every", "keep_last", "checkpoint_format", "dist",
@@ -68,18 +70,31 @@ def claim_run_dir(out: Path, config: dict[str, Any], resume: bool, overwrite: bo
     return lock
 
 
+def run_work(out: Path) -> list[str]:
+    """The names in ``out`` that hold a run's work (a checkpoint, a record with content, a
+    trained model, a summary) or that no run writes; none for a directory holding only what a
+    start that failed wrote (``STARTUP`` files, empty records and folders): no run yet."""
+    return sorted(p.name for p in out.iterdir() if p.name != LOCK and not (
+        p.name in ARTIFACTS and (p.name in STARTUP or _empty(p))))
+
+
+def _empty(path: Path) -> bool:
+    """An empty file, or a folder whose files are all empty."""
+    if path.is_dir():
+        return all(_empty(p) for p in path.iterdir())
+    return path.lstat().st_size == 0
+
+
 def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool) -> None:
-    existing = sorted(p.name for p in out.iterdir() if p.name != LOCK)
-    if existing == [CONFIG]:  # a run that stopped before it wrote anything: not a run
-        existing = []
-    if overwrite:
+    existing = run_work(out)
+    if overwrite or not existing:  # and what a failed start wrote: its base model, built anew
         for name in ARTIFACTS:
             path = out / name
             if path.is_dir():
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
-    elif resume and existing:
+    elif resume:
         if latest_checkpoint(out / CHECKPOINTS) is None:
             raise RunDirError(f"nothing to resume in {out}: it holds no checkpoint "
                               f"({_why_no_checkpoint(out / CONFIG)}); --overwrite starts the "
@@ -95,7 +110,7 @@ def _prepare(out: Path, config: dict[str, Any], resume: bool, overwrite: bool) -
             raise RunDirError(f"the run in {out} is complete ({SUMMARY}): nothing to resume; "
                               "raise a stage's steps to continue it, or --overwrite starts it over")
         (out / SUMMARY).unlink(missing_ok=True)  # the resumed run writes its own
-    elif existing and not resume:
+    else:
         shown = ", ".join(existing[:4]) + (", ..." if len(existing) > 4 else "")
         raise RunDirError(f"{out} already holds files ({shown}): --resume continues that run, "
                           "--overwrite replaces it, or choose another out_dir")

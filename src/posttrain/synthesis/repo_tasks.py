@@ -27,6 +27,7 @@ import tarfile
 from pathlib import Path
 
 from posttrain.envs.repo_env import apply_patch, is_test, run_tests
+from posttrain.synthesis.out_dir import resumable
 
 
 def git(repo: Path, *args: str) -> str:
@@ -128,24 +129,27 @@ def save_task(task: dict, directory: Path) -> None:
     tmp.rename(directory)
 
 
+def _row(repo: Path, commit: str, runs: int, out: Path) -> dict:
+    """``commit``'s report row; its task, if kept, saved in ``out``."""
+    task, why = task_from_commit(repo, commit, runs)
+    if task is None:
+        return {"commit": commit, "kept": None, "dropped": why}
+    save_task(task, out / task["id"])
+    return {"commit": commit, "kept": task["id"], "f2p": len(task["f2p"]),
+            "p2p": len(task["p2p"])}
+
+
 def synthesize_repo_tasks(repo: str | Path, out_dir: str | Path, runs: int = 3,
                           progress=None) -> dict:
     """A task from every commit of ``repo``'s current branch that passes the checks (module
-    docstring), written to ``out_dir/<id>/``; the report (returned) to ``out_dir/report.json``."""
+    docstring), written to ``out_dir/<id>/``, each commit's row to the journal as it is done
+    (the rows there already, an interrupted synthesis's, are not made again:
+    ``synthesis.out_dir``); the report (returned) to ``out_dir/report.json``."""
     repo, out = Path(repo), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     commits = git(repo, "rev-list", "--reverse", "HEAD").split()
-    rows = []
-    for i, commit in enumerate(commits):
-        task, why = task_from_commit(repo, commit, runs)
-        if task is None:
-            rows.append({"commit": commit, "kept": None, "dropped": why})
-        else:
-            save_task(task, out / task["id"])
-            rows.append({"commit": commit, "kept": task["id"], "f2p": len(task["f2p"]),
-                         "p2p": len(task["p2p"])})
-        if progress is not None:
-            progress(i + 1)
+    rows = resumable(out, "commit", commits,
+                     lambda batch: [_row(repo, c, runs, out) for c in batch], progress=progress)
     dropped: dict[str, int] = {}
     for r in rows:
         if r["kept"] is None:

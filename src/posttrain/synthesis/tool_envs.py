@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain.envs.tool_env import ToolEnvError, ToolEnvFiles, ToolEnvRunner
+from posttrain.synthesis.out_dir import finished, resumable
 from posttrain.synthesis.scripted import BuildRequest
 
 Builder = Callable[[BuildRequest], dict[str, str]]
@@ -131,6 +132,21 @@ def build_one(builder: Builder, index: int, max_level: int = 4, max_rounds: int 
     return out
 
 
+def _row(o: Outcome, seen: dict[str, str], out: Path) -> dict:
+    """``o``'s report row; a kept environment is saved in ``out`` and noted in ``seen`` (task
+    key -> id), or dropped as a duplicate of one there."""
+    row = {"index": o.index, "rounds": o.rounds, "failures": o.failures}
+    if o.kept is not None and task_key(o.kept) in seen:
+        row["duplicate_of"] = seen[task_key(o.kept)]
+        o.kept = None
+        o.failures.append("duplicate: a kept task asks the same over the same database")
+    if o.kept is None:
+        return row | {"kept": None, "dropped": o.dropped}
+    seen[task_key(o.kept)] = o.kept.id
+    o.kept.save(out / o.kept.id)
+    return row | {"kept": o.kept.id, "level": o.level}
+
+
 def task_key(env: ToolEnvFiles) -> str:
     """Equal for the same question over the same database."""
     return hashlib.sha256((env.spec["task"] + env.files["db.json"]).encode()).hexdigest()
@@ -146,27 +162,17 @@ def synthesize_tool_envs(builder: Builder, count: int, out_dir: str | Path,
                          max_level: int = 4, max_rounds: int = 6,
                          progress: Callable[[int], None] | None = None) -> dict:
     """``count`` environments (indices ``0 .. count-1``) through the loop; the kept ones are
-    written to ``out_dir/<id>/`` and the report (returned) to ``out_dir/report.json``."""
+    written to ``out_dir/<id>/``, each one's row to the journal as it is done (the rows there
+    already, an interrupted synthesis's, are not built again: ``synthesis.out_dir``), and the
+    report (returned) to ``out_dir/report.json``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    seen: dict[str, str] = {}
-    rows, dropped = [], Counter()
-    for index in range(count):
-        o = build_one(builder, index, max_level, max_rounds)
-        row = {"index": index, "rounds": o.rounds, "failures": o.failures}
-        if o.kept is not None and task_key(o.kept) in seen:
-            row["duplicate_of"] = seen[task_key(o.kept)]
-            o.kept = None
-            o.failures.append("duplicate: a kept task asks the same over the same database")
-        if o.kept is None:
-            dropped[reason_kind(o.dropped)] += 1
-            rows.append(row | {"kept": None, "dropped": o.dropped})
-        else:
-            seen[task_key(o.kept)] = o.kept.id
-            o.kept.save(out / o.kept.id)
-            rows.append(row | {"kept": o.kept.id, "level": o.level})
-        if progress is not None:
-            progress(index + 1)
+    seen = {task_key(ToolEnvFiles.load(out / r["kept"])): r["kept"]
+            for r in finished(out) if r["kept"] is not None}
+    rows = resumable(out, "index", range(count), lambda batch: [
+        _row(build_one(builder, i, max_level, max_rounds), seen, out) for i in batch],
+        progress=progress)
+    dropped = Counter(reason_kind(r["dropped"]) for r in rows if r["kept"] is None)
     report = {
         "attempts": count, "kept": sum(r["kept"] is not None for r in rows),
         "dropped": dict(dropped), "drafts": sum(r["rounds"] for r in rows),

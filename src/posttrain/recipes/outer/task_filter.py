@@ -8,15 +8,19 @@ candidate agent fails without the search) answers it. A kept task gets its pass 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from posttrain.config import LoopLimits
 from posttrain.config.sections.reward import ENV
-from posttrain.envs.tool_env import ToolEnvEpisode, ToolEnvProblem
+from posttrain.engines.sampling import derived_seed
+from posttrain.envs.tool_env import ToolEnvEpisode, ToolEnvFiles, ToolEnvProblem
 from posttrain.harness import ToolRegistry
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.agent import AgentRollout
+from posttrain.synthesis.out_dir import resumable
 from posttrain.types import SamplingParams
 
 CORRECT = RewardFunction({"correct": (ENV, 1.0)})
@@ -78,3 +82,40 @@ def filter_tasks(problems: Sequence[ToolEnvProblem], solvers: Sequence[Solver], 
             kept[p.reference] = {"pass_rates": {n: c / k for n, c in passes.items()},
                                  "difficulty": round(1 - mean, 4)}
     return kept, dropped
+
+
+def filter_into(out: Path, problems: Sequence[ToolEnvProblem], solvers: Sequence[Solver],
+                k: int, closed_book: Sequence[Solver], require_failure: bool,
+                sampling: SamplingParams, limits: LoopLimits, batch: int = 32,
+                progress: Callable[[int], None] | None = None) -> dict:
+    """``filter_tasks`` ``batch`` tasks at a time (a batch samples with a seed derived from
+    its first task's position); the kept tasks are copied to ``out/<id>/`` with their meta,
+    each task's row goes to the journal as its batch is done (the rows there already, an
+    interrupted filter's, are not played again: ``synthesis.out_dir``), and the report
+    (returned) to ``out/filter_report.json``."""
+    by_id = {p.reference: p for p in problems}
+    ids = list(by_id)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def judge(part: Sequence[str]) -> list[dict]:
+        seed = None if sampling.seed is None else derived_seed(sampling.seed, ids.index(part[0]))
+        kept, dropped = filter_tasks([by_id[i] for i in part], solvers, k, closed_book,
+                                     require_failure, replace(sampling, seed=seed), limits)
+        for i, meta in kept.items():
+            env = by_id[i].env
+            spec = {**env.spec, "meta": {**env.spec.get("meta", {}), **meta}}
+            ToolEnvFiles({**env.files, "env.json": json.dumps(spec)}).save(out / i)
+        return [{"task": i, "kept": i, **kept[i]} if i in kept
+                else {"task": i, "kept": None, "dropped": dropped[i]} for i in part]
+
+    rows = resumable(out, "task", ids, judge, chunk=batch, progress=progress)
+    difficulty = [r["difficulty"] for r in rows if r["kept"] is not None]
+    reasons = [r["dropped"] for r in rows if r["kept"] is None]
+    report = {"tasks": len(rows), "kept": len(difficulty),
+              "dropped": {r: reasons.count(r) for r in sorted(set(reasons))},
+              "mean_difficulty": round(sum(difficulty) / len(difficulty), 4) if difficulty
+              else None,
+              "per_task": {r["task"]: {k_: v for k_, v in r.items() if k_ not in ("task", "kept")}
+                           for r in rows}}
+    (out / "filter_report.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
