@@ -33,7 +33,7 @@ def emulated(*command: str, without: tuple[str, ...] = ()) -> subprocess.Complet
     options = ["--without", *without] if without else []
     return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_kit.py"), "emulate",
                            *options, "--", sys.executable, *command], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT)
+                          text=True, timeout=900, cwd=ROOT)  # a hang guard: ~260 s alone
 
 
 @pytest.mark.parametrize("dist, module", [("math-verify", "math_verify"),
