@@ -49,8 +49,8 @@ def eval_episodes(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: R
 def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: RewardFunction,
                  cfg: EvalConfig, accuracy_part: str) -> dict[str, float]:
     """``{"accuracy", "reward", <part>...}`` averaged over every sample (plus ``tool_use`` for
-    agent episodes offered a tool, and ``accuracy/<domain>`` when the tasks span several domains); with
-    ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the
+    agent episodes offered a tool, and ``accuracy/<domain>`` when the tasks span several
+    domains); with ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the
     accuracy (and the largest ``pass@k``) of each of its values, ``<metric>/<column>=<value>``.
     """
     n = len(episodes)

@@ -31,6 +31,7 @@ from posttrain.serve.completion import Completer
 from posttrain.serve.recording import Recorder
 from posttrain.serve.requests import RequestError
 from posttrain.serve.sessions import Sessions, UnknownSession
+from posttrain.types.jsonl import nesting_depth
 
 MAX_BODY_BYTES = 32 * 2**20
 
@@ -69,19 +70,6 @@ def session_key(request: HttpRequest, sessions: Sessions) -> str:
 
 
 MAX_JSON_DEPTH = 128  # objects and arrays within one another; chat bodies use a dozen
-
-
-def nesting_depth(value) -> int:
-    """How deeply objects and arrays nest in ``value`` (0 for a scalar), without recursion."""
-    depth, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else \
-            item if isinstance(item, list) else None
-        if children is not None:
-            depth = max(depth, level)
-            stack.extend((child, level + 1) for child in children)
-    return depth
 
 
 async def _json(request: HttpRequest, limit: int) -> dict:

@@ -1,4 +1,5 @@
-"""JSONL round trip for episodes (one JSON object a line), and atomic text files."""
+"""JSONL round trip for episodes (one JSON object a line), atomic text files, and how deeply a
+parsed JSON value nests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,19 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from posttrain.types.episode import Episode
+
+
+def nesting_depth(value: object) -> int:
+    """How deeply objects and arrays nest in ``value`` (0 for a scalar), without recursion."""
+    depth, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else \
+            item if isinstance(item, list) else None
+        if children is not None:
+            depth = max(depth, level)
+            stack.extend((child, level + 1) for child in children)
+    return depth
 
 
 def write_episodes(path: str | Path, episodes: Iterable[Episode], append: bool = False) -> int:

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from posttrain.types import Episode
+from posttrain.types.jsonl import nesting_depth
 
 MODEL_DIRS = ("rl_model", "opd_model", "pref_model", "distill_model", "sft_model", "base_model")
 RUN_FILES = ("metrics.jsonl", "config.yaml", "episodes.jsonl", "summary.json")  # any: a run
@@ -255,17 +256,6 @@ def finite(value: Any, what: str) -> float:
     return number
 
 
-def nested_deeper(value: Any, levels: int) -> bool:
-    """Whether ``value`` nests lists and objects more than ``levels`` deep."""
-    if not isinstance(value, dict | list):
-        return False
-    if levels == 0:
-        return True
-    return any(nested_deeper(v, levels - 1)
-               for v in (value.values() if isinstance(value, dict) else value)
-               if isinstance(v, dict | list))
-
-
 def shown(value: Any) -> str:
     """``value`` shortened for a warning (however long or deep it is)."""
     return reprlib.repr(value)
@@ -281,16 +271,17 @@ def _summary(index: int, row: dict) -> tuple[dict, tuple[int, ...]]:
             RecursionError) as exc:
         raise BadLine(f"not an episode ({type(exc).__name__}: {str(exc)[:80]})") from None
     meta, first = episode.meta, episode.segments[0]
-    if nested_deeper(meta, META_DEPTH):
+    if nesting_depth(meta) > META_DEPTH:
         raise BadLine(f"its meta nests more than {META_DEPTH} levels deep")
     step = meta.get("step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
         raise BadLine(f"its meta.step is not an integer ({shown(step)})")
     response = meta.get("completion") or meta.get("final") or ""
+    prompt = tuple(first.token_ids[:first.first_sampled])
     return {"index": index, "step": step,
             "task": str(next((meta[k] for k in TASK_KEYS if meta.get(k)), "")),
             "group": episode.group_id, "reward": episode.reward,
             "finish_reason": episode.finish_reason,
             "length": sum(s.num_trainable for s in episode.segments),
             "traced": bool(meta.get("token_stats")), "question": question_of(meta),
-            "response": str(response)[:RESPONSE_CHARS]}, tuple(first.token_ids[:first.first_sampled])
+            "response": str(response)[:RESPONSE_CHARS]}, prompt
