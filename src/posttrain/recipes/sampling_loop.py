@@ -46,6 +46,7 @@ from posttrain.rollout import AsyncEpisodes, SyncEpisodes, rollout, rollout_metr
 from posttrain.rollout.evaluation import evaluate
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.rank_shared import shared_source
+from posttrain.rollout.scoring import set_aside
 from posttrain.rollout.single_turn import RolloutPlan
 from posttrain.train import PolicyTrainer, Trainer, save_checkpoint
 from posttrain.train.rl_update import PolicySteps, PolicyUpdate
@@ -281,7 +282,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                     run.trainer, e, source.version + 1, probes, cfg.sync))
                 metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
             if run.evolve is not None:
-                metrics |= run.evolve(step, [e for e in sampled if not e.meta.get("grading")])
+                metrics |= run.evolve(step, [e for e in sampled if not set_aside(e)])
             if cfg.save_episodes:  # after the update: some carry its token stats
                 for episode in sampled:  # the viewer's step filter and group view
                     episode.meta["step"] = step + 1

@@ -12,10 +12,9 @@ from posttrain.envs import Task
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.rollout.scoring import (
-    curio_metrics,
+    feature_metrics,
     harness_metrics,
     missing_metrics,
-    swarm_metrics,
     tool_use,
 )
 from posttrain.rollout.single_turn import rollout
@@ -65,8 +64,7 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
             mine = [e.score(accuracy_part) for e in episodes if e.meta.get("domain") == d]
             out[f"accuracy/{d}"] = sum(mine) / len(mine)
     out |= tool_use(episodes)
-    out |= swarm_metrics(episodes) | curio_metrics(episodes) | harness_metrics(
-        episodes, accuracy_part)
+    out |= feature_metrics(episodes) | harness_metrics(episodes, accuracy_part)
     per_problem = per_task(episodes, cfg.samples)
     if cfg.samples > 1:
         out |= sample_metrics(per_problem, accuracy_part, cfg.pass_ks())

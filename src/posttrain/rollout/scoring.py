@@ -12,7 +12,6 @@ advantage either way; 0 when none in the group was scored), and the metrics coun
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ import torch
 
 from posttrain.algos import LazyInputs, entry, get, group_index
 from posttrain.config import ShapingRule
-from posttrain.harness.curio import final_log_belief
+from posttrain.hooks import hooked
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.types import Episode
@@ -122,11 +121,16 @@ def informative(episodes: list[Episode]) -> list[Episode]:
 
 
 # -- a rollout's metrics -------------------------------------------------------------------
+def set_aside(episode: Episode) -> bool:
+    """Whether a feature sets ``episode`` aside: not the task's (a grading prompt, say)."""
+    return any(aside(episode) for aside in hooked("set_aside"))
+
+
 def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:
-    """The step's means over its task episodes; the policy's gradings (``rl.actor_as_grm``)
-    apart, as ``grading/reward`` and ``grading/missing``."""
-    gradings = [e for e in episodes if e.meta.get("grading")]
-    episodes = [e for e in episodes if not e.meta.get("grading")]
+    """The step's means over its task episodes (those no feature sets aside), then the
+    features' own ``rollout_metrics`` and each harness's."""
+    aside = [e for e in episodes if set_aside(e)]
+    episodes = [e for e in episodes if not set_aside(e)]
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}
     for name in dict.fromkeys(k for e in episodes for k in e.rewards):
@@ -140,11 +144,16 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     if looped:
         for key in ("turns", "compactions", "guard_flags", "guard_blocks", "guard_judge_failures"):
             out[key] = sum(e.meta[key] for e in looped) / len(looped)
-    if gradings:
-        out["grading/reward"] = statistics.fmean(e.reward for e in gradings)
-        out["grading/missing"] = statistics.fmean(e.meta["grade"] is None for e in gradings)
-    return out | swarm_metrics(episodes) | curio_metrics(episodes) | harness_metrics(
-        episodes, accuracy_part)
+    return out | feature_metrics(episodes, aside) | harness_metrics(episodes, accuracy_part)
+
+
+def feature_metrics(episodes: Sequence[Episode], aside: Sequence[Episode] = ()
+                    ) -> dict[str, float]:
+    """What the features report of a rollout's task ``episodes`` and those set ``aside``."""
+    out: dict[str, float] = {}
+    for metrics in hooked("rollout_metrics"):
+        out |= metrics(episodes, aside)
+    return out
 
 
 def harness_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:
@@ -159,30 +168,6 @@ def harness_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
         out[f"harness/{name}/accuracy"] = statistics.fmean(e.score(accuracy_part)
                                                            for e in mine)
     return out
-
-
-def curio_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """CURIO's episodes (``reward.curio``): ``curio/log_belief``, the mean over episodes of
-    the final belief's log-probability of the true user type, with its standard error
-    (``_se``); nothing for other episodes."""
-    finals = [final_log_belief(e.meta["env"]["curio"]) for e in episodes
-              if "curio" in e.meta.get("env", {})]
-    if not finals:
-        return {}
-    se = statistics.stdev(finals) / math.sqrt(len(finals)) if len(finals) > 1 else 0.0
-    return {"curio/log_belief": statistics.fmean(finals), "curio/log_belief_se": se}
-
-
-def swarm_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Swarm episodes' means: ``swarm/subagents`` spawned, ``swarm/critical_steps`` (the
-    cost: the longest chain) and ``swarm/total_steps``, and ``swarm/spawning``, the share of
-    episodes that spawned at all; nothing for other episodes."""
-    if not episodes or "subagents" not in episodes[0].meta:
-        return {}
-    n = len(episodes)
-    out = {f"swarm/{k}": sum(e.meta[k] for e in episodes) / n
-           for k in ("subagents", "critical_steps", "total_steps")}
-    return out | {"swarm/spawning": sum(e.meta["subagents"] > 0 for e in episodes) / n}
 
 
 def tool_use_rate(episodes: Sequence[Episode]) -> float:

@@ -29,7 +29,6 @@ from posttrain.algos import (
     entry,
     get,
     group_index,
-    long_success_penalty,
 )
 from posttrain.config import (
     ActorConfig,
@@ -39,9 +38,9 @@ from posttrain.config import (
     OffPolicyConfig,
     RLConfig,
 )
-from posttrain.config.sections.reward import CONFESSION_PART
 from posttrain.config.sections.rl import ESTIMATOR_OPTIONS
 from posttrain.config.sections.trainer import COVARIANCE_LOSSES
+from posttrain.hooks import UpdateView, hooked
 from posttrain.models.routing import load_balancing_loss, router_logits
 from posttrain.train.critic import critic_values, update_critic
 from posttrain.train.protocol import PolicyTrainer
@@ -91,32 +90,11 @@ def step_tokens(step_values: Sequence[torch.Tensor], episodes: Sequence[Episode]
     return out * batch.loss_mask
 
 
-def error_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
-    """``[B, T]``: 1 on the tokens of steps whose tool calls were malformed."""
-    flags = [torch.tensor(ep.meta["step_errors"], dtype=torch.float32) for ep in episodes]
-    return step_tokens(flags, episodes, batch)
-
-
-def confession_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
-    """``[B, T]``: 1 on the tokens of each confessing episode's confession, its last step
-    (``rollout.wrappers.confession``)."""
-    last = [torch.tensor([0.0] * (n - 1) + [float("confession" in ep.meta)])
-            for ep in episodes for n in [sum(len(s.steps) for s in ep.segments)]]
-    return step_tokens(last, episodes, batch)
-
-
-def confessed(episode: Episode) -> bool:
-    """Whether ``episode`` confessed and its confession was scored: the others stay out of
-    their group's confession statistics."""
-    return "confession" in episode.meta and \
-        CONFESSION_PART not in episode.meta.get("missing_parts", ())
-
-
 def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
                      part_weights: dict[str, float]) -> LazyInputs:
     """What the pipeline can feed an estimator, by input name. Per episode: ``rewards``
-    (``behaviour_reg``'s reward rule applied, then minus ``coef sum_t KL_t(old, ref)`` with the
-    KL in the reward), ``group_ids``, ``mask`` (``[E, max n_e]``, ``n_e`` ones),
+    (through the features' ``rewards`` hooks, then minus ``coef sum_t KL_t(old, ref)`` with
+    the KL in the reward), ``group_ids``, ``mask`` (``[E, max n_e]``, ``n_e`` ones),
     ``reward_parts`` ``[E, K]`` and ``part_weights``, ``tree_ids``, ``step_states``,
     ``baseline_rewards`` (its prompt's greedy decode: ``GreedyBaseline``), ``grader_quality``
     (the reward part ``algo.quality_part``); per row: ``outcome_rewards`` (its episode's
@@ -128,11 +106,8 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
 
     def rewards() -> torch.Tensor:
         r = torch.tensor([ep.reward for ep in episodes], dtype=torch.float32)
-        rule = algo.behaviour_reg.reward_rule() if algo.behaviour_reg else None
-        if rule is not None:
-            r = long_success_penalty(
-                rewards=r, lengths=per_episode(batch.loss_mask.sum(dim=1), rows, n),
-                group_ids=group_index(ep.group_id for ep in episodes), **rule)
+        for reshape in hooked("rewards"):
+            r = reshape(r, UpdateView(batch, episodes, algo))
         if in_reward:
             kl = token_kl(batch, algo.kl.estimator).sum(dim=1)
             r = r - algo.kl.coef * per_episode(kl, rows, n)
@@ -198,32 +173,10 @@ def compute_advantages(batch: Batch, episodes: Sequence[Episode], algo: AlgoConf
 
 def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
               algo: AlgoConfig) -> torch.Tensor:
-    """The per-token modifiers applied to ``adv``: ``taco`` (on ``batch.old_logprobs`` and
-    ``batch.old_entropy``), ``top_entropy`` (on ``batch.old_entropy``), then
-    ``behaviour_reg``, then the confessions' own advantage on their tokens
-    (``reward.confession``)."""
-    if algo.taco is not None:
-        if batch.old_logprobs is None or batch.old_entropy is None:
-            raise ValueError("taco needs batch.old_logprobs and batch.old_entropy")
-        mask = batch.loss_mask > 0  # outside it log-probs are 0: no tail there
-        adv = torch.where(mask, get("advantage", "taco")(
-            advantages=adv, old_logp=batch.old_logprobs, old_entropy=batch.old_entropy,
-            **algo.taco.model_dump()), adv)
-    if algo.top_entropy is not None:
-        adv = get("advantage", "top_entropy")(advantages=adv, old_entropy=batch.old_entropy,
-                                              mask=batch.loss_mask, rho=algo.top_entropy.rho)
-    if algo.behaviour_reg is not None:
-        adv = get("advantage", "behaviour_reg")(
-            advantages=adv, error_mask=error_tokens(episodes, batch),
-            **algo.behaviour_reg.token_rule())
-    if any("confession" in ep.meta for ep in episodes):
-        adv = get("advantage", "confession")(
-            advantages=adv, confession_mask=confession_tokens(episodes, batch),
-            confession_rewards=torch.tensor([ep.rewards.get(CONFESSION_PART, 0.0)
-                                             for ep in episodes], dtype=torch.float64),
-            group_ids=group_index([ep.group_id if confessed(ep) else ("alone", k)
-                                   for k, ep in enumerate(episodes)]),
-            rows=episode_rows(episodes))
+    """``adv`` through the features' ``advantages`` hooks, in their order."""
+    view = UpdateView(batch, episodes, algo)
+    for modify in hooked("advantages"):
+        adv = modify(adv, view)
     return adv
 
 
@@ -444,7 +397,7 @@ class PolicyUpdate:
         batch = Batch.from_episodes(episodes, pad_token_id=self.pad_token_id)
         batch, metrics = (batch, {}) if version is None else fresh_tokens(batch, version,
                                                                           max_staleness)
-        if algo.taco is not None or algo.top_entropy is not None:
+        if any(needs(algo) for needs in hooked("needs_old_entropy")):
             old, entropy = trainer.apply(old_token_stats, batch, steps.temperature, steps.top_k,
                                          steps.top_p)
             batch = batch.replace(old_logprobs=old, old_entropy=entropy)

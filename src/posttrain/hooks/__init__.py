@@ -1,0 +1,97 @@
+"""Hooks: the few points where a feature plugs into the core, which names no feature. A feature
+is one folder, ``posttrain/features/<name>/``, whose ``__init__.py`` holds ``FEATURE = Feature(
+...)`` (a user's package registers one under the entry-point group ``posttrain.features``); the
+core finds every feature and calls the hooks it declares, in the features' ``order``.
+
+The hooks (each optional; a feature whose setting is off returns its input unchanged):
+
+- ``rewards(rewards [E], update) -> [E]``: an RL update's per-episode rewards before the
+  estimator (and before a KL in the reward is subtracted); ``update`` is an ``UpdateView``;
+- ``advantages(adv [B, T], update) -> [B, T]``: the token advantages the estimator gave;
+- ``needs_old_entropy(algo) -> bool``: the update computes the old policy's token entropy
+  (``batch.old_entropy``) beside its log-probs;
+- ``rollout_metrics(episodes) -> dict``: a rollout's metrics of the feature's own episodes
+  (empty for others);
+- ``set_aside(episode) -> bool``: an episode that is not the task's (a grading prompt, say),
+  left out of the task's reward and accuracy means.
+
+A hook given as a string ``"module:attr"`` (``.module`` relative to the feature's package) is
+imported on first use, so declaring a feature imports no heavy library.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any
+
+FEATURES = "posttrain.features"  # the package whose sub-packages are the built-in features
+ENTRY_POINTS = "posttrain.features"  # the entry-point group of a user's features
+
+Hook = Callable[..., Any] | str | None
+
+
+@dataclass(frozen=True)
+class UpdateView:
+    """What an RL update's hooks see: the ``batch`` of its ``episodes`` (one row a segment),
+    with old log-probs and entropy where computed, and the ``algo`` section."""
+
+    batch: Any
+    episodes: Sequence[Any]
+    algo: Any
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A feature: its ``name``, where it runs among the features (``order``, low first) and
+    its hooks (see the module docstring). ``package`` anchors relative hook paths."""
+
+    name: str
+    order: int = 50
+    package: str = ""
+    rewards: Hook = None
+    advantages: Hook = None
+    needs_old_entropy: Hook = None
+    rollout_metrics: Hook = None
+    set_aside: Hook = None
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        """The callable of hook ``name`` (a string path imported now), or None."""
+        value = getattr(self, name)
+        if not isinstance(value, str):
+            return value
+        module, _, attr = value.partition(":")
+        return getattr(importlib.import_module(module, self.package or None), attr)
+
+
+HOOKS = tuple(f.name for f in fields(Feature) if f.name not in ("name", "order", "package"))
+
+
+@cache
+def features() -> tuple[Feature, ...]:
+    """Every feature: the built-in ones (``posttrain/features/*/``) and those of installed
+    packages (entry points ``posttrain.features``), by ``order`` then name."""
+    package = importlib.import_module(FEATURES)
+    found = [importlib.import_module(f"{FEATURES}.{info.name}").FEATURE
+             for info in pkgutil.iter_modules(package.__path__) if info.ispkg]
+    found += [ep.load() for ep in entry_points(group=ENTRY_POINTS)]
+    for f in found:
+        if not isinstance(f, Feature):
+            raise TypeError(f"a feature must be a posttrain.hooks.Feature, not {f!r}")
+    names = [f.name for f in found]
+    if len(set(names)) < len(names):
+        raise ValueError(f"two features share a name: {sorted(names)}")
+    return tuple(sorted(found, key=lambda f: (f.order, f.name)))
+
+
+@cache
+def hooked(name: str) -> tuple[Callable[..., Any], ...]:
+    """The callables of hook ``name``, one per feature that declares it, in order."""
+    if name not in HOOKS:
+        raise ValueError(f"no hook {name!r}; the hooks: {', '.join(HOOKS)}")
+    return tuple(h for f in features() if (h := f.hook(name)) is not None)
+
