@@ -157,9 +157,10 @@ def chosen(base: type[Member], default: str) -> Any:
     return Annotated[SerializeAsAny[base], WrapValidator(pick)]
 
 
-def default_member(base: type[Member], name: str) -> Any:
-    """A field's default: ``base``'s family member ``name`` with its defaults."""
-    return Field(default_factory=lambda: member_of(base.FAMILY, name)())
+def default_member(base: type[Member], name: str, description: str) -> Any:
+    """A field's default: ``base``'s family member ``name`` with its defaults; the field is
+    described by ``description``."""
+    return Field(default_factory=lambda: member_of(base.FAMILY, name)(), description=description)
 
 
 def _at(key: str, message: str) -> ValidationError:

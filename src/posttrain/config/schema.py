@@ -46,12 +46,24 @@ class ModelConfig(Section):
     those its tokenizer lacks are added, a ``path`` model then copied with them into
     ``<out_dir>/base_model`` (docs/quick_instructions.md)."""
 
-    path: str | None = None
-    preset: str | None = "micro"
-    architecture: Literal[ARCHITECTURES] = "llama"
-    attn_res: Literal["full", "block"] | None = None
-    attn_res_block: int = Field(2, ge=1)
-    quick_tokens: list[str] = Field(default_factory=list)
+    path: str | None = Field(
+        None,
+        description="a local Hugging Face model directory (or set preset; exactly one of the two)")
+    preset: str | None = Field(
+        "micro",
+        description="a tiny model built into <out_dir>/base_model: nano, micro, small (or set "
+                    "path)")
+    architecture: Literal[ARCHITECTURES] = Field(
+        "llama",
+        description="the preset's Hugging Face architecture, randomly initialised at its sizes")
+    attn_res: Literal["full", "block"] | None = Field(
+        None,
+        description="Attention Residuals on a llama preset: full or block (null: the residual sum)")
+    attn_res_block: int = Field(2, ge=1, description="layers a block with attn_res=block (>= 1)")
+    quick_tokens: list[str] = Field(
+        default_factory=list,
+        description="quick-instruction tokens (<action>, ...) the model must have; missing ones "
+                    "are added")
 
     @field_validator("quick_tokens")
     @classmethod
@@ -137,34 +149,73 @@ class RunConfig(Section):
     that receive every logged metric and each held-out evaluation's samples besides
     ``metrics.jsonl`` (docs/tracking.md)."""
 
-    seed: int = 0
-    out_dir: str = "runs/quickstart"
+    seed: int = Field(
+        0, description="random seed of the run (initialisation, data generation, sampling)")
+    out_dir: str = Field(
+        "runs/quickstart",
+        description="the run directory: config.yaml, metrics, checkpoints, models (--out sets it "
+                    "too)")
     stages: list[Literal["sft", "pref", "distill", "rl", "opd"]] = Field(
-        default_factory=lambda: ["sft", "rl"])
-    threads: int | None = Field(None, ge=1)
-    checkpoint_every: int = Field(50, ge=0)
-    keep_last: int = Field(2, ge=0)
-    checkpoint_format: Literal["whole", "sharded"] = "whole"
+        default_factory=lambda: ["sft", "rl"],
+        description="the stages in order, each from the previous one's model: sft, pref, distill, "
+                    "rl, opd")
+    threads: int | None = Field(None, ge=1,
+                                description="torch's CPU threads (null: torch's default)")
+    checkpoint_every: int = Field(
+        50, ge=0, description="a checkpoint every this many steps of a stage (0: none)")
+    keep_last: int = Field(2, ge=0, description="the newest checkpoints kept (0: all)")
+    checkpoint_format: Literal["whole", "sharded"] = Field(
+        "whole",
+        description="whole (a from_pretrained model and optimiser state) or sharded (each trainer "
+                    "process writes its shards)")
     report_to: list[Literal["tensorboard", "wandb", "trackio", "mlflow"]] = Field(
-        default_factory=list)
-    model: ModelConfig = ModelConfig()
-    engine: Engine = default_member(EngineFamily, "torch")
-    task: Task = default_member(TaskFamily, "arithmetic")
-    reward: RewardConfig = RewardConfig()
-    sft: SFTConfig = SFTConfig()
-    pref: PreferenceConfig = PreferenceConfig()
-    rm: RewardModelConfig = RewardModelConfig()
-    rl: RLConfig = RLConfig()
-    distill: DistillConfig = DistillConfig()
-    opd: OPDConfig = OPDConfig()
-    algo: AlgoConfig = AlgoConfig()
-    actor: ActorConfig = ActorConfig()
-    critic: CriticConfig = CriticConfig()
-    agent: AgentConfig = AgentConfig()
-    eval: EvalConfig = EvalConfig()
-    trainer: TrainerConfig = TrainerConfig()
-    dist: DistConfig = DistConfig()
-    skills: SkillsConfig | None = None
+        default_factory=list,
+        description="experiment trackers that get every metric: tensorboard, wandb, trackio, "
+                    "mlflow")
+    model: ModelConfig = Field(ModelConfig(),
+                               description="the model trained: a local directory or a tiny preset")
+    engine: Engine = default_member(
+        EngineFamily, "torch",
+        description="the rollout engine, the member engine.name selects (docs/engines.md)")
+    task: Task = default_member(TaskFamily, "arithmetic",
+                                description="the task family, the member task.name selects")
+    reward: RewardConfig = Field(
+        RewardConfig(),
+        description="how samples are scored: reward parts, shaping, judges (docs/reward_models.md)")
+    sft: SFTConfig = Field(SFTConfig(), description="the supervised fine-tuning stage")
+    pref: PreferenceConfig = Field(
+        PreferenceConfig(), description="the preference-optimisation stage (docs/preference.md)")
+    rm: RewardModelConfig = Field(
+        RewardModelConfig(),
+        description="reward-model training by posttrain reward-model (docs/reward_models.md)")
+    rl: RLConfig = Field(
+        RLConfig(),
+        description="the RL stage's loop: sampling, batches, weight sync, sync or async")
+    distill: DistillConfig = Field(
+        DistillConfig(), description="the offline distillation stage (docs/distillation.md)")
+    opd: OPDConfig = Field(OPDConfig(),
+                           description="the on-policy distillation stage (docs/distillation.md)")
+    algo: AlgoConfig = Field(
+        AlgoConfig(),
+        description="how RL rewards become advantages: estimator, KL, off-policy corrections")
+    actor: ActorConfig = Field(ActorConfig(),
+                               description="the policy's loss in RL (and in opd's sampled losses)")
+    critic: CriticConfig = Field(
+        CriticConfig(), description="PPO's value model, trained with algo.adv_estimator=gae")
+    agent: AgentConfig = Field(
+        AgentConfig(),
+        description="agent episodes (tasks with tools): limits, compaction, guard, harnesses")
+    eval: EvalConfig = Field(EvalConfig(),
+                             description="held-out evaluation: problems, sampling, pass@k")
+    trainer: TrainerConfig = Field(
+        TrainerConfig(),
+        description="the trainer: device, precision, micro-batches, sharding, LoRA, MTP")
+    dist: DistConfig = Field(
+        DistConfig(),
+        description="where the pieces run: local or Ray, engines, trainer processes "
+                    "(docs/scaling.md)")
+    skills: SkillsConfig | None = Field(
+        None, description="a skill bank in every episode (null: none; docs/skills.md)")
 
     @field_validator("stages")
     @classmethod

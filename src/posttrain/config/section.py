@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import UnionType
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
@@ -73,6 +74,12 @@ def _number_only(annotation: Any) -> bool:
     return bool(leaves & {int, float}) and bool not in leaves
 
 
+def described(default: Any, description: str) -> Any:
+    """The default of a dataclass field that is also a config key (``agent.compaction``'s),
+    with its description, which pydantic reads as it reads ``Field(description=...)``."""
+    return dataclasses.field(default=default, metadata={"description": description})
+
+
 # a device key's value: auto (the first CUDA device if any, else the CPU), cpu, cuda or cuda:N
 Device = Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:\d+)?)$")]
 
@@ -115,14 +122,19 @@ class Section(BaseModel):
 class OptimConfig(Section):
     """AdamW with linear warmup then cosine decay to ``min_lr_ratio * lr``."""
 
-    lr: float = Field(1e-3, gt=0, le=1)
-    weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = Field(1e-8, gt=0)
-    warmup_steps: int = Field(0, ge=0)
-    schedule: Literal["cosine", "constant"] = "cosine"
-    min_lr_ratio: float = Field(0.1, ge=0, le=1)
-    grad_clip: float | None = Field(1.0, gt=0)
+    lr: float = Field(1e-3, gt=0, le=1,
+                      description="peak learning rate of AdamW, reached after warmup_steps (0, 1]")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW's decoupled weight decay (>= 0)")
+    betas: tuple[float, float] = Field((0.9, 0.999),
+                                       description="AdamW's beta1 and beta2, each in [0, 1)")
+    eps: float = Field(1e-8, gt=0, description="AdamW's epsilon, added to the denominator (> 0)")
+    warmup_steps: int = Field(0, ge=0, description="optimiser steps of linear warmup from 0 to lr")
+    schedule: Literal["cosine", "constant"] = Field(
+        "cosine", description="after warmup: cosine (decay to min_lr_ratio * lr) or constant")
+    min_lr_ratio: float = Field(
+        0.1, ge=0, le=1, description="the cosine schedule's floor, a fraction of lr in [0, 1]")
+    grad_clip: float | None = Field(
+        1.0, gt=0, description="clip the gradient's global norm to this (null: no clipping)")
 
     @field_validator("betas")
     @classmethod
@@ -182,16 +194,18 @@ class NamedLoss(Section):
 class StageConfig(Section):
     """What every training stage has: ``steps`` optimiser steps with ``optim``."""
 
-    steps: Steps = 100
-    optim: OptimConfig = OptimConfig()
+    steps: Steps = Field(100, description="optimiser steps of the stage")
+    optim: OptimConfig = Field(OptimConfig(),
+                               description="the stage's optimiser and learning-rate schedule")
 
 
 class BatchStageConfig(StageConfig):
     """A stage on a fixed dataset: ``batch_size`` examples a step, metrics every
     ``log_every`` steps."""
 
-    batch_size: Count = 32
-    log_every: Count = 10
+    batch_size: Count = Field(32, description="examples a step (preference stages: pairs)")
+    log_every: Count = Field(10,
+                             description="log metrics every this many steps (and after the last)")
 
 
 class SamplingConfig(Section):
@@ -199,10 +213,13 @@ class SamplingConfig(Section):
     truncated to the ``top_k`` most likely tokens (0: all) and the smallest set of mass
     ``top_p``."""
 
-    max_new_tokens: Count = 32
-    temperature: float = Field(1.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = Field(0, ge=0)
+    max_new_tokens: Count = Field(
+        32, description="most tokens sampled a completion (an agent episode: a turn)")
+    temperature: float = Field(1.0, ge=0, description="sampling temperature (0: greedy)")
+    top_p: float = Field(
+        1.0, gt=0, le=1,
+        description="nucleus sampling: the smallest set of tokens of this mass, in (0, 1] (1: all)")
+    top_k: int = Field(0, ge=0, description="sample among the top_k most likely tokens (0: all)")
 
     def params(self, stop_token_ids: tuple[int, ...], seed: int | None = None) -> SamplingParams:
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
@@ -214,7 +231,9 @@ class SampledStageConfig(StageConfig, SamplingConfig):
     """A stage that trains on its own samples: ``prompts_per_step`` prompts x ``group_size``
     samples each step (``temperature > 0``), held-out evaluation every ``eval_every`` steps."""
 
-    prompts_per_step: Count = 16
-    group_size: Count = 8
-    temperature: float = Field(1.0, gt=0)
-    eval_every: Every = 20
+    prompts_per_step: Count = Field(16, description="prompts sampled each step")
+    group_size: Count = Field(8, description="samples per prompt (a group)")
+    temperature: float = Field(1.0, gt=0,
+                               description="sampling temperature of the stage's samples (> 0)")
+    eval_every: Every = Field(
+        20, description="held-out evaluation every this many steps and after the last (0: never)")

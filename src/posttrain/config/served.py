@@ -19,13 +19,20 @@ class ServedModel(Section):
     ``temperature``. A local model runs on ``device`` (``auto``: the first CUDA device if any,
     else the CPU). A subclass decides which sources it takes (``served_once``)."""
 
-    model: str | None = None
-    endpoint: str | None = None
-    endpoint_model: str = "default"
-    api_key_env: str = "OPENAI_API_KEY"
-    max_new_tokens: int = Field(512, ge=1)
-    temperature: float = Field(0.0, ge=0)
-    device: Device = "auto"
+    model: str | None = Field(
+        None, description="a local model directory run in-process (or set endpoint)")
+    endpoint: str | None = Field(
+        None, description="an OpenAI-compatible .../v1 URL serving the model (or set model)")
+    endpoint_model: str = Field("default", description="the model name sent to the endpoint")
+    api_key_env: str = Field("OPENAI_API_KEY",
+                             description="the environment variable holding the endpoint's API key")
+    max_new_tokens: int = Field(512, ge=1, description="most tokens in a reply")
+    temperature: float = Field(0.0, ge=0,
+                               description="sampling temperature of the replies (0: greedy)")
+    device: Device = Field(
+        "auto",
+        description="where a local model runs: auto (a CUDA device if any, else the CPU), cpu, "
+                    "cuda[:N]")
 
     def served_once(self, what: str) -> None:
         """Raise unless exactly one of ``model`` and ``endpoint`` is set, and unless the keys

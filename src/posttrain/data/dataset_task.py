@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import Field
+
 from posttrain.config.extension import is_path, load_extension
 from posttrain.config.family import member
 from posttrain.config.rules import unread
@@ -23,7 +25,8 @@ class DatasetTaskConfig(TaskFamily):
     SINGLE_TURN: ClassVar[bool] = True
     GENERATED: ClassVar[bool] = False
     ROW_TOOLS: ClassVar[bool] = True
-    data: DatasetConfig
+    data: DatasetConfig = Field(
+        description="your prompts: the dataset's path, splits and columns (docs/datasets.md)")
 
     def check(self, cfg) -> None:
         super().check(cfg)

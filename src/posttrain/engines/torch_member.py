@@ -21,8 +21,12 @@ class TorchEngineConfig(EngineFamily):
     the same greedy output (docs/engines.md)."""
 
     RECORDS_ROUTING: ClassVar[bool] = True
-    device: Device = "auto"
-    draft_tokens: int = Field(0, ge=0)
+    device: Device = Field(
+        "auto",
+        description="where the engine runs: auto (a CUDA device if any, else the CPU), cpu, "
+                    "cuda[:N]")
+    draft_tokens: int = Field(
+        0, ge=0, description="speculative decoding: drafts a round from the MTP head (0: off)")
 
     def check(self, cfg) -> None:
         if self.draft_tokens and cfg.trainer.routing_replay:

@@ -22,9 +22,13 @@ class VLLMEngineConfig(ServingEngineFamily):
     checkpoint has MTP layers, or ``{model: <draft dir>, num_speculative_tokens: 3}``).
     posttrain's ``MTPHead`` is not a format vLLM reads."""
 
-    kv_cache_gib: int = Field(1, ge=1)
-    lora_rank: int | None = Field(None, ge=1)
-    speculative_config: dict[str, Any] | None = None
+    kv_cache_gib: int = Field(1, ge=1, description="GiB of KV cache on CPU")
+    lora_rank: int | None = Field(
+        None, ge=1,
+        description="serve trainer.lora's adapter through vLLM's LoRA requests, of this rank "
+                    "(null: merged weights)")
+    speculative_config: dict[str, Any] | None = Field(
+        None, description="vLLM's own speculative decoding config, passed as it is (null: off)")
 
     def check(self, cfg) -> None:
         if cfg.model.preset == "nano":

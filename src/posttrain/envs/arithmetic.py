@@ -180,8 +180,9 @@ class ArithmeticConfig(TaskFamily):
 
     SINGLE_TURN: ClassVar[bool] = True
     PAIRS: ClassVar[bool] = True
-    ops: list[Op] = Field(default_factory=lambda: ["+"], min_length=1)
-    digits: int = Field(2, ge=1, le=9)
+    ops: list[Op] = Field(default_factory=lambda: ["+"], min_length=1,
+                          description="the operators of the problems: +, -, *")
+    digits: int = Field(2, ge=1, le=9, description="digits of each operand, 1..9")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         return TaskParts(ArithmeticTasks(tuple(self.ops), self.digits, seed, self.eval_fraction))

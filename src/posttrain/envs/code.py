@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from pydantic import Field
+
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import SplitTasks, tool_turns
@@ -274,7 +276,9 @@ class CodeConfig(TaskFamily):
     ``env``). ``submissions`` caps submissions, each after the first costing ``penalty``."""
 
     SCORED_PARTS: ClassVar[tuple[str, ...]] = VERDICT_PARTS
-    submissions: SubmissionPolicy = SubmissionPolicy()
+    submissions: SubmissionPolicy = Field(
+        SubmissionPolicy(),
+        description="the submission cap and the penalty of each submission after the first")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         tasks = CodeTasks(seed, self.eval_fraction, policy=self.submissions)

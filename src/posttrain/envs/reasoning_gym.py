@@ -55,8 +55,9 @@ class ReasoningGymConfig(TaskFamily):
     its keyword arguments), scored by verifier ``reasoning_gym`` (plus ``format``, if wanted)."""
 
     SINGLE_TURN: ClassVar[bool] = True
-    dataset: str
-    dataset_config: dict[str, Any] = Field(default_factory=dict)
+    dataset: str = Field(description="the reasoning-gym dataset")
+    dataset_config: dict[str, Any] = Field(default_factory=dict,
+                                           description="the dataset's keyword arguments")
 
     def check(self, cfg) -> None:
         super().check(cfg)

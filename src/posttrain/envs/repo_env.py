@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from pydantic import Field
+
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import SplitTasks, tool_turns
@@ -238,7 +240,7 @@ class RepoTasksConfig(TaskFamily):
     ``env``)."""
 
     SCORED_PARTS: ClassVar[tuple[str, ...]] = PARTS
-    dir: str
+    dir: str = Field(description="the code tasks written by posttrain synthesize repo")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         tasks = RepoTasks(self.dir, self.eval_fraction)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from pydantic import Field
+
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.base import SplitTasks, answer_turn, tool_turns
@@ -275,7 +277,7 @@ class ToolEnvsConfig(TaskFamily):
     verifier (reward part ``correct``, verifier ``env``)."""
 
     SCORED_PARTS: ClassVar[tuple[str, ...]] = ("correct",)
-    dir: str
+    dir: str = Field(description="the tool environments written by posttrain synthesize tools")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         tasks = ToolEnvTasks(self.dir, self.eval_fraction)

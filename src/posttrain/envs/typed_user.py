@@ -184,7 +184,8 @@ class TypedUserConfig(TaskFamily):
     (part ``correct``), with the user types CURIO needs (``reward.curio``)."""
 
     SCORED_PARTS: ClassVar[tuple[str, ...]] = ("correct",)
-    max_questions: int = Field(2, ge=1, le=len(FOODS))
+    max_questions: int = Field(2, ge=1, le=len(FOODS),
+                               description="most yes/no questions before the recommendation")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         tasks = TypedUserTasks(seed, self.eval_fraction, self.max_questions)

@@ -9,13 +9,15 @@ from dataclasses import dataclass
 
 from pydantic import ConfigDict
 
+from posttrain.config.section import described
+
 
 @dataclass(frozen=True)
 class SubmissionPolicy:
     __pydantic_config__ = ConfigDict(extra="forbid")  # as a config section: no unknown keys
 
-    max_submissions: int = 3
-    penalty: float = 0.1  # reward lost per submission after the first
+    max_submissions: int = described(3, "most submissions an episode")
+    penalty: float = described(0.1, "reward lost per submission after the first")
 
     def __post_init__(self) -> None:
         if self.max_submissions < 1 or self.penalty < 0:

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from posttrain.config.extension import extension, tool_set
 from posttrain.config.rules import applies
-from posttrain.config.section import Section
+from posttrain.config.section import Section, described
 from posttrain.config.sections.rl import EPISODE_ESTIMATORS
 from posttrain.config.served import FunctionOrServed, check_fields
 
@@ -57,12 +57,15 @@ class Compaction:
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # as a config section: no unknown keys
 
-    strategy: str = "none"
-    ratio: float = 0.8
-    keep_last: int = 5
-    user_budget: int = 20_000
-    max_compactions: int = 3
-    train_summary: bool = True
+    strategy: str = described("none", "none, microcompact, discard_75, discard_all, summary, "
+                              "codex_compact, claude_code_compact")
+    ratio: float = described(0.8, "compact once the context holds more than this share of "
+                             "agent.max_tokens, in (0, 1]")
+    keep_last: int = described(5, "tool results microcompact keeps")
+    user_budget: int = described(20_000, "tokens of real user messages codex_compact keeps")
+    max_compactions: int = described(3, "most compactions an episode; later the token limit "
+                                     "ends it")
+    train_summary: bool = described(True, "train on the summaries a summarising strategy writes")
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -89,8 +92,9 @@ class TreeConfig(Section):
     times ``branches`` (N) branches from intermediate turns; ``rl.group_size`` is
     ``M (L N + 1)``."""
 
-    branches: int = Field(2, ge=1)
-    rounds: int = Field(1, ge=1)
+    branches: int = Field(2, ge=1,
+                          description="branches N grown from an intermediate turn each round")
+    rounds: int = Field(1, ge=1, description="rounds L of branching; rl.group_size is M (L N + 1)")
 
     @property
     def per_backbone(self) -> int:
@@ -106,10 +110,14 @@ class GuardJudge(FunctionOrServed):
 
     WHAT: ClassVar[str] = "guard judge"
     PROMPTS: ClassVar[tuple[str, ...]] = ("prompt",)
-    function: Annotated[str, extension("guard_judge")] | None = None
-    prompt: str = GUARD_PROMPT
-    endpoint_model: str = "judge"
-    max_new_tokens: int = Field(32, ge=1)
+    function: Annotated[str, extension("guard_judge")] | None = Field(
+        None,
+        description="f(call, flags) -> bool by dotted path, True for a hack (or a served model)")
+    prompt: str = Field(
+        GUARD_PROMPT,
+        description="the question a served judge is asked; {call} and {flags} filled in")
+    endpoint_model: str = Field("judge", description="the model name sent to the endpoint")
+    max_new_tokens: int = Field(32, ge=1, description="most tokens of the judge's reply")
 
     @model_validator(mode="after")
     def _prompt_fields(self) -> GuardJudge:
@@ -121,8 +129,10 @@ class GuardRuleConfig(Section):
     """One more guard rule: ``pattern`` (a regex, case ignored) searched in a call's name and
     JSON arguments flags it as ``name``."""
 
-    name: str = Field(min_length=1)
-    pattern: str = Field(min_length=1)
+    name: str = Field(min_length=1, description="the flag a match raises")
+    pattern: str = Field(
+        min_length=1,
+        description="a regex (case ignored) searched in a call's name and JSON arguments")
 
     @field_validator("pattern")
     @classmethod
@@ -140,10 +150,16 @@ class GuardConfig(Section):
     finds); ``judge`` (null: every flag is a hack) confirms a flag or clears it; ``on_hack``
     ``block`` (dummy result) or ``zero_reward``."""
 
-    protected_paths: list[str] = Field(default_factory=list)
-    rules: list[GuardRuleConfig] = Field(default_factory=list)
-    judge: GuardJudge | None = None
-    on_hack: Literal["block", "zero_reward"] = "block"
+    protected_paths: list[str] = Field(
+        default_factory=list,
+        description="paths a tool call may not touch, besides the default rules'")
+    rules: list[GuardRuleConfig] = Field(
+        default_factory=list, description="more {name, pattern} rules that flag a tool call")
+    judge: GuardJudge | None = Field(
+        None, description="confirms or clears a flag (null: every flag is a hack)")
+    on_hack: Literal["block", "zero_reward"] = Field(
+        "block",
+        description="block (the call gets a dummy result) or zero_reward (the episode scores 0)")
 
 
 class SwarmConfig(Section):
@@ -154,10 +170,11 @@ class SwarmConfig(Section):
     sub-agents earn the whole ``parallel`` part (PARL's instantiation reward; the ``parl``
     shaping rule, or a reward part ``parallel``/``finish`` with verifier ``env``)."""
 
-    max_subagents: int = Field(8, ge=1)
-    target: int = Field(4, ge=1)
-    max_turns: int = Field(4, ge=1)
-    prompt: str = Field(SUBAGENT_PROMPT, min_length=1)
+    max_subagents: int = Field(8, ge=1, description="most sub-agents an episode may spawn")
+    target: int = Field(4, ge=1, description="sub-agents that earn the whole parallel part")
+    max_turns: int = Field(4, ge=1, description="most turns of a sub-agent")
+    prompt: str = Field(SUBAGENT_PROMPT, min_length=1,
+                        description="the system prompt of every sub-agent")
 
 
 class ExternalAgent(Section):
@@ -165,8 +182,12 @@ class ExternalAgent(Section):
     (docs/serve.md): ``external`` (``pkg.mod:fn``, called as ``fn(base_url, api_key, task)``)
     or ``external_command`` (a program)."""
 
-    external: Annotated[str, extension("external_agent")] | None = None
-    external_command: str | None = None
+    external: Annotated[str, extension("external_agent")] | None = Field(
+        None,
+        description="your agent by dotted path, fn(base_url, api_key, task), against posttrain "
+                    "serve")
+    external_command: str | None = Field(
+        None, description="your agent as a program run against posttrain serve")
 
     @property
     def plays_externally(self) -> bool:
@@ -189,14 +210,23 @@ class HarnessConfig(ExternalAgent):
     (null: all). Or an external agent (``external`` / ``external_command``), which brings its
     own loop and tools and gets the task with ``system`` opening it."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    share: float = Field(1.0, gt=0)
-    system: str | None = None
-    max_turns: int | None = Field(None, ge=1)
-    max_tokens: int | None = Field(None, ge=16)
-    retain_reasoning: Literal[RETENTION] | None = None  # type: ignore[valid-type]
-    compaction: Compaction | None = None
-    tools: list[str] | None = None
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$",
+                      description="the harness's name in harness/<name>/* metrics")
+    share: float = Field(
+        1.0, gt=0,
+        description="the share of the tasks it plays, relative to the other harnesses' (> 0)")
+    system: str | None = Field(None,
+                               description="a system message opening every episode (null: none)")
+    max_turns: int | None = Field(None, ge=1,
+                                  description="this harness's agent.max_turns (null: agent's)")
+    max_tokens: int | None = Field(None, ge=16,
+                                   description="this harness's agent.max_tokens (null: agent's)")
+    retain_reasoning: Literal[RETENTION] | None = Field(  # type: ignore[valid-type]
+        None, description="this harness's agent.retain_reasoning (null: agent's)")
+    compaction: Compaction | None = Field(
+        None, description="this harness's agent.compaction (null: agent's)")
+    tools: list[str] | None = Field(
+        None, description="the names of the task's tools it offers (null: all)")
 
     @model_validator(mode="after")
     def _loop_settings_of_the_built_in_loop(self) -> HarnessConfig:
@@ -226,18 +256,31 @@ class AgentConfig(ExternalAgent):
     harness configurations in one run, each playing a share of the tasks (docs/agents.md,
     Several harnesses)."""
 
-    max_turns: int = Field(4, ge=1)
-    max_tokens: int = Field(512, ge=16)
-    timeout_s: float = Field(120.0, gt=0)
-    max_tool_errors: int = Field(3, ge=0)
-    loop_repeats: int = Field(3, ge=2)
-    compaction: Compaction = Compaction()
-    tree: TreeConfig | None = None
-    guard: GuardConfig | None = None
-    retain_reasoning: Literal[RETENTION] = "keep_all"  # type: ignore[valid-type]
-    tools: list[Annotated[str, tool_set()]] = Field(default_factory=list)
-    swarm: SwarmConfig | None = None
-    harnesses: list[HarnessConfig] = Field(default_factory=list)
+    max_turns: int = Field(4, ge=1, description="most assistant turns an episode")
+    max_tokens: int = Field(512, ge=16, description="the context window of one segment, in tokens")
+    timeout_s: float = Field(
+        120.0, gt=0, description="seconds an episode (or an external agent's session) may take")
+    max_tool_errors: int = Field(3, ge=0, description="tool errors after which an episode ends")
+    loop_repeats: int = Field(
+        3, ge=2, description="turns in a row of the same calls after which an episode ends")
+    compaction: Compaction = Field(
+        Compaction(), description="how the context window is compacted (docs/agents.md)")
+    tree: TreeConfig | None = Field(
+        None, description="tree_grpo rollouts: branches grown from intermediate turns (null: off)")
+    guard: GuardConfig | None = Field(
+        None, description="the online anti-hack guard inspecting every tool call (null: off)")
+    retain_reasoning: Literal[RETENTION] = Field(  # type: ignore[valid-type]
+        "keep_all",
+        description="earlier turns' reasoning at a new user turn: keep_all, drop_on_new_user, "
+                    "auto_v4")
+    tools: list[Annotated[str, tool_set()]] = Field(
+        default_factory=list,
+        description="typed functions by dotted path added to the task's tools")
+    swarm: SwarmConfig | None = Field(
+        None, description="episodes may spawn sub-agents and wait for them (null: off)")
+    harnesses: list[HarnessConfig] = Field(
+        default_factory=list,
+        description="several harnesses in one run, each playing a share of the tasks")
 
     @field_validator("harnesses")
     @classmethod

@@ -30,19 +30,30 @@ class DistConfig(Section):
     semantics, or sharded: ``trainer.shard``); RL rollouts are generated once, by rank 0's
     engines (in-process or Ray actors), and broadcast to the other ranks."""
 
-    backend: Literal["local", "ray"] = "local"
-    address: str | None = None
-    placement: Literal["colocated", "disaggregated"] = "colocated"
-    engines: int = Field(1, ge=1)
-    cpus_per_engine: float = Field(1.0, gt=0)
-    gpus_per_engine: float = Field(0.0, ge=0)
-    engine_strategy: Literal["pack", "spread"] = "pack"
-    placement_timeout_s: float = Field(60.0, gt=0)
-    weight_bucket_mb: float = Field(256.0, gt=0)
-    weight_transport: Literal["object_store", "collective"] = "object_store"
-    max_restarts: int = Field(3, ge=0)
-    trainer_processes: int = Field(1, ge=1)
-    trainer_actor: bool = False
+    backend: Literal["local", "ray"] = Field(
+        "local", description="local (this process) or ray (engines as Ray actors)")
+    address: str | None = Field(
+        None, description="the Ray cluster (null: RAY_ADDRESS, else a local cluster)")
+    placement: Literal["colocated", "disaggregated"] = Field(
+        "colocated",
+        description="colocated (actors share the trainer's resources) or disaggregated")
+    engines: int = Field(1, ge=1, description="rollout engine actors")
+    cpus_per_engine: float = Field(1.0, gt=0,
+                                   description="CPUs an engine's bundle reserves (disaggregated)")
+    gpus_per_engine: float = Field(0.0, ge=0,
+                                   description="GPUs an engine takes, a share when below 1")
+    engine_strategy: Literal["pack", "spread"] = Field(
+        "pack", description="pack the engines' bundles onto few nodes or spread them over many")
+    placement_timeout_s: float = Field(
+        60.0, gt=0, description="seconds to wait for the engines' placement group")
+    weight_bucket_mb: float = Field(256.0, gt=0,
+                                    description="MiB a bucket of the weights sent to engine actors")
+    weight_transport: Literal["object_store", "collective"] = Field(
+        "object_store",
+        description="object_store, or collective (broadcast over a gloo/NCCL group)")
+    max_restarts: int = Field(3, ge=0, description="restarts of a crashed engine actor")
+    trainer_processes: int = Field(1, ge=1, description="data-parallel trainer processes (gloo)")
+    trainer_actor: bool = Field(False, description="run the RL policy trainer as a Ray actor")
 
     @model_validator(mode="after")
     def _ray_options_need_ray(self) -> DistConfig:

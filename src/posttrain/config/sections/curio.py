@@ -22,11 +22,22 @@ class CurioConfig(Section):
     ``-H(b)``); the reward part ``curio`` (verifier ``env``; its weight is alpha_int) takes
     their discounted sum."""
 
-    form: Literal["linear", "log", "entropy"] = "log"
-    gamma: float = Field(1.0, gt=0, le=1)
-    floor: float = Field(1e-6, gt=0, lt=1)
-    likelihood: Annotated[str, extension("curio_likelihood")] | None = None
-    classifier: Annotated[str, extension("curio_classifier")] | None = None
+    form: Literal["linear", "log", "entropy"] = Field(
+        "log",
+        description="the potential phi of the belief: log b(u*), linear b(u*), or entropy -H(b)")
+    gamma: float = Field(
+        1.0, gt=0, le=1,
+        description="discount of the potential difference gamma phi(b_t+1) - phi(b_t), in (0, 1]")
+    floor: float = Field(1e-6, gt=0, lt=1,
+                         description="the floor of b(u*) under the log form, in (0, 1)")
+    likelihood: Annotated[str, extension("curio_likelihood")] | None = Field(
+        None,
+        description="f(messages, reply, user_type) -> P by dotted path, for Bayes' update (null: "
+                    "the environment's)")
+    classifier: Annotated[str, extension("curio_classifier")] | None = Field(
+        None,
+        description="f(messages, user_types) -> probabilities by dotted path: the belief read off "
+                    "it")
 
     @model_validator(mode="after")
     def _one_belief(self) -> CurioConfig:

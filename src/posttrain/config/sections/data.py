@@ -35,19 +35,30 @@ class DatasetConfig(Section):
     row; a row's own system message wins over both). Every column of a row reaches reward
     functions that ask for it."""
 
-    path: str | list[str]
-    split: str = "train"
-    eval_path: str | list[str] | None = None
-    eval_split: str | None = None
-    prompt: str = "prompt"
-    answer: str | None = "answer"
-    system: str | None = None
-    system_prompt: str | None = None
-    shuffle: bool = True
-    max_rows: int | None = Field(None, ge=1)
-    streaming: bool = False
-    shuffle_buffer: int = Field(10_000, ge=1)
-    where: dict[str, Any] | None = None
+    path: str | list[str] = Field(
+        description="a data file, several (a list or a glob), a save_to_disk directory or a folder")
+    split: str = Field("train", description="the split of path to train on")
+    eval_path: str | list[str] | None = Field(
+        None,
+        description="a held-out file or folder (null: eval_split, else the last "
+                    "task.eval_fraction)")
+    eval_split: str | None = Field(
+        None,
+        description="a held-out split of path (null: eval_path, else the last task.eval_fraction)")
+    prompt: str = Field("prompt", description="the prompt column: a string or chat messages")
+    answer: str | None = Field(
+        "answer", description="the reference column the verifiers check (null: no reference)")
+    system: str | None = Field(None, description="a column of system prompts (null: none)")
+    system_prompt: str | None = Field(None,
+                                      description="one system prompt for every row (null: none)")
+    shuffle: bool = Field(True, description="rows in an order drawn from the run's seed")
+    max_rows: int | None = Field(None, ge=1,
+                                 description="only the first that many rows (null: all)")
+    streaming: bool = Field(False, description="read the train split as a stream, never whole")
+    shuffle_buffer: int = Field(10_000, ge=1, description="rows of the streaming shuffle buffer")
+    where: dict[str, Any] | None = Field(
+        None,
+        description="keep only rows whose column c holds where[c] (a value, or any of a list)")
 
     def keeps(self, row: dict) -> bool:
         """Whether ``where`` keeps ``row``."""

@@ -32,11 +32,15 @@ class TeacherConfig(Section):
     scores (empty: all), its ``weight`` among the teachers a sample is routed to, and the
     ``device`` it runs on in-process (``auto``: the first CUDA device if any, else the CPU)."""
 
-    path: str
-    device: Device = "auto"
-    domains: list[str] = Field(default_factory=list)
-    efforts: list[int] = Field(default_factory=list)
-    weight: float = Field(1.0, gt=0)
+    path: str = Field(description="the teacher: a local Hugging Face model directory")
+    device: Device = Field("auto",
+                           description="where the teacher runs in-process: auto, cpu, cuda, cuda:N")
+    domains: list[str] = Field(default_factory=list,
+                               description="the task domains it scores (empty: all)")
+    efforts: list[int] = Field(default_factory=list,
+                               description="the effort levels it scores (empty: all)")
+    weight: float = Field(1.0, gt=0,
+                          description="its weight among the teachers a sample is routed to")
 
 
 class OPDConfig(SampledStageConfig):
@@ -53,16 +57,27 @@ class OPDConfig(SampledStageConfig):
     engine returns the sampled tokens' log-probs). ``self_distill`` (``sdft``, ``sdpo``,
     ``opsd``) makes the student its own teacher given privileged context instead."""
 
-    group_size: Count = 4
-    loss: Annotated[str, registered("divergence", OPD_LOSSES)] = "full_vocab_rkl"
-    topk: int | None = Field(None, ge=1)
-    r_max: float = Field(1.0, gt=0)
-    alpha: float = Field(0.5, ge=0)
-    teachers: list[TeacherConfig] = Field(default_factory=list)
-    teacher_placement: Literal["local", "ray"] = "local"
-    self_distill: Literal[SELF_DISTILL] | None = None
-    eval_every: Every = 25
-    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=5)
+    group_size: Count = Field(4, description="student samples a prompt")
+    loss: Annotated[str, registered("divergence", OPD_LOSSES)] = Field(
+        "full_vocab_rkl",
+        description="full_vocab_rkl, or with the actor's policy loss opd_sampled, opd_clip, mopd")
+    topk: int | None = Field(
+        None, ge=1,
+        description="full_vocab_rkl over the student's top-k tokens plus a tail bucket (null: the "
+                    "vocabulary)")
+    r_max: float = Field(1.0, gt=0, description="opd_clip's advantage clip [-r_max, r_max]")
+    alpha: float = Field(0.5, ge=0, description="mopd's weight of the outcome advantage")
+    teachers: list[TeacherConfig] = Field(
+        default_factory=list, description="the teachers: path, device, domains, efforts, weight")
+    teacher_placement: Literal["local", "ray"] = Field(
+        "local", description="teachers in-process (local) or as Ray engine actors (ray)")
+    self_distill: Literal[SELF_DISTILL] | None = Field(
+        None,
+        description="the student as its own teacher with privileged context: sdft, sdpo, opsd")
+    eval_every: Every = Field(
+        25, description="held-out evaluation every this many steps and after the last (0: never)")
+    optim: OptimConfig = Field(OptimConfig(lr=1e-4, warmup_steps=5),
+                               description="the student's optimiser and learning-rate schedule")
 
     @model_validator(mode="after")
     def _consistent(self) -> OPDConfig:
@@ -114,7 +129,9 @@ class DivergenceConfig(NamedLoss):
 
     KIND: ClassVar[str] = "divergence"
     LABEL: ClassVar[str] = "divergence"
-    name: Annotated[str, registered("divergence", OFFLINE_DIVERGENCES)] = "forward_kl"
+    name: Annotated[str, registered("divergence", OFFLINE_DIVERGENCES)] = Field(
+        "forward_kl",
+        description="the divergence: forward_kl, reverse_kl, jsd, skew_fkl, skew_rkl, tvd, uld")
 
 
 class DistillConfig(StageConfig):
@@ -127,18 +144,31 @@ class DistillConfig(StageConfig):
     that many times the tokens' own negative log-likelihood (SFT's loss; ULD's paper pairs
     ``uld`` with it)."""
 
-    steps: Steps = 200
-    batch_size: Count = 32
-    data: str | None = None
-    num_examples: Count = 5000
-    teacher: str | None = None
-    teacher_device: Device = "auto"
-    logits: str | None = None
-    divergence: DivergenceConfig = DivergenceConfig()
-    lam: float = Field(0.0, ge=0, le=1)
-    max_new_tokens: Count = 32
-    ce_weight: float = Field(0.0, ge=0)
-    optim: OptimConfig = OptimConfig(lr=1e-3, warmup_steps=10)
+    steps: Steps = Field(200, description="optimiser steps of offline distillation")
+    batch_size: Count = Field(32, description="conversations a step")
+    data: str | None = Field(
+        None,
+        description="a conversation dataset, as sft.data (null: worked solutions generated from "
+                    "the task)")
+    num_examples: Count = Field(5000,
+                                description="conversations generated from the task (data null)")
+    teacher: str | None = Field(None,
+                                description="a live teacher's model directory (or set logits)")
+    teacher_device: Device = Field(
+        "auto", description="where the live teacher runs: auto, cpu, cuda, cuda:N")
+    logits: str | None = Field(
+        None, description="stored teacher logits from posttrain teacher-logits (or set teacher)")
+    divergence: DivergenceConfig = Field(
+        DivergenceConfig(), description="the divergence to the teacher and its hyperparameters")
+    lam: float = Field(
+        0.0, ge=0, le=1,
+        description="GKD: probability a conversation is replaced by the student's own answer, in "
+                    "[0, 1]")
+    max_new_tokens: Count = Field(32, description="most tokens of a GKD student answer")
+    ce_weight: float = Field(
+        0.0, ge=0, description="times the tokens' own negative log-likelihood added to the loss")
+    optim: OptimConfig = Field(OptimConfig(lr=1e-3, warmup_steps=10),
+                               description="the student's optimiser and learning-rate schedule")
 
     @model_validator(mode="after")
     def _gkd_needs_a_live_teacher(self) -> DistillConfig:

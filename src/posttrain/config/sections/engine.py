@@ -20,9 +20,11 @@ class EngineFamily(Member):
     routing (``trainer.routing_replay``)."""
 
     FAMILY: ClassVar[str] = "engine"
-    name: str
+    name: str = Field(
+        description="the engine: torch, vllm, sglang, or a section class by dotted path")
     RECORDS_ROUTING: ClassVar[bool] = False
-    sleep: bool = False
+    sleep: bool = Field(
+        False, description="free the engine's weights and cache during each synchronous RL update")
 
     def check(self, cfg) -> None:
         if self.sleep and ("rl" not in cfg.stages or cfg.rl.mode != "sync"
@@ -49,7 +51,9 @@ class ServingEngineFamily(EngineFamily):
     their share of the GPU, or the first engine to start would claim the memory the others
     (and a colocated trainer) need."""
 
-    gpu_memory_share: float | None = Field(None, gt=0, le=1)
+    gpu_memory_share: float | None = Field(
+        None, gt=0, le=1,
+        description="share of a GPU's memory the server takes, in (0, 1] (null: its default)")
 
     def check(self, cfg) -> None:
         share = cfg.dist.gpus_per_engine

@@ -21,10 +21,13 @@ class ActorAsGRM(Section):
     falls on the outcome's side of ``score_max / 2``, else 0 (no grade: 0). Every evaluation
     also has the policy grade the held-out episodes greedily: ``grading_accuracy``."""
 
-    share: float = Field(0.25, gt=0, le=1)
-    rubric: str = Field(GRADING_RUBRIC, min_length=1)
-    score_max: float = Field(10.0, gt=0)
-    max_new_tokens: int = Field(16, ge=1)
+    share: float = Field(
+        0.25, gt=0, le=1,
+        description="grading prompts a step, as a share of rl.prompts_per_step, in (0, 1]")
+    rubric: str = Field(GRADING_RUBRIC, min_length=1,
+                        description="the grading rubric of the score judge's prompt")
+    score_max: float = Field(10.0, gt=0, description="the top of the grading scale 0..score_max")
+    max_new_tokens: int = Field(16, ge=1, description="most tokens of a grade")
 
     def check(self, cfg) -> None:
         """Grading prompts need single-turn episodes with a verifiable outcome, in a

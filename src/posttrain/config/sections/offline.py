@@ -36,15 +36,27 @@ class SFTConfig(BatchStageConfig):
     ``rl.actor_as_grm``'s grading prompt for their answer, graded 0 or ``score_max`` at
     random (the form again, not the judgement)."""
 
-    steps: Steps = 500
-    batch_size: Count = 64
-    data: str | None = None
-    num_examples: Count = 20000
-    error_rate: float = Field(0.6, ge=0, le=1)
-    optim: OptimConfig = OptimConfig(lr=3e-3, warmup_steps=30)
-    pack_tokens: int | None = Field(None, ge=2)
-    confessions: float = Field(0.0, ge=0, le=1)
-    gradings: float = Field(0.0, ge=0, le=1)
+    steps: Steps = Field(500, description="optimiser steps of supervised fine-tuning")
+    batch_size: Count = Field(64, description="conversations a step")
+    data: str | None = Field(
+        None,
+        description="conversations: any file datasets reads (null: generated from the task)")
+    num_examples: Count = Field(20000,
+                                description="conversations generated from the task (data null)")
+    error_rate: float = Field(0.6, ge=0, le=1,
+                              description="share of generated answers that are flawed, in [0, 1]")
+    optim: OptimConfig = Field(OptimConfig(lr=3e-3, warmup_steps=30),
+                               description="the stage's optimiser and learning-rate schedule")
+    pack_tokens: int | None = Field(
+        None, ge=2,
+        description="pack a step's conversations into rows of at most this many tokens (null: one "
+                    "a row)")
+    confessions: float = Field(
+        0.0, ge=0, le=1,
+        description="share of generated conversations that end with a confession turn")
+    gradings: float = Field(
+        0.0, ge=0, le=1,
+        description="share of generated conversations that become a grading prompt")
 
     def check(self, cfg) -> None:
         if self.data is not None:
@@ -68,7 +80,10 @@ class PreferenceLossConfig(NamedLoss):
 
     KIND: ClassVar[str] = "preference"
     LABEL: ClassVar[str] = "preference loss"
-    name: Annotated[str, registered("preference", PREFERENCE_LOSSES)] = "dpo"
+    name: Annotated[str, registered("preference", PREFERENCE_LOSSES)] = Field(
+        "dpo",
+        description="the preference loss: dpo, ipo, simpo, orpo, cpo, r_dpo, kto; its "
+                    "hyperparameters are keys")
 
 
 class PairDataConfig(BatchStageConfig):
@@ -78,11 +93,16 @@ class PairDataConfig(BatchStageConfig):
     its held-out split."""
 
     KEY: ClassVar[str]  # the section's name in the config
-    data: str | None = None
-    num_pairs: Count = 4000
-    eval_pairs: Count = 200
-    steps: Steps = 200
-    eval_every: Every = 50
+    data: str | None = Field(
+        None,
+        description="a preference-pair dataset in TRL's forms (null: pairs generated from the "
+                    "task)")
+    num_pairs: Count = Field(4000, description="pairs generated from the task (data null)")
+    eval_pairs: Count = Field(
+        200, description="held-out pairs (of data: its last rows, at most a tenth)")
+    steps: Steps = Field(200, description="optimiser steps of the stage")
+    eval_every: Every = Field(
+        50, description="held-out accuracy every this many steps and after the last (0: never)")
 
     def check(self, cfg) -> None:
         if self.data is not None:
@@ -96,9 +116,13 @@ class PreferenceConfig(PairDataConfig):
     ``eval_every`` steps."""
 
     KEY: ClassVar[str] = "pref"
-    loss: PreferenceLossConfig = PreferenceLossConfig()
-    reference: Literal["precompute", "on_the_fly"] = "precompute"
-    optim: OptimConfig = OptimConfig(lr=1e-5, warmup_steps=10)
+    loss: PreferenceLossConfig = Field(PreferenceLossConfig(),
+                                       description="the preference loss and its hyperparameters")
+    reference: Literal["precompute", "on_the_fly"] = Field(
+        "precompute",
+        description="the reference's log-probs: precompute once, or on_the_fly each step")
+    optim: OptimConfig = Field(OptimConfig(lr=1e-5, warmup_steps=10),
+                               description="the stage's optimiser and learning-rate schedule")
 
     def check(self, cfg) -> None:
         super().check(cfg)
@@ -117,13 +141,15 @@ class PrototypesConfig(Section):
     fewer), the pulls ``lam_cent`` and ``lam_tr`` and the weights ``lam_q``, ``lam_s``,
     ``rho`` of ``z_t = a_j + lam_q W_q q_t + lam_s W_s v_H``."""
 
-    count: Count = 4
-    history: Count = 8
-    lam_cent: float = Field(5.0, ge=0)
-    lam_tr: float = Field(5.0, ge=0)
-    lam_q: float = Field(1.0, ge=0)
-    lam_s: float = Field(1.0, ge=0)
-    rho: float = Field(1.0, ge=0)
+    count: Count = Field(4, description="P-GenRM's prototypes")
+    history: Count = Field(8, description="a user's first train pairs that make up their history")
+    lam_cent: float = Field(5.0, ge=0,
+                            description="weight of the pull of users towards their prototype")
+    lam_tr: float = Field(5.0, ge=0,
+                          description="weight of the pull of prototypes towards their users")
+    lam_q: float = Field(1.0, ge=0, description="weight of the query term lam_q W_q q_t")
+    lam_s: float = Field(1.0, ge=0, description="weight of the history term lam_s W_s v_H")
+    rho: float = Field(1.0, ge=0, description="weight rho of the prototype loss")
 
 
 class RewardModelConfig(PairDataConfig):
@@ -134,9 +160,15 @@ class RewardModelConfig(PairDataConfig):
     held-out accuracy every ``eval_every`` steps."""
 
     KEY: ClassVar[str] = "rm"
-    loss: Literal["bradley_terry", "pairwise_classifier", "pgenrm_pair"] = "bradley_terry"
-    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=10)
-    prototypes: PrototypesConfig = PrototypesConfig()
+    loss: Literal["bradley_terry", "pairwise_classifier", "pgenrm_pair"] = Field(
+        "bradley_terry",
+        description="bradley_terry, pairwise_classifier, or pgenrm_pair (P-GenRM's user "
+                    "prototypes)")
+    optim: OptimConfig = Field(
+        OptimConfig(lr=1e-4, warmup_steps=10),
+        description="the reward model's optimiser and learning-rate schedule")
+    prototypes: PrototypesConfig = Field(
+        PrototypesConfig(), description="P-GenRM's prototype module (rm.loss=pgenrm_pair)")
 
     def check(self, cfg) -> None:
         super().check(cfg)

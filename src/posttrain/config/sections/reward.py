@@ -28,9 +28,14 @@ class RewardPart(Section):
     row's columns by name, and returns a number, a dict of numbers or None); ``key``: the entry
     of the function's dict this part takes (several parts may share one function)."""
 
-    verifier: str
-    weight: float = 1.0
-    key: str | None = None
+    verifier: str = Field(
+        description="what scores the part: a built-in verifier, env, judge, or a function by "
+                    "dotted path")
+    weight: float = Field(1.0, description="the part's weight in the summed reward")
+    key: str | None = Field(
+        None,
+        description="the entry of a reward function's returned dict this part takes (null: the "
+                    "number)")
 
     @field_validator("verifier")
     @classmethod
@@ -65,7 +70,9 @@ class JudgeFamily(Member):
 
     FAMILY: ClassVar[str] = "judge"
     KEY: ClassVar[str] = "kind"
-    kind: str
+    kind: str = Field(
+        description="the judge: score, comparison, pairwise_model, reward_model, pgenrm, "
+                    "prototypes, policy, function, or a dotted path")
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         """The judge (``rollout.wrappers.judged.Judge``): scores or None per episode; ``dtype``
@@ -77,9 +84,9 @@ class ServedJudge(JudgeFamily, ServedModel):
     """A chat model served from ``model`` or ``endpoint`` (``ServedModel``) judging by
     ``rubric`` in replies of at most ``max_new_tokens`` tokens."""
 
-    endpoint_model: str = "judge"
-    rubric: str = DEFAULT_RUBRIC
-    max_new_tokens: int = Field(64, ge=1)
+    endpoint_model: str = Field("judge", description="the model name sent to the endpoint")
+    rubric: str = Field(DEFAULT_RUBRIC, description="the grading instructions the judge is shown")
+    max_new_tokens: int = Field(64, ge=1, description="most tokens in the judge's reply")
 
     @model_validator(mode="after")
     def _served_once(self) -> ServedJudge:
@@ -91,8 +98,11 @@ class LocalJudge(JudgeFamily):
     """A local scalar-head model (``model``, a directory) on ``device`` (``auto``: the first
     CUDA device if any, else the CPU)."""
 
-    model: str
-    device: Device = "auto"
+    model: str = Field(
+        description="the scalar-head model's directory (from posttrain reward-model)")
+    device: Device = Field(
+        "auto",
+        description="where it runs: auto (a CUDA device if any, else the CPU), cpu, cuda[:N]")
 
 
 Judge = chosen(JudgeFamily, "score")  # the member ``kind`` selects
@@ -112,9 +122,11 @@ class ConfessionConfig(Section):
     own group-normalised advantage goes to its tokens only, the task's to the answer's
     (Joglekar et al., OpenAI 2025, arXiv 2512.08093; docs/confessions.md)."""
 
-    prompt: str = Field(CONFESSION_PROMPT, min_length=1)
-    max_new_tokens: int = Field(32, ge=1)
-    judge: Judge
+    prompt: str = Field(
+        CONFESSION_PROMPT, min_length=1,
+        description="the system message after the last turn that asks the policy to confess")
+    max_new_tokens: int = Field(32, ge=1, description="most tokens of a confession")
+    judge: Judge = Field(description="scores each confession: a judge of kind function or score")
 
 
 class RewardSynthesis(Section):
@@ -123,8 +135,12 @@ class RewardSynthesis(Section):
     of the function's inputs (``test_rewards``, ``solution_scores``, ``behaviour_scores``) to
     a reward part."""
 
-    name: Literal[SYNTHESES] = "grs"
-    inputs: dict[str, str]
+    name: Literal[SYNTHESES] = Field(
+        "grs",
+        description="the catalogue function that combines the parts: grs (R_test S_sol S_beh)")
+    inputs: dict[str, str] = Field(
+        description="the function's inputs (test_rewards, solution_scores, behaviour_scores) -> "
+                    "parts")
 
     @model_validator(mode="after")
     def _inputs_are_the_functions(self) -> RewardSynthesis:
@@ -142,14 +158,31 @@ class RewardConfig(Section):
     ``verifier: judge`` is scored by ``judges[<part>]`` after the rollout; ``curio`` adds
     CURIO's intrinsic reward as the part ``curio``."""
 
-    parts: dict[str, RewardPart] = Field(default_factory=_default_parts, min_length=1)
-    accuracy_part: str = "correct"
-    timeout_s: float = Field(30.0, gt=0)
-    shaping: list[ShapingRule] = Field(default_factory=list)
-    judges: dict[str, Judge] = Field(default_factory=dict)
-    synthesis: RewardSynthesis | None = None
-    curio: CurioConfig | None = None
-    confession: ConfessionConfig | None = None
+    parts: dict[str, RewardPart] = Field(
+        default_factory=_default_parts, min_length=1,
+        description="the named reward parts, each scored by its verifier and weighted")
+    accuracy_part: str = Field("correct", description="the part reported as accuracy (1: correct)")
+    timeout_s: float = Field(
+        30.0, gt=0,
+        description="seconds a reward function's batch may take before its parts go missing")
+    shaping: list[ShapingRule] = Field(
+        default_factory=list,
+        description="shaping rules applied in order to the summed reward (rl stage)")
+    judges: dict[str, Judge] = Field(
+        default_factory=dict,
+        description="the judge of each part with verifier judge, by part name")
+    synthesis: RewardSynthesis | None = Field(
+        None,
+        description="the reward as a function of the parts instead of their weighted sum (null: "
+                    "sum)")
+    curio: CurioConfig | None = Field(
+        None,
+        description="CURIO's per-user-turn intrinsic reward as the part curio (null: off; "
+                    "docs/curio.md)")
+    confession: ConfessionConfig | None = Field(
+        None,
+        description="after every episode the policy confesses, judged apart (null: off; "
+                    "docs/confessions.md)")
 
     @model_validator(mode="after")
     def _curio_part(self) -> RewardConfig:

@@ -30,11 +30,15 @@ class EvalConfig(SamplingConfig):
     standard errors; ``group_by`` columns of the dataset rows (or task attributes such as
     ``domain``) split the accuracy by value."""
 
-    num_problems: Count = 200
-    temperature: float = Field(0.0, ge=0)
-    samples: Count = 1
-    ks: list[Annotated[int, Field(ge=1)]] | None = None
-    group_by: list[str] = Field(default_factory=list)
+    num_problems: Count = Field(200, description="held-out problems evaluated")
+    temperature: float = Field(0.0, ge=0,
+                               description="sampling temperature of evaluation (0: greedy)")
+    samples: Count = Field(1, description="samples a problem (more than 1 needs temperature > 0)")
+    ks: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="the k of pass@k and maj@k (null: 1 and samples)")
+    group_by: list[str] = Field(
+        default_factory=list,
+        description="dataset columns or task attributes that split the accuracy by value")
 
     @model_validator(mode="after")
     def _samples(self) -> EvalConfig:
@@ -60,9 +64,15 @@ class SyncConfig(Section):
     ``trainer.precision``, ``SYNC_TOLERANCE``, which a run's config fills in; fp32's for a
     ``SyncConfig`` of its own) the run stops."""
 
-    timeout_s: float = Field(120.0, gt=0)
-    probes: int = Field(4, ge=0)
-    tolerance: float | None = Field(None, gt=0)
+    timeout_s: float = Field(120.0, gt=0,
+                             description="seconds a weight sync may take before the run stops")
+    probes: int = Field(
+        4, ge=0,
+        description="sequences of the step's rollouts both sides score after a sync (0: none)")
+    tolerance: float | None = Field(
+        None, gt=0,
+        description="most mean |trainer - engine| log-prob of the probes (null: by "
+                    "trainer.precision)")
 
 
 class AsyncConfig(Section):
@@ -79,13 +89,22 @@ class AsyncConfig(Section):
     ``max_inflight_per_group`` samples of a group at once (null: all), and a finished group is
     held back while more than ``max_overtake`` older groups are unfinished (null: never)."""
 
-    max_staleness: int = Field(1, ge=0)
-    stale: Literal["mask", "drop"] = "mask"
-    capacity: int | None = Field(None, ge=1)
-    chunk_tokens: int | None = Field(None, ge=1)
-    partial_rollout: bool = False
-    max_inflight_per_group: int | None = Field(None, ge=1)
-    max_overtake: int | None = Field(None, ge=0)
+    max_staleness: int = Field(1, ge=0,
+                               description="policy versions a trained-on token may lag the trainer")
+    stale: Literal["mask", "drop"] = Field(
+        "mask",
+        description="tokens staler than max_staleness: mask them, or drop and replace their groups")
+    capacity: int | None = Field(
+        None, ge=1, description="samples the rollout thread generates at once (null: one step's)")
+    chunk_tokens: int | None = Field(
+        None, ge=1, description="tokens generated at a time (null: whole completions)")
+    partial_rollout: bool = Field(
+        False, description="at a weight update, resume in-flight samples under the new weights")
+    max_inflight_per_group: int | None = Field(
+        None, ge=1, description="most samples of a group generated at once (null: all)")
+    max_overtake: int | None = Field(
+        None, ge=0,
+        description="hold a finished group while more older groups are unfinished (null: never)")
 
 
 # the judge kinds that give a score per response
@@ -98,8 +117,12 @@ class RMWinRateMonitor(Section):
     the run's only such part) scores above the reference model's (the stage's starting
     policy), ties half; above ``warn_above`` the run warns of reward-model over-optimisation."""
 
-    part: str | None = None
-    warn_above: float = Field(0.65, gt=0.5, lt=1)
+    part: str | None = Field(
+        None,
+        description="the judged part whose scores are compared (null: the run's only such part)")
+    warn_above: float = Field(
+        0.65, gt=0.5, lt=1,
+        description="warn of reward-model over-optimisation above this win rate, in (0.5, 1)")
 
     def part_of(self, cfg) -> str:
         """The judged part the monitor reads (config errors when there is none to read)."""
@@ -131,18 +154,35 @@ class RLConfig(SampledStageConfig):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True,
                               serialize_by_alias=True)
 
-    steps: Steps = 60
-    epochs: Count = 1
-    mini_batches: Count = 1
-    mismatch_tolerance: float = Field(0.05, gt=0)
-    save_episodes: bool = False
-    token_stats: int = Field(4, ge=0)
-    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
-    sync: SyncConfig = SyncConfig()
-    mode: Literal["sync", "async"] = "sync"
-    async_: AsyncConfig = Field(AsyncConfig(), alias="async")
-    rm_win_rate_monitor: RMWinRateMonitor | None = None
-    actor_as_grm: ActorAsGRM | None = None
+    steps: Steps = Field(
+        60, description="rollout steps of the stage, each epochs x mini_batches optimiser steps")
+    epochs: Count = Field(1, description="passes over each step's rollouts (PPO's mu)")
+    mini_batches: Count = Field(
+        1, description="optimiser steps a pass splits the step's rollouts into")
+    mismatch_tolerance: float = Field(
+        0.05, gt=0,
+        description="most mean |engine - trainer| log-prob of sampled tokens (sync mode)")
+    save_episodes: bool = Field(
+        False, description="append every step's episodes to episodes.jsonl in the run directory")
+    token_stats: int = Field(
+        4, ge=0,
+        description="saved episodes a step that carry each token's advantage, log-prob, entropy")
+    optim: OptimConfig = Field(OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant"),
+                               description="the policy's optimiser and learning-rate schedule")
+    sync: SyncConfig = Field(SyncConfig(),
+                             description="verification of every weight sync to the engines")
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync (sample, then train) or async (sampling overlaps training; "
+                    "docs/async.md)")
+    async_: AsyncConfig = Field(
+        AsyncConfig(), alias="async",
+        description="asynchronous RL's pacing, staleness and chunking (rl.mode=async)")
+    rm_win_rate_monitor: RMWinRateMonitor | None = Field(
+        None,
+        description="the policy's win rate over the starting policy under a judge (null: off)")
+    actor_as_grm: ActorAsGRM | None = Field(
+        None, description="the policy grades episodes as a generative reward model (null: off)")
 
     @model_validator(mode="after")
     def _async_options_act(self) -> RLConfig:
@@ -210,9 +250,12 @@ class DynamicSamplingConfig(Section):
     trains on the other groups; ``resample`` draws fresh prompts (at most ``max_rounds`` extra
     rounds) until ``rl.prompts_per_step`` groups carry signal."""
 
-    enabled: bool = False
-    mode: Literal["drop", "resample"] = "resample"
-    max_rounds: int = Field(3, ge=1)
+    enabled: bool = Field(
+        False, description="drop groups whose rewards are all equal (DAPO dynamic sampling)")
+    mode: Literal["drop", "resample"] = Field(
+        "resample",
+        description="drop: train on the others; resample: draw fresh prompts to refill the step")
+    max_rounds: int = Field(3, ge=1, description="most extra rounds of resampling a step")
 
     def check(self, cfg) -> None:
         """Synchronous RL reads ``mode`` with ``enabled`` and ``max_rounds`` with
@@ -239,12 +282,21 @@ class BehaviourRegConfig(Section):
     longer than ``l_thr`` trainable tokens loses ``c_long`` while its group's success rate is at
     least ``s_min``."""
 
-    k_err: float = Field(gt=1)
-    up: float = Field(0.0, ge=0)
-    down: float = Field(0.0, ge=0, le=1)
-    c_long: float | None = Field(None, ge=0)
-    l_thr: int | None = Field(None, ge=0)
-    s_min: float | None = Field(None, ge=0, le=1)
+    k_err: float = Field(gt=1,
+                         description="times the blame on tokens of malformed tool calls (> 1)")
+    up: float = Field(0.0, ge=0, description="other tokens' positive advantages scale by 1 + up")
+    down: float = Field(
+        0.0, ge=0, le=1,
+        description="other tokens' negative advantages scale by 1 - down, in [0, 1]")
+    c_long: float | None = Field(
+        None, ge=0,
+        description="reward lost by a long success (the long_success_penalty rule; null: off)")
+    l_thr: int | None = Field(None, ge=0,
+                              description="trainable tokens above which a success is long")
+    s_min: float | None = Field(
+        None, ge=0, le=1,
+        description="the group success rate at or above which long successes are penalised, in "
+                    "[0, 1]")
 
     @model_validator(mode="after")
     def _reward_rule_whole(self) -> BehaviourRegConfig:
@@ -268,8 +320,10 @@ class TacoConfig(Section):
     """``taco`` (docs/algorithms.md): positive advantages of tail tokens (``pi_old(y_t) <
     alpha exp(-H_t)``) shrink by up to ``lam``. The source gives no values: both are set."""
 
-    alpha: float = Field(gt=0)
-    lam: float = Field(ge=0, le=1)
+    alpha: float = Field(gt=0, description="tail tokens: pi_old(y_t) < alpha exp(-H_t) (> 0)")
+    lam: float = Field(
+        ge=0, le=1,
+        description="how much tail tokens' positive advantages shrink, at most, in [0, 1]")
 
 
 class TopEntropyConfig(Section):
@@ -277,7 +331,9 @@ class TopEntropyConfig(Section):
     of a step's tokens (the rollout policy's entropy) keeps its advantage; the paper keeps
     20 %."""
 
-    rho: float = Field(0.2, gt=0, le=1)
+    rho: float = Field(
+        0.2, gt=0, le=1,
+        description="the share of a step's tokens, highest entropy first, that keeps its advantage")
 
 
 # estimator options and the estimators they act on
@@ -304,20 +360,35 @@ class AlgoConfig(Section):
     policy's entropies); ``top_entropy`` keeps only the highest-entropy tokens' (the same
     pass); ``behaviour_reg`` those of agent episodes' malformed tool calls."""
 
-    adv_estimator: Annotated[str, registered("advantage", ADV_ESTIMATORS)] = "grpo"
-    gamma: float | None = Field(None, gt=0, le=1)
-    lam: float | None = Field(None, ge=0, le=1)
-    omega: float | None = Field(None, ge=0)
-    conflict_filter: Literal["hard", "snr"] | None = None
-    tau: float | None = Field(None, ge=0, le=1)
-    query_weight: bool | None = None
-    quality_part: str | None = None
-    kl: KLConfig = KLConfig()
-    offpolicy: OffPolicyConfig = OffPolicyConfig()
-    dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
-    taco: TacoConfig | None = None
-    top_entropy: TopEntropyConfig | None = None
-    behaviour_reg: BehaviourRegConfig | None = None
+    adv_estimator: Annotated[str, registered("advantage", ADV_ESTIMATORS)] = Field(
+        "grpo",
+        description="the advantage estimator (grpo, rloo, gae, gigpo, ...; docs/estimators.md)")
+    gamma: float | None = Field(
+        None, gt=0, le=1,
+        description="discount of gae, gigpo, reinforce_plus_plus (null: the estimator's default)")
+    lam: float | None = Field(None, ge=0, le=1, description="gae's lambda, in [0, 1] (null: 0.95)")
+    omega: float | None = Field(
+        None, ge=0, description="gigpo's weight of the step-level advantage (null: 1.0)")
+    conflict_filter: Literal["hard", "snr"] | None = Field(
+        None, description="gd2po's conflict filter: hard or snr (null: hard)")
+    tau: float | None = Field(None, ge=0, le=1,
+                              description="gd2po's snr threshold, in [0, 1] (null: 0.8)")
+    query_weight: bool | None = Field(None, description="gd2po's per-query weighting (null: true)")
+    quality_part: str | None = Field(
+        None, description="gar's reward part (weight 0) grading a passing sample's quality")
+    kl: KLConfig = Field(KLConfig(), description="the KL penalty to the frozen reference")
+    offpolicy: OffPolicyConfig = Field(
+        OffPolicyConfig(),
+        description="train/inference mismatch corrections and masks of drifted tokens")
+    dynamic_sampling: DynamicSamplingConfig = Field(
+        DynamicSamplingConfig(), description="drop or refill groups without reward spread")
+    taco: TacoConfig | None = Field(
+        None, description="shrink tail tokens' positive advantages (null: off)")
+    top_entropy: TopEntropyConfig | None = Field(
+        None, description="only the highest-entropy tokens keep their advantages (null: off)")
+    behaviour_reg: BehaviourRegConfig | None = Field(
+        None,
+        description="reweight agent episodes' advantages around malformed tool calls (null: off)")
 
     def _set_options(self) -> list[str]:
         return [k for k in ESTIMATOR_OPTIONS if getattr(self, k) is not None]
@@ -401,7 +472,8 @@ class ShapingRule(Section):
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
-    name: Annotated[str, registered("shaping", SHAPING_RULES)]
+    name: Annotated[str, registered("shaping", SHAPING_RULES)] = Field(
+        description="the shaping rule; its hyperparameters are the other keys")
 
     def options(self) -> dict[str, Any]:
         return dict(self.model_extra or {})

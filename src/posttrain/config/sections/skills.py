@@ -44,10 +44,15 @@ class SkillTeacherConfig(FunctionOrServed):
 
     WHAT: ClassVar[str] = "skill teacher"
     PROMPTS: ClassVar[tuple[str, ...]] = ("skill_prompt", "lesson_prompt")
-    function: Annotated[str, extension("skill_teacher")] | None = None
-    skill_prompt: str = SKILL_PROMPT
-    lesson_prompt: str = LESSON_PROMPT
-    endpoint_model: str = "teacher"
+    function: Annotated[str, extension("skill_teacher")] | None = Field(
+        None, description="f(trajectory, reference, success) by dotted path (or a served model)")
+    skill_prompt: str = Field(
+        SKILL_PROMPT,
+        description="what a served teacher is asked for a successful episode; {trajectory}")
+    lesson_prompt: str = Field(
+        LESSON_PROMPT,
+        description="what a served teacher is asked for a failed episode; {trajectory}")
+    endpoint_model: str = Field("teacher", description="the model name sent to the endpoint")
 
     @model_validator(mode="after")
     def _prompt_fields(self) -> SkillTeacherConfig:
@@ -65,15 +70,25 @@ class SkillsConfig(Section):
     after every ``evolve_every``-th step whose accuracy is below ``evolve_below``, up to
     ``per_round`` failed episodes become lessons and as many successful ones skills."""
 
-    dir: str | None = None
-    lam: float = Field(0.5, ge=0, le=1)
-    threshold: float = 0.3
-    top_k: int = Field(3, ge=0)
-    tools: bool = True
-    teacher: SkillTeacherConfig | None = None
-    evolve_every: int = Field(1, ge=1)
-    per_round: int = Field(2, ge=1)
-    evolve_below: float = Field(1.0, ge=0, le=1)
+    dir: str | None = Field(
+        None,
+        description="the skill bank: a directory of skill directories (null: the teacher writes "
+                    "one)")
+    lam: float = Field(
+        0.5, ge=0, le=1,
+        description="retrieval relevance: lam * cosine + (1 - lam) * BM25, in [0, 1]")
+    threshold: float = Field(0.3, description="the least relevance a retrieved skill has")
+    top_k: int = Field(3, ge=0, description="most skills retrieved a task besides the general ones")
+    tools: bool = Field(True, description="add read_skill and run_skill_script to the agent loop")
+    teacher: SkillTeacherConfig | None = Field(
+        None, description="SkillRL's teacher that evolves the bank during RL (null: fixed bank)")
+    evolve_every: int = Field(1, ge=1,
+                              description="evolve the bank after every this-many-th RL step")
+    per_round: int = Field(2, ge=1,
+                           description="most lessons, and as many skills, written each time")
+    evolve_below: float = Field(
+        1.0, ge=0, le=1,
+        description="evolve only after a step whose accuracy is below this, in [0, 1]")
 
     @field_validator("dir")
     @classmethod

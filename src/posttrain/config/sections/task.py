@@ -42,9 +42,12 @@ class DifficultyPool(Section):
     """One pool of ``task.curriculum``: the tasks whose latest pass rate is at most
     ``threshold`` (and above the previous pool's), drawn with ``weight`` each."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    threshold: float = Field(ge=0, le=1)
-    weight: float = Field(ge=0)
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="the pool's name in metrics")
+    threshold: float = Field(
+        ge=0, le=1,
+        description="tasks whose latest pass rate is at most this (above the previous pool's), in "
+                    "[0, 1]")
+    weight: float = Field(ge=0, description="the weight a task of this pool is drawn with (>= 0)")
 
 
 DEFAULT_POOLS = [DifficultyPool(name="hard", threshold=0.25, weight=0.2),
@@ -58,10 +61,12 @@ class CurriculumConfig(Section):
     tasks drawn once) is drawn with its difficulty pool's ``weight`` by its latest pass rate,
     ``unseen_weight`` before it is first sampled. The state is part of the checkpoint."""
 
-    pools: list[DifficultyPool] = Field(default_factory=lambda: list(DEFAULT_POOLS),
-                                        min_length=1)
-    unseen_weight: float = Field(1.0, ge=0)
-    pool_size: int = Field(1024, ge=1)
+    pools: list[DifficultyPool] = Field(default_factory=lambda: list(DEFAULT_POOLS), min_length=1,
+                                        description="difficulty pools by increasing threshold")
+    unseen_weight: float = Field(1.0, ge=0,
+                                 description="the weight of a task not yet sampled (>= 0)")
+    pool_size: int = Field(1024, ge=1,
+                           description="tasks drawn once into the curriculum's pool (>= 1)")
 
     @model_validator(mode="after")
     def _ordered_pools(self) -> CurriculumConfig:
@@ -92,7 +97,9 @@ class TaskFamily(Member):
     pairs can be generated from it) and ``ROW_TOOLS`` (a dataset row may bring its own tools)."""
 
     FAMILY: ClassVar[str] = "task"
-    name: str
+    name: str = Field(
+        description="the task family: a built-in member or a dotted path (your task source or "
+                    "section)")
     SINGLE_TURN: ClassVar[bool] = False
     SCORED_PARTS: ClassVar[tuple[str, ...]] = ()
     PARTS_FROM_ENV: ClassVar[bool] = False
@@ -100,11 +107,18 @@ class TaskFamily(Member):
     PAIRS: ClassVar[bool] = False
     ROW_TOOLS: ClassVar[bool] = False
 
-    rollout: Annotated[str, extension("rollout")] | None = None
-    env: Annotated[str, environment()] | None = None
-    eval_fraction: float = Field(0.1, gt=0, lt=1)
-    efforts: list[int] | None = None
-    curriculum: CurriculumConfig | None = None
+    rollout: Annotated[str, extension("rollout")] | None = Field(
+        None,
+        description="a rollout function by dotted path that plays and scores the episodes instead")
+    env: Annotated[str, environment()] | None = Field(
+        None, description="an environment class by dotted path that every episode plays against")
+    eval_fraction: float = Field(
+        0.1, gt=0, lt=1, description="share of the problems held out for evaluation, in (0, 1)")
+    efforts: list[int] | None = Field(
+        None,
+        description="reasoning-effort levels in 1..100, each prompt's system line (null: none)")
+    curriculum: CurriculumConfig | None = Field(
+        None, description="draw the RL stage's tasks by their latest pass rate (null: uniformly)")
 
     @field_validator("efforts")
     @classmethod
@@ -148,7 +162,8 @@ class TaskSourceConfig(TaskFamily):
 
     SINGLE_TURN: ClassVar[bool] = True
     GENERATED: ClassVar[bool] = False
-    name: Annotated[str, extension("tasks")]
+    name: Annotated[str, extension("tasks")] = Field(
+        description="your task source by dotted path, called as make(seed, eval_fraction)")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         return TaskParts(load_extension("tasks", self.name)(seed, self.eval_fraction))

@@ -30,10 +30,17 @@ class PolicyLossConfig(NamedLoss):
 
     KIND: ClassVar[str] = "policy_loss"
     LABEL: ClassVar[str] = "policy loss"
-    name: Annotated[str, registered("policy_loss", ACTOR_LOSSES)] = "ppo_clip"
-    eps_low: float | None = Field(None, ge=0, lt=1)
-    eps_high: float | None = Field(None, ge=0)
-    dual_clip: float | None = Field(None, gt=1)
+    name: Annotated[str, registered("policy_loss", ACTOR_LOSSES)] = Field(
+        "ppo_clip",
+        description="the policy loss (ppo_clip, gspo, cispo, ...); its other hyperparameters are "
+                    "keys")
+    eps_low: float | None = Field(
+        None, ge=0, lt=1,
+        description="the clip range below the ratio 1, in [0, 1) (null: the loss's default)")
+    eps_high: float | None = Field(
+        None, ge=0, description="the clip range above the ratio 1 (null: the loss's default)")
+    dual_clip: float | None = Field(
+        None, gt=1, description="dual-clip bound on negative advantages' ratio, > 1 (null: off)")
 
 
 class KLConfig(Section):
@@ -42,11 +49,16 @@ class KLConfig(Section):
     advantages. ``coef > 0`` loads the reference model. ``adaptive``: after each step the
     coefficient halves or doubles to keep the measured KL near ``target``."""
 
-    estimator: Annotated[str, registered("kl")] = "k3"
-    coef: float = Field(0.0, ge=0)
-    placement: Literal["in_loss", "in_reward"] = "in_loss"
-    controller: Literal["fixed", "adaptive"] = "fixed"
-    target: float | None = Field(None, gt=0)
+    estimator: Annotated[str, registered("kl")] = Field(
+        "k3", description="the KL estimator: k1, k2, k3, is_k3")
+    coef: float = Field(0.0, ge=0,
+                        description="the KL coefficient (0: no KL term, no reference model)")
+    placement: Literal["in_loss", "in_reward"] = Field(
+        "in_loss",
+        description="in_loss (added to the loss) or in_reward (subtracted from the reward)")
+    controller: Literal["fixed", "adaptive"] = Field(
+        "fixed", description="fixed coefficient, or adaptive (steers the measured KL to target)")
+    target: float | None = Field(None, gt=0, description="the KL the adaptive controller aims at")
 
     def check(self, cfg) -> None:
         if self.coef == 0:
@@ -77,11 +89,21 @@ class OffPolicyConfig(Section):
     two-way Bernoulli KL exceeds it (KPop). Bounds the user set (``model_fields_set``) are
     kept; unset or null ones follow ``correction``."""
 
-    correction: Annotated[str, registered("offpolicy", MISMATCH_WEIGHTS)] | None = None
-    bounds: tuple[float, float] | None = None
-    opsm_delta: float | None = Field(None, ge=0)
-    m2po_tau: float | None = Field(None, gt=0)
-    kpop_phi: float | None = Field(None, gt=0)
+    correction: Annotated[str, registered("offpolicy", MISMATCH_WEIGHTS)] | None = Field(
+        None,
+        description="importance weight on old - behaviour log-probs: tis_token, tis_seq, "
+                    "mis_token, mis_seq (null: none)")
+    bounds: tuple[float, float] | None = Field(
+        None, description="the correction's truncation or mask bounds (null: its defaults)")
+    opsm_delta: float | None = Field(
+        None, ge=0,
+        description="drop negative-advantage sequences that drifted more than this (null: off)")
+    m2po_tau: float | None = Field(
+        None, gt=0,
+        description="mask the most drifted tokens until the second moment is below this (null: "
+                    "off)")
+    kpop_phi: float | None = Field(
+        None, gt=0, description="mask tokens whose two-way Bernoulli KL exceeds this (null: off)")
 
     @model_validator(mode="after")
     def _bounds(self) -> OffPolicyConfig:
@@ -103,10 +125,13 @@ class EntropyBonusConfig(Section):
     """``L -= alpha agg(H)``: a fixed ``coef``, or ``adaptive`` (Skywork-OR1): alpha rises by
     ``delta`` on each step whose previous-step entropy was below ``target``."""
 
-    coef: float = Field(0.0, ge=0)
-    adaptive: bool = False
-    target: float = Field(0.2, gt=0)
-    delta: float = Field(0.005, gt=0)
+    coef: float = Field(0.0, ge=0,
+                        description="the fixed entropy-bonus coefficient alpha (0: none)")
+    adaptive: bool = Field(
+        False,
+        description="raise alpha by delta on each step whose previous entropy was below target")
+    target: float = Field(0.2, gt=0, description="the entropy below which the adaptive bonus rises")
+    delta: float = Field(0.005, gt=0, description="the adaptive bonus's increase a step")
 
     def check(self, cfg) -> None:
         if self.adaptive:
@@ -122,10 +147,16 @@ class ActorConfig(Section):
     ``router_aux_coef`` (mixture-of-experts models): that many times the Switch Transformer
     load-balancing loss of the routers over the step's tokens is added."""
 
-    policy_loss: PolicyLossConfig = PolicyLossConfig()
-    loss_agg_mode: Annotated[str, registered("aggregation")] = "token_mean"
-    entropy_bonus: EntropyBonusConfig = EntropyBonusConfig()
-    router_aux_coef: float = Field(0.0, ge=0)
+    policy_loss: PolicyLossConfig = Field(PolicyLossConfig(),
+                                          description="the policy loss and its hyperparameters")
+    loss_agg_mode: Annotated[str, registered("aggregation")] = Field(
+        "token_mean",
+        description="how token losses aggregate: token_mean, seq_mean_token_mean, ...")
+    entropy_bonus: EntropyBonusConfig = Field(
+        EntropyBonusConfig(), description="an entropy bonus subtracted from the loss")
+    router_aux_coef: float = Field(
+        0.0, ge=0,
+        description="times the routers' load-balancing loss added (mixture-of-experts models)")
 
     def check(self, cfg) -> None:
         """What the covariance losses need of the update: ``kl_cov``'s penalty ``|log pi -
@@ -160,9 +191,11 @@ class CriticConfig(Section):
     """PPO's value model (``algo.adv_estimator=gae``): the policy's backbone with a fresh scalar
     head, trained on GAE returns with ``value_clip`` and its own optimiser."""
 
-    enabled: bool = False
-    cliprange_value: float = Field(0.2, gt=0)
-    optim: OptimConfig = OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant")
+    enabled: bool = Field(False, description="train a value model (with algo.adv_estimator=gae)")
+    cliprange_value: float = Field(0.2, gt=0,
+                                   description="the value clip range of the critic's loss")
+    optim: OptimConfig = Field(OptimConfig(lr=1e-4, warmup_steps=0, schedule="constant"),
+                               description="the critic's optimiser and learning-rate schedule")
 
     def check(self, cfg) -> None:
         if not self.enabled:
@@ -176,18 +209,19 @@ class MTPConfig(Section):
     (``lr``, ``weight_decay``); the model gets no gradient from it. Saved beside each stage's
     model and in checkpoints; speculative decoding drafts with it (``engine.draft_tokens``)."""
 
-    lr: float = Field(1e-3, gt=0, le=1)
-    weight_decay: float = Field(0.0, ge=0)
+    lr: float = Field(1e-3, gt=0, le=1, description="the MTP head's AdamW learning rate, in (0, 1]")
+    weight_decay: float = Field(0.0, ge=0, description="the MTP head's AdamW weight decay")
 
 
 class LoraConfig(Section):
     """LoRA adapters (through ``peft``) of rank ``r`` and scale ``alpha / r`` on the
     ``target_modules`` linear layers; the base weights stay frozen."""
 
-    r: int = Field(8, ge=1)
-    alpha: float = Field(16.0, gt=0)
-    dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1)
+    r: int = Field(8, ge=1, description="the adapters' rank")
+    alpha: float = Field(16.0, gt=0, description="the adapters' scale is alpha / r")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapters' input, in [0, 1)")
+    target_modules: list[str] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1,
+                                      description="the linear layers that get adapters")
 
 
 class TrainerConfig(Section):
@@ -210,18 +244,34 @@ class TrainerConfig(Section):
     records the experts of every token it processes and the trainer scores each token through
     them (R3), so a near tie that rounding tips differently does not move a log-prob."""
 
-    device: Device = "auto"
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    routing_replay: bool = False
-    micro_batch_size: int = Field(64, ge=1)
-    logprob_chunk_size: int = Field(1024, ge=1)
-    max_bad_steps: int = Field(3, ge=0)
-    share_prefix: bool = True
-    shard: bool = False
-    offload: bool = False
-    gradient_checkpointing: bool = False
-    lora: LoraConfig | None = None
-    mtp: MTPConfig | None = None
+    device: Device = Field(
+        "auto", description="where the policy, reference and critic train: auto, cpu, cuda, cuda:N")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="the compute dtype: fp32, bf16, fp16 (CUDA; fp32 master weights)")
+    routing_replay: bool = Field(
+        False, description="score each token through the experts the engine routed it to (MoE)")
+    micro_batch_size: int = Field(
+        64, ge=1,
+        description="rows a forward and backward pass; gradients accumulate over micro-batches")
+    logprob_chunk_size: int = Field(
+        1024, ge=1, description="token positions projected to the vocabulary at a time")
+    max_bad_steps: int = Field(
+        3, ge=0, description="non-finite steps in a row that are skipped before the run stops")
+    share_prefix: bool = Field(True,
+                               description="encode a prompt shared by rows of a micro-batch once")
+    shard: bool = Field(
+        False,
+        description="shard parameters, gradients and optimiser state with FSDP2 over trainer "
+                    "processes")
+    offload: bool = Field(
+        False,
+        description="keep the shards in CPU memory and step the optimiser there (with shard)")
+    gradient_checkpointing: bool = Field(
+        False, description="recompute each decoder layer in the backward pass (less memory)")
+    lora: LoraConfig | None = Field(None,
+                                    description="train LoRA adapters only (null: full fine-tuning)")
+    mtp: MTPConfig | None = Field(
+        None, description="a multi-token-prediction head learning beside the model (null: none)")
 
     @property
     def compute_dtype(self) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import Field
+
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.libraries.bridge import LibraryAgent, LibraryTasks
 
@@ -19,7 +21,8 @@ class LibraryFamily(TaskFamily):
     GENERATED: ClassVar[bool] = False
     PARTS_FROM_ENV: ClassVar[bool] = True
     RUNNER: ClassVar[str]
-    python: str | None = None
+    python: str | None = Field(
+        None, description="the Python interpreter that runs the library (null: this one)")
 
     def check(self, cfg) -> None:
         super().check(cfg)

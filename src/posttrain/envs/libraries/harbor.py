@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 import tomllib
+from pydantic import Field
 
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
@@ -347,7 +348,7 @@ class HarborConfig(TaskFamily):
     part ``harbor``, verifier ``env``). Needs user namespaces (docs/agents.md, Sandbox)."""
 
     SCORED_PARTS: ClassVar[tuple[str, ...]] = (PART,)
-    dir: str
+    dir: str = Field(description="a Harbor task folder, or a folder of them")
 
     def build(self, seed: int, models: Models) -> TaskParts:
         tasks = HarborTasks(self.dir, self.eval_fraction)

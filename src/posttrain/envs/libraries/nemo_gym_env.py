@@ -23,9 +23,9 @@ class ModelEndpoint(BaseModel):
     """A model server an environment's configs call besides the policy (a judge)."""
 
     model_config = ConfigDict(extra="forbid")
-    base_url: str = Field(min_length=1)
-    api_key: str = "none"
-    model: str = Field(min_length=1)
+    base_url: str = Field(min_length=1, description="the server's OpenAI-compatible base URL")
+    api_key: str = Field("none", description="the server's API key")
+    model: str = Field(min_length=1, description="the model name sent to the server")
 
 
 @member("task", "nemo_gym")
@@ -40,15 +40,31 @@ agent's config leaves them unlimited (None: as it says). Run by ``python`` (a Py
     nemo-gym). The reward parts: ``reward``, or the names of its ``reward_components``."""
 
     RUNNER: ClassVar[str] = "nemo_gym_runner.py"
-    environment: str = Field(min_length=1)
-    paths: list[str] = Field(default_factory=list)
-    data: list[str] = Field(default_factory=list)
-    eval_data: list[str] = Field(default_factory=list)
-    agent_name: str | None = None
-    agent_config: dict[str, Any] = Field(default_factory=dict)
-    server_config: dict[str, Any] = Field(default_factory=dict)
-    models: dict[str, ModelEndpoint] = Field(default_factory=dict)
-    max_steps: int | None = Field(8, ge=1)
+    environment: str = Field(
+        min_length=1,
+        description="the resources server: a folder <path>/<environment> on paths, or one "
+                    "nemo-gym ships")
+    paths: list[str] = Field(default_factory=list,
+                             description="folders searched for the environment")
+    data: list[str] = Field(
+        default_factory=list,
+        description="JSONL files of task rows (empty: the environment's data/example.jsonl)")
+    eval_data: list[str] = Field(
+        default_factory=list,
+        description="held-out JSONL files (empty: task.eval_fraction of data)")
+    agent_name: str | None = Field(
+        None, description="the agent of the environment's configs (null: simple_agent)")
+    agent_config: dict[str, Any] = Field(default_factory=dict,
+                                         description="settings over the agent's config")
+    server_config: dict[str, Any] = Field(default_factory=dict,
+                                          description="settings over the resources server's config")
+    models: dict[str, ModelEndpoint] = Field(
+        default_factory=dict,
+        description="model servers the environment's configs name (judges), by name")
+    max_steps: int | None = Field(
+        8, ge=1,
+        description="model turns an episode where the agent's config sets no limit (null: as it "
+                    "says)")
 
     def spec(self) -> dict:
         return {"environment": self.environment, "paths": self.paths, "data": self.data,

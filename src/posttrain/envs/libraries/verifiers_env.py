@@ -29,10 +29,13 @@ class VerifiersConfig(LibraryFamily):
     ``rl.mode: sync``."""
 
     RUNNER: ClassVar[str] = "verifiers_runner.py"
-    environment: str = Field(min_length=1)
-    args: dict[str, Any] = Field(default_factory=dict)
-    agent_args: dict[str, Any] = Field(default_factory=dict)
-    paths: list[str] = Field(default_factory=list)
+    environment: str = Field(min_length=1, description="the verifiers environment's taskset id")
+    args: dict[str, Any] = Field(default_factory=dict, description="the taskset's config")
+    agent_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the agent seat's config (default: a local runtime and posttrain's harness)")
+    paths: list[str] = Field(default_factory=list,
+                             description="folders searched for the environment's module")
 
     def spec(self) -> dict:
         return {"id": self.environment, "args": self.args, "agent": self.agent_args,

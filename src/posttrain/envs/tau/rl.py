@@ -110,15 +110,24 @@ class TauConfig(Section):
     ticket) and the ``judge`` of ``NL_ASSERTION`` (null: that component is left out and the run
     reports it). ``reward_basis`` overrides every task's."""
 
-    domain: Literal["mock", "retail", "telecom"] = "retail"
-    train_split: str | None = None
-    eval_split: str | None = None
-    max_steps: int = Field(200, ge=1)
-    max_errors: int = Field(10, ge=1)
-    reward_basis: list[Literal[BASES]] | None = None  # type: ignore[valid-type]
-    solo: bool = False
-    user: ChatServer | None = None
-    judge: ChatServer | None = None
+    domain: Literal["mock", "retail", "telecom"] = Field(
+        "retail", description="the tau-bench domain: mock, retail, telecom")
+    train_split: str | None = Field(None,
+                                    description="the domain's train split (null: its default)")
+    eval_split: str | None = Field(None,
+                                   description="the domain's held-out split (null: its default)")
+    max_steps: int = Field(200, ge=1, description="most steps of a conversation")
+    max_errors: int = Field(10, ge=1, description="tool errors after which a conversation ends")
+    reward_basis: list[Literal[BASES]] | None = Field(  # type: ignore[valid-type]
+        None, description="the reward components every task is scored on (null: each task's own)")
+    solo: bool = Field(
+        False, description="the agent works each task's ticket alone, with no simulated user")
+    user: ChatServer | None = Field(
+        None, description="the simulated user, a served chat model (required unless solo)")
+    judge: ChatServer | None = Field(
+        None,
+        description="the judge of NL_ASSERTION, a served chat model (null: that component left "
+                    "out)")
 
     @model_validator(mode="after")
     def _one_user(self) -> TauConfig:
@@ -146,7 +155,8 @@ class TauTaskConfig(TaskFamily):
 
     SCORED_PARTS: ClassVar[tuple[str, ...]] = TAU_PARTS
     GENERATED: ClassVar[bool] = False
-    tau: TauConfig = TauConfig()
+    tau: TauConfig = Field(
+        TauConfig(), description="the tau-bench domain, splits, limits, simulated user and judge")
 
     def check(self, cfg) -> None:
         if self.tau.user is None and not self.tau.solo:

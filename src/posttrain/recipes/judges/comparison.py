@@ -16,7 +16,9 @@ class ComparisonJudgeConfig(ServedJudge):
     """``comparison``: every pair of the group's answers judged by ``rubric``; an answer over
     ``budget_tokens`` (null: no budget) loses without a comparison."""
 
-    budget_tokens: int | None = Field(None, ge=1)
+    budget_tokens: int | None = Field(
+        None, ge=1,
+        description="an answer longer than this loses without a comparison (null: no budget)")
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         from posttrain.recipes.judges.chats import ServedChats

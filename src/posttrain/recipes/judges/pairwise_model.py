@@ -16,7 +16,9 @@ class PairwiseModelJudgeConfig(LocalJudge):
     """``pairwise_model``: every pair of the group's answers decided by the classifier
     ``model``; an answer over ``budget_tokens`` (null: no budget) loses without one."""
 
-    budget_tokens: int | None = Field(None, ge=1)
+    budget_tokens: int | None = Field(
+        None, ge=1,
+        description="an answer longer than this loses without a comparison (null: no budget)")
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         from posttrain.models import load_tokenizer, load_value_model

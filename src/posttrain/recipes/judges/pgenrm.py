@@ -21,12 +21,15 @@ class PGenRMJudgeConfig(JudgeFamily, ServedModel):
     profile in the row's ``similar_column``; the part is the mean of the two means of the
     chains that parse (none: unscored)."""
 
-    n_samples: int = Field(1, ge=1)
-    score_max: float = Field(10.0, gt=0)
-    max_new_tokens: int = Field(128, ge=1)
-    user: str | None = None
-    user_column: str | None = None
-    similar_column: str | None = None
+    n_samples: int = Field(1, ge=1, description="evaluation chains an answer for its user")
+    score_max: float = Field(10.0, gt=0, description="the top of the scoring scale 0..score_max")
+    max_new_tokens: int = Field(128, ge=1, description="most tokens of an evaluation chain")
+    user: str | None = Field(None,
+                             description="one user profile for every task (or set user_column)")
+    user_column: str | None = Field(None,
+                                    description="the task row's column holding its user's profile")
+    similar_column: str | None = Field(
+        None, description="the task row's column holding similar users' profiles (null: none)")
 
     @model_validator(mode="after")
     def _one_user(self) -> PGenRMJudgeConfig:

@@ -20,11 +20,12 @@ class PolicyJudgeConfig(JudgeFamily):
     most ``max_new_tokens`` tokens at ``temperature``; the part is the mean of the grades that
     parse over ``score_max`` (none: unscored). ``rl.actor_as_grm`` trains it to grade."""
 
-    rubric: str = Field(GRADING_RUBRIC, min_length=1)
-    n_samples: int = Field(1, ge=1)
-    score_max: float = Field(10.0, gt=0)
-    max_new_tokens: int = Field(16, ge=1)
-    temperature: float = Field(0.0, ge=0)
+    rubric: str = Field(GRADING_RUBRIC, min_length=1, description="the grading rubric")
+    n_samples: int = Field(1, ge=1, description="gradings of each answer")
+    score_max: float = Field(10.0, gt=0, description="the top of the grading scale 0..score_max")
+    max_new_tokens: int = Field(16, ge=1, description="most tokens of a grading")
+    temperature: float = Field(0.0, ge=0,
+                               description="sampling temperature of the gradings (0: greedy)")
 
     @model_validator(mode="after")
     def _samples_differ(self) -> PolicyJudgeConfig:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from posttrain.config.family import member
 from posttrain.config.sections.reward import LocalJudge
@@ -18,8 +18,9 @@ class PrototypesJudgeConfig(LocalJudge):
     row's ``user_column``). The backbone must share the policy's vocabulary (it reads the
     sampled token ids as they are); a user it was not trained on is an error."""
 
-    user: str | None = None
-    user_column: str | None = None
+    user: str | None = Field(None,
+                             description="one trained user for every task (or set user_column)")
+    user_column: str | None = Field(None, description="the task row's column naming its user")
 
     @model_validator(mode="after")
     def _one_user(self) -> PrototypesJudgeConfig:

@@ -15,8 +15,8 @@ class ScoreJudgeConfig(ServedJudge):
     """``score``: ``n_samples`` gradings of each answer by ``rubric`` on ``0..score_max``, their
     mean over ``score_max`` (unparsable gradings left out; none: the answer is unscored)."""
 
-    n_samples: int = Field(1, ge=1)
-    score_max: float = Field(10.0, gt=0)
+    n_samples: int = Field(1, ge=1, description="gradings of each answer, averaged")
+    score_max: float = Field(10.0, gt=0, description="the top of the grading scale 0..score_max")
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         from posttrain.recipes.judges.chats import ServedChats
