@@ -30,6 +30,14 @@ def test_every_bundled_config_validates_without_torch(recipe_overrides):
     assert out["heavy"] == []
 
 
+def test_a_task_builder_config_validates_without_torch():
+    """Its solver's engine is built through the engine family when the task is, not imported
+    with the member's section."""
+    out = probe("from posttrain.config import load_config\n"
+                "out = {'task': load_config('examples/synthesis/task_builder.yaml').task.name}")
+    assert out == {"task": "task_builder", "heavy": []}
+
+
 def test_a_bad_catalogue_name_or_hyperparameter_is_caught_without_torch():
     out = probe(
         "from posttrain.config import ConfigError, load_config\nout = {'errors': []}\n"

@@ -90,12 +90,12 @@ def quick_eval(
 
 
 def _ask_local(model: Path, convs, max_tokens: int):
-    from posttrain.engines import load_torch_engine
+    from posttrain.engines.torch_member import TorchEngineConfig
     from posttrain.models import ModelNotFoundError
     from posttrain.recipes.outer.quick_eval import ask_engine
 
     # a model without the tokens, or whose engine cannot continue a cache: ValueError
     with fail_on(ModelNotFoundError, ValueError):
-        engine, tok = load_torch_engine(model)
+        engine, tok = TorchEngineConfig(device="cpu").load(model)
         engine.check_quick()
         return ask_engine(engine, tok, convs, max_tokens)

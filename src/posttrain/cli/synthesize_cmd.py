@@ -212,12 +212,12 @@ def filter_cmd(
 
 
 def _solver(model_dir: Path):
-    from posttrain.engines import load_torch_engine
+    from posttrain.engines.torch_member import TorchEngineConfig
     from posttrain.models import ModelNotFoundError
     from posttrain.recipes.outer.task_filter import Solver
 
     with fail_on(ModelNotFoundError):
-        engine, tok = load_torch_engine(model_dir)
+        engine, tok = TorchEngineConfig(device="cpu").load(model_dir)
     return Solver(model_dir.name if model_dir.name not in ("sft_model", "rl_model")
                   else f"{model_dir.parent.name}/{model_dir.name}", engine, tok)
 

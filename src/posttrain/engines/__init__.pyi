@@ -10,7 +10,7 @@ from .base import (
 )
 from .sampling import counter_uniforms, processed_logprobs, row_seeds, sample_tokens
 from .sleep import EngineAsleepError
-from .torch_engine import TorchEngine, load_torch_engine
+from .torch_engine import TorchEngine
 from .weights import WeightsDigest, weights_checksum
 
 __all__ = [
@@ -24,7 +24,6 @@ __all__ = [
     "TorchEngine",
     "WeightsDigest",
     "counter_uniforms",
-    "load_torch_engine",
     "processed_logprobs",
     "row_seeds",
     "sample_tokens",

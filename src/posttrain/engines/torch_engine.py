@@ -309,13 +309,3 @@ class TorchEngine:
                                  finish_reason="stop" if bool(stopped[i]) else "length",
                                  version=self._version, routing=routing(i, p))
                 for i, p in enumerate(prompts)]
-
-
-def load_torch_engine(directory) -> tuple[TorchEngine, object]:
-    """The model saved at ``directory`` in an engine of its own on the CPU, with its
-    tokenizer: ``(engine, tokenizer)`` (``ModelNotFoundError`` when there is none)."""
-    from posttrain.models import load_model, load_tokenizer
-
-    tokenizer = load_tokenizer(directory)
-    return TorchEngine(load_model(directory), tokenizer.pad_token_id,
-                       tokenizer.eos_token_id), tokenizer

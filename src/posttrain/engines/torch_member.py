@@ -50,3 +50,13 @@ class TorchEngineConfig(EngineFamily):
                            dtype=getattr(torch, dtype), record_routing=record_routing,
                            device=resolve_device(self.device, "engine.device"), draft=draft,
                            draft_tokens=self.draft_tokens or 1)
+
+    def load(self, model_dir: Path, dtype: str = "float32") -> tuple[Any, Any]:
+        """``(engine, tokenizer)``: the model saved in ``model_dir`` in an engine of its own
+        (``build``), with the directory's tokenizer (``ModelNotFoundError`` when there is
+        none)."""
+        from posttrain.models import load_tokenizer
+
+        tokenizer = load_tokenizer(model_dir)
+        return self.build(model_dir, dtype, tokenizer.pad_token_id,
+                          tokenizer.eos_token_id), tokenizer

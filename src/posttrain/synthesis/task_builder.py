@@ -34,7 +34,6 @@ from pydantic import Field, field_validator
 from posttrain.config.extension import is_path, load_extension
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
-from posttrain.engines import load_torch_engine
 from posttrain.envs.arithmetic import ArithmeticTasks, Op, Problem
 from posttrain.models import encode_prompt
 from posttrain.rewards.registry import VERIFIERS
@@ -254,12 +253,16 @@ class TaskBuilderConfig(TaskFamily):
         return v
 
     def build(self, seed: int, models: Models) -> TaskParts:
+        from posttrain.engines.torch_member import TorchEngineConfig  # another family's
+
         problems = ArithmeticTasks(tuple(self.ops), self.digits, seed, self.eval_fraction)
         check = check_arithmetic if self.checker == "arithmetic" else (
             None if self.checker is None else load_extension("built_task_check", self.checker))
+        solver = None if self.solver is None else \
+            TorchEngineConfig(device="cpu").load(Path(self.solver))
         return TaskParts(BuilderTasks(problems, self.examples), env_score=BuiltScorer(
             check, self.solver_samples, self.solver_temperature, self.solver_max_new_tokens,
-            None if self.solver is None else load_torch_engine(self.solver)))
+            solver))
 
     def check(self, cfg) -> None:
         """Episodes are scored with solver samples on the engine between steps: not async."""

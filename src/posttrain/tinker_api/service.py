@@ -13,8 +13,9 @@ from pathlib import Path
 
 import torch
 
-from posttrain.engines import GenerationOutput, TorchEngine
+from posttrain.engines import GenerationOutput
 from posttrain.engines.sampling import resolve_seeds
+from posttrain.engines.torch_member import TorchEngineConfig
 from posttrain.models import load_model, load_tokenizer
 from posttrain.tinker_api.adapters import AdapterPool, LoraSpec
 from posttrain.tinker_api.checkpoints import CheckpointError, Checkpoints, tinker_path
@@ -52,8 +53,8 @@ class Service:
         self.tokenizer = load_tokenizer(model_dir)
         self.pool = AdapterPool(load_model(model_dir).to(device))
         # no EOS of its own: each request's stops say whether EOS ends a sequence
-        self.engine = TorchEngine(load_model(model_dir), self.tokenizer.pad_token_id,
-                                  device=device)
+        self.engine = TorchEngineConfig(device=device).build(
+            self.model_dir, "float32", self.tokenizer.pad_token_id, None)
         self.positions = self.engine.model.config.max_position_embeddings
         self.checkpoints = Checkpoints(root)
         self.runs = Runs(self.checkpoints, name)

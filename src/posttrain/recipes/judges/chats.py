@@ -20,7 +20,6 @@ from posttrain.engines.chat import (
 from posttrain.engines.torch_member import TorchEngineConfig
 from posttrain.harness import Guard
 from posttrain.harness.guard import DEFAULT_RULES, ChatGuardJudge, GuardRule
-from posttrain.models import load_tokenizer
 
 
 class ServedChats:
@@ -42,9 +41,7 @@ class ServedChats:
         if cfg.endpoint is not None:
             return remote(cfg.endpoint, cfg.endpoint_model, os.environ.get(cfg.api_key_env),
                           cfg.max_new_tokens, cfg.temperature)
-        tokenizer = load_tokenizer(cfg.model)
-        engine = TorchEngineConfig(device=cfg.device).build(
-            cfg.model, self.dtype, tokenizer.pad_token_id, tokenizer.eos_token_id)
+        engine, tokenizer = TorchEngineConfig(device=cfg.device).load(cfg.model, self.dtype)
         return local(engine, tokenizer, cfg.max_new_tokens, cfg.temperature, self.seed)
 
 
