@@ -1,5 +1,5 @@
-"""``posttrain config explain``: the resolved config with each value's source, and what each
-stage will do (``config.explain``)."""
+"""``posttrain config explain``: the resolved config with each value's source and meaning, the
+keys the run never reads, and what each stage will do (``config.explain``)."""
 
 from __future__ import annotations
 
@@ -25,23 +25,30 @@ def explain(
     overrides: Overrides = None,
     changed: Annotated[bool, typer.Option(
         help="list only the values the file or an override set")] = False,
+    unused: Annotated[bool, typer.Option(
+        help="mark the keys no stage of this run reads, with the reason")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON on stdout")] = False,
 ) -> None:
-    """Print every value with where it came from, and each stage's arithmetic.
+    """Print every value with where it came from and what it means, and each stage's arithmetic.
 
     Rows per step, optimiser steps per rollout, micro-batches per optimiser step (gradient
     accumulation) per process, totals, sampled tokens, checkpoints and evaluations."""
     from posttrain.config import ConfigError, build_config
     from posttrain.config.explain import plan, sources
+    from posttrain.config.explain import unused as unused_keys
+    from posttrain.config.keys import describe
     from posttrain.config.loading import read_tree
 
     with fail_on(ConfigError):
         tree = read_tree(config)
         cfg = build_config(tree, list(overrides or []))
     where = sources(cfg.model_dump(mode="json", by_alias=True), tree, overrides or [])
+    unread = unused_keys(cfg, where) if unused else {}
     plans = plan(cfg)
     if as_json:
-        print(json.dumps({"config": {k: {"value": v, "source": s} for k, (v, s) in where.items()},
+        print(json.dumps({"config": {k: {"value": v, "source": s, "description": describe(cfg, k),
+                                         **({"unused": unread.get(k)} if unused else {})}
+                                     for k, (v, s) in where.items()},
                           "stages": [p.as_dict() for p in plans]}, indent=2))
         return
     console.print(stage_table(plans))
@@ -49,11 +56,13 @@ def explain(
         for note in p.notes:
             console.print(f"[yellow]{p.stage}: {escape(note)}")
     listing = Table(title=f"{config} resolved", show_edge=False)
-    for col in ("key", "value", "from"):
+    for col in ("key", "value", "from", "meaning", *(["unused: why"] if unused else [])):
         listing.add_column(col, overflow="fold")
     for key, (value, source) in where.items():
         if source != "default" or not changed:
-            listing.add_row(key, escape(json.dumps(value)), f"[{SOURCE_STYLE[source]}]{source}")
+            why = [f"[dim]{escape(unread.get(key, ''))}"] if unused else []
+            listing.add_row(key, escape(json.dumps(value)), f"[{SOURCE_STYLE[source]}]{source}",
+                            escape(describe(cfg, key)), *why)
     console.print(listing)
 
 

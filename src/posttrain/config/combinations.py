@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.config.rules import changed, sections, unread
+from posttrain.config.rules import changed, note, noting, sections, unread
 from posttrain.config.sections.agent import SWARM_PARTS
 from posttrain.config.sections.curio import CURIO_PART
 from posttrain.config.sections.reward import ENV
@@ -25,6 +25,15 @@ def check_combinations(cfg) -> None:
     run_rules(cfg)
 
 
+def unread_keys(cfg) -> dict[str, str]:
+    """The keys no code path of the valid run ``cfg`` reads, each with the reason: every key
+    that a rule would refuse set away from its default (``rules.noting``; a section's name
+    stands for all its keys)."""
+    with noting() as noted:
+        check_combinations(cfg)
+    return noted
+
+
 # section -> the stages that read it
 SECTION_STAGES = {"sft": ("sft",), "pref": ("pref",), "distill": ("distill",), "opd": ("opd",),
                   "rl": ("rl",), "algo": ("rl",), "critic": ("rl",), "actor": ("rl", "opd")}
@@ -32,19 +41,28 @@ SECTION_STAGES = {"sft": ("sft",), "pref": ("pref",), "distill": ("distill",), "
 
 def unused_sections(cfg) -> None:
     """A section set away from its defaults is read by one of the run's stages; ``agent``
-    options act on a tool task."""
+    options act on a tool task. (``rm`` is read by ``posttrain reward-model``, no stage.)"""
+    note(["rm"], "posttrain reward-model reads it; no stage does")
     for section, readers in SECTION_STAGES.items():
+        if set(readers) & set(cfg.stages):
+            continue
+        absent = " nor ".join(repr(r) for r in readers)
+        why = (f"{'neither ' if len(readers) > 1 else ''}{absent} is "
+               f"{'' if len(readers) > 1 else 'not '}in stages {cfg.stages}")
+        note([section], why)
         names = changed(getattr(cfg, section), section)
-        if names and not set(readers) & set(cfg.stages):
-            absent = " nor ".join(repr(r) for r in readers)
-            raise ValueError(f"{section} options are set ({', '.join(names)}) but "
-                             f"{'neither ' if len(readers) > 1 else ''}{absent} is "
-                             f"{'' if len(readers) > 1 else 'not '}in stages {cfg.stages}")
-    agent_set = [k for k in changed(cfg.agent, "agent") if k != "agent.tools"]
-    if agent_set and cfg.single_turn:
-        raise ValueError(f"agent options act on agent episodes (a task with tools): "
-                         f"{', '.join(agent_set)} set, but task.name={cfg.task.name} is "
-                         "single-turn")
+        if names:
+            raise ValueError(f"{section} options are set ({', '.join(names)}) but {why}")
+    if cfg.single_turn:  # (tools and an external agent would make it an agent task)
+        keys = [k for k in type(cfg.agent).model_fields
+                if k not in ("tools", "external", "external_command")]
+        note((f"agent.{k}" for k in keys), "agent options act on agent episodes (a task with "
+             f"tools); task.name={cfg.task.name} is single-turn")
+        agent_set = changed(cfg.agent, "agent", keys)
+        if agent_set:
+            raise ValueError(f"agent options act on agent episodes (a task with tools): "
+                             f"{', '.join(agent_set)} set, but task.name={cfg.task.name} is "
+                             "single-turn")
 
 
 def device_keys(tree: Any, prefix: str = "") -> dict[str, str]:

@@ -1,8 +1,16 @@
-"""``posttrain config explain``: the resolved config, where each value came from, and what each
-stage will do.
+"""``posttrain config explain``: the resolved config, where each value came from, what each key
+means, which keys the run never reads, and what each stage will do.
 
 Where a value came from: ``override`` when a ``dotted.key=value`` override set it (or a
-section above it), ``file`` when the config file did, else ``default``.
+section above it), ``file`` when the config file did, else ``default``. What a key means: its
+description (``config.keys``).
+
+Which keys the run never reads (``--unused``): those a validation rule would refuse set away
+from their defaults, because no code path of this run reads them (``combinations.unread_keys``:
+the section of a stage the run lacks, ``rm`` (read by ``posttrain reward-model`` only),
+``agent`` options on a single-turn task, an option of a switch that is off such as
+``algo.kl.*`` with ``coef: 0``, one a mode or strategy does not read). The rule is sound, not
+complete: a key it marks is never read, and a key it leaves unmarked may still go unread.
 
 What a stage does (``plan``), as its recipe does it: an optimiser step trains on the step's
 rows — RL: ``prompts_per_step x group_size`` samples (x ``task.efforts`` levels) split into
@@ -23,10 +31,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from posttrain.config.combinations import unread_keys
 from posttrain.config.schema import RunConfig
 
 
@@ -52,6 +61,20 @@ def sources(resolved: dict, file_tree: dict, overrides: Sequence[str]
     return {key: (value, "override" if under(key, overridden)
                   else "file" if under(key, from_file) else "default")
             for key, value in leaves(resolved)}
+
+
+def unused(cfg: RunConfig, keys: Iterable[str]) -> dict[str, str]:
+    """The dotted ``keys`` (as dumped) that no code path of ``cfg``'s run reads, each with the
+    reason its widest noted section gives (``combinations.unread_keys``)."""
+    noted = unread_keys(cfg)
+    found = {}
+    for key in keys:
+        parts = key.split(".")
+        reason = next((noted[p] for p in (".".join(parts[:n]) for n in range(1, len(parts) + 1))
+                       if p in noted), None)
+        if reason is not None:
+            found[key] = reason
+    return found
 
 
 def split_sizes(rows: int, parts: int) -> list[int]:

@@ -62,7 +62,8 @@ class KLConfig(Section):
 
     def check(self, cfg) -> None:
         if self.coef == 0:
-            unread(self, "algo.kl", None, "algo.kl.coef is 0: no KL term, no reference model")
+            unread(self, "algo.kl", ["estimator", "placement", "controller", "target"],
+                   "algo.kl.coef is 0: no KL term, no reference model")
 
     @model_validator(mode="after")
     def _is_k3_in_loss(self) -> KLConfig:
