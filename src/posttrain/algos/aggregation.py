@@ -66,3 +66,11 @@ def seq_mean_token_sum_norm(
 ) -> torch.Tensor:
     """``W = 1 / (B * C)`` with ``C = max_len`` (Dr.GRPO)."""
     return _safe((loss * mask).sum(), norm.batch_size * norm.max_len)
+
+
+@register("aggregation", "token_sum",
+          source="Tinker's loss functions (Thinking Machines Lab 2025, Tinker documentation)")
+def token_sum(*, loss: torch.Tensor, mask: torch.Tensor, norm: StepNorm) -> torch.Tensor:
+    """``W = 1``: every token's loss summed, the scale left to the advantages or weights
+    (Tinker's convention; ``norm`` is not read)."""
+    return (loss * mask).sum()

@@ -168,6 +168,7 @@ REFERENCES = (
      "arXiv 2409.19256"),
     ("Tajwar et al. 2026, \"Maximum Likelihood Reinforcement Learning\" (MaxRL), "
      "arXiv 2602.02710"),
+    "Thinking Machines Lab 2025, \"Tinker\" documentation, \"Loss functions\" (token_sum)",
     ("\"When Implausible Tokens Get Reinforced: Tail-Aware Credit Calibration for LLM "
      "Reinforcement Learning\" (TACO); authors and arXiv id not found"),
     ("Wan et al. (Google DeepMind) 2025, \"Enhancing Personalized Multi-Turn Dialogue with "

@@ -16,7 +16,7 @@ def agg(mode, loss, mask, norm):
 
 @pytest.mark.parametrize("mode,expected", [
     ("token_mean", 2.5), ("seq_mean_token_mean", 3.0), ("seq_mean_token_sum", 5.0),
-    ("seq_mean_token_sum_norm", 1.25),
+    ("seq_mean_token_sum_norm", 1.25), ("token_sum", 10.0),  # 1 + 2 + 3 + 4
 ])
 def test_spec_example(mode, expected):
     assert agg(mode, L, M, StepNorm.from_mask(M, max_len=4)).item() == pytest.approx(expected)
