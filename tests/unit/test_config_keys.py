@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
+from posttrain.cli.output import console
 from posttrain.config import ConfigError, load_config
 from posttrain.config.keys import describe, keys
 from posttrain.config.rules import note, noting, unread
@@ -45,7 +46,8 @@ def test_the_key_reference_in_the_docs_is_current():
         "run `python tools/config_keys.py` to regenerate docs/config.md's key reference")
 
 
-def test_explain_prints_a_description_beside_every_key():
+def test_explain_prints_a_description_beside_every_key(monkeypatch):
+    monkeypatch.setattr(console, "width", 400)  # fixed when it was made, from $COLUMNS then
     config = explain()
     assert len(config) > 200
     assert not [k for k, entry in config.items() if not entry["description"]]
@@ -53,8 +55,7 @@ def test_explain_prints_a_description_beside_every_key():
     assert config["reward.parts.correct.weight"]["description"] == \
         "the part's weight in the summed reward"
     # the table too: each row holds the key, its value and its description
-    result = runner.invoke(app, ["config", "explain", "configs/quickstart.yaml"],
-                           env={"COLUMNS": "400"})
+    result = runner.invoke(app, ["config", "explain", "configs/quickstart.yaml"])
     assert result.exit_code == 0, result.output
     rows = {line.split()[0]: line for line in result.output.splitlines() if "│" in line}
     assert all(entry["description"] in rows[key] for key, entry in config.items())

@@ -226,14 +226,22 @@ class TaskBuilderConfig(TaskFamily):
 
     SINGLE_TURN: ClassVar[bool] = True
     SCORED_PARTS: ClassVar[tuple[str, ...]] = PARTS
-    ops: list[Op] = Field(default_factory=lambda: ["+"], min_length=1)
-    digits: int = Field(2, ge=1, le=9)
-    examples: int = Field(3, ge=1)
-    checker: str | None = "arithmetic"
-    solver_samples: int = Field(8, ge=2)
-    solver_temperature: float = Field(1.0, gt=0)
-    solver_max_new_tokens: int = Field(32, ge=1)
-    solver: str | None = None
+    ops: list[Op] = Field(default_factory=lambda: ["+"], min_length=1,
+                          description="the operators of the problems: +, -, *")
+    digits: int = Field(2, ge=1, le=9, description="digits of each operand, 1..9")
+    examples: int = Field(3, ge=1, description="example problems shown in each prompt")
+    checker: str | None = Field(
+        "arithmetic",
+        description="checks a built answer: arithmetic, fn(problem, answer) -> bool by dotted "
+                    "path, or null")
+    solver_samples: int = Field(
+        8, ge=2,
+        description="solver samples of each valid problem; its difficulty is 1 - their pass rate")
+    solver_temperature: float = Field(
+        1.0, gt=0, description="sampling temperature of the solver samples (> 0)")
+    solver_max_new_tokens: int = Field(32, ge=1, description="most tokens of a solver sample")
+    solver: str | None = Field(
+        None, description="a fixed solver's model directory (null: the policy itself)")
 
     @field_validator("checker")
     @classmethod
