@@ -113,7 +113,7 @@ def test_the_policy_judges_a_reward_part_on_the_rollouts_engine(tokenizer):
 def test_sft_gradings_teach_the_grades_form_at_random(tokenizer):
     cfg = load_config("configs/quickstart.yaml", ["rl.actor_as_grm={}", "sft.gradings=0.5",
                                                   "sft.num_examples=400"])
-    data = RunTasks(cfg).conversations(None, 400, 0.5, "SFT", 0.0, 0.5)
+    data = RunTasks(cfg).conversations(None, 400, 0.5, "SFT", sft=True)
     grading = [c for c in data.conversations if GRADE in c[0]["content"]]
     assert 160 < len(grading) < 240
     grades = {c[-1]["content"] for c in grading}

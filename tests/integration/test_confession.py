@@ -171,7 +171,7 @@ def test_the_honesty_example_reads_the_first_verdict():
 
 def test_sft_confessions_teach_the_form_with_verdicts_at_random():
     run = RunTasks(load_config("configs/quickstart.yaml", [JUDGE, "sft.confessions=0.5"]))
-    data = run.conversations(None, 400, 0.6, "SFT", 0.5)
+    data = run.conversations(None, 400, 0.6, "SFT", sft=True)
     ends = [c[-2:] for c in data.conversations if c[-2]["role"] == "system"]
     assert 400 * 0.5 - 4 * 10 < len(ends) < 400 * 0.5 + 4 * 10  # 4 standard deviations
     assert all(e[0]["content"] == CONFESSION_PROMPT for e in ends)

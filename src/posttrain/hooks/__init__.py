@@ -13,7 +13,16 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
 - ``rollout_metrics(episodes) -> dict``: a rollout's metrics of the feature's own episodes
   (empty for others);
 - ``set_aside(episode) -> bool``: an episode that is not the task's (a grading prompt, say),
-  left out of the task's reward and accuracy means.
+  left out of the task's reward and accuracy means;
+- ``wrap_rollout(rollout_fn, cfg, tokenizer) -> rollout_fn``: what plays and scores a run's
+  episodes, after the judges are attached (a wrapper with ``finish_group`` also finishes each
+  group an asynchronous step takes);
+- ``wrap_environment(make, cfg) -> make``: the agent loop's per-episode environment factory
+  (``make`` may be None: no environment);
+- ``sft_turns(cfg) -> then | None``: turns appended to generated SFT conversations,
+  ``then(task, conversation, rng) -> [message]`` drawing from the generator's ``rng``;
+- ``sft_conversations(conversations, cfg) -> conversations``: generated SFT conversations
+  rewritten (the data of the ``sft`` stage, not distillation's).
 
 A hook given as a string ``"module:attr"`` (``.module`` relative to the feature's package) is
 imported on first use, so declaring a feature imports no heavy library.
@@ -58,6 +67,10 @@ class Feature:
     needs_old_entropy: Hook = None
     rollout_metrics: Hook = None
     set_aside: Hook = None
+    wrap_rollout: Hook = None
+    wrap_environment: Hook = None
+    sft_turns: Hook = None
+    sft_conversations: Hook = None
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The callable of hook ``name`` (a string path imported now), or None."""

@@ -8,13 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from posttrain.config import RunConfig
-from posttrain.config.extension import load_environment, load_extension, takes_row
+from posttrain.config.extension import load_environment, takes_row
 from posttrain.config.sections.curio import CURIO_PART
 from posttrain.config.sections.reward import ENV
 from posttrain.data.chat_formats import tool_schemas
 from posttrain.envs.stepped import SteppedEpisode
 from posttrain.harness import ToolRegistry
-from posttrain.harness.curio import CurioEpisode
 from posttrain.types.errors import DataError
 
 ROW_TOOLS = "tools"  # the column of a dataset row that holds its tool schemas
@@ -42,20 +41,6 @@ def environment_factory(cfg: RunConfig, tools_of: Callable[[Any], ToolRegistry]
         return SteppedEpisode(env, task, tools_of(task), parts, spec)
 
     return make
-
-
-def with_curio(cfg: RunConfig, make: Callable[..., Any] | None) -> Callable[..., Any] | None:
-    """``make`` (an episode environment factory) with ``reward.curio``'s belief and intrinsic
-    reward around every environment it makes (``harness.curio``); ``make`` itself without
-    ``reward.curio``."""
-    curio = cfg.reward.curio
-    if make is None or curio is None:
-        return make
-    likelihood = None if curio.likelihood is None else \
-        load_extension("curio_likelihood", curio.likelihood)
-    classifier = None if curio.classifier is None else \
-        load_extension("curio_classifier", curio.classifier)
-    return lambda *args: CurioEpisode(make(*args), curio, likelihood, classifier)
 
 
 def row_tools(tools: ToolRegistry) -> Callable[[Any], ToolRegistry]:

@@ -6,7 +6,6 @@ held-out evaluation and the data a stage reads. Commands that only sample or eva
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -22,11 +21,11 @@ from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
 from posttrain.envs import EffortTask
 from posttrain.harness import SwarmSettings, ToolRegistry
+from posttrain.hooks import hooked
 from posttrain.recipes.agent_tasks import (
     check_row_tools,
     environment_factory,
     row_tools,
-    with_curio,
 )
 from posttrain.recipes.judges.chats import ServedChats, build_guard
 from posttrain.recipes.skills import skill_library
@@ -35,8 +34,6 @@ from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
 from posttrain.rollout.evaluation import absent_columns, evaluate
 from posttrain.rollout.harness_mix import Harness, HarnessMix
-from posttrain.rollout.wrappers.confession import ConfessionRollout
-from posttrain.rollout.wrappers.grading import grading_conversation
 from posttrain.rollout.wrappers.judged import JudgedRollout
 from posttrain.skills.library import SkilledTasks
 from posttrain.types import Episode
@@ -84,13 +81,20 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None, env_factory: Ca
     return AgentRollout(
         tools, cfg.agent.limits(), cfg.agent.compaction,
         tree=None if tree is None else (tree.branches, tree.rounds),
-        env_factory=with_curio(cfg, env_factory),
+        env_factory=with_features(env_factory, cfg),
         guard=None if guard is None else build_guard(guard, cfg.trainer.compute_dtype, cfg.seed),
         retain_reasoning=cfg.agent.retain_reasoning, task_tools=task_tools,
-        task_env=with_curio(cfg, environment_factory(cfg, task_tools or (lambda task: tools))),
+        task_env=with_features(environment_factory(cfg, task_tools or (lambda task: tools)), cfg),
         swarm=None if swarm is None else SwarmSettings(
             tools, swarm.max_subagents, replace(cfg.agent.limits(), max_turns=swarm.max_turns),
             swarm.prompt, swarm.target))
+
+
+def with_features(make: Callable | None, cfg: RunConfig) -> Callable | None:
+    """An episode environment factory through the features' ``wrap_environment`` hooks."""
+    for wrap in hooked("wrap_environment"):
+        make = wrap(make, cfg)
+    return make
 
 
 def harness_config(cfg: RunConfig, h) -> RunConfig:
@@ -126,6 +130,7 @@ class RunTasks:
                  out: Path | None = None) -> None:
         self.cfg, self.progress = cfg, progress or StepProgress()
         self.skipped_rows: dict[str, dict] = {}  # what -> count, rows, first reason
+        self.judged = False  # attach_judges ran
         family = task_family(cfg)
         self.tasks, self.tools, env_factory = family.tasks, family.tools, family.env_factory
         self.skills = None if cfg.skills is None else skill_library(cfg.skills, out)
@@ -153,19 +158,17 @@ class RunTasks:
                               f"(columns: {', '.join(have) or 'none'})")
 
     def attach_judges(self, tokenizer) -> None:
-        """Score ``reward.judges``' parts after every rollout (and evaluation), then have the
-        policy confess and its confession judged (``reward.confession``)."""
-        judges, confession = self.cfg.reward.judges, self.cfg.reward.confession
-        dtype, seed = self.cfg.trainer.compute_dtype, self.cfg.seed
-        if isinstance(self.rollout_fn, JudgedRollout | ConfessionRollout):  # attached already
+        """Score ``reward.judges``' parts after every rollout (and evaluation), then wrap it
+        in the features' ``wrap_rollout`` hooks; once."""
+        if self.judged:
             return
+        judges, dtype, seed = self.cfg.reward.judges, self.cfg.trainer.compute_dtype, self.cfg.seed
         if judges:
             self.rollout_fn = JudgedRollout(self.rollout_fn, {
                 part: j.build(tokenizer, dtype, seed) for part, j in judges.items()})
-        if confession is not None:
-            self.rollout_fn = ConfessionRollout(self.rollout_fn, confession.prompt,
-                                                confession.max_new_tokens,
-                                                confession.judge.build(tokenizer, dtype, seed))
+        for wrap in hooked("wrap_rollout"):
+            self.rollout_fn = wrap(self.rollout_fn, self.cfg, tokenizer)
+        self.judged = True
 
     def evaluate(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
         """The held-out episodes (``eval.samples`` a problem) and their metrics."""
@@ -188,42 +191,25 @@ class RunTasks:
                 f"{escape(skipped[0][1])})")
 
     def conversations(self, path: str | None, n: int, error_rate: float, what: str,
-                      confessions: float = 0.0, gradings: float = 0.0) -> ChatData:
+                      sft: bool = False) -> ChatData:
         """Conversations from the dataset at ``path`` (with their rows' tools, else the task's),
-        or ``n`` generated from the task with a share ``error_rate`` of flawed answers (a share
-        ``confessions`` of them ending with a confession, ``sft.confessions``; a share
-        ``gradings`` turned into grading prompts, ``sft.gradings``)."""
+        or ``n`` generated from the task with a share ``error_rate`` of flawed answers; for the
+        ``sft`` stage, generated ones go through the features' ``sft_turns`` and
+        ``sft_conversations`` hooks."""
         if path is not None:
             data = load_chat_data(path)
             self.report_skipped(what, data.skipped)
         else:
-            data = generate_arithmetic_sft(self.tasks, n, error_rate, self.cfg.seed,
-                                           self.cfg.task.efforts,
-                                           self.confession_turns(confessions))
-            if gradings:
-                rng = random.Random(f"gradings:{self.cfg.seed}")
-                data.conversations = [
-                    grading_conversation(c, self.cfg.rl.actor_as_grm, rng)
-                    if rng.random() < gradings else c for c in data.conversations]
+            turns = [t for f in hooked("sft_turns") if sft and (t := f(self.cfg)) is not None]
+            data = generate_arithmetic_sft(
+                self.tasks, n, error_rate, self.cfg.seed, self.cfg.task.efforts,
+                (lambda task, c, rng: [m for t in turns for m in t(task, c, rng)]) if turns
+                else None)
+            for rewrite in hooked("sft_conversations") if sft else ():
+                data.conversations = rewrite(data.conversations, self.cfg)
         task_tools = self.tools.schemas() if self.tools else None
         data.tools = [row_tools or task_tools for row_tools in data.tools]
         return data
-
-    def confession_turns(self, share: float) -> Callable | None:
-        """``then(task, conversation, rng)`` for a share ``share`` of generated conversations:
-        the confession prompt and a verdict drawn at random (the form, not its honesty)."""
-        if not share:
-            return None
-        prompt = self.cfg.reward.confession.prompt
-
-        def then(task, conversation: list[dict], rng) -> list[dict]:
-            if rng.random() >= share:
-                return []
-            verdict = rng.choice(("correct", "wrong"))
-            return [{"role": "system", "content": prompt},
-                    {"role": "assistant", "content": f"My answer is {verdict}."}]
-
-        return then
 
     def distill_data(self) -> ChatData:
         """The distill stage's conversations: ``distill.data``, or worked solutions."""

@@ -52,7 +52,7 @@ def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
     trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer,
                       mtp_head=parts.mtp_head_for(model))
     data = parts.conversations(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT",
-                               cfg.sft.confessions, cfg.sft.gradings)
+                               sft=True)
     quick_token_ids(tokenizer, quick_instructions(data))  # each one's token, before training
     run_sft(trainer, tokenizer, data, cfg.sft, parts.reporter, cfg.seed,
             parts.resume(ckpt, trainer), parts.checkpointer(trainer, tokenizer, "sft", evals))

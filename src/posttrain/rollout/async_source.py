@@ -20,7 +20,6 @@ from posttrain.rollout.external import ExternalAgentRollout
 from posttrain.rollout.scoring import fill_missing, informative, shape_rewards
 from posttrain.rollout.single_turn import RolloutPlan, rollout, seek_step
 from posttrain.rollout.worker import RolloutWorker
-from posttrain.rollout.wrappers.confession import ConfessionRollout
 from posttrain.types import Episode
 from posttrain.types.sampling import step_seed
 
@@ -60,8 +59,9 @@ class AsyncEpisodes:
     without signal, until ``B`` are kept or ``max_rounds * B`` were dropped. With ``agent``
     each sample is a session of that external agent (``ExternalAgentWorker``), and evaluation
     plays sessions too. Evaluation plays ``eval_rollout_fn`` (null: ``agent``'s or one
-    completion a sample); when it confesses (``ConfessionRollout``), so does every group the
-    step takes."""
+    completion a sample); when it is a wrapper that adds to a played group
+    (``finish_group(engine, tokenizer, episodes, task_of, reward_fn, sampling)``, a feature's
+    ``wrap_rollout``), every group the step takes gets that too."""
 
     title = "RL (async)"
     on_policy = False  # the update's mismatch includes the policy's lag behind the samples
@@ -79,8 +79,7 @@ class AsyncEpisodes:
             RolloutWorker(e, tokenizer, reward_fn, sampling, chunk) if agent is None
             else agent.worker(e, tokenizer, reward_fn, sampling) for e in engines]
         self.eval_rollout_fn = eval_rollout_fn or agent or rollout  # what evaluation plays
-        self.confession = self.eval_rollout_fn \
-            if isinstance(self.eval_rollout_fn, ConfessionRollout) else None
+        self.finisher = getattr(self.eval_rollout_fn, "finish_group", None)
         self._tasks: dict[int, Task] = {}  # a dispatched group's task, until it is taken
         dispatcher = Dispatcher(self._remembered(groups or step_groups(plan.tasks, plan.seed,
                                                                        b, g)),
@@ -93,8 +92,8 @@ class AsyncEpisodes:
         self._marks = (0.0, 0.0, 0)
 
     def _remembered(self, source: GroupSource) -> GroupSource:
-        """``source``, keeping each group's task while confessions need it."""
-        if self.confession is None:
+        """``source``, keeping each group's task while ``finish_group`` needs it."""
+        if self.finisher is None:
             return source
 
         def remembering(group: int) -> tuple[Task, list[int]]:
@@ -104,12 +103,12 @@ class AsyncEpisodes:
 
         return remembering
 
-    def _confess(self, group: list[Episode], task: Task) -> None:
-        """``reward.confession``: the group (of ``task``) confesses on the first engine, at
-        its next chunk boundary (its confession tokens carry that engine's weight version)."""
+    def _finish(self, group: list[Episode], task: Task) -> None:
+        """``finish_group`` on the group (of ``task``) on the first engine, at its next chunk
+        boundary (tokens it samples carry that engine's weight version)."""
         plan, tasks = self.plan, [task] * len(group)
-        self.first(lambda engine: self.confession.confess(engine, plan.tokenizer, group, tasks,
-                                                          plan.reward_fn, plan.sampling))
+        self.first(lambda engine: self.finisher(engine, plan.tokenizer, group, tasks,
+                                                plan.reward_fn, plan.sampling))
 
     def __enter__(self) -> AsyncEpisodes:
         self.loop.__enter__()
@@ -144,8 +143,8 @@ class AsyncEpisodes:
             elif dynamic.enabled and not informative(group):
                 discarded += 1
             else:
-                if self.confession is not None:  # only kept groups confess
-                    self._confess(group, task)
+                if self.finisher is not None:  # only kept groups
+                    self._finish(group, task)
                 kept.append(group)
                 continue
             loop.release(1)

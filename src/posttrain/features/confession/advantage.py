@@ -15,7 +15,7 @@ from posttrain.types import Batch, Episode
 
 def confession_tokens(episodes: Sequence[Episode], batch: Batch) -> torch.Tensor:
     """``[B, T]``: 1 on the tokens of each confessing episode's confession, its last step
-    (``rollout.wrappers.confession``)."""
+    (``rollout``)."""
     last = [torch.tensor([0.0] * (n - 1) + [float("confession" in ep.meta)])
             for ep in episodes for n in [sum(len(s.steps) for s in ep.segments)]]
     return step_tokens(last, episodes, batch)

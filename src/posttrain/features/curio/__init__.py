@@ -1,6 +1,7 @@
-"""CURIO (``reward.curio``; docs/curio.md): what a rollout reports of the belief over the
-user's type."""
+"""CURIO (``reward.curio``; docs/curio.md): a belief over the user's type around every agent
+environment, its intrinsic reward, and what a rollout reports of the belief."""
 
 from posttrain.hooks import Feature
 
-FEATURE = Feature("curio", order=70, package=__name__, rollout_metrics=".metrics:curio_metrics")
+FEATURE = Feature("curio", order=70, package=__name__, rollout_metrics=".metrics:curio_metrics",
+                  wrap_environment=".environment:with_curio")

@@ -5,7 +5,7 @@ The confession continues the episode's last segment token for token: the templat
 for a system message holding the confession prompt and the next assistant turn (loss mask 0),
 then the sampled confession (mask 1, one more step). Its score is ``rewards["confession"]``,
 which the task's total leaves out; the update gives the confession's tokens their own group
-advantage (``train.rl_update``)."""
+advantage (``advantage``)."""
 
 from __future__ import annotations
 
@@ -35,13 +35,13 @@ class ConfessionRollout:
                  sampling, group_size: int = 1, group_prefix: str = "") -> list[Episode]:
         episodes = self.rollout_fn(engine, tokenizer, tasks, reward_fn, sampling, group_size,
                                    group_prefix=group_prefix)
-        self.confess(engine, tokenizer, episodes, [tasks[j // group_size]
+        self.finish_group(engine, tokenizer, episodes, [tasks[j // group_size]
                                                    for j in range(len(episodes))],
                      reward_fn, sampling)
         return episodes
 
-    def confess(self, engine, tokenizer, episodes: Sequence[Episode], task_of: Sequence[Task],
-                reward_fn: RewardFunction, sampling) -> None:
+    def finish_group(self, engine, tokenizer, episodes: Sequence[Episode],
+                     task_of: Sequence[Task], reward_fn: RewardFunction, sampling) -> None:
         """Have each of ``episodes`` (of ``task_of``) confess on ``engine`` and judge it, in
         place (a synchronous rollout's, or an asynchronous step's group as it is taken)."""
         scaffolds = [self.scaffold(tokenizer, e, t) for e, t in zip(episodes, task_of)]
@@ -129,3 +129,13 @@ def judged_view(episode: Episode) -> Episode:
     return replace(episode, meta={**episode.meta, "completion":
                                   f"{answer}\n\nConfession: {episode.meta['confession']}"})
 
+
+
+def confessing(rollout_fn: Callable[..., list[Episode]], cfg, tokenizer
+               ) -> Callable[..., list[Episode]]:
+    """``rollout_fn`` with ``reward.confession``'s confessions after it (itself when off)."""
+    c = cfg.reward.confession
+    if c is None:
+        return rollout_fn
+    return ConfessionRollout(rollout_fn, c.prompt, c.max_new_tokens,
+                             c.judge.build(tokenizer, cfg.trainer.compute_dtype, cfg.seed))
