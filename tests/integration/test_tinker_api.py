@@ -1,8 +1,10 @@
 """``posttrain tinker-serve`` driven by the unmodified ``tinker`` SDK: a LoRA training client's
 supervised steps, the trainer's log-probs against the sampler's, a custom loss (the SDK's
 forward then weighted backward), an RL step with the sampler's log-probs, a saved state that
-resumes exactly, and refusals that reach the client as errors."""
+resumes exactly, refusals that reach the client as errors, and a step on non-finite gradients
+that leaves the adapter as it was."""
 
+import math
 import os
 import threading
 import time
@@ -14,8 +16,10 @@ from tinker import types
 
 from posttrain.models import build_tiny, load_model
 from posttrain.serve.server import running
+from posttrain.tinker_api.adapters import AdapterPool, LoraSpec
 from posttrain.tinker_api.app import create_app
 from posttrain.tinker_api.service import Service
+from posttrain.tinker_api.wire import Datum
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +140,30 @@ def test_a_saved_state_resumes_exactly(client):
     resumed = client.create_training_client_from_state_with_optimizer(path).result()
     steps(resumed, datum, 1)
     assert logprobs(resumed, datum) == logprobs(straight, datum)
+
+
+def test_a_step_on_non_finite_gradients_leaves_the_adapter_as_it_was(served):
+    """The client's ``Trainer`` skips it, as it skips any posttrain step whose gradient norm
+    is not finite (AdamW's step on them wrote NaN into every weight of the adapter)."""
+    pool = AdapterPool(load_model(served[1].model_dir))
+    pool.create("c", LoraSpec(rank=4, seed=0))
+    ids = served[1].tokenizer.encode("What is 2+3? 5")
+    n = len(ids) - 1
+
+    def datum(weight: float) -> Datum:
+        return Datum(ids[:-1], {"target_tokens": torch.tensor(ids[1:]),
+                                "weights": torch.full((n,), weight)})
+
+    def adapter() -> list[torch.Tensor]:
+        return [p.detach().clone() for p in pool.slot("c").params.values()]
+
+    before = adapter()
+    pool.forward_backward("c", [datum(math.nan)], "cross_entropy", {}, False)
+    assert math.isnan(pool.optim_step("c", 3e-3)["grad_norm:mean"])
+    assert all(torch.equal(a, b) for a, b in zip(adapter(), before))
+    pool.forward_backward("c", [datum(1.0)], "cross_entropy", {}, False)
+    assert math.isfinite(pool.optim_step("c", 3e-3)["grad_norm:mean"])
+    assert not all(torch.equal(a, b) for a, b in zip(adapter(), before))  # it trains on
 
 
 def test_refusals_reach_the_client(client):

@@ -1,7 +1,8 @@
 """One base model and a LoRA adapter a training client (PEFT's named adapters on one
 ``PeftModel``): each request activates its client's adapter, so the base weights are held once.
 Gradients accumulate in the adapter across ``forward_backward`` calls; ``optim_step`` applies
-AdamW with the step's own hyperparameters and zeroes them. Adapters start as PEFT draws them
+them with the client's ``Trainer`` (posttrain's optimiser step: AdamW, with the call's own
+hyperparameters), made at its first step, and zeroes them. Adapters start as PEFT draws them
 (``B = 0``) from the client's ``seed``, with ``lora_alpha = ALPHA``. A model whose output head
 is its input embedding (``tie_word_embeddings``) trains no adapter on the head
 (``train_unembed`` has no effect there): merged for sampling, it would change the embedding
@@ -16,10 +17,12 @@ from dataclasses import dataclass
 
 import torch
 
+from posttrain.config import OptimConfig, TrainerConfig
 from posttrain.models.logprobs import sequence_logprobs
 from posttrain.models.lora import merged_weights
 from posttrain.tinker_api.losses import LOSSES, BadRequest
 from posttrain.tinker_api.wire import Datum
+from posttrain.train import Trainer
 
 ALPHA = 32.0
 TARGETS = {"attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
@@ -62,7 +65,7 @@ class Slot:
     name: str  # the PEFT adapter's name
     spec: LoraSpec
     params: dict[str, torch.nn.Parameter]  # the adapter's, by their names in the model
-    optimizer: torch.optim.Optimizer | None = None
+    trainer: Trainer | None = None  # its optimiser step and AdamW state, from its first step
 
 
 class AdapterPool:
@@ -175,18 +178,40 @@ class AdapterPool:
     def optim_step(self, model_id: str, learning_rate: float, beta1: float = 0.9,
                    beta2: float = 0.95, eps: float = 1e-12, weight_decay: float = 0.0,
                    grad_clip_norm: float = 0.0) -> dict[str, float]:
-        slot = self.slot(model_id)
-        if slot.optimizer is None:
-            slot.optimizer = torch.optim.AdamW(slot.params.values(), lr=learning_rate)
-        for group in slot.optimizer.param_groups:
-            group.update(lr=learning_rate, betas=(beta1, beta2), eps=eps,
-                         weight_decay=weight_decay)
-        grads = [p for p in slot.params.values() if p.grad is not None]
-        norm = torch.nn.utils.clip_grad_norm_(grads, grad_clip_norm if grad_clip_norm > 0
-                                              else float("inf")) if grads else torch.zeros(())
-        slot.optimizer.step()
-        slot.optimizer.zero_grad(set_to_none=True)
-        return {"grad_norm:mean": float(norm)}
+        """The client's trainer steps on the gradients its adapter holds, clipped to
+        ``grad_clip_norm`` (0: not clipped); a step whose gradient norm is not finite is
+        skipped, as every posttrain step is (``Trainer.apply_gradients``)."""
+        with self.active(model_id) as slot:
+            if slot.trainer is None:
+                slot.trainer = self._trainer()
+            trainer = slot.trainer
+            trainer.optim_cfg = trainer.optim_cfg.model_copy(
+                update={"grad_clip": grad_clip_norm if grad_clip_norm > 0 else None})
+            for group in trainer.optimizer.param_groups:
+                group.update(lr=learning_rate, betas=(beta1, beta2), eps=eps,
+                             weight_decay=weight_decay)
+            norm = trainer.apply_gradients({})["grad_norm"]
+            trainer.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm:mean": norm}
+
+    def _trainer(self) -> Trainer:
+        """A trainer of the active adapter (the model's only trainable parameters); the
+        learning rate and the rest are set at each step, so the schedule is constant."""
+        return Trainer(self.model, OptimConfig(schedule="constant"), 0,
+                       TrainerConfig(device=str(self.device)))
+
+    def optimizer_state(self, model_id: str) -> dict | None:
+        """The client's AdamW state (None before its first step)."""
+        trainer = self.slot(model_id).trainer
+        return None if trainer is None else trainer.optimizer.state_dict()
+
+    def load_optimizer_state(self, model_id: str, state: dict | None) -> None:
+        """``optimizer_state``'s into the client (None: AdamW starts afresh at its next
+        step)."""
+        with self.active(model_id) as slot:
+            slot.trainer = None if state is None else self._trainer()
+            if state is not None:
+                slot.trainer.optimizer.load_state_dict(state)
 
     def adapter_state(self, model_id: str) -> dict[str, torch.Tensor]:
         """The client's adapter as PEFT saves it (names without the adapter's), on the CPU."""

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from posttrain.engines import GenerationOutput
 from posttrain.engines.sampling import resolve_seeds
 from posttrain.engines.torch_member import TorchEngineConfig
@@ -86,10 +84,9 @@ class Service:
                                "arch": type(self.pool.model).__name__}}
 
     def save(self, model_id: str, kind: str, name: str, overwrite: bool = True) -> dict:
-        slot = self.pool.slot(model_id)
-        optimizer = slot.optimizer.state_dict() if kind == "weights" and slot.optimizer \
-            else None
-        path = self.checkpoints.save(tinker_path(model_id, kind, name), slot.spec,
+        optimizer = self.pool.optimizer_state(model_id) if kind == "weights" else None
+        path = self.checkpoints.save(tinker_path(model_id, kind, name),
+                                     self.pool.slot(model_id).spec,
                                      self.pool.adapter_state(model_id), optimizer, overwrite)
         if self._held == path:
             self._held = REWRITTEN
@@ -104,13 +101,10 @@ class Service:
             if model_id not in self.pool.slots:
                 self.pool.create(model_id, spec)
         self.pool.load_adapter_state(model_id, adapter)
-        slot = self.pool.slot(model_id)
-        for p in slot.params.values():  # gradients from before the load are not the loaded state's
+        for p in self.pool.slot(model_id).params.values():  # not the loaded state's gradients
             p.grad = None
-        slot.optimizer = None  # a state saved before any step has none: AdamW starts fresh
-        if optimizer and opt_state:
-            slot.optimizer = torch.optim.AdamW(slot.params.values())
-            slot.optimizer.load_state_dict(opt_state)
+        # a state saved before any step has none: AdamW starts fresh
+        self.pool.load_optimizer_state(model_id, opt_state if optimizer and opt_state else None)
         return {"path": path, "model_id": model_id, "type": "load_weights"}
 
     def finish(self, session_id: str) -> None:

@@ -257,6 +257,17 @@ class Trainer:
             self.precision.backward(loss if live else loss * 0)
             for k, v in {"loss": loss.detach(), **stats}.items() if live else ():
                 sums[k] = sums.get(k, 0.0) + float(v)
+        out = self.apply_gradients(sums)
+        if self.mtp is not None and not out["skipped"]:
+            out |= self.mtp.step(self.model, batch, micro_size or self.settings.micro_batch_size,
+                                 self.precision.autocast)
+        return out
+
+    def apply_gradients(self, sums: dict[str, float]) -> dict[str, float]:
+        """The step on the gradients the trainable parameters hold (``optimizer_step``'s
+        backward passes, or a caller's own: tinker-serve's clients accumulate theirs over
+        requests), clipped; skipped on an fp16 overflow or when the loss (``sums["loss"]``;
+        ``sums``: the step's summed statistics) or the gradient norm is not finite."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.parallel is not None:
             self.parallel.sum_gradients(params)
@@ -284,9 +295,6 @@ class Trainer:
         self.scheduler.step()
         self.step += 1
         self.consecutive_bad = 0
-        if self.mtp is not None:
-            sums |= self.mtp.step(self.model, batch, micro_size or self.settings.micro_batch_size,
-                                  self.precision.autocast)
         return {"loss": total, "grad_norm": grad_norm, "lr": lr, "skipped": 0.0,
                 "bad_steps": float(self.bad_steps), **sums}
 
