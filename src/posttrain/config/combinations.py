@@ -8,17 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 from posttrain.config.rules import changed, note, noting, sections, unread
-from posttrain.config.sections.agent import SWARM_PARTS
-from posttrain.config.sections.curio import CURIO_PART
 from posttrain.config.sections.reward import ENV
+from posttrain.hooks import hooked
 
 
 def check_combinations(cfg) -> None:
     """Every rule, in this order (the first broken one is the error): each section's own
-    (``Section.check``, which concern it), then those that span the run."""
+    (``Section.check``, which concern it), then those that span the run, the features' own
+    (their ``check`` hooks) among them."""
     for section in sections(cfg):
         section.check(cfg)
     device_rules(cfg)
+    for check in hooked("check"):
+        check(cfg)
     env_part_rules(cfg)
     unused_sections(cfg)
     stage_options(cfg)
@@ -94,18 +96,18 @@ def device_rules(cfg) -> None:
                          f"trainer.device {cfg.trainer.device} is the CPU here: use bf16")
 
 
+def env_scored(cfg) -> set[str]:
+    """The reward parts of ``cfg`` with verifier ``env``."""
+    return {n for n, p in cfg.reward.parts.items() if p.verifier == ENV}
+
+
 def env_part_rules(cfg) -> None:
     """Reward parts scored by an environment (verifier ``env``) go with a task whose
-    environment scores them, or ``task.env``."""
+    environment scores them, or ``task.env``; a feature's ``scored_parts`` are its own."""
     task = cfg.task
-    env_parts = {n for n, p in cfg.reward.parts.items() if p.verifier == ENV}
-    if cfg.agent.swarm is not None:  # the swarm scores these two
-        env_parts -= set(SWARM_PARTS)
-    if cfg.reward.curio is not None:  # reward.curio scores it
-        env_parts -= {CURIO_PART}
-    elif CURIO_PART in env_parts - set(task.SCORED_PARTS) and task.env is None:
-        raise ValueError(f"the reward part {CURIO_PART!r} (verifier env) is CURIO's intrinsic "
-                         "reward: set reward.curio")
+    env_parts = env_scored(cfg)
+    for scored in hooked("scored_parts"):
+        env_parts -= set(scored(cfg))
     if task.PARTS_FROM_ENV:  # an environment library's reward functions, by their names
         if not env_parts:
             raise ValueError(f"task.name={task.name} is scored by its environment's reward "

@@ -27,6 +27,7 @@ from posttrain.config.sections.rl import (
 from posttrain.config.sections.skills import SkillsConfig
 from posttrain.config.sections.task import TaskFamily
 from posttrain.config.sections.trainer import ActorConfig, CriticConfig, TrainerConfig
+from posttrain.hooks import feature
 from posttrain.models import PRESETS
 from posttrain.models.presets import ARCHITECTURES, MOE_ARCHITECTURES
 from posttrain.models.quick_tokens import NAME as QUICK_NAME
@@ -216,6 +217,10 @@ class RunConfig(Section):
                     "(docs/scaling.md)")
     skills: SkillsConfig | None = Field(
         None, description="a skill bank in every episode (null: none; docs/skills.md)")
+    features: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the own keys of features that declare them, by feature name (absent: "
+                    "off; docs/architecture.md)")
 
     @field_validator("stages")
     @classmethod
@@ -223,6 +228,19 @@ class RunConfig(Section):
         if len(set(stages)) != len(stages):
             raise ValueError(f"{stages} lists a stage twice")
         return stages
+
+    @field_validator("features")
+    @classmethod
+    def _feature_sections(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Each feature's keys, validated by the section it declares."""
+        out = {}
+        for name, value in given.items():
+            section = feature(name).hook("section")
+            if section is None:
+                raise ValueError(f"feature {name!r} has no keys of its own")
+            out[name] = value if isinstance(value, section) else section.model_validate(
+                value or {})
+        return out
 
     @field_validator("report_to")
     @classmethod

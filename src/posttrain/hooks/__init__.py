@@ -8,10 +8,12 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
 - ``rewards(rewards [E], update) -> [E]``: an RL update's per-episode rewards before the
   estimator (and before a KL in the reward is subtracted); ``update`` is an ``UpdateView``;
 - ``advantages(adv [B, T], update) -> [B, T]``: the token advantages the estimator gave;
+- ``shaping_inputs(episodes) -> {name: () -> value}``: inputs the feature offers reward
+  shaping rules (``reward.shaping``), computed when a rule asks;
 - ``needs_old_entropy(algo) -> bool``: the update computes the old policy's token entropy
   (``batch.old_entropy``) beside its log-probs;
-- ``rollout_metrics(episodes) -> dict``: a rollout's metrics of the feature's own episodes
-  (empty for others);
+- ``rollout_metrics(rollout) -> dict``: a rollout's (or an evaluation's) metrics of the
+  feature's own episodes (empty for others); ``rollout`` is a ``RolloutView``;
 - ``set_aside(episode) -> bool``: an episode that is not the task's (a grading prompt, say),
   left out of the task's reward and accuracy means;
 - ``wrap_rollout(rollout_fn, cfg, tokenizer) -> rollout_fn``: what plays and scores a run's
@@ -22,7 +24,15 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
 - ``sft_turns(cfg) -> then | None``: turns appended to generated SFT conversations,
   ``then(task, conversation, rng) -> [message]`` drawing from the generator's ``rng``;
 - ``sft_conversations(conversations, cfg) -> conversations``: generated SFT conversations
-  rewritten (the data of the ``sft`` stage, not distillation's).
+  rewritten (the data of the ``sft`` stage, not distillation's);
+- ``section``: the pydantic section (a ``config.section.Section``) of the feature's own keys,
+  ``features.<name>`` in a run's config; the RL update's hooks read them in
+  ``update.features[name]`` (absent: the feature is off);
+- ``check(cfg)``: the feature's rules across a run's sections (a ``ValueError`` refuses it);
+- ``scored_parts(cfg) -> [part]``: reward parts (verifier ``env``) the feature scores itself.
+
+``section``, ``check`` and ``scored_parts`` run when a config is validated, which never imports
+torch: their modules import no heavy library.
 
 A hook given as a string ``"module:attr"`` (``.module`` relative to the feature's package) is
 imported on first use, so declaring a feature imports no heavy library.
@@ -32,8 +42,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
@@ -47,11 +57,23 @@ Hook = Callable[..., Any] | str | None
 @dataclass(frozen=True)
 class UpdateView:
     """What an RL update's hooks see: the ``batch`` of its ``episodes`` (one row a segment),
-    with old log-probs and entropy where computed, and the ``algo`` section."""
+    with old log-probs and entropy where computed, the ``algo`` section and the features'
+    own settings (``features.<name>`` of the run's config, by name)."""
 
     batch: Any
     episodes: Sequence[Any]
     algo: Any
+    features: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RolloutView:
+    """What a rollout's metric hooks see: its task ``episodes``, those set ``aside`` (not the
+    task's) and the features' own settings, by name."""
+
+    episodes: Sequence[Any]
+    aside: Sequence[Any] = ()
+    features: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,12 +87,16 @@ class Feature:
     rewards: Hook = None
     advantages: Hook = None
     needs_old_entropy: Hook = None
+    shaping_inputs: Hook = None
     rollout_metrics: Hook = None
     set_aside: Hook = None
     wrap_rollout: Hook = None
     wrap_environment: Hook = None
     sft_turns: Hook = None
     sft_conversations: Hook = None
+    section: Hook = None
+    check: Hook = None
+    scored_parts: Hook = None
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The callable of hook ``name`` (a string path imported now), or None."""
@@ -99,6 +125,14 @@ def features() -> tuple[Feature, ...]:
     if len(set(names)) < len(names):
         raise ValueError(f"two features share a name: {sorted(names)}")
     return tuple(sorted(found, key=lambda f: (f.order, f.name)))
+
+
+def feature(name: str) -> Feature:
+    """The feature called ``name``."""
+    for f in features():
+        if f.name == name:
+            return f
+    raise ValueError(f"no feature {name!r}; the features: {', '.join(f.name for f in features())}")
 
 
 @cache

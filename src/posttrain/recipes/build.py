@@ -142,7 +142,8 @@ class RunParts(RunTasks):
             tasks = CurriculumTasks(tasks, cfg.task.curriculum, cfg.reward.accuracy_part,
                                     cfg.seed, self.out / CURRICULUM)
         return cls(trainer, tokenizer, tasks, self.eval_tasks, self.reward_fn, cfg.eval,
-                   cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint, **settings)
+                   cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint,
+                   features=cfg.features, **settings)
 
     def unevaluated(self) -> str | None:
         """Why the run's held-out evaluation would say nothing of what it trains (None when it

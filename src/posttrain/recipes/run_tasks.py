@@ -173,7 +173,8 @@ class RunTasks:
     def evaluate(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
         """The held-out episodes (``eval.samples`` a problem) and their metrics."""
         return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
-                         self.cfg.reward.accuracy_part, self.cfg.seed, self.rollout_fn)
+                         self.cfg.reward.accuracy_part, self.cfg.seed, self.rollout_fn,
+                         self.cfg.features)
 
     # -- data --------------------------------------------------------------------------------
     def report_skipped(self, what: str, skipped: list[tuple[int, str]]) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar
@@ -113,6 +113,7 @@ class LoopRun:
     cfg: Any = field(kw_only=True)
     watches: list[Callable[[Sequence[Episode]], dict[str, float]]] = field(
         default_factory=list, kw_only=True)
+    features: Mapping[str, Any] = field(default_factory=dict, kw_only=True)  # their settings
 
     def eval_due(self, step: int) -> bool:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
@@ -124,7 +125,8 @@ class LoopRun:
         (with each of ``watches``' metrics of its episodes); its samples go to the trackers
         as ``<stage>_step_<n>``."""
         episodes, metrics = evaluate(engine, self.tokenizer, self.eval_tasks, self.reward_fn,
-                                      self.eval_cfg, self.accuracy_part, self.seed, rollout_fn)
+                                      self.eval_cfg, self.accuracy_part, self.seed, rollout_fn,
+                                      self.features)
         self.reporter.samples(f"{self.STAGE}_step_{step + 1}", episodes, self.tokenizer)
         for watch in self.watches:
             metrics |= watch(episodes)
@@ -178,7 +180,8 @@ class RLRun(LoopRun):
             steps=PolicySteps.of(self.cfg, self.algo, self.actor),
             pad_token_id=self.tokenizer.pad_token_id, part_weights=self.reward_fn.part_weights,
             critic=self.critic, critic_cfg=self.critic_cfg,
-            token_stats=self.cfg.token_stats if self.cfg.save_episodes else 0)
+            token_stats=self.cfg.token_stats if self.cfg.save_episodes else 0,
+            features=self.features)
 
 
 def check_mismatch(value: float, tolerance: float) -> None:
@@ -270,7 +273,7 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
         for step in range(run.start_step, cfg.steps):
             started = time.perf_counter()
             episodes, sampled, counts = source.take(step)
-            metrics = rollout_metrics(sampled, run.accuracy_part) | counts
+            metrics = rollout_metrics(sampled, run.accuracy_part, run.features) | counts
             if episodes:
                 if run.sleep_engines:  # the update gets the engines' memory; the sync wakes them
                     source.call(lambda e: e.sleep())

@@ -4,11 +4,14 @@ speculative engine's acceptance of its drafts (``spec/...``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
 
 from posttrain.config import EvalConfig
 from posttrain.engines import Engine
 from posttrain.envs import Task
+from posttrain.hooks import RolloutView
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.rollout.scoring import (
@@ -23,15 +26,17 @@ from posttrain.types import Episode
 
 def evaluate(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
              cfg: EvalConfig, accuracy_part: str, seed: int = 0,
-             rollout_fn: Callable[..., list[Episode]] = rollout
+             rollout_fn: Callable[..., list[Episode]] = rollout,
+             features: Mapping[str, Any] = MappingProxyType({})
              ) -> tuple[list[Episode], dict[str, float]]:
-    """``eval_episodes`` and their ``eval_metrics``; with an engine that drafts
+    """``eval_episodes`` and their ``eval_metrics`` (the features' with their settings,
+    ``features``); with an engine that drafts
     (``engine.draft_tokens``), the acceptance of the drafts it made for them
     (``SpeculativeStats.metrics_since``: ``spec/acceptance`` and the like)."""
     counts = getattr(engine, "speculative", None)  # (an in-process TorchEngine's)
     before = counts.snapshot() if counts is not None else None
     episodes = eval_episodes(engine, tokenizer, tasks, reward_fn, cfg, seed, rollout_fn)
-    metrics = eval_metrics(episodes, tasks, reward_fn, cfg, accuracy_part)
+    metrics = eval_metrics(episodes, tasks, reward_fn, cfg, accuracy_part, features)
     if counts is not None:
         metrics |= counts.metrics_since(before)
     return episodes, metrics
@@ -46,7 +51,8 @@ def eval_episodes(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: R
 
 
 def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: RewardFunction,
-                 cfg: EvalConfig, accuracy_part: str) -> dict[str, float]:
+                 cfg: EvalConfig, accuracy_part: str,
+                 features: Mapping[str, Any] = MappingProxyType({})) -> dict[str, float]:
     """``{"accuracy", "reward", <part>...}`` averaged over every sample (plus ``tool_use`` for
     agent episodes offered a tool, and ``accuracy/<domain>`` when the tasks span several
     domains); with ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the
@@ -55,7 +61,7 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}
     for name in dict.fromkeys([*reward_fn.weights, *(k for e in episodes for k in e.rewards)]):
-        out[name] = sum(e.score(name) for e in episodes) / n  # (also a confession's part)
+        out[name] = sum(e.score(name) for e in episodes) / n  # (also a feature's own part)
     out["accuracy"] = out[accuracy_part]
     out |= missing_metrics(episodes)
     domains = sorted({d for e in episodes if (d := e.meta.get("domain")) is not None})
@@ -64,7 +70,8 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
             mine = [e.score(accuracy_part) for e in episodes if e.meta.get("domain") == d]
             out[f"accuracy/{d}"] = sum(mine) / len(mine)
     out |= tool_use(episodes)
-    out |= feature_metrics(episodes) | harness_metrics(episodes, accuracy_part)
+    out |= feature_metrics(RolloutView(episodes, (), features)) | harness_metrics(
+        episodes, accuracy_part)
     per_problem = per_task(episodes, cfg.samples)
     if cfg.samples > 1:
         out |= sample_metrics(per_problem, accuracy_part, cfg.pass_ks())

@@ -14,13 +14,15 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
 
 import torch
 
 from posttrain.algos import LazyInputs, entry, get, group_index
 from posttrain.config import ShapingRule
-from posttrain.hooks import hooked
+from posttrain.hooks import RolloutView, hooked
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.types import Episode
@@ -71,7 +73,7 @@ def shape_rewards(episodes: Sequence[Episode], rules: Sequence[ShapingRule], ste
     """Episodes whose ``reward`` went through ``rules`` in order; the unshaped total stays in
     ``meta["raw_reward"]`` and the named parts are unchanged. Each rule takes what it asks
     for (``rewards``, ``lengths`` in completion tokens, ``group_ids``, ``efforts`` and the
-    ``effort_grid``, a swarm episode's ``parallel`` and ``finish`` parts, ``budgets`` from
+    ``effort_grid``, what the features' ``shaping_inputs`` offer, ``budgets`` from
     the rule's ``budget``: one number, or ``auto``, each prompt's own from
     ``prompt_budgets`` at percentile ``rho``; the ``step``) and its declared output is a
     ``bonus`` to add, a ``cost`` to subtract ``coef`` times, or the new ``reward``."""
@@ -84,10 +86,9 @@ def shape_rewards(episodes: Sequence[Episode], rules: Sequence[ShapingRule], ste
         "efforts": lambda: torch.tensor([e.meta["effort"] for e in episodes]),
         "effort_grid": lambda: efforts,
         "step": lambda: step,
-        **{part: lambda part=part: torch.tensor(  # PARL's parts of a swarm episode (else 0)
-            [e.meta.get("parl", {}).get(part, 0.0) for e in episodes], dtype=torch.float64)
-           for part in ("parallel", "finish")},
     }
+    for offered in hooked("shaping_inputs"):
+        fixed |= offered(episodes)
     for rule in rules:
         shaping, opts = entry("shaping", rule.name), rule.options()
         coef, budget = opts.pop("coef", None), opts.pop("budget", None)
@@ -122,13 +123,15 @@ def informative(episodes: list[Episode]) -> list[Episode]:
 
 # -- a rollout's metrics -------------------------------------------------------------------
 def set_aside(episode: Episode) -> bool:
-    """Whether a feature sets ``episode`` aside: not the task's (a grading prompt, say)."""
+    """Whether a feature sets ``episode`` aside: not the task's (``set_aside`` hooks)."""
     return any(aside(episode) for aside in hooked("set_aside"))
 
 
-def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str, float]:
+def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str,
+                    features: Mapping[str, Any] = MappingProxyType({})) -> dict[str, float]:
     """The step's means over its task episodes (those no feature sets aside), then the
-    features' own ``rollout_metrics`` and each harness's."""
+    features' own ``rollout_metrics`` (with their settings, ``features``) and each
+    harness's."""
     aside = [e for e in episodes if set_aside(e)]
     episodes = [e for e in episodes if not set_aside(e)]
     n = len(episodes)
@@ -144,15 +147,15 @@ def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str) -> dict[str
     if looped:
         for key in ("turns", "compactions", "guard_flags", "guard_blocks", "guard_judge_failures"):
             out[key] = sum(e.meta[key] for e in looped) / len(looped)
-    return out | feature_metrics(episodes, aside) | harness_metrics(episodes, accuracy_part)
+    return out | feature_metrics(RolloutView(episodes, aside, features)) | harness_metrics(
+        episodes, accuracy_part)
 
 
-def feature_metrics(episodes: Sequence[Episode], aside: Sequence[Episode] = ()
-                    ) -> dict[str, float]:
-    """What the features report of a rollout's task ``episodes`` and those set ``aside``."""
+def feature_metrics(rollout: RolloutView) -> dict[str, float]:
+    """What the features report of ``rollout``."""
     out: dict[str, float] = {}
     for metrics in hooked("rollout_metrics"):
-        out |= metrics(episodes, aside)
+        out |= metrics(rollout)
     return out
 
 

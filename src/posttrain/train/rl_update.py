@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -91,7 +92,8 @@ def step_tokens(step_values: Sequence[torch.Tensor], episodes: Sequence[Episode]
 
 
 def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
-                     part_weights: dict[str, float]) -> LazyInputs:
+                     part_weights: dict[str, float],
+                     features: Mapping[str, Any] = MappingProxyType({})) -> LazyInputs:
     """What the pipeline can feed an estimator, by input name. Per episode: ``rewards``
     (through the features' ``rewards`` hooks, then minus ``coef sum_t KL_t(old, ref)`` with
     the KL in the reward), ``group_ids``, ``mask`` (``[E, max n_e]``, ``n_e`` ones),
@@ -107,7 +109,7 @@ def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig
     def rewards() -> torch.Tensor:
         r = torch.tensor([ep.reward for ep in episodes], dtype=torch.float32)
         for reshape in hooked("rewards"):
-            r = reshape(r, UpdateView(batch, episodes, algo))
+            r = reshape(r, UpdateView(batch, episodes, algo, features))
         if in_reward:
             kl = token_kl(batch, algo.kl.estimator).sum(dim=1)
             r = r - algo.kl.coef * per_episode(kl, rows, n)
@@ -160,21 +162,20 @@ def estimator_options(algo: AlgoConfig) -> dict[str, Any]:
 
 
 def compute_advantages(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
-                       part_weights: dict[str, float]) -> torch.Tensor:
-    """``[B, T]`` advantages of ``batch`` (built from ``episodes``) under ``algo``: the
-    estimator takes what it asks for from ``advantage_inputs`` and its declared output says
-    how its result reaches the tokens."""
+                       part_weights: dict[str, float],
+                       features: Mapping[str, Any] = MappingProxyType({})) -> torch.Tensor:
+    """``[B, T]`` advantages of ``batch`` (built from ``episodes``) under ``algo`` (and the
+    ``features``' own settings): the estimator takes what it asks for from
+    ``advantage_inputs`` and its declared output says how its result reaches the tokens."""
     estimator = entry("advantage", algo.adv_estimator)
-    inputs = advantage_inputs(batch, episodes, algo, part_weights)
+    inputs = advantage_inputs(batch, episodes, algo, part_weights, features)
     adv = estimator.call(inputs, **estimator_options(algo))
-    return _modified(TO_TOKENS[estimator.output](adv, inputs, episodes, batch), episodes, batch,
-                     algo)
+    return _modified(TO_TOKENS[estimator.output](adv, inputs, episodes, batch),
+                     UpdateView(batch, episodes, algo, features))
 
 
-def _modified(adv: torch.Tensor, episodes: Sequence[Episode], batch: Batch,
-              algo: AlgoConfig) -> torch.Tensor:
+def _modified(adv: torch.Tensor, view: UpdateView) -> torch.Tensor:
     """``adv`` through the features' ``advantages`` hooks, in their order."""
-    view = UpdateView(batch, episodes, algo)
     for modify in hooked("advantages"):
         adv = modify(adv, view)
     return adv
@@ -381,6 +382,7 @@ class PolicyUpdate:
     critic: Trainer | None = None
     critic_cfg: CriticConfig | None = None
     token_stats: int = 0  # episodes a step that get ``meta["token_stats"]``
+    features: Mapping[str, Any] = field(default_factory=dict)  # their own settings, by name
 
     def __call__(self, episodes: Sequence[Episode], version: int | None = None,
                  max_staleness: int | None = None) -> dict[str, float]:
@@ -409,7 +411,7 @@ class PolicyUpdate:
                 batch, steps.temperature, True, steps.top_k, steps.top_p))
         if critic is not None:
             batch = batch.replace(old_values=critic_values(critic, batch))
-        adv = compute_advantages(batch, episodes, step_algo, self.part_weights)
+        adv = compute_advantages(batch, episodes, step_algo, self.part_weights, self.features)
         batch = batch.replace(advantages=adv)
         if self.token_stats:
             record_token_stats(trainer, episodes, batch, self.token_stats, steps.temperature,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 
+from posttrain.hooks import RolloutView
 from posttrain.types import Episode
 
 
@@ -12,9 +12,9 @@ def is_grading(episode: Episode) -> bool:
     return bool(episode.meta.get("grading"))
 
 
-def grading_metrics(episodes: Sequence[Episode], aside: Sequence[Episode]) -> dict[str, float]:
+def grading_metrics(rollout: RolloutView) -> dict[str, float]:
     """``grading/reward`` and ``grading/missing`` (no grade) over the gradings set aside."""
-    gradings = [e for e in aside if is_grading(e)]
+    gradings = [e for e in rollout.aside if is_grading(e)]
     if not gradings:
         return {}
     return {"grading/reward": statistics.fmean(e.reward for e in gradings),

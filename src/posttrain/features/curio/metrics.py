@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
 
 from posttrain.harness.curio import final_log_belief
-from posttrain.types import Episode
+from posttrain.hooks import RolloutView
 
 
-def curio_metrics(episodes: Sequence[Episode], aside: Sequence[Episode] = ()
-                  ) -> dict[str, float]:
+def curio_metrics(rollout: RolloutView) -> dict[str, float]:
     """``curio/log_belief``, the mean over episodes of the final belief's log-probability of
     the true user type, with its standard error (``_se``); nothing for other episodes."""
-    finals = [final_log_belief(e.meta["env"]["curio"]) for e in episodes
+    finals = [final_log_belief(e.meta["env"]["curio"]) for e in rollout.episodes
               if "curio" in e.meta.get("env", {})]
     if not finals:
         return {}

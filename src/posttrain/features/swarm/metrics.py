@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from posttrain.types import Episode
+from posttrain.hooks import RolloutView
 
 
-def swarm_metrics(episodes: Sequence[Episode], aside: Sequence[Episode] = ()
-                  ) -> dict[str, float]:
+def swarm_metrics(rollout: RolloutView) -> dict[str, float]:
     """Swarm episodes' means: ``swarm/subagents`` spawned, ``swarm/critical_steps`` (the
     cost: the longest chain) and ``swarm/total_steps``, and ``swarm/spawning``, the share of
     episodes that spawned at all; nothing for other episodes."""
+    episodes = rollout.episodes
     if not episodes or "subagents" not in episodes[0].meta:
         return {}
     n = len(episodes)

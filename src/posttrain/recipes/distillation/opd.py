@@ -94,7 +94,7 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
             problems = [EffortTask(p, e) for p in problems for e in run.efforts]
         sampling = cfg.params((tokenizer.eos_token_id,), step_seed(seed, step))
         episodes = rollout(engine, tokenizer, problems, run.reward_fn, sampling, cfg.group_size)
-        metrics = rollout_metrics(episodes, run.accuracy_part)
+        metrics = rollout_metrics(episodes, run.accuracy_part, run.features)
         keep = [j for j, e in enumerate(episodes) if e.segments[0].num_trainable]
         if keep:
             samples = Samples([episodes[j] for j in keep],
