@@ -14,7 +14,7 @@ from posttrain.cli.app import app
 from posttrain.config import ConfigError, load_config
 from posttrain.recipes.run_tasks import RunTasks
 from posttrain.rollout import JudgedRollout, rollout, rollout_metrics
-from posttrain.rollout.wrappers.grading import GradingAccuracy, GradingRollout
+from posttrain.features.actor_as_grm.grading import GradingAccuracy, GradingRollout
 from posttrain.types import SamplingParams
 
 GRADE = "You grade answers"

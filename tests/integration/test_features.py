@@ -164,6 +164,7 @@ MOVED = {
                              "behaviour_reg"],
     "recipes/sampling_loop.py": ["confess", "curio", "grading", "taco", "behaviour_reg"],
     "config/combinations.py": ["curio", "swarm", "CURIO", "SWARM"],
+    "recipes/rl.py": ["grading", "actor_as_grm", "GRM", "confess"],
 }
 
 

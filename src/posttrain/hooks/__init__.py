@@ -21,6 +21,11 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
   group an asynchronous step takes);
 - ``wrap_environment(make, cfg) -> make``: the agent loop's per-episode environment factory
   (``make`` may be None: no environment);
+- ``wrap_training_rollout(rollout_fn, cfg, run) -> rollout_fn``: what an RL step plays to
+  train on (never an evaluation), ``run`` the stage's ``RLRun``;
+- ``eval_watch(parts, run, engine, evals) -> watch | None``: a metric of every held-out
+  evaluation of the RL stage, ``watch(episodes) -> dict`` (``parts``: the run's ``RunParts``;
+  ``evals``: the run's evaluations so far, where the watch may record its starting figures);
 - ``sft_turns(cfg) -> then | None``: turns appended to generated SFT conversations,
   ``then(task, conversation, rng) -> [message]`` drawing from the generator's ``rng``;
 - ``sft_conversations(conversations, cfg) -> conversations``: generated SFT conversations
@@ -92,6 +97,8 @@ class Feature:
     set_aside: Hook = None
     wrap_rollout: Hook = None
     wrap_environment: Hook = None
+    wrap_training_rollout: Hook = None
+    eval_watch: Hook = None
     sft_turns: Hook = None
     sft_conversations: Hook = None
     section: Hook = None

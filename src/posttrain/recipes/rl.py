@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from posttrain.algos import entry
-from posttrain.config.sections.grading import ActorAsGRM
 from posttrain.engines import Engine
+from posttrain.hooks import hooked
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.placement import (
     cluster_session,
@@ -34,22 +34,20 @@ from posttrain.rollout.dispatch import GroupSource
 from posttrain.rollout.evaluation import eval_episodes
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.rollout.rank_shared import shared_engine
-from posttrain.rollout.wrappers.grading import GradingAccuracy, GradingRollout
 from posttrain.types import Episode
 
 
 def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
            rollout_fn: Callable[..., list[Episode]] = rollout,
-           grading: ActorAsGRM | None = None) -> list[dict[str, float]]:
-    """``run``'s steps, each sampling its own episodes with ``rollout_fn`` (``rollout``, an
-    ``AgentRollout``, ...) on ``engine``, followed by the policy's gradings of some of them
-    with ``grading`` (``rl.actor_as_grm``; never at evaluation); with ``efforts`` every
-    prompt is asked at each level. Returns the evaluations made."""
-    played = rollout_fn
+           train_rollout_fn: Callable[..., list[Episode]] | None = None
+           ) -> list[dict[str, float]]:
+    """``run``'s steps, each sampling its own episodes with ``train_rollout_fn`` (null:
+    ``rollout_fn``, which evaluations play: ``rollout``, an ``AgentRollout``, ...) on
+    ``engine``; with ``efforts`` every prompt is asked at each level. Returns the evaluations
+    made."""
+    played = train_rollout_fn or rollout_fn
     if entry("advantage", run.algo.adv_estimator).takes("baseline_rewards"):
         played = GreedyBaseline(played)  # remax: each prompt's greedy decode too
-    if grading is not None:
-        played = GradingRollout(played, grading, run.accuracy_part, run.seed)
     return rl_loop(run, SyncEpisodes(engine, run.rollout_plan(), efforts, played, rollout_fn))
 
 
@@ -61,7 +59,7 @@ def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine], groups: GroupSou
     (``cfg.async_``): single-turn samples, or sessions of the external ``agent``, of
     ``run.tasks`` in the synchronous run's order, or of any ``groups`` source
     (``TaskMixer.groups`` mixes task families by ratio). Evaluation plays ``eval_rollout_fn``
-    (the run's, confessing with ``reward.confession``, and then so do the step's groups).
+    (the run's; a wrapper's ``finish_group`` also finishes the step's groups).
     Returns the evaluations made."""
     engines = [engine] if isinstance(engine, Engine) else list(engine)
     return rl_loop(run, AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups, agent,
@@ -86,21 +84,13 @@ def win_rate_monitor(parts: RunParts, run: RLRun, engine: Engine,
     return monitor
 
 
-def grading_accuracy(parts: RunParts, run: RLRun, engine: Engine,
-                     evals: dict) -> GradingAccuracy | None:
-    """``rl.actor_as_grm``'s evaluation: the policy on ``engine`` grades the held-out
-    episodes; the stage's starting policy's figures go to ``evals["grading_before_rl"]``
-    (once: a resumed run keeps them)."""
-    grm = parts.cfg.rl.actor_as_grm
-    if grm is None:
-        return None
-    watch = GradingAccuracy(grm, parts.cfg.reward.accuracy_part, run.tokenizer, run.eval_tasks,
-                            engine)
-    if "grading_before_rl" not in evals:
-        evals["grading_before_rl"] = watch(eval_episodes(
-            engine, run.tokenizer, run.eval_tasks, run.reward_fn, run.eval_cfg, run.seed,
-            parts.rollout_fn))
-    return watch
+def training_rollout(rollout_fn: Callable[..., list[Episode]], cfg, run: RLRun
+                     ) -> Callable[..., list[Episode]]:
+    """What a synchronous RL step plays: ``rollout_fn`` through the features'
+    ``wrap_training_rollout`` hooks."""
+    for wrap in hooked("wrap_training_rollout"):
+        rollout_fn = wrap(rollout_fn, cfg, run)
+    return rollout_fn
 
 
 def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | None, evals: dict):
@@ -125,8 +115,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
             for e in engines:
                 sync_weights(trainer, shared_engine(e), start, cfg=sync)
             monitor = win_rate_monitor(parts, run, engines[0], resumed=ckpt is not None)
-            grading = grading_accuracy(parts, run, engines[0], evals)
-            run.watches = [w for w in (monitor, grading) if w]
+            watches = [watch(parts, run, engines[0], evals) for watch in hooked("eval_watch")]
+            run.watches = [w for w in (monitor, *watches) if w]
             external = parts.rollout_fn if cfg.agent.plays_externally else None
             try:
                 if cfg.rl.mode == "async":
@@ -134,7 +124,7 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
                                         eval_rollout_fn=parts.rollout_fn)
                 else:
                     made = run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn,
-                                  cfg.rl.actor_as_grm)
+                                  training_rollout(parts.rollout_fn, cfg, run))
             finally:  # an external agent's server (a later stage's use starts a new one)
                 if hasattr(parts.rollout_fn, "close"):
                     parts.rollout_fn.close()

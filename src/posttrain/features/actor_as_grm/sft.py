@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from posttrain.rollout.wrappers.grading import grading_conversation
+from posttrain.features.actor_as_grm.grading import grading_conversation
 
 
 def grading_prompts(conversations: list[list[dict]], cfg) -> list[list[dict]]:

@@ -1,3 +1,3 @@
 """Rollout functions that wrap another and add to its episodes after it returns: judged reward
 parts (``JudgedRollout``), each prompt's greedy baseline
-(``GreedyBaseline``) and grading prompts for the policy itself (``GradingRollout``)."""
+(``GreedyBaseline``)."""
