@@ -161,7 +161,7 @@ MOVED = {
     "rollout/evaluation.py": BUILT_IN,
     "rollout/async_source.py": BUILT_IN + ["confess"],
     "recipes/run_tasks.py": ["confess", "curio", "grading", "taco", "top_entropy",
-                             "behaviour_reg"],
+                             "behaviour_reg", "swarm"],
     "recipes/sampling_loop.py": ["confess", "curio", "grading", "taco", "behaviour_reg"],
     "config/combinations.py": ["curio", "swarm", "CURIO", "SWARM"],
     "recipes/rl.py": ["grading", "actor_as_grm", "GRM", "confess"],

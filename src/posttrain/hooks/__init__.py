@@ -19,6 +19,8 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
 - ``wrap_rollout(rollout_fn, cfg, tokenizer) -> rollout_fn``: what plays and scores a run's
   episodes, after the judges are attached (a wrapper with ``finish_group`` also finishes each
   group an asynchronous step takes);
+- ``agent_options(cfg, tools) -> {keyword: value}``: keywords of the agent loop
+  (``rollout.AgentRollout``) the feature sets, given the task's ``tools``;
 - ``wrap_environment(make, cfg) -> make``: the agent loop's per-episode environment factory
   (``make`` may be None: no environment);
 - ``wrap_training_rollout(rollout_fn, cfg, run) -> rollout_fn``: what an RL step plays to
@@ -96,6 +98,7 @@ class Feature:
     rollout_metrics: Hook = None
     set_aside: Hook = None
     wrap_rollout: Hook = None
+    agent_options: Hook = None
     wrap_environment: Hook = None
     wrap_training_rollout: Hook = None
     eval_watch: Hook = None

@@ -7,7 +7,6 @@ held-out evaluation and the data a stage reads. Commands that only sample or eva
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
 from posttrain.envs import EffortTask
-from posttrain.harness import SwarmSettings, ToolRegistry
+from posttrain.harness import ToolRegistry
 from posttrain.hooks import hooked
 from posttrain.recipes.agent_tasks import (
     check_row_tools,
@@ -59,7 +58,8 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None, env_factory: Ca
                      ) -> Callable[..., list[Episode]]:
     """What plays and scores episodes: ``task.rollout`` if named, the family's own
     ``family_agent`` (an environment library's loop), the agent loop when the task has
-    ``tools`` (with a dataset row's own tools, and ``task.env``'s environment), else one
+    ``tools`` (with a dataset row's own tools, ``task.env``'s environment and the features'
+    ``agent_options``), else one
     completion a sample (scored with the family's ``env_score``, if any)."""
     if cfg.task.rollout is not None:
         return load_extension("rollout", cfg.task.rollout)
@@ -76,8 +76,10 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None, env_factory: Ca
         return ExternalAgentRollout(play, agent.timeout_s)
     if tools is None:
         return rollout if env_score is None else partial(rollout, env_score=env_score)
-    tree, guard, swarm = cfg.agent.tree, cfg.agent.guard, cfg.agent.swarm
+    tree, guard = cfg.agent.tree, cfg.agent.guard
     task_tools = row_tools(tools) if cfg.task.ROW_TOOLS else None
+    features = {k: v for options in hooked("agent_options")
+                for k, v in options(cfg, tools).items()}
     return AgentRollout(
         tools, cfg.agent.limits(), cfg.agent.compaction,
         tree=None if tree is None else (tree.branches, tree.rounds),
@@ -85,9 +87,7 @@ def rollout_function(cfg: RunConfig, tools: ToolRegistry | None, env_factory: Ca
         guard=None if guard is None else build_guard(guard, cfg.trainer.compute_dtype, cfg.seed),
         retain_reasoning=cfg.agent.retain_reasoning, task_tools=task_tools,
         task_env=with_features(environment_factory(cfg, task_tools or (lambda task: tools)), cfg),
-        swarm=None if swarm is None else SwarmSettings(
-            tools, swarm.max_subagents, replace(cfg.agent.limits(), max_turns=swarm.max_turns),
-            swarm.prompt, swarm.target))
+        **features)
 
 
 def with_features(make: Callable | None, cfg: RunConfig) -> Callable | None:
