@@ -29,8 +29,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("envs", "serve", "skills", "viewer"),
     ("data", "audit", "harness_search", "synthesis"),
     ("rollout", "train"),
-    ("cluster", "features"),
+    ("cluster",),
     ("recipes", "tinker_api"),
+    ("features",),
     ("cli",),
 ]
 LAYER_OF = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}

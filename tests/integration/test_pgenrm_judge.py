@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from posttrain.cli.app import app
 from posttrain.config import ConfigError, load_config
 from posttrain.models.preference_prototypes import PreferencePrototypes
-from posttrain.rollout.wrappers.pgenrm_judge import PGenRMJudge, pgenrm_score
+from posttrain.features.pgenrm.judge import PGenRMJudge, pgenrm_score
 from posttrain.types import Episode, Segment
 
 

@@ -15,7 +15,7 @@ from posttrain.data.preference_pairs import PreferencePair, load_preference_data
 from posttrain.models import load_model, load_tokenizer, pooled_states
 from posttrain.models.preference_prototypes import PreferencePrototypes, UserPreferences
 from posttrain.recipes.reward_model import embed_pairs, user_histories
-from posttrain.rollout.wrappers.pgenrm_judge import PrototypeJudge
+from posttrain.features.pgenrm.judge import PrototypeJudge
 from posttrain.types import Episode, Segment
 
 EPS32 = torch.finfo(torch.float32).eps

@@ -43,7 +43,7 @@ class PGenRMJudgeConfig(JudgeFamily, ServedModel):
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
         from posttrain.recipes.judges.chats import ServedChats
-        from posttrain.rollout.wrappers.pgenrm_judge import PGenRMJudge
+        from posttrain.features.pgenrm.judge import PGenRMJudge
 
         return PGenRMJudge(ServedChats(dtype, seed).chat(self), self.n_samples, self.score_max,
                            self.user, self.user_column, self.similar_column)

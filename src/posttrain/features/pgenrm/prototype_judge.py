@@ -33,7 +33,7 @@ class PrototypesJudgeConfig(LocalJudge):
         from posttrain.models import check_same_vocabulary, load_model, load_tokenizer
         from posttrain.models.devices import placed
         from posttrain.models.preference_prototypes import UserPreferences
-        from posttrain.rollout.wrappers.pgenrm_judge import PrototypeJudge
+        from posttrain.features.pgenrm.judge import PrototypeJudge
         from posttrain.types import TeacherMismatchError
 
         check_same_vocabulary(policy_tokenizer, load_tokenizer(self.model), "a prototypes judge")
