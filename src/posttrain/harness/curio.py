@@ -16,7 +16,7 @@ import torch
 
 from posttrain.algos import get
 from posttrain.algos.intrinsic import bayes_belief, discounted_sum
-from posttrain.config.sections.curio import CURIO_PART, CurioConfig
+from posttrain.config.sections.features.curio import CURIO_PART, CurioConfig
 from posttrain.harness.tools import ToolRegistry
 
 Likelihood = Callable[[list[dict], str, str], float]

@@ -9,7 +9,7 @@ from typing import Any
 
 from posttrain.config import RunConfig
 from posttrain.config.extension import load_environment, takes_row
-from posttrain.config.sections.curio import CURIO_PART
+from posttrain.config.sections.features.curio import CURIO_PART
 from posttrain.config.sections.reward import ENV
 from posttrain.data.chat_formats import tool_schemas
 from posttrain.envs.stepped import SteppedEpisode

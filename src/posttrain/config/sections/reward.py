@@ -11,7 +11,7 @@ from posttrain.algos.registry import facts
 from posttrain.config.extension import is_path, load_extension
 from posttrain.config.family import Member, chosen, names
 from posttrain.config.section import Device, Section
-from posttrain.config.sections.curio import CURIO_PART, CurioConfig
+from posttrain.config.sections.features.curio import CURIO_PART, CurioConfig
 from posttrain.config.sections.rl import ShapingRule
 from posttrain.config.served import ServedModel
 

@@ -19,7 +19,7 @@ from posttrain.config.section import (
     registered,
     samples_differ,
 )
-from posttrain.config.sections.grading import ActorAsGRM
+from posttrain.config.sections.features.actor_as_grm import ActorAsGRM
 from posttrain.config.sections.trainer import KLConfig, OffPolicyConfig
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from posttrain.algos import get
-from posttrain.config.sections.grading import GRADING_PART, ActorAsGRM
+from posttrain.config.sections.features.actor_as_grm import GRADING_PART, ActorAsGRM
 from posttrain.config.sections.reward import JUDGE
 from posttrain.engines.chat import engine_chat
 from posttrain.envs import Task

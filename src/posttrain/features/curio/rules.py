@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from posttrain.config.combinations import env_scored
-from posttrain.config.sections.curio import CURIO_PART
+from posttrain.config.sections.features.curio import CURIO_PART
 
 
 def curio_part(cfg) -> list[str]:

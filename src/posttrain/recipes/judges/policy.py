@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from posttrain.config.family import member
 from posttrain.config.section import samples_differ
-from posttrain.config.sections.grading import GRADING_RUBRIC
+from posttrain.config.sections.features.actor_as_grm import GRADING_RUBRIC
 from posttrain.config.sections.reward import JudgeFamily
 
 
