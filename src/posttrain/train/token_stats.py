@@ -1,6 +1,6 @@
 """Per-token statistics at the rollout's weights: the log-prob and entropy of each sampled
-token under the trainer (``taco``'s ``p_t`` and ``H_t``), and the few episodes a step records
-them on for ``posttrain view``."""
+token under the trainer (an entropy-aware modifier's ``p_t`` and ``H_t``), and the few
+episodes a step records them on for ``posttrain view``."""
 
 from __future__ import annotations
 
