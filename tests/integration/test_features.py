@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "posttrain"
 EXAMPLE = re.compile(r"`length_penalty/(\w+\.py)`:\n\n```python\n(.*?)```", re.DOTALL)
 BUILT_IN = ["taco", "top_entropy", "behaviour_reg", "confession", "actor_as_grm", "swarm",
-            "curio"]
+            "curio", "pgenrm", "mtp"]
+MTP = ["mtp", "MTP", "draft", "speculative", "Speculative"]  # MTP heads, speculative decoding
 
 
 @pytest.fixture
@@ -156,15 +157,24 @@ def test_an_installed_package_registers_a_feature_by_entry_point(tmp_path, monke
 
 # the orchestration files and the features that have moved out of them
 MOVED = {
-    "train/rl_update.py": BUILT_IN,
+    "train/rl_update.py": BUILT_IN + MTP,
+    "train/trainer.py": MTP,
+    "train/checkpoint.py": MTP,
     "rollout/scoring.py": BUILT_IN + ["grading"],
-    "rollout/evaluation.py": BUILT_IN,
+    "rollout/evaluation.py": BUILT_IN + MTP + ["spec/"],
     "rollout/async_source.py": BUILT_IN + ["confess"],
     "recipes/run_tasks.py": ["confess", "curio", "grading", "taco", "top_entropy",
                              "behaviour_reg", "swarm"],
-    "recipes/sampling_loop.py": ["confess", "curio", "grading", "taco", "behaviour_reg"],
+    "recipes/sampling_loop.py": ["confess", "curio", "grading", "taco", "behaviour_reg", *MTP],
+    "recipes/build.py": MTP,
+    "recipes/placement.py": MTP,
+    "recipes/stages.py": MTP,
+    "recipes/sft.py": MTP,
+    "recipes/dpo.py": MTP,
+    "recipes/distillation/offline.py": MTP,
+    "recipes/distillation/opd.py": MTP,
     "config/combinations.py": ["curio", "swarm", "CURIO", "SWARM"],
-    "recipes/rl.py": ["grading", "actor_as_grm", "GRM", "confess"],
+    "recipes/rl.py": ["grading", "actor_as_grm", "GRM", "confess", *MTP],
 }
 
 

@@ -36,7 +36,17 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
   ``features.<name>`` in a run's config; the RL update's hooks read them in
   ``update.features[name]`` (absent: the feature is off);
 - ``check(cfg)``: the feature's rules across a run's sections (a ``ValueError`` refuses it);
-- ``scored_parts(cfg) -> [part]``: reward parts (verifier ``env``) the feature scores itself.
+- ``scored_parts(cfg) -> [part]``: reward parts (verifier ``env``) the feature scores itself;
+- ``trainer_addon(parts, model) -> TrainerAddon | None``: a module trained beside the policy,
+  one for a run's stages (``parts``: the run's ``RunParts``; ``model``: the first stage's
+  policy), which each stage's policy ``Trainer`` trains, checkpoints and resumes and the run
+  saves beside every model it saves (``TrainerAddon``);
+- ``engine_options(cfg, start_dir) -> {keyword: value}``: keywords of the run's engine
+  member's ``build`` (``recipes.placement.make_engine``): an engine add-on that starts from
+  beside the run's starting model, in ``start_dir``, all run;
+- ``engine_metrics(engine) -> measured | None``: called before a held-out evaluation plays
+  its episodes, ``measured() -> dict`` after it: the feature's figures of what the engine did
+  for them.
 
 ``section``, ``check`` and ``scored_parts`` run when a config is validated, which never imports
 torch: their modules import no heavy library.
@@ -50,10 +60,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib.metadata import entry_points
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 FEATURES = "posttrain.features"  # the package whose sub-packages are the built-in features
 ENTRY_POINTS = "posttrain.features"  # the entry-point group of a user's features
@@ -83,6 +95,27 @@ class RolloutView:
     features: Mapping[str, Any] = field(default_factory=dict)
 
 
+class TrainerAddon(Protocol):
+    """A module trained beside the policy (hook ``trainer_addon``): a policy ``Trainer``
+    calls ``attach`` when it is made (the add-on's own optimiser, afresh), ``step`` after each
+    optimiser step it does not skip (the returned metrics join the step's), and keeps
+    ``state_dict`` in its own under ``name`` (a key of the trainer's state no other uses);
+    ``save`` puts the module beside a saved model (a stage's, a checkpoint's)."""
+
+    name: str
+
+    def attach(self, device: Any) -> None: ...
+
+    def step(self, model: Any, batch: Any, micro_size: int,
+             autocast: Callable[[], AbstractContextManager]) -> dict[str, float]: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+    def save(self, directory: Path) -> None: ...
+
+
 @dataclass(frozen=True)
 class Feature:
     """A feature: its ``name``, where it runs among the features (``order``, low first) and
@@ -107,6 +140,9 @@ class Feature:
     section: Hook = None
     check: Hook = None
     scored_parts: Hook = None
+    trainer_addon: Hook = None
+    engine_options: Hook = None
+    engine_metrics: Hook = None
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The callable of hook ``name`` (a string path imported now), or None."""

@@ -16,8 +16,8 @@ import torch
 from posttrain.config import RunConfig
 from posttrain.data.curriculum import CurriculumTasks
 from posttrain.engines import Engine
+from posttrain.hooks import TrainerAddon, hooked
 from posttrain.models import build_tiny, save_model
-from posttrain.models.mtp import MTPHead, has_mtp_head
 from posttrain.models.quick_tokens import has_quick_tokens, with_quick_tokens
 from posttrain.recipes.run_dir import CHECKPOINTS, CURRICULUM
 from posttrain.recipes.run_tasks import RunTasks
@@ -55,25 +55,22 @@ class RunParts(RunTasks):
         self.reporter = reporter or (
             Reporter(self.out / "ranks" / str(rank), quiet=True) if rank else Reporter(self.out))
         self.ckpt_dir = self.out / CHECKPOINTS
-        self.mtp_head: MTPHead | None = None  # trainer.mtp's, one for the run's stages
+        self.addons: list[TrainerAddon] | None = None  # one set for the run's stages
         super().__init__(cfg, self.reporter, self.out)
 
     def save_stage_model(self, model, tokenizer, stage: str) -> None:
-        """``stage``'s model to ``<stage>_model``, with ``trainer.mtp``'s head beside it."""
+        """``stage``'s model to ``<stage>_model``, with the trainer add-ons beside it."""
         save_model(model, tokenizer, self.out / f"{stage}_model")
-        if self.mtp_head is not None:
-            self.mtp_head.save(self.out / f"{stage}_model")
+        for addon in self.addons or ():
+            addon.save(self.out / f"{stage}_model")
 
-    def mtp_head_for(self, model) -> MTPHead | None:
-        """``trainer.mtp``'s head, shared by the run's stages: the starting model's (saved
-        beside it), else a fresh one sized to ``model``; None without ``trainer.mtp``."""
-        if self.cfg.trainer.mtp is None:
-            return None
-        if self.mtp_head is None:
-            start = self.base_model_dir()
-            self.mtp_head = MTPHead.load(start) if has_mtp_head(start) \
-                else MTPHead.for_model(model)
-        return self.mtp_head
+    def trainer_addons(self, model) -> list[TrainerAddon]:
+        """The features' trainer add-ons (hook ``trainer_addon``), shared by the run's stages:
+        made for the first stage's policy ``model``."""
+        if self.addons is None:
+            self.addons = [addon for make in hooked("trainer_addon")
+                           if (addon := make(self, model)) is not None]
+        return self.addons
 
     def evaluate_logged(self, engine: Engine, tokenizer, name: str | None = None
                  ) -> dict[str, float]:

@@ -107,7 +107,7 @@ def preference_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Pa
     cfg = parts.cfg
     ref = reference_model(cfg, model, parts.start_dir("pref"), ckpt is not None)
     trainer = Trainer(model, cfg.pref.optim, cfg.pref.steps, cfg.trainer, ref_model=ref,
-                      mtp_head=parts.mtp_head_for(model))
+                      addons=parts.trainer_addons(model))
     start = parts.resume(ckpt, trainer)
     pairs, held_out = parts.preference_pairs(cfg.pref)
     run_preference(trainer, tokenizer, pairs, cfg.pref, parts.reporter, held_out, cfg.seed,

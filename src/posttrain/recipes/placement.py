@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -17,6 +17,7 @@ from posttrain.algos import entry
 from posttrain.cluster import RayTrainer, close_engines, launch_engines, ray_session
 from posttrain.config import OptimConfig, RunConfig, TrainerConfig
 from posttrain.engines import Engine
+from posttrain.hooks import TrainerAddon, hooked
 from posttrain.models import check_same_vocabulary, load_model, load_tokenizer, load_value_model
 from posttrain.models.devices import placed
 from posttrain.recipes.distillation.self_distill import self_teacher
@@ -27,17 +28,18 @@ from posttrain.train.checkpoint import CRITIC_DIR
 
 
 def make_engine(cfg: RunConfig, model_dir: Path, tokenizer, model=None,
-                draft_dir: Path | None = None) -> Engine:
+                start_dir: Path | None = None) -> Engine:
     """The rollout engine ``engine`` describes (its member's ``build``), holding the model
     saved in ``model_dir`` (an in-process engine takes ``model``, if loaded, as it is), in the
     trainer's compute dtype: what every command that samples a run's model samples with.
-    A speculative engine (``engine.draft_tokens``) drafts with the MTP head in ``draft_dir``
-    (default: ``model_dir``)."""
-    drafts = getattr(cfg.engine, "draft_tokens", 0) and draft_dir is not None
+    With ``start_dir``, the run's starting model, the features' engine add-ons start from
+    beside it (hook ``engine_options``; else from beside ``model_dir``)."""
+    options: dict = {}
+    for make in hooked("engine_options") if start_dir is not None else ():
+        options |= make(cfg, start_dir)
     return cfg.engine.build(model_dir, cfg.trainer.compute_dtype, tokenizer.pad_token_id,
                             tokenizer.eos_token_id, model=model,
-                            record_routing=cfg.trainer.routing_replay,
-                            **({"draft_dir": draft_dir} if drafts else {}))
+                            record_routing=cfg.trainer.routing_replay, **options)
 
 
 def cluster_session(cfg: RunConfig) -> contextlib.AbstractContextManager:
@@ -87,18 +89,18 @@ def reference_model(cfg: RunConfig, model, start_dir: Path, resumed: bool):
 
 
 def policy_trainer(cfg: RunConfig, model, optim: OptimConfig, steps: int,
-                   ref_model=None, mtp_head=None) -> PolicyTrainer:
-    """The policy's trainer: in this process (with ``trainer.mtp``'s ``mtp_head``), or a Ray
+                   ref_model=None, addons: Sequence[TrainerAddon] = ()) -> PolicyTrainer:
+    """The policy's trainer: in this process (with the run's trainer ``addons``), or a Ray
     actor (``dist.trainer_actor``)."""
     if cfg.dist.trainer_actor:
         return RayTrainer(model, optim, steps, cfg.trainer, ref_model=ref_model)
-    return Trainer(model, optim, steps, cfg.trainer, ref_model=ref_model, mtp_head=mtp_head)
+    return Trainer(model, optim, steps, cfg.trainer, ref_model=ref_model, addons=addons)
 
 
 def scalar_head_settings(cfg: RunConfig) -> TrainerConfig:
     """A critic's or reward model's trainer settings: fully fine-tuned (``trainer.lora``
-    adapts the policy; a fresh scalar head must train whole), without an MTP head."""
-    return cfg.trainer.model_copy(update={"lora": None, "mtp": None})
+    adapts the policy; a fresh scalar head must train whole)."""
+    return cfg.trainer.model_copy(update={"lora": None})
 
 
 def critic_trainer(cfg: RunConfig, start_dir: Path, ckpt: Path | None) -> Trainer | None:

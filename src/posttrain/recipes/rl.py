@@ -101,7 +101,7 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
     ref = reference_model(cfg, model, start_dir, ckpt is not None) if cfg.algo.kl.coef > 0 else None
     with cluster_session(cfg):
         trainer = policy_trainer(cfg, model, cfg.rl.optim, cfg.rl.steps, ref,
-                                 parts.mtp_head_for(model))
+                                 parts.trainer_addons(model))
         critic = critic_trainer(cfg, start_dir, ckpt)
         start = parts.resume(ckpt, trainer, critic)
         sync = cfg.rl.sync  # its tolerance resolved at trainer.precision (config.schema)

@@ -50,7 +50,7 @@ def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
     """The ``sft`` stage; returns the trained model with whole weights."""
     cfg = parts.cfg
     trainer = Trainer(model, cfg.sft.optim, cfg.sft.steps, cfg.trainer,
-                      mtp_head=parts.mtp_head_for(model))
+                      addons=parts.trainer_addons(model))
     data = parts.conversations(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT",
                                sft=True)
     quick_token_ids(tokenizer, quick_instructions(data))  # each one's token, before training

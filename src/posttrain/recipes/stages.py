@@ -76,8 +76,8 @@ class Stages(RunParts):
             model_dir = self.start_dir(cursor["stage"])
         tokenizer, model = load_tokenizer(model_dir), load_model(model_dir)
         self.attach_judges(tokenizer)
-        # a speculative engine drafts with the starting model's head all run, resumed too
-        engine = make_engine(cfg, model_dir, tokenizer, model, draft_dir=self.base_model_dir())
+        # the engine's add-ons start from beside the starting model all run, resumed too
+        engine = make_engine(cfg, model_dir, tokenizer, model, start_dir=self.base_model_dir())
         evals: dict[str, dict] = cursor["evals"]
         skipped = self.unevaluated()
         if skipped:

@@ -1,6 +1,6 @@
 """Held-out evaluation: the mean of every reward part over ``eval.samples`` samples a
-problem, pass@k/maj@k/mean@k with ``samples > 1``, breakdowns by dataset column, and a
-speculative engine's acceptance of its drafts (``spec/...``)."""
+problem, pass@k/maj@k/mean@k with ``samples > 1``, breakdowns by dataset column, and what the
+features measure of the engine (hook ``engine_metrics``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from posttrain.config import EvalConfig
 from posttrain.engines import Engine
 from posttrain.envs import Task
-from posttrain.hooks import RolloutView
+from posttrain.hooks import RolloutView, hooked
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.rollout.scoring import (
@@ -30,15 +30,13 @@ def evaluate(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: Reward
              features: Mapping[str, Any] = MappingProxyType({})
              ) -> tuple[list[Episode], dict[str, float]]:
     """``eval_episodes`` and their ``eval_metrics`` (the features' with their settings,
-    ``features``); with an engine that drafts
-    (``engine.draft_tokens``), the acceptance of the drafts it made for them
-    (``SpeculativeStats.metrics_since``: ``spec/acceptance`` and the like)."""
-    counts = getattr(engine, "speculative", None)  # (an in-process TorchEngine's)
-    before = counts.snapshot() if counts is not None else None
+    ``features``), with what the features measured of ``engine`` while it played them (hook
+    ``engine_metrics``)."""
+    measuring = [m for measure in hooked("engine_metrics") if (m := measure(engine)) is not None]
     episodes = eval_episodes(engine, tokenizer, tasks, reward_fn, cfg, seed, rollout_fn)
     metrics = eval_metrics(episodes, tasks, reward_fn, cfg, accuracy_part, features)
-    if counts is not None:
-        metrics |= counts.metrics_since(before)
+    for measured in measuring:
+        metrics |= measured()
     return episodes, metrics
 
 

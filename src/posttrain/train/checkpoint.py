@@ -77,8 +77,8 @@ def save_checkpoint(root: str | Path, trainer: Trainer, tokenizer, cursor: dict[
     elif write:
         _fresh(tmp)
         save_model(model, tokenizer, tmp)
-        if trainer.mtp is not None:  # beside the model, as a stage's: an engine drafts with it
-            trainer.mtp.head.save(tmp)
+        for addon in trainer.addons:  # beside the model, as a stage's (an engine may use it)
+            addon.save(tmp)
         if critic is not None:
             save_model(critic.model, tokenizer, tmp / CRITIC_DIR)
     if not write:

@@ -1,6 +1,7 @@
 """``Trainer``: one policy (plus an optional frozen reference), one optimiser, exact steps of
 any micro-batch loss (each objective's step is a function over it: ``objective_steps``,
-``rl_update``).
+``rl_update``), and the features' add-ons (``hooks.TrainerAddon``: modules trained after each
+step, checkpointed with the trainer).
 
 An optimiser step may span many micro-batches; losses use step-global normalisers, so the
 update is the same for any micro-batch size (up to float rounding). A step whose loss or
@@ -23,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -31,6 +32,7 @@ import torch
 from posttrain.algos import StepNorm
 from posttrain.config import OptimConfig, TrainerConfig
 from posttrain.config.sections.trainer import COMPUTE_DTYPES
+from posttrain.hooks import TrainerAddon
 from posttrain.models import frozen, prefix_lengths
 from posttrain.models.devices import full, resolve_device
 from posttrain.models.logprobs import Scorer
@@ -43,9 +45,7 @@ from posttrain.models.lora import (
     merged_copy,
     merged_weights,
 )
-from posttrain.models.mtp import MTPHead
 from posttrain.models.routing import replay
-from posttrain.train.mtp_training import MTPTraining
 from posttrain.train.parallel import (
     DataParallel,
     full_optimizer_state,
@@ -146,7 +146,7 @@ class Trainer:
     def __init__(self, model: torch.nn.Module, optim: OptimConfig, total_steps: int,
                  settings: TrainerConfig | None = None,
                  ref_model: torch.nn.Module | None = None,
-                 mtp_head: MTPHead | None = None) -> None:
+                 addons: Sequence[TrainerAddon] = ()) -> None:
         self.settings = settings or TrainerConfig()
         self.device = resolve_device(self.settings.device, "trainer.device")
         if any(p.dtype in (torch.bfloat16, torch.float16) for p in model.parameters()):
@@ -178,9 +178,10 @@ class Trainer:
         # what an objective keeps from step to step where the trainer lives, checkpointed
         # with it (the RL controllers: ``rl_update.controllers``)
         self.objective_state: dict[str, dict] = {}
-        # trainer.mtp: a head trained after each step (``mtp_head``, else a fresh one)
-        self.mtp = None if self.settings.mtp is None else MTPTraining(
-            mtp_head or MTPHead.for_model(model), self.settings.mtp, self.device)
+        # modules the features train after each step (hook ``trainer_addon``), checkpointed
+        self.addons = tuple(addons)
+        for addon in self.addons:
+            addon.attach(self.device)
 
     @property
     def sharded(self) -> bool:
@@ -258,9 +259,9 @@ class Trainer:
             for k, v in {"loss": loss.detach(), **stats}.items() if live else ():
                 sums[k] = sums.get(k, 0.0) + float(v)
         out = self.apply_gradients(sums)
-        if self.mtp is not None and not out["skipped"]:
-            out |= self.mtp.step(self.model, batch, micro_size or self.settings.micro_batch_size,
-                                 self.precision.autocast)
+        for addon in self.addons if not out["skipped"] else ():
+            out |= addon.step(self.model, batch, micro_size or self.settings.micro_batch_size,
+                              self.precision.autocast)
         return out
 
     def apply_gradients(self, sums: dict[str, float]) -> dict[str, float]:
@@ -337,7 +338,7 @@ class Trainer:
                 "objective_state": copy.deepcopy(self.objective_state),
                 "precision": self.precision.state_dict(),
                 **({"adapter": adapter_state(self.model)} if is_lora(self.model) else {}),
-                **({"mtp": self.mtp.state_dict()} if self.mtp is not None else {})}
+                **{addon.name: addon.state_dict() for addon in self.addons}}
 
     def load_state_dict(self, state: dict) -> None:
         """``state_dict``'s; without an optimiser state, the optimiser is left as it is."""
@@ -354,5 +355,6 @@ class Trainer:
         self.precision.load_state_dict(state.get("precision", {}))
         if "adapter" in state:
             load_adapter_state(self.model, state["adapter"])
-        if self.mtp is not None and "mtp" in state:
-            self.mtp.load_state_dict(state["mtp"])
+        for addon in self.addons:
+            if addon.name in state:
+                addon.load_state_dict(state[addon.name])

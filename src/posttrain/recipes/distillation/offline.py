@@ -105,7 +105,7 @@ def distill_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path 
     """The ``distill`` stage from ``distill.teacher`` or ``distill.logits`` (GKD samples with
     ``engine``); returns the trained model with whole weights."""
     cfg, d = parts.cfg, parts.cfg.distill
-    trainer = Trainer(model, d.optim, d.steps, cfg.trainer, mtp_head=parts.mtp_head_for(model))
+    trainer = Trainer(model, d.optim, d.steps, cfg.trainer, addons=parts.trainer_addons(model))
     start = parts.resume(ckpt, trainer)
     if d.teacher is not None:
         teacher = placed(load_model(d.teacher, cfg.trainer.compute_dtype), d.teacher_device)

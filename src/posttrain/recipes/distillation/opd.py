@@ -113,7 +113,7 @@ def opd_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
     ``opd.self_distill``); returns the trained model with whole weights."""
     cfg = parts.cfg
     trainer = Trainer(model, cfg.opd.optim, cfg.opd.steps, cfg.trainer,
-                      mtp_head=parts.mtp_head_for(model))
+                      addons=parts.trainer_addons(model))
     start = parts.resume(ckpt, trainer)
     engine.update_weights(trainer.named_weights(), start)
     with cluster_session(cfg):

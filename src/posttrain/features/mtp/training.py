@@ -1,25 +1,46 @@
 """``trainer.mtp``: an MTP head trained beside the model by ``mtp_self_distill``
-(``models.mtp``), one step after each of the model's optimiser steps, on the same batch."""
+(``models.mtp``), one step after each of the model's optimiser steps, on the same batch: the
+policy trainer's add-on (hook ``trainer_addon``)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from posttrain.config import MTPConfig
-from posttrain.models.mtp import MTPHead, mtp_loss
+from posttrain.models.mtp import MTPHead, has_mtp_head, mtp_loss
 from posttrain.types import Batch
 
 
-class MTPTraining:
-    """``head`` (kept in float32 on ``device``) and its own AdamW; ``step`` after the model's."""
+def head_training(parts, model: torch.nn.Module) -> HeadTraining | None:
+    """``trainer.mtp``'s head, shared by the run's stages (``parts``, its ``RunParts``): the
+    starting model's (saved beside it), else a fresh one sized to ``model``; None without
+    ``trainer.mtp``."""
+    cfg = parts.cfg.trainer.mtp
+    if cfg is None:
+        return None
+    start = parts.base_model_dir()
+    return HeadTraining(MTPHead.load(start) if has_mtp_head(start) else MTPHead.for_model(model),
+                        cfg)
 
-    def __init__(self, head: MTPHead, cfg: MTPConfig, device: torch.device) -> None:
-        self.head = head.to(device=device, dtype=torch.float32)
-        self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.lr,
-                                           weight_decay=cfg.weight_decay)
+
+class HeadTraining:
+    """``head`` and, from ``attach`` on, its own AdamW; ``step`` after the model's."""
+
+    name = "mtp"  # its state's key in the trainer's
+
+    def __init__(self, head: MTPHead, cfg: MTPConfig) -> None:
+        self.head, self.cfg = head, cfg
+        self.optimizer: torch.optim.Optimizer | None = None
+
+    def attach(self, device: torch.device) -> None:
+        """A trainer's: the head in float32 on ``device``, with a fresh AdamW."""
+        self.head.to(device=device, dtype=torch.float32)
+        self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=self.cfg.lr,
+                                           weight_decay=self.cfg.weight_decay)
 
     def step(self, model: torch.nn.Module, batch: Batch, micro_size: int,
              autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
@@ -55,6 +76,10 @@ class MTPTraining:
     def load_state_dict(self, state: dict) -> None:
         self.head.load_state_dict(state["head"])
         self.optimizer.load_state_dict(state["optimizer"])
+
+    def save(self, directory: Path) -> None:
+        """The head beside the model saved in ``directory``: an engine drafts with it."""
+        self.head.save(directory)
 
 
 def _counted(loss_mask: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
