@@ -42,6 +42,10 @@ def my_baseline(*, rewards, group_ids, mask):
     ...
 ```
 
+A config names it with no other edit: what it reads, returns and takes is read from the
+function and its registration (an advantage estimator's inputs: docs/estimators.md). A function
+of your own can also stay in your code, named in config by dotted path (docs/extending.md).
+
 A built-in entry (in a module of `posttrain.algos`) is also listed in
 `src/posttrain/algos/index.json`, from which config validation reads names and parameters
 without importing torch: after adding or changing one, run

@@ -5,9 +5,14 @@ Config values are the canonical names (docs/algorithms.md); the names other fram
 interchangeable (``seq-mean-token-mean``).
 
 An entry's module is imported when the entry is first asked for. What config validation needs
-(names, aliases, parameters: ``facts``) is read from ``index.json`` without importing any
-entry, so a config is checked without torch; ``posttrain algorithms --index`` writes the file
-and a test keeps it current.
+(names, aliases, inputs, parameters: ``facts``) is read from ``index.json`` without importing
+any entry, so a config is checked without torch; ``posttrain algorithms --index`` writes the
+file and a test keeps it current.
+
+Wherever a name is asked for, a dotted path (``my_pkg.mod:fn``, ``path/to/file.py:fn``) names
+a function of the user's instead: it is loaded on first use and is its own canonical name, with
+the traits (``output``, ``feeds``) its ``register`` declared, if any. Paths are not catalogue
+names: ``names`` and ``entries`` list only registered ones.
 
 >>> from posttrain.algos import get, names
 >>> get("aggregation", "token-mean") is get("aggregation", "dapo")
@@ -20,16 +25,21 @@ import importlib
 import inspect
 import json
 import pkgutil
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from posttrain.types.dotted import ExtensionError, is_path, load_object
 
 KINDS = (
     "advantage", "policy_loss", "aggregation", "kl", "offpolicy", "shaping", "divergence",
     "preference", "reward_model", "reward", "metric",
 )
+# what an entry's result is, for the kinds whose callers combine several entries' results
+OUTPUTS = {"advantage": ("episode", "step", "token"), "shaping": ("bonus", "cost", "reward"),
+           "reward": ("reward", "step")}
 
 
 class LazyInputs(Mapping):
@@ -66,7 +76,9 @@ class Parameter:
 @dataclass(frozen=True)
 class Facts:
     """What is known of an entry without importing its module: where it lives, its names, what
-    its result is and its parameters."""
+    its result is, its parameters and the caller's inputs that fill them (``feeds``: see
+    ``Entry``). ``supplied``: the inputs a caller supplies by name, whose parameters are not
+    the entry's options even when nothing marks them as data (a user's unannotated ``logp``)."""
 
     kind: str
     name: str
@@ -74,18 +86,37 @@ class Facts:
     module: str
     output: str
     parameters: tuple[Parameter, ...]
+    feeds: Mapping[str, str] = field(default_factory=dict)
 
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
 
-    def hyperparameters(self) -> dict[str, bool]:
-        """Keyword parameters that are not data: ``name -> required``."""
-        return {p.name: p.required for p in self.parameters if not p.data}
+    def inputs(self) -> dict[str, str]:
+        """Parameter -> the name of the caller's input that fills it (``feeds``, or its own)."""
+        return {p.name: self.feeds.get(p.name, p.name) for p in self.parameters}
 
-    def defaults(self) -> dict[str, Any]:
+    def takes(self, name: str) -> bool:
+        """Whether the entry asks for the input ``name``."""
+        return name in self.inputs().values()
+
+    def _options(self, supplied: Collection[str]) -> list[Parameter]:
+        inputs = self.inputs()
+        return [p for p in self.parameters if not p.data and inputs[p.name] not in supplied]
+
+    def hyperparameters(self, supplied: Collection[str] = ()) -> dict[str, bool]:
+        """Keyword parameters that are neither data nor ``supplied``: ``name -> required``."""
+        return {p.name: p.required for p in self._options(supplied)}
+
+    def defaults(self, supplied: Collection[str] = ()) -> dict[str, Any]:
         """The hyperparameters' defaults that are values (``eps_high -> 0.2``)."""
-        return {p.name: p.default for p in self.parameters
-                if not p.data and not p.required and p.default is not None}
+        return {p.name: p.default for p in self._options(supplied)
+                if not p.required and p.default is not None}
+
+    def unsupplied(self, supplied: Collection[str]) -> list[str]:
+        """The inputs of required data parameters that are not ``supplied``."""
+        inputs = self.inputs()
+        return [inputs[p.name] for p in self.parameters
+                if p.required and p.data and inputs[p.name] not in supplied]
 
 
 @dataclass(frozen=True)
@@ -107,11 +138,11 @@ class Entry:
 
     def inputs(self) -> dict[str, str]:
         """Parameter -> the name of the caller's input that fills it (``feeds``, or its own)."""
-        return {p: self.feeds.get(p, p) for p in inspect.signature(self.fn).parameters}
+        return self.facts().inputs()
 
     def takes(self, name: str) -> bool:
         """Whether the entry asks for the input ``name``."""
-        return name in self.inputs().values()
+        return self.facts().takes(name)
 
     def call(self, inputs: Mapping[str, Any], **hyperparameters: Any) -> Any:
         """``fn(**hyperparameters, **asked)``: every other parameter is taken from ``inputs``
@@ -142,7 +173,7 @@ class Entry:
                       p.default if isinstance(p.default, int | float | str) else None)
             for p in inspect.signature(self.fn).parameters.values())
         return Facts(self.kind, self.name, self.aliases, self.fn.__module__, self.output,
-                     parameters)
+                     parameters, self.feeds)
 
     def hyperparameters(self) -> dict[str, bool]:
         return self.facts().hyperparameters()
@@ -150,6 +181,8 @@ class Entry:
 
 _ENTRIES: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
 _LOOKUP: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+_PATHS: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}  # by dotted path
+DECLARED = "__posttrain_entries__"  # a registered function's attribute: its Entry by kind
 INDEX = Path(__file__).with_name("index.json")
 
 
@@ -166,7 +199,8 @@ def _index() -> tuple[dict[str, dict[str, Facts]], dict[str, dict[str, str]]]:
         for name, row in rows.items():
             facts[kind][name] = Facts(kind, name, tuple(row["aliases"]), row["module"],
                                       row["output"],
-                                      tuple(Parameter(*p) for p in row["parameters"]))
+                                      tuple(Parameter(*p) for p in row["parameters"]),
+                                      row["feeds"])
             lookup[kind].update(dict.fromkeys(map(_key, (name, *row["aliases"])), name))
     return facts, lookup
 
@@ -178,28 +212,35 @@ def index_rows(catalogue: list[Entry]) -> dict[str, dict[str, dict]]:
         f = e.facts()
         rows[e.kind][e.name] = {"aliases": list(f.aliases), "module": f.module, "output": f.output,
                                 "parameters": [[p.name, p.required, p.data, p.default]
-                                               for p in f.parameters]}
+                                               for p in f.parameters],
+                                "feeds": dict(f.feeds)}
     return rows
 
 
 def register(
-    kind: str, name: str, *, aliases: tuple[str, ...] = (), source: str,
+    kind: str, name: str | None = None, *, aliases: tuple[str, ...] = (), source: str = "",
     feeds: Mapping[str, str] | None = None, output: str = "",
 ) -> Callable[[Callable], Callable]:
     """Decorator: add ``fn`` to the catalogue as ``kind``/``name`` (``feeds``, ``output``:
-    see ``Entry``). A spelling already taken by an entry, imported or not, is an error."""
+    see ``Entry``; ``output`` one of ``OUTPUTS[kind]``), or, without a name, only declare
+    those traits for a config that names ``fn`` by dotted path. A spelling already taken by an
+    entry, imported or not, is an error."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+    if output and output not in OUTPUTS.get(kind, ()):
+        raise ValueError(f"{kind} output {output!r}: one of {', '.join(OUTPUTS.get(kind, ()))}")
 
     def decorate(fn: Callable) -> Callable:
-        keys = [_key(n) for n in (name, *aliases)]
-        spellings = _index()[1][kind]
-        for key in keys:
-            if key in _LOOKUP[kind] or spellings.get(key, name) != name:
-                raise ValueError(f"{kind} {key!r} is already registered")
-        _LOOKUP[kind].update(dict.fromkeys(keys, name))
-        _ENTRIES[kind][name] = Entry(kind, name, fn, tuple(aliases), source, dict(feeds or {}),
-                                     output)
+        declared = Entry(kind, name or "", fn, tuple(aliases), source, dict(feeds or {}), output)
+        if name is not None:
+            keys = [_key(n) for n in (name, *aliases)]
+            spellings = _index()[1][kind]
+            for key in keys:
+                if key in _LOOKUP[kind] or spellings.get(key, name) != name:
+                    raise ValueError(f"{kind} {key!r} is already registered")
+            _LOOKUP[kind].update(dict.fromkeys(keys, name))
+            _ENTRIES[kind][name] = declared
+        fn.__dict__.setdefault(DECLARED, {})[kind] = declared
         return fn
 
     return decorate
@@ -207,21 +248,39 @@ def register(
 
 def canonical(kind: str, name: str) -> str:
     """The canonical name of a name or alias of ``kind``; unknown names raise ``KeyError``
-    listing the known ones. Imports nothing."""
+    listing the known ones. Imports nothing, but a dotted path's module (an
+    ``ExtensionError`` says why one does not load)."""
     if kind not in KINDS:
         raise KeyError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+    if is_path(name):
+        return _by_path(kind, name).name
     key = _key(name)
     found = _LOOKUP[kind].get(key) or _index()[1][kind].get(key)
     if found is None:
-        raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(names(kind))}")
+        raise KeyError(f"unknown {kind} {name!r}; known: {', '.join(names(kind))}; or a "
+                       "function of yours by dotted path (my_pkg.module:fn, path/to/file.py:fn)")
     return found
 
 
+def _by_path(kind: str, spec: str) -> Entry:
+    """The entry of the function at the dotted path ``spec``, loaded once: named ``spec``,
+    with the traits its ``register`` declared for ``kind`` (none if it has no decorator)."""
+    if spec not in _PATHS[kind]:
+        fn = load_object(spec)
+        if not callable(fn):
+            raise ExtensionError(f"{spec!r} is a {type(fn).__name__}, not a function")
+        declared = getattr(fn, DECLARED, {}).get(kind)
+        _PATHS[kind][spec] = replace(declared, name=spec, aliases=()) if declared \
+            else Entry(kind, spec, fn, (), "")
+    return _PATHS[kind][spec]
+
+
 def facts(kind: str, name: str) -> Facts:
-    """The ``Facts`` of a name or alias, without importing its module."""
+    """The ``Facts`` of a name or alias, without importing its module (a dotted path's
+    function is loaded)."""
     name = canonical(kind, name)
-    if name in _ENTRIES[kind]:
-        return _ENTRIES[kind][name].facts()
+    if is_path(name) or name in _ENTRIES[kind]:
+        return entry(kind, name).facts()
     return _index()[0][kind][name]
 
 
@@ -236,6 +295,8 @@ def entry(kind: str, name: str) -> Entry:
     """The entry for a canonical name or alias, its module imported on first use; unknown
     names raise ``KeyError`` listing the known ones."""
     name = canonical(kind, name)
+    if is_path(name):
+        return _PATHS[kind][name]
     if name not in _ENTRIES[kind]:
         importlib.import_module(_index()[0][kind][name].module)
     return _ENTRIES[kind][name]
@@ -247,7 +308,7 @@ def get(kind: str, name: str) -> Callable:
 
 
 def names(kind: str) -> list[str]:
-    """Canonical names of ``kind``, sorted."""
+    """Canonical names of ``kind``, sorted (dotted paths are not names)."""
     return sorted(set(_ENTRIES[kind]) | set(_index()[0][kind]))
 
 

@@ -1,28 +1,28 @@
 """Extension points named in config by dotted path (docs/extending.md).
 
 A path is ``package.module:attr`` (an importable module) or ``path/to/file.py:attr`` (a file,
-relative to the working directory). Each kind has a calling contract, checked when the config
-is validated: the object must be callable with the contract's arguments (a tool must also have
-the type hints and docstring its JSON schema is read from).
+relative to the working directory; ``posttrain.types.dotted`` loads it). Each kind has a
+calling contract, checked when the config is validated: the object must be callable with the
+contract's arguments (a tool must also have the type hints and docstring its JSON schema is
+read from).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import AfterValidator
 
+from posttrain.types.dotted import FILE_MODULE, ExtensionError, is_path, load_module, load_object
 
-class ExtensionError(ValueError):
-    """A dotted path that does not load, or loads something of the wrong shape."""
+__all__ = [
+    "ADAPTERS", "CONTRACTS", "FILE_MODULE", "Contract", "ExtensionError", "environment",
+    "extension", "is_path", "load_environment", "load_extension", "load_module", "load_object",
+    "load_tools", "takes_row", "tool_set",
+]
 
 
 @dataclass(frozen=True)
@@ -62,56 +62,6 @@ CONTRACTS = {
                                "base_url with api_key; returns its reward or None)",
                                ("base_url", "api_key", "task")),
 }
-
-
-def is_path(value: str) -> bool:
-    """Whether a config value names an extension rather than a built-in."""
-    return ":" in value
-
-
-FILE_MODULE = "posttrain_ext_"  # the name prefix of a module loaded from a file
-
-
-def _module_of_file(path: Path):
-    """The module at ``path``, loaded once per resolved path."""
-    resolved = path.resolve()
-    name = f"{FILE_MODULE}{hashlib.sha1(str(resolved).encode()).hexdigest()[:12]}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, resolved)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
-def load_module(where: str, spec: str):
-    """The module ``where`` (``path/to/file.py`` or an importable name); errors name ``spec``."""
-    from_file = where.endswith(".py")
-    if from_file and not Path(where).is_file():
-        raise ExtensionError(f"{spec!r}: no file {where!r}")
-    try:
-        return _module_of_file(Path(where)) if from_file else importlib.import_module(where)
-    except Exception as e:  # the user's module failed to import: say why
-        raise ExtensionError(f"{spec!r}: cannot import {where!r}: {type(e).__name__}: {e}") from e
-
-
-def load_object(spec: str) -> Any:
-    """The object ``spec`` names; an ``ExtensionError`` says which part failed."""
-    where, sep, attr = spec.rpartition(":")
-    if not sep or not where or not attr:
-        raise ExtensionError(f"{spec!r} is not a dotted path: use package.module:name or "
-                             "path/to/file.py:name")
-    obj = load_module(where, spec)
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ExtensionError(f"{spec!r}: {where!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
 
 
 def load_extension(kind: str, spec: str) -> Any:

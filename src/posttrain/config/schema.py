@@ -7,7 +7,6 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from posttrain.algos.registry import facts
 from posttrain.config.combinations import check_combinations
 from posttrain.config.family import chosen, default_member
 from posttrain.config.section import Section
@@ -19,7 +18,6 @@ from posttrain.config.sections.model import ModelConfig
 from posttrain.config.sections.offline import PreferenceConfig, RewardModelConfig, SFTConfig
 from posttrain.config.sections.reward import RewardConfig
 from posttrain.config.sections.rl import (
-    ESTIMATOR_OPTIONS,
     SYNC_TOLERANCE,
     AlgoConfig,
     EvalConfig,
@@ -165,16 +163,12 @@ class RunConfig(Section):
         ``config.yaml`` show them: the sync probes' tolerance at ``trainer.precision``, the
         advantage estimator's own options, and ``eval.ks``."""
         if "rl" in self.stages:
-            rl, algo = self.rl, self.algo
+            rl = self.rl
             if rl.sync.probes and rl.sync.tolerance is None:
                 tolerance = SYNC_TOLERANCE[self.trainer.precision]
                 self.__dict__["rl"] = rl.model_copy(
                     update={"sync": rl.sync.model_copy(update={"tolerance": tolerance})})
-            own = facts("advantage", algo.adv_estimator).defaults()
-            options = {key: own[name] for key, (takers, name) in ESTIMATOR_OPTIONS.items()
-                       if algo.adv_estimator in takers and name in own
-                       and getattr(algo, key) is None}
-            self.__dict__["algo"] = algo.model_copy(update=options)
+            self.__dict__["algo"] = self.algo.resolved()
         if self.eval.ks is None:
             self.__dict__["eval"] = self.eval.model_copy(update={"ks": self.eval.pass_ks()})
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Collection, Iterator
 from types import UnionType
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
@@ -16,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from posttrain.algos.registry import canonical, facts
+from posttrain.algos.registry import Facts, canonical, facts, names
 from posttrain.types import SamplingParams
 
 # field types of the shared sections (a stage declares only its own defaults)
@@ -25,9 +26,37 @@ Every = Annotated[int, Field(ge=0)]  # do something every this many steps; 0: ne
 Count = Annotated[int, Field(ge=1)]
 
 
-def registered(kind: str, allowed: tuple[str, ...] | None = None) -> AfterValidator:
+@dataclasses.dataclass(frozen=True)
+class Usable:
+    """The entries of ``kind`` a key accepts: those whose ``Facts`` ``refusal`` finds nothing
+    against (it says why an entry cannot be used there, or returns ""). Read when asked, so a
+    function named by dotted path is judged by what it declares, as a built-in is."""
+
+    kind: str
+    refusal: Callable[[Facts], str]
+
+    def why_not(self, name: str) -> str:
+        return self.refusal(facts(self.kind, name))
+
+    def __contains__(self, name: str) -> bool:
+        return not self.why_not(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n in names(self.kind) if n in self)
+
+
+def unsupplied(entry: Facts, supplied: tuple[str, ...], caller: str) -> str:
+    """Why ``entry`` cannot be called by ``caller``, which supplies the inputs ``supplied``:
+    the inputs it requires that are not among them (or "")."""
+    missing = entry.unsupplied(supplied)
+    return f"it takes {', '.join(missing)}, which {caller} does not supply (it supplies " \
+           f"{', '.join(supplied)})" if missing else ""
+
+
+def registered(kind: str, allowed: Collection[str] | None = None) -> AfterValidator:
     """Field annotation: the value names a ``kind`` entry of the catalogue (an alias is
-    replaced by its canonical name); with ``allowed``, one of those."""
+    replaced by its canonical name) or a function by dotted path; with ``allowed`` (a tuple,
+    or ``Usable``: the error then says why), one of those."""
 
     def check(name: str) -> str:
         try:
@@ -35,7 +64,8 @@ def registered(kind: str, allowed: tuple[str, ...] | None = None) -> AfterValida
         except KeyError as e:
             raise ValueError(e.args[0]) from None
         if allowed is not None and name not in allowed:
-            raise ValueError(f"{kind} {name!r} cannot be used here; use one of: "
+            why = f" ({allowed.why_not(name)})" if isinstance(allowed, Usable) else ""
+            raise ValueError(f"{kind} {name!r} cannot be used here{why}; use one of: "
                              f"{', '.join(allowed)}")
         return name
 
@@ -145,16 +175,18 @@ class OptimConfig(Section):
 
 
 class NamedLoss(Section):
-    """A catalogue function of kind ``KIND`` chosen by ``name``, its hyperparameters as extra
-    keys. A hyperparameter the user set (``model_fields_set``: given in the file, an override
-    or an assignment, not null) is kept whatever the name; every other one holds the chosen
-    function's own default, so a dumped config shows the value used and renaming the function
-    moves its unset values to the new function's defaults. A value it does not take, or a
-    missing required one, is an error. Values are never compared with defaults to guess
-    whether they were set."""
+    """A catalogue function of kind ``KIND`` chosen by ``name`` (or a function of the user's
+    by dotted path), its hyperparameters as extra keys. A hyperparameter the user set
+    (``model_fields_set``: given in the file, an override or an assignment, not null) is kept
+    whatever the name; every other one holds the chosen function's own default, so a dumped
+    config shows the value used and renaming the function moves its unset values to the new
+    function's defaults. A value it does not take, or a missing required one, is an error.
+    Values are never compared with defaults to guess whether they were set. Parameters its
+    caller fills from ``INPUTS`` (by input name) are not hyperparameters."""
 
     KIND: ClassVar[str]
     LABEL: ClassVar[str]  # how errors name it: "policy loss"
+    INPUTS: ClassVar[tuple[str, ...]] = ()
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     name: str
@@ -174,9 +206,10 @@ class NamedLoss(Section):
     @model_validator(mode="after")
     def _defaults_follow_name(self) -> NamedLoss:
         try:
-            own = facts(self.KIND, self.name).defaults()
+            chosen = facts(self.KIND, self.name)
         except KeyError:
             return self  # the name's own validator reports it
+        own = chosen.defaults(self.INPUTS)
         given, extra = self.model_fields_set, self.__pydantic_extra__
         for key, field in type(self).model_fields.items():
             if key != "name" and key not in given:
@@ -185,8 +218,7 @@ class NamedLoss(Section):
             del extra[key]
         extra.update({k: v for k, v in own.items()
                       if k not in given and k not in type(self).model_fields})
-        check_hyperparameters(f"{self.LABEL} {self.name!r}",
-                              facts(self.KIND, self.name).hyperparameters(),
+        check_hyperparameters(f"{self.LABEL} {self.name!r}", chosen.hyperparameters(self.INPUTS),
                               set(self.hyperparameters()))
         return self
 

@@ -280,8 +280,9 @@ class TaskBuilderConfig(TaskFamily):
                              "on the engine between steps: rl.mode=sync")
         for what, on in (("task.rollout", self.rollout is not None),
                          ("agent.tools", bool(cfg.agent.tools)),
-                         ("algo.adv_estimator=remax (its greedy baseline is scored without "
-                          "the solvers)", cfg.algo.adv_estimator == "remax"),
+                         ((f"algo.adv_estimator={cfg.algo.adv_estimator} (its greedy "
+                           "baseline is scored without the solvers)"),
+                          cfg.algo.estimator().takes("baseline_rewards")),
                          ("the opd stage", "opd" in cfg.stages)):
             if on:
                 raise ValueError(f"task.name=task_builder: its episodes are scored by its own "

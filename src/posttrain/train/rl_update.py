@@ -39,7 +39,6 @@ from posttrain.config import (
     OffPolicyConfig,
     RLConfig,
 )
-from posttrain.config.sections.rl import ESTIMATOR_OPTIONS
 from posttrain.config.sections.trainer import COVARIANCE_LOSSES
 from posttrain.hooks import UpdateView, hooked
 from posttrain.models.routing import load_balancing_loss, router_logits
@@ -156,9 +155,9 @@ TO_TOKENS = {
 
 
 def estimator_options(algo: AlgoConfig) -> dict[str, Any]:
-    """The estimator's options ``algo`` sets (not null), by the estimator's parameter names."""
-    return {name: getattr(algo, key) for key, (_, name) in ESTIMATOR_OPTIONS.items()
-            if getattr(algo, key) is not None}
+    """The estimator's options ``algo`` sets (``algo.advantage``, filled by the flat keys), by
+    the estimator's parameter names; the others keep the function's defaults."""
+    return algo.advantage.given_options()
 
 
 def compute_advantages(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,

@@ -1,5 +1,6 @@
 """The token-exact data model shared by every other package: ``Segment``, ``Episode``,
-``Batch``, ``SamplingParams``, the errors several packages raise, JSONL I/O."""
+``Batch``, ``SamplingParams``, the errors several packages raise, JSONL I/O, and loading an
+object a config names by dotted path (``dotted``)."""
 
 import lazy_loader
 

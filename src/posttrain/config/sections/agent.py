@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from posttrain.config.extension import extension, tool_set
 from posttrain.config.rules import applies
 from posttrain.config.section import Section, described
-from posttrain.config.sections.rl import EPISODE_ESTIMATORS
+from posttrain.config.sections.rl import AGENT_INPUTS
 from posttrain.config.served import FunctionOrServed, check_fields
 
 STRATEGIES = ("none", "microcompact", "discard_75", "discard_all", "summary", "codex_compact",
@@ -308,7 +308,8 @@ class AgentConfig(ExternalAgent):
         whose state can be copied; swarms need the task's own tools and episode credit."""
         algo, task = cfg.algo, cfg.task
         step_credit = [name for name, on in (
-            (f"algo.adv_estimator={algo.adv_estimator}", algo.adv_estimator in EPISODE_ESTIMATORS),
+            (f"algo.adv_estimator={algo.adv_estimator}",
+             any(algo.estimator().takes(i) for i in AGENT_INPUTS)),
             ("algo.behaviour_reg", algo.behaviour_reg is not None)) if on]
         needs_agent = step_credit + [name for name, on in (
             ("agent.compaction", self.compaction.strategy != "none"),

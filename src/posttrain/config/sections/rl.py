@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from posttrain.algos.registry import facts
+from posttrain.algos.registry import Facts, facts
 from posttrain.config.rules import unread
 from posttrain.config.section import (
     Count,
+    NamedLoss,
     OptimConfig,
     SampledStageConfig,
     SamplingConfig,
     Section,
     Steps,
+    Usable,
     check_hyperparameters,
     registered,
     samples_differ,
+    unsupplied,
 )
 from posttrain.config.sections.features.actor_as_grm import ActorAsGRM
 from posttrain.config.sections.trainer import KLConfig, OffPolicyConfig
@@ -232,17 +235,27 @@ class RLConfig(SampledStageConfig):
                    "rl.save_episodes is false")
 
 
-# estimators the synchronous RL pipeline feeds: one reward a row (outcome) or the named reward
-# parts (multi-reward); the others need a critic or episode structure
-OUTCOME_ESTIMATORS = ("grpo", "dr_grpo", "mean_baseline", "rloo", "reinforce_plus_plus_baseline",
-                      "gar", "maxrl")
-MULTI_REWARD_ESTIMATORS = ("gdpo", "gd2po", "dvao")
-EPISODE_ESTIMATORS = ("gigpo", "tree_grpo")  # need agent episodes: state keys, trees
-TOKEN_ESTIMATORS = ("reinforce_plus_plus",)  # per-token returns of one row: single-turn only
-GREEDY_BASELINE_ESTIMATORS = ("remax",)  # one greedy decode a prompt: single-turn, sync loop
-GROUPLESS_ESTIMATORS = ("gae", "reinforce_plus_plus", "remax")  # group_size 1 is fine
-ADV_ESTIMATORS = (OUTCOME_ESTIMATORS + MULTI_REWARD_ESTIMATORS + EPISODE_ESTIMATORS
-                  + TOKEN_ESTIMATORS + GREEDY_BASELINE_ESTIMATORS + ("gae",))
+# What the RL update supplies an advantage estimator, by input name (train.rl_update's
+# advantage_inputs). An estimator's parameters name the inputs it reads (its registration's
+# ``feeds`` rename them), and what it needs of the run follows from those: AlgoConfig.check
+# states each input's needs (the critic's values need a critic, group_ids groups, ...), so
+# no rule names an estimator. Its other parameters are its options.
+ADVANTAGE_INPUTS = ("rewards", "group_ids", "mask", "reward_parts", "part_weights", "tree_ids",
+                    "step_states", "outcome_rewards", "baseline_rewards", "grader_quality",
+                    "token_rewards", "values", "loss_mask", "kl", "kl_coef")
+AGENT_INPUTS = ("step_states", "tree_ids")  # only agent episodes have them: state keys, trees
+
+
+def _not_an_estimator(estimator: Facts) -> str:
+    """Why ``estimator`` is not one the RL update can feed: it declares no output (an advantage
+    per episode, step or token: how its result reaches the tokens), or it requires an input
+    the update does not supply."""
+    if not estimator.output:
+        return "it does not declare its output: an advantage per episode, step or token"
+    return unsupplied(estimator, ADVANTAGE_INPUTS, "the RL update")
+
+
+ADV_ESTIMATORS = Usable("advantage", _not_an_estimator)
 
 
 class DynamicSamplingConfig(Section):
@@ -336,12 +349,34 @@ class TopEntropyConfig(Section):
         description="the share of a step's tokens, highest entropy first, that keeps its advantage")
 
 
-# estimator options and the estimators they act on
-# algo key -> (the estimators it acts on, their parameter's name)
-ESTIMATOR_OPTIONS = {"gamma": (("gae", "gigpo", "reinforce_plus_plus"), "gamma"),
-                     "lam": (("gae",), "lam"), "omega": (("gigpo",), "omega"),
-                     "conflict_filter": (("gd2po",), "filter"), "tau": (("gd2po",), "tau"),
-                     "query_weight": (("gd2po",), "query_weight")}
+class AdvantageConfig(NamedLoss):
+    """The advantage estimator (a built-in, or a function of yours by dotted path:
+    docs/extending.md) and its options as the other keys, checked against its signature: an
+    option not given holds the function's default. ``algo.adv_estimator`` and the flat option
+    keys (``FLAT_OPTIONS``) fill it (``AlgoConfig``)."""
+
+    KIND: ClassVar[str] = "advantage"
+    LABEL: ClassVar[str] = "advantage estimator"
+    INPUTS: ClassVar[tuple[str, ...]] = ADVANTAGE_INPUTS
+    name: Annotated[str, registered("advantage", ADV_ESTIMATORS)] = Field(
+        "grpo", description="the advantage estimator (grpo, rloo, gae, ..., or a dotted path); "
+                            "its options are the other keys")
+
+    def given_options(self) -> dict[str, Any]:
+        """The options the config gives; the function's defaults do the rest."""
+        return {k: v for k, v in self.hyperparameters().items() if k in self.model_fields_set}
+
+
+# algo key -> the estimator option it sets: the established flat spelling of these options
+# (algo.advantage holds every estimator's options, a new estimator's only there)
+FLAT_OPTIONS = {"gamma": "gamma", "lam": "lam", "omega": "omega", "conflict_filter": "filter",
+                "tau": "tau", "query_weight": "query_weight"}
+
+
+def _taking(option: str) -> tuple[str, ...]:
+    """The estimators that take ``option``."""
+    return tuple(n for n in ADV_ESTIMATORS
+                 if option in facts("advantage", n).hyperparameters(ADVANTAGE_INPUTS))
 
 
 class AlgoConfig(Section):
@@ -355,14 +390,17 @@ class AlgoConfig(Section):
     (one extra completion a prompt); ``gar`` redistributes a mixed group's positive advantage
     by grader quality, the reward part ``quality_part`` (weight 0: the reward stays pass/fail);
     ``gd2po`` takes ``conflict_filter`` (``hard`` or ``snr``), ``tau`` (the ``snr`` threshold)
-    and ``query_weight`` (null: hard, 0.8, true). Per-token modifiers, in this order: ``taco``
+    and ``query_weight`` (null: hard, 0.8, true). ``advantage`` is the estimator and all its
+    options in one section: the flat keys fill it, a value given both ways must agree
+    (``_one_estimator``). Per-token modifiers, in this order: ``taco``
     shrinks the positive advantages of tail tokens (it adds a no-gradient pass for the rollout
     policy's entropies); ``top_entropy`` keeps only the highest-entropy tokens' (the same
     pass); ``behaviour_reg`` those of agent episodes' malformed tool calls."""
 
     adv_estimator: Annotated[str, registered("advantage", ADV_ESTIMATORS)] = Field(
         "grpo",
-        description="the advantage estimator (grpo, rloo, gae, gigpo, ...; docs/estimators.md)")
+        description="the advantage estimator (grpo, rloo, gae, gigpo, ...; null: advantage.name; "
+                    "docs/estimators.md)")
     gamma: float | None = Field(
         None, gt=0, le=1,
         description="discount of gae, gigpo, reinforce_plus_plus (null: the estimator's default)")
@@ -374,6 +412,9 @@ class AlgoConfig(Section):
     tau: float | None = Field(None, ge=0, le=1,
                               description="gd2po's snr threshold, in [0, 1] (null: 0.8)")
     query_weight: bool | None = Field(None, description="gd2po's per-query weighting (null: true)")
+    advantage: AdvantageConfig = Field(
+        AdvantageConfig(),
+        description="the estimator and its options in one section (the keys above fill it)")
     quality_part: str | None = Field(
         None, description="gar's reward part (weight 0) grading a passing sample's quality")
     kl: KLConfig = Field(KLConfig(), description="the KL penalty to the frozen reference")
@@ -390,33 +431,97 @@ class AlgoConfig(Section):
         None,
         description="reweight agent episodes' advantages around malformed tool calls (null: off)")
 
+    def estimator(self) -> Facts:
+        """What the chosen estimator reads, returns and takes, without importing it."""
+        return facts("advantage", self.adv_estimator)
+
+    def _who(self, input_name: str) -> str:
+        """The estimator, if it takes ``input_name``, else those that do (a rule's subject)."""
+        if self.estimator().takes(input_name):
+            return self.adv_estimator
+        return " or ".join(n for n in ADV_ESTIMATORS if facts("advantage", n).takes(input_name))
+
     def _set_options(self) -> list[str]:
-        return [k for k in ESTIMATOR_OPTIONS if getattr(self, k) is not None]
+        return [k for k in FLAT_OPTIONS if getattr(self, k) is not None]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_estimator(cls, data: Any) -> Any:
+        """``adv_estimator`` and the flat options, and a given ``advantage``, name one
+        estimator: each spelling gets what the other gives and it leaves out (``advantage``'s
+        name and options reach the flat keys here, within their bounds; the flat keys reach
+        ``advantage`` in ``_options_act``, once it is known that the estimator takes them). A
+        null is not given; an option given both ways must agree (the names, once canonical:
+        ``_options_act``)."""
+        if not isinstance(data, dict):
+            return data
+        data = {k: v for k, v in data.items() if k != "adv_estimator" or v is not None}
+        if "advantage" not in data:
+            return data
+        advantage = data["advantage"] or {}
+        if isinstance(advantage, AdvantageConfig):
+            advantage = {"name": advantage.name, **advantage.given_options()}
+        advantage = {k: v for k, v in advantage.items() if v is not None}
+        for key, option in FLAT_OPTIONS.items():
+            if option not in advantage:
+                continue
+            if data.get(key) is None:
+                data[key] = advantage[option]
+            elif data[key] != advantage[option]:
+                raise ValueError(f"algo.{key}={data[key]} and algo.advantage.{option}="
+                                 f"{advantage[option]} differ: give the option once")
+        if data.get("adv_estimator") is None and "name" in advantage:
+            data["adv_estimator"] = advantage["name"]
+        elif data.get("adv_estimator") is not None:
+            advantage.setdefault("name", data["adv_estimator"])
+        return data | {"advantage": advantage}
 
     @model_validator(mode="after")
     def _options_act(self) -> AlgoConfig:
-        if (self.adv_estimator == "gar") != (self.quality_part is not None):
-            raise ValueError("algo.adv_estimator=gar and algo.quality_part (the reward part "
-                             "that grades a passing sample's quality) go together")
+        if "advantage" in self.model_fields_set and self.adv_estimator != self.advantage.name:
+            raise ValueError(f"algo.adv_estimator={self.adv_estimator} and algo.advantage.name="
+                             f"{self.advantage.name} differ: name the estimator once (a saved "
+                             "config.yaml gives both: change both, or set one to null)")
+        if self.estimator().takes("grader_quality") != (self.quality_part is not None):
+            raise ValueError(f"algo.adv_estimator={self._who('grader_quality')} and "
+                             "algo.quality_part (the reward part that grades a passing "
+                             "sample's quality) go together")
+        options = self.estimator().hyperparameters(ADVANTAGE_INPUTS)
         for key in self._set_options():
-            if self.adv_estimator not in ESTIMATOR_OPTIONS[key][0]:
+            if FLAT_OPTIONS[key] not in options:
                 raise ValueError(f"algo.{key} only acts with adv_estimator in "
-                                 f"{ESTIMATOR_OPTIONS[key][0]}, not {self.adv_estimator}")
+                                 f"{_taking(FLAT_OPTIONS[key])}, not {self.adv_estimator}")
+        flat = {FLAT_OPTIONS[k]: getattr(self, k) for k in self._set_options()}
+        given = self.advantage.given_options()
+        if self.advantage.name != self.adv_estimator or set(flat) - set(given):
+            self.__dict__["advantage"] = AdvantageConfig(name=self.adv_estimator, **given | flat)
         return self
 
+    def resolved(self) -> AlgoConfig:
+        """With the values ``advantage`` holds in the flat option keys left null that its
+        estimator takes, so they show the values used."""
+        held = self.advantage.hyperparameters()
+        return self.model_copy(update={key: held[option] for key, option in FLAT_OPTIONS.items()
+                                       if getattr(self, key) is None and option in held})
+
     def check(self, cfg) -> None:
-        """What the estimator needs of the critic, the group, the reward and the rollout:
-        ``remax``'s greedy decode is a synchronous single-turn rollout; ``gar``'s grader
-        quality is a part outside the pass/fail total; a multi-reward estimator reads the
-        parts (so a synthesised total has no effect); per-token returns read one completion;
-        ``tree_grpo`` reads trees."""
-        est, reward = self.adv_estimator, cfg.reward
-        multi = est in MULTI_REWARD_ESTIMATORS
+        """What the estimator's inputs need of the critic, the group, the reward and the
+        rollout: ``values`` the critic (and only they use one); ``group_ids`` groups of 2 or
+        more; ``reward_parts`` (a multi-reward estimator) several parts and their own values
+        (no shaping, KL in the reward or synthesised total); ``reward_parts`` and
+        ``grader_quality`` the task's own episodes; ``baseline_rewards`` (each prompt's
+        greedy decode) a synchronous single-turn rollout; ``grader_quality`` a part outside
+        the pass/fail total; ``outcome_rewards`` (per-token returns of one row) one
+        completion; ``tree_ids`` trees (``AGENT_INPUTS`` an agent task: ``AgentConfig``)."""
+        est, reward, takes = self.adv_estimator, cfg.reward, self.estimator().takes
+        multi = takes("reward_parts")
         if "rl" in cfg.stages:
-            if (est == "gae") != cfg.critic.enabled:
-                raise ValueError("algo.adv_estimator=gae and critic.enabled go together: GAE "
-                                 "needs the critic's values, and only GAE uses a critic")
-            if cfg.rl.group_size == 1 and est not in GROUPLESS_ESTIMATORS:
+            if takes("values") != cfg.critic.enabled:
+                who = self._who("values")
+                raise ValueError(f"algo.adv_estimator={who} and critic.enabled go together: "
+                                 f"{who} needs the critic's values, and only an estimator that "
+                                 "reads them uses a critic")
+            if cfg.rl.group_size == 1 and takes("group_ids"):
                 raise ValueError(f"rl.group_size: {est} needs group_size >= 2 (a group of 1 "
                                  "has advantage 0, so nothing would be learned)")
             if multi and len(reward.parts) < 2:
@@ -425,13 +530,13 @@ class AlgoConfig(Section):
             if multi and reward.shaping:
                 raise ValueError(f"reward.shaping reshapes the scalar reward, which {est} "
                                  "does not use")
-            if (multi or est == "gar") and cfg.rl.actor_as_grm is not None:
+            if (multi or takes("grader_quality")) and cfg.rl.actor_as_grm is not None:
                 raise ValueError(f"algo.adv_estimator={est} reads the task's reward parts, "
                                  "which rl.actor_as_grm's grading episodes do not have")
             if multi and self.kl.coef > 0 and self.kl.placement == "in_reward":
                 raise ValueError("algo.kl.placement: in_reward applies to one scalar reward, "
                                  f"not to {est}'s reward parts; use in_loss")
-        if est in GREEDY_BASELINE_ESTIMATORS:
+        if takes("baseline_rewards"):
             if not cfg.single_turn:
                 raise ValueError(f"algo.adv_estimator={est}'s baseline is a greedy single-turn "
                                  f"decode; task.name={cfg.task.name} is an agent task")
@@ -451,11 +556,12 @@ class AlgoConfig(Section):
             raise ValueError(f"reward.synthesis is set but cannot take effect: "
                              f"algo.adv_estimator={est} reads the reward parts, not their "
                              "synthesised total")
-        if est in TOKEN_ESTIMATORS and not cfg.single_turn:
+        if takes("outcome_rewards") and not cfg.single_turn:
             raise ValueError(f"algo.adv_estimator={est} computes returns over one "
                              f"completion's tokens; task.name={cfg.task.name} is an agent task")
-        if (est == "tree_grpo") != (cfg.agent.tree is not None):
-            raise ValueError("algo.adv_estimator=tree_grpo and agent.tree go together")
+        if takes("tree_ids") != (cfg.agent.tree is not None):
+            raise ValueError(f"algo.adv_estimator={self._who('tree_ids')} and agent.tree go "
+                             "together")
 
 
 SHAPING_RULES = ("dapo_overlong", "effort_length_penalty", "budget_penalty", "toggle",

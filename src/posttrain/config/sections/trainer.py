@@ -7,9 +7,17 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from posttrain.algos.registry import facts, names
+from posttrain.algos.registry import Facts, facts
 from posttrain.config.rules import unread
-from posttrain.config.section import Device, NamedLoss, OptimConfig, Section, registered
+from posttrain.config.section import (
+    Device,
+    NamedLoss,
+    OptimConfig,
+    Section,
+    Usable,
+    registered,
+    unsupplied,
+)
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -18,22 +26,35 @@ COVARIANCE_LOSSES = ("clip_cov", "kl_cov")
 MISMATCH_WEIGHTS = ("tis_token", "tis_seq", "mis_token", "mis_seq")
 # trainer.precision -> the dtype it computes in (a torch attribute name)
 COMPUTE_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-# policy losses of the actor (those of log-probs; value_clip and entropy_bonus are terms)
-ACTOR_LOSSES = tuple(n for n in names("policy_loss")
-                     if "logp" in facts("policy_loss", n).parameter_names())
+# what the RL update supplies the actor's policy loss, by input name (train.rl_update.rl_loss)
+POLICY_LOSS_INPUTS = ("logp", "old_logp", "advantages", "mask")
+
+
+def _not_an_actor_loss(loss: Facts) -> str:
+    """Why ``loss`` cannot be the actor's: a policy loss of the actor takes the policy's
+    log-probs (value_clip and entropy_bonus are terms of other losses) and nothing the update
+    does not supply."""
+    if not loss.takes("logp"):
+        return "it does not take logp, the policy's log-probs"
+    return unsupplied(loss, POLICY_LOSS_INPUTS, "the RL update")
+
+
+ACTOR_LOSSES = Usable("policy_loss", _not_an_actor_loss)
 
 
 class PolicyLossConfig(NamedLoss):
-    """A policy loss and its hyperparameters. The clip family's ``eps_low``, ``eps_high`` and
-    ``dual_clip`` are range-checked fields; any other hyperparameter of the chosen loss is an
-    extra key (``actor.policy_loss.r_max=5``)."""
+    """A policy loss (a built-in, or a function of yours by dotted path: docs/extending.md)
+    and its hyperparameters. The clip family's ``eps_low``, ``eps_high`` and ``dual_clip`` are
+    range-checked fields; any other hyperparameter of the chosen loss is an extra key
+    (``actor.policy_loss.r_max=5``)."""
 
     KIND: ClassVar[str] = "policy_loss"
     LABEL: ClassVar[str] = "policy loss"
+    INPUTS: ClassVar[tuple[str, ...]] = POLICY_LOSS_INPUTS
     name: Annotated[str, registered("policy_loss", ACTOR_LOSSES)] = Field(
         "ppo_clip",
-        description="the policy loss (ppo_clip, gspo, cispo, ...); its other hyperparameters are "
-                    "keys")
+        description="the policy loss (ppo_clip, gspo, cispo, ..., or a dotted path); its other "
+                    "hyperparameters are keys")
     eps_low: float | None = Field(
         None, ge=0, lt=1,
         description="the clip range below the ratio 1, in [0, 1) (null: the loss's default)")
