@@ -73,7 +73,7 @@ CASES = {
          "skills.teacher.skill_prompt=Say {{answer}}", "--out", "{d}/o"],
         "skill_prompt: fields are {{trajectory}}"),
     "eval: the skills protocol without a bank": (
-        ["eval", "{d}/empty", "--skills-bench"], "--skills-bench needs a skill bank"),
+        ["eval", "{d}/empty", "--mode", "skills-bench"], "--mode skills-bench needs a skill bank"),
     "train: a guard rule that is no regex": (
         ["train", "configs/code.yaml", "agent.guard.rules=[{{name: x, pattern: '('}}]",
          "--out", "{d}/o"], "not a regular expression: missing ), unterminated subpattern"),

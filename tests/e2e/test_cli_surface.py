@@ -55,8 +55,7 @@ def test_algorithms_keep_brackets_and_list_sources():
 
 
 def test_an_unknown_tau_domain_is_one_line(tmp_path):
-    result = runner.invoke(cli.app, ["tau", "eval", "--domain", "nope", "--model",
-                                     str(tmp_path)])
+    result = runner.invoke(cli.app, ["eval", str(tmp_path), "--mode", "tau", "--domain", "nope"])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2 and len(lines) == 1 and "--domain:" in lines[0]
 

@@ -1,7 +1,7 @@
 """Quick instructions through the CLI: ``quick-data`` writes rows of the built-in tasks, SFT
-on them (``model.quick_tokens``) teaches a nano model the answers, and ``quick-eval`` reports
-the same figures through the engine and through a served model; data asking tokens the model
-lacks is refused before training."""
+on them (``model.quick_tokens``) teaches a nano model the answers, and ``eval --mode quick``
+reports the same figures through the engine and through a served model; data asking tokens
+the model lacks is refused before training."""
 
 import json
 
@@ -43,7 +43,7 @@ def test_quick_data_replaces_a_file_of_rows_only_with_overwrite(tmp_path):
 
 
 def quick_eval(*args):
-    result = runner.invoke(app, ["quick-eval", *map(str, args)])
+    result = runner.invoke(app, ["eval", "--mode", "quick", *map(str, args)])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 

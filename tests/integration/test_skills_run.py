@@ -120,7 +120,7 @@ def test_the_teacher_evolves_the_run_bank_and_a_resume_continues_it_exactly(
 
 def test_eval_plays_the_protocol_with_a_model_and_writes_its_report(bank, tiny_dir, tmp_path):
     result = CliRunner().invoke(app, [
-        "eval", str(tiny_dir), "--skills-bench", "--out", str(tmp_path / "bench"),
+        "eval", str(tiny_dir), "--mode", "skills-bench", "--out", str(tmp_path / "bench"),
         "--config", "configs/quickstart.yaml", f"skills.dir={bank}", "eval.num_problems=3",
         "eval.max_new_tokens=4", f"out_dir={tmp_path / 'run'}"])
     assert result.exit_code == 0, result.output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -11,14 +10,15 @@ from rich.console import Console
 from rich.table import Table
 
 from posttrain.cli.config_cmd import config_app
-from posttrain.cli.curate import filter_cmd, rejection_sample
+from posttrain.cli.curate import filter_prompts, rejection_sample
 from posttrain.cli.env_cmd import env_app
+from posttrain.cli.eval_cmd import eval_
 from posttrain.cli.harness_search_cmd import harness_search
-from posttrain.cli.options import ConfigFile, OutDir, Overrides, Overwrite, Resume
+from posttrain.cli.options import ConfigFile, OutDir, Overrides, Overwrite, Resume, alias
 from posttrain.cli.options import load_or_fail as _load
 from posttrain.cli.output import console, fail_on, interrupted
 from posttrain.cli.output import fail as _fail
-from posttrain.cli.quick_cmd import quick_data, quick_eval
+from posttrain.cli.quick_cmd import quick_data, quick_eval_words
 from posttrain.cli.serve_cmd import free_port_or_fail, serve, tinker_serve
 from posttrain.cli.synthesize_cmd import synthesize_app
 from posttrain.cli.tau import tau_app
@@ -33,10 +33,13 @@ app.add_typer(synthesize_app, name="synthesize")
 app.command(name="harness-search")(harness_search)
 app.command()(serve)
 app.command(name="tinker-serve")(tinker_serve)
-app.command(name="filter")(filter_cmd)
+app.command(name="filter-prompts")(filter_prompts)
 app.command(name="rejection-sample")(rejection_sample)
 app.command(name="quick-data")(quick_data)
-app.command(name="quick-eval")(quick_eval)
+# old spellings (docs/recipes.md, Commands): each says its new one, then runs it
+alias(app, "quick-eval", ["eval", "--mode", "quick"], "quick-eval --max-tokens N",
+      "eval --mode quick --max-new-tokens N", quick_eval_words)
+alias(app, "filter", ["filter-prompts"], "filter", "filter-prompts")
 
 
 def _version(shown: bool) -> None:
@@ -131,7 +134,10 @@ def train(config: ConfigFile, overrides: Overrides = None, out: OutDir = None,
 @app.command()
 def sft(config: ConfigFile, overrides: Overrides = None, out: OutDir = None,
         resume: Resume = False, overwrite: Overwrite = False) -> None:
-    """Run only the SFT stage of CONFIG (validated with all its stages)."""
+    """Run only the SFT stage of CONFIG (validated with all its stages).
+
+    A shortcut for posttrain train CONFIG stages=[sft], but CONFIG must have an sft stage and
+    its rules are checked against all its stages."""
     cfg = _load(config, overrides, out_dir=out)
     if "sft" not in cfg.stages:
         _fail(f"{config} has no sft stage (stages: {cfg.stages}): add it, e.g. "
@@ -140,51 +146,7 @@ def sft(config: ConfigFile, overrides: Overrides = None, out: OutDir = None,
     _run(cfg, resume, overwrite, ["sft", str(config), *(overrides or []), "--out", cfg.out_dir])
 
 
-@app.command(name="eval")
-def eval_(
-    model: Annotated[Path, typer.Argument(help="local Hugging Face model directory")],
-    config: Annotated[Path | None, typer.Option(help="YAML config for task/eval")] = None,
-    overrides: Overrides = None,
-    out: Annotated[Path | None, typer.Option(
-        help="directory for samples.jsonl (every sample with its rewards) and "
-             "summary.json")] = None,
-    skills_bench: Annotated[bool, typer.Option(
-        "--skills-bench", help="the SkillsBench protocol: without skills, with the bank of "
-                               "skills.dir, with self-written skills, and the gain g")] = False,
-) -> None:
-    """Evaluate MODEL on the held-out split of the config's task; prints JSON.
-
-    eval.samples=N (with eval.temperature > 0) adds pass@k, maj@k and mean@N with standard
-    errors; eval.group_by=[column] splits the accuracy by a dataset column. --skills-bench
-    plays the tasks in SkillsBench's three conditions instead (docs/skills.md)."""
-    from posttrain.cli.eval_output import run_in, write_eval
-    from posttrain.engines import EngineUnavailableError
-    from posttrain.models import ModelNotFoundError, load_tokenizer
-    from posttrain.recipes.placement import make_engine
-    from posttrain.recipes.run_tasks import RunTasks
-
-    cfg = _load(config, overrides)
-    if out is not None and (mark := run_in(out)):
-        _fail(f"--out {out} holds a training run ({mark}): give the evaluation a folder of its own")
-    if skills_bench and cfg.skills is None:
-        _fail("--skills-bench needs a skill bank: set skills.dir")
-    with fail_on(ModelNotFoundError, EngineUnavailableError, FileNotFoundError):
-        tok = load_tokenizer(model)
-        engine = make_engine(cfg, model, tok)
-    parts = RunTasks(cfg)
-    parts.attach_judges(tok)
-    if skills_bench:
-        from posttrain.recipes.skills import run_skills_bench
-
-        result = run_skills_bench(parts, engine, tok)
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "skills_bench.json").write_text(json.dumps(result, indent=2) + "\n")
-    else:
-        episodes, result = parts.evaluate(engine, tok)
-        if out is not None:
-            write_eval(out, episodes, parts.eval_tasks, cfg.eval.samples, result)
-    typer.echo(json.dumps(result, indent=2))
+app.command(name="eval")(eval_)  # its four modes: posttrain.cli.eval_cmd
 
 
 @app.command(name="teacher-logits")

@@ -1,5 +1,6 @@
-"""``posttrain filter`` and ``posttrain rejection-sample``: sample k answers per train prompt of
-a config's task with a model, then write the kept prompts or best answers as JSONL."""
+"""``posttrain filter-prompts`` (``filter`` its old spelling) and ``posttrain
+rejection-sample``: sample k answers per train prompt of a config's task with a model, then
+write the kept prompts or best answers as JSONL."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ NumPrompts = Annotated[int, typer.Option(min=1, help="train prompts to sample")]
 Temperature = Annotated[float, typer.Option(min=0.0, help="sampling temperature")]
 
 
-def filter_cmd(
+def filter_prompts(
     config: ConfigFile,
     model: Model,
     out: Out,

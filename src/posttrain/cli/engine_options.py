@@ -1,6 +1,6 @@
-"""The engine options of commands that sample a model without a run config (``serve``, ``tau
-eval``): ``--engine`` and ``--device``, validated as ``engine.name`` and ``engine.device``
-are, and the engine they build."""
+"""The engine options of commands that sample a model without a run config (``serve``,
+``eval --mode tau``): ``--engine`` and ``--device``, validated as ``engine.name`` and
+``engine.device`` are, and the engine they build."""
 
 from __future__ import annotations
 
@@ -11,12 +11,22 @@ import typer
 
 from posttrain.cli.output import fail
 
-EngineName = Annotated[str, typer.Option(
-    "--engine", help="rollout engine: torch | vllm | sglang, or a dotted path "
-                     "(engine.name; docs/engines.md)")]
-EngineDevice = Annotated[str | None, typer.Option(
-    "--device", help="where the torch engine runs: auto | cpu | cuda | cuda:N "
-                     "(engine.device; default auto)")]
+
+def engine_name_option(panel: str | None = None) -> Any:
+    """The type of ``--engine``, listed under the help panel ``panel``."""
+    return Annotated[str, typer.Option(
+        "--engine", help="rollout engine: torch | vllm | sglang, or a dotted path "
+                         "(engine.name; docs/engines.md)", rich_help_panel=panel)]
+
+
+def engine_device_option(panel: str | None = None) -> Any:
+    """The type of ``--device``, listed under the help panel ``panel``."""
+    return Annotated[str | None, typer.Option(
+        "--device", help="where the torch engine runs: auto | cpu | cuda | cuda:N "
+                         "(engine.device; default auto)", rich_help_panel=panel)]
+
+
+EngineName, EngineDevice = engine_name_option(), engine_device_option()
 
 
 def engine_from_options(name: str, device: str | None, model: Path, dtype: str,

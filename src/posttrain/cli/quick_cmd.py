@@ -1,6 +1,6 @@
-"""``posttrain quick-data`` and ``posttrain quick-eval``: quick-instruction rows from the
-built-in task families, and their answers' accuracy through the engine or a served endpoint
-(docs/quick_instructions.md)."""
+"""``posttrain quick-data`` and ``posttrain eval --mode quick`` (``quick-eval`` its old
+spelling): quick-instruction rows from the built-in task families, and their answers' accuracy
+through the engine or a served endpoint (docs/quick_instructions.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import typer
 from posttrain.cli.options import unused_file
 from posttrain.cli.output import console, fail, fail_on
 
+QUICK_ANSWER_TOKENS = 16  # eval --mode quick's --max-new-tokens
+
 
 def quick_data(
     out: Annotated[Path, typer.Argument(help="JSONL file to write")],
@@ -24,7 +26,7 @@ def quick_data(
     """Write quick-instruction rows of the built-in task families (JSONL).
 
     Each row is a task's prompt with its answers to <action>, <query> and <domain>: train rows
-    for sft.data, eval rows (held out) for quick-eval --data. A file that holds rows is
+    for sft.data, eval rows (held out) for eval --mode quick --data. A file that holds rows is
     replaced only with --overwrite."""
     from posttrain.data.quick_data import quick_rows
 
@@ -38,25 +40,14 @@ def quick_data(
     console.print(f"wrote {rows} {split} rows to {out}")
 
 
-def quick_eval(
-    model: Annotated[Path | None, typer.Argument(
-        help="local model directory (a Llama-family model; or --url)")] = None,
-    data: Annotated[Path | None, typer.Option(
-        help="rows with quick answers (default: --rows held-out rows of the built-in tasks)")
-    ] = None,
-    rows: Annotated[int, typer.Option(min=1, help="held-out rows without --data")] = 300,
-    url: Annotated[str | None, typer.Option(
-        help="ask a served model instead (posttrain serve's base URL, e.g. "
-             "http://127.0.0.1:8000/v1)")] = None,
-    served_model: Annotated[str, typer.Option(help="the model name to ask at --url")] = "",
-    api_key: Annotated[str, typer.Option(help="the key to send to --url")] = "quick-eval",
-    max_tokens: Annotated[int, typer.Option(min=1, help="longest answer, in tokens")] = 16,
-    out: Annotated[Path | None, typer.Option(help="write the report here too (JSON)")] = None,
-) -> None:
-    """Ask quick instructions after held-out prompts; print their accuracy (JSON).
+def quick_eval(model: Path | None, data: Path | None, rows: int, url: str | None,
+               served_model: str, api_key: str, max_new_tokens: int | None,
+               out: Path | None) -> None:
+    """``posttrain eval --mode quick``: ask quick instructions after held-out prompts (DATA, or
+    ROWS of the built-in tasks); print their accuracy (JSON), and write it to OUT.
 
     Each row's instructions are answered from its prompt's KV cache, through the engine or a
-    served model (--url); the report adds the prompt tokens not prefilled again."""
+    served model (URL); the report adds the prompt tokens not prefilled again."""
     from posttrain.data.chat_formats import conversation
     from posttrain.data.quick_data import quick_rows
     from posttrain.data.reading import read_rows
@@ -64,7 +55,8 @@ def quick_eval(
     from posttrain.types import DataError
 
     if (model is None) == (url is None):
-        fail("give MODEL (ask it through the engine) or --url (ask a served model), not both")
+        fail("--mode quick: give MODEL (ask it through the engine) or --url (ask a served "
+             "model), not both")
 
     def parse(row: dict):
         c = conversation(row)
@@ -82,7 +74,7 @@ def quick_eval(
         client = OpenAI(base_url=url, api_key=api_key)
         asked = ask_served(client, served_model or client.models.list().data[0].id, convs)
     else:
-        asked = _ask_local(model, convs, max_tokens)
+        asked = _ask_local(model, convs, max_new_tokens or QUICK_ANSWER_TOKENS)
     result = report(convs, sources, asked) | {"through": "serve" if url else "engine"}
     if out is not None:
         out.write_text(json.dumps(result, indent=2) + "\n")
@@ -99,3 +91,10 @@ def _ask_local(model: Path, convs, max_tokens: int):
         engine, tok = TorchEngineConfig(device="cpu").load(model)
         engine.check_quick()
         return ask_engine(engine, tok, convs, max_tokens)
+
+
+def quick_eval_words(args: list[str]) -> list[str]:
+    """``quick-eval``'s words as ``eval --mode quick``'s: its ``--max-tokens`` is
+    ``--max-new-tokens``."""
+    return [f"--max-new-tokens{word.removeprefix('--max-tokens')}"
+            if word.split("=")[0] == "--max-tokens" else word for word in args]

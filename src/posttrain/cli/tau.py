@@ -1,4 +1,5 @@
-"""``posttrain tau``: the tau-bench environments' gold check and evaluation (docs/tau.md)."""
+"""The tau-bench environments' gold check (``posttrain tau check``) and evaluation (``posttrain
+eval --mode tau``; ``tau eval`` is its old spelling), docs/tau.md."""
 
 from __future__ import annotations
 
@@ -8,26 +9,23 @@ from typing import Annotated
 
 import typer
 
-from posttrain.cli.engine_options import (
-    EngineDevice,
-    EngineName,
-    context_window,
-    engine_from_options,
-)
+from posttrain.cli.engine_options import context_window, engine_from_options
+from posttrain.cli.options import alias
 from posttrain.cli.output import console, fail, fail_on
 
 tau_app = typer.Typer(no_args_is_help=True,
-                      help="tau-bench customer-service environments: check and evaluate.")
+                      help="tau-bench customer-service environments: check their gold actions.")
 
-Domain = Annotated[str, typer.Option(help="mock, retail or telecom (the 20-task small set)")]
-# the eval command's options behind TauConfig's fields, for its errors
+DOMAINS = "mock, retail or telecom (the 20-task small set)"
+# eval --mode tau's options behind TauConfig's fields, for its errors
 OPTIONS = {"domain": "--domain", "eval_split": "--split", "reward_basis": "--basis",
            "user": "--user-model/--user-endpoint", "judge": "--judge-model/--judge-endpoint"}
+TAU_OUT, TAU_TURN_TOKENS = Path("runs/tau-eval"), 256  # eval --mode tau's --out, --max-new-tokens
 
 
 @tau_app.command()
 def check(
-    domain: Domain,
+    domain: Annotated[str, typer.Option(help=DOMAINS)],
     task: Annotated[list[str] | None, typer.Option(help="only these task ids")] = None,
 ) -> None:
     """Replay every task's gold actions from its initial state.
@@ -60,48 +58,17 @@ def check(
         raise typer.Exit(code=1)
 
 
-@tau_app.command(name="eval")
-def eval_(
-    domain: Domain,
-    model: Annotated[Path, typer.Option(help="the agent: a local Hugging Face model directory")],
-    trials: Annotated[int, typer.Option(min=1, help="conversations per task (pass^1..k)")] = 1,
-    split: Annotated[str | None, typer.Option(
-        help="task split (default: retail test; mock/telecom every task)")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="only the split's first N")] = None,
-    user_model: Annotated[str | None, typer.Option(
-        help="local model playing the user (default: the agent's model)")] = None,
-    user_endpoint: Annotated[str | None, typer.Option(
-        help="OpenAI-compatible .../v1 URL playing the user")] = None,
-    user_endpoint_model: Annotated[str, typer.Option(
-        help="model name sent to --user-endpoint")] = "default",
-    solo: Annotated[bool, typer.Option(
-        help="no user: the agent works each task's ticket alone (tasks with a ticket)")] = False,
-    judge_model: Annotated[str | None, typer.Option(
-        help="local model judging NL_ASSERTION")] = None,
-    judge_endpoint: Annotated[str | None, typer.Option(
-        help="OpenAI-compatible .../v1 URL judging NL_ASSERTION")] = None,
-    judge_endpoint_model: Annotated[str, typer.Option(
-        help="model name sent to --judge-endpoint")] = "default",
-    basis: Annotated[str | None, typer.Option(
-        help="reward basis for every task, e.g. DB,COMMUNICATE (default: each task's)")] = None,
-    out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/tau-eval"),
-    max_turns: Annotated[int, typer.Option(min=1, help="agent turns per conversation")] = 100,
-    max_tokens: Annotated[int, typer.Option(min=16, help="agent context window")] = 32768,
-    max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per agent turn")] = 256,
-    temperature: Annotated[float, typer.Option(min=0.0, help="the agent's sampling "
-                                               "temperature (0: greedy)")] = 0.0,
-    retain_reasoning: Annotated[str, typer.Option(
-        help="the agent's earlier reasoning when the user speaks: keep_all, "
-             "drop_on_new_user or auto_v4 (docs/agents.md)")] = "keep_all",
-    dtype: Annotated[str, typer.Option(help="float32 or bfloat16")] = "float32",
-    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
-    engine_name: EngineName = "torch",
-    device: EngineDevice = None,
-) -> None:
-    """Play every task of a split TRIALS times against a simulated user; report pass^k.
-
-    Reports pass^k for k = 1..TRIALS, the average reward and the termination reasons; writes
-    episodes.jsonl (viewable with `posttrain replay`) and summary.json to OUT."""
+def tau_eval(model: Path | None, domain: str | None, trials: int, split: str | None,
+             limit: int | None, user_model: str | None, user_endpoint: str | None,
+             user_endpoint_model: str, solo: bool, judge_model: str | None,
+             judge_endpoint: str | None, judge_endpoint_model: str, basis: str | None,
+             out: Path | None, max_turns: int, max_tokens: int, max_new_tokens: int | None,
+             temperature: float, retain_reasoning: str, dtype: str, seed: int,
+             engine_name: str, device: str | None) -> None:
+    """``posttrain eval --mode tau``: play every task of a split TRIALS times against a
+    simulated user; report pass^k for k = 1..TRIALS, the average reward and the termination
+    reasons; write episodes.jsonl (viewable with ``posttrain replay``) and summary.json to OUT
+    (default ``runs/tau-eval``)."""
     from pydantic import ValidationError
 
     from posttrain.config import LoopLimits
@@ -119,6 +86,9 @@ def eval_(
         return None if path is None and endpoint is None else ChatServer(
             model=path, endpoint=endpoint, endpoint_model=name)
 
+    if model is None or domain is None:
+        fail("--mode tau plays MODEL in --domain: give both")
+    out, max_new_tokens = out or TAU_OUT, max_new_tokens or TAU_TURN_TOKENS
     if retain_reasoning not in RETENTION:
         fail(f"--retain-reasoning: {retain_reasoning!r} is not one of {', '.join(RETENTION)}")
     try:
@@ -163,6 +133,24 @@ def eval_(
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(summary_table(domain, summary))
     console.print(f"episodes.jsonl and summary.json in {out}")
+
+
+def tau_eval_words(args: list[str]) -> list[str]:
+    """``tau eval``'s words as ``eval --mode tau``'s: its ``--model M`` is the argument M."""
+    rest, model = [], []
+    words = iter(args)
+    for word in words:
+        if word == "--model":
+            model = [next(words, "")]
+        elif word.startswith("--model="):
+            model = [word.removeprefix("--model=")]
+        else:
+            rest.append(word)
+    return [*model, *rest]
+
+
+alias(tau_app, "eval", ["eval", "--mode", "tau"], "tau eval --model M", "eval M --mode tau",
+      tau_eval_words)
 
 
 def summary_table(domain: str, summary: dict):

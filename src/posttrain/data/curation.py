@@ -1,5 +1,5 @@
-"""Data curation by sampling: keep prompts by pass rate (``posttrain filter``) or keep the best
-of k sampled answers as SFT data (``posttrain rejection-sample``).
+"""Data curation by sampling: keep prompts by pass rate (``posttrain filter-prompts``) or keep
+the best of k sampled answers as SFT data (``posttrain rejection-sample``).
 
 A prompt's pass rate is the share of its ``k`` samples whose ``accuracy_part`` reward is at least
 ``pass_at`` (1.0: a verified answer). DeepSeek V3.2 keeps prompts with pass@k > 0 (with k = 100:
