@@ -108,9 +108,12 @@ def test_async_on_ray_engines_and_trainer_ends_at_the_local_async_weights(tmp_pa
     mode = ["rl.mode=async", "rl.async.max_staleness=0"]
     local = run(tmp_path, "local", *mode)
     # the trainer actor runs the same code with the same thread count (threads=1) on the same
-    # episodes in the same order (the engines' log-probs only feed the mismatch metrics)
+    # episodes in the same order (the engines' log-probs only feed the mismatch metrics); its
+    # whole checkpoints are gathered from the actor on the driver
     assert_same_weights(local, run(tmp_path, "ray", *mode, "dist.backend=ray",
-                                   "dist.engines=2", "dist.trainer_actor=true"), exact=True)
+                                   "dist.engines=2", "dist.trainer_actor=true",
+                                   "checkpoint_every=1"), exact=True)
+    assert (tmp_path / "ray" / "checkpoints" / "rl-000002").is_dir()
 
 
 @pytest.mark.ray

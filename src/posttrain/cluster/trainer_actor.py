@@ -39,7 +39,10 @@ class TrainerActor:
 
 
 class RayTrainer:
-    """Driver-side handle of a ``TrainerActor``."""
+    """Driver-side handle of a ``TrainerActor``. Its actor trains no add-ons (the config
+    refuses ``dist.trainer_actor`` with one), so a checkpoint saves none beside the model."""
+
+    addons = ()
 
     def __init__(self, model: torch.nn.Module, optim: OptimConfig, total_steps: int,
                  settings: TrainerConfig | None = None, ref_model: torch.nn.Module | None = None,
