@@ -199,6 +199,9 @@ def test_the_flat_keys_and_algo_advantage_are_one_setting():
         load_config(None, ["algo.adv_estimator=rloo", "algo.advantage.name=grpo"])
     assert AlgoConfig(adv_estimator="group_norm", advantage={"name": "grpo"}).advantage.name \
         == "grpo"
+    assigned = AlgoConfig(adv_estimator="gae")
+    assigned.gamma = 0.9  # an assignment is validated as a given key
+    assert estimator_options(assigned) == {"gamma": 0.9}
 
 
 def test_the_actor_loss_is_supplied_every_input_validation_allows(mine):

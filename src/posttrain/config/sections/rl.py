@@ -458,10 +458,10 @@ class AlgoConfig(Section):
         data = {k: v for k, v in data.items() if k != "adv_estimator" or v is not None}
         if "advantage" not in data:
             return data
-        advantage = data["advantage"] or {}
-        if isinstance(advantage, AdvantageConfig):
-            advantage = {"name": advantage.name, **advantage.given_options()}
-        advantage = {k: v for k, v in advantage.items() if v is not None}
+        section = data["advantage"] or {}
+        built = isinstance(section, AdvantageConfig)  # (as an assignment to a key sees it)
+        advantage = {"name": section.name, **section.given_options()} if built else \
+            {k: v for k, v in section.items() if v is not None}
         for key, option in FLAT_OPTIONS.items():
             if option not in advantage:
                 continue
@@ -474,7 +474,7 @@ class AlgoConfig(Section):
             data["adv_estimator"] = advantage["name"]
         elif data.get("adv_estimator") is not None:
             advantage.setdefault("name", data["adv_estimator"])
-        return data | {"advantage": advantage}
+        return data if built else data | {"advantage": advantage}
 
     @model_validator(mode="after")
     def _options_act(self) -> AlgoConfig:
