@@ -2,7 +2,10 @@
 catalogue entry declares (its inputs, output and options), not kept by hand: derived, they
 are the lists that were kept by hand before, and they name every input the update supplies."""
 
-from posttrain.algos import facts
+import pytest
+
+from posttrain.algos import facts, register
+from posttrain.algos.registry import OUTPUTS
 from posttrain.config import AlgoConfig
 from posttrain.config.sections.rl import (
     ADV_ESTIMATORS,
@@ -11,7 +14,7 @@ from posttrain.config.sections.rl import (
     FLAT_OPTIONS,
     _taking,
 )
-from posttrain.train.rl_update import advantage_inputs
+from posttrain.train.rl_update import TO_TOKENS, advantage_inputs
 from posttrain.types import Batch, Episode, Segment
 
 
@@ -50,3 +53,9 @@ def test_an_estimators_options_are_its_parameters_that_are_not_inputs():
                                                      "reward_clip": False}
     assert AlgoConfig(adv_estimator="gae").advantage.hyperparameters() == {"gamma": 1.0,
                                                                           "lam": 0.95}
+
+
+def test_an_estimators_declared_output_is_one_the_update_places():
+    assert set(OUTPUTS["advantage"]) == set(TO_TOKENS)
+    with pytest.raises(ValueError, match="advantage output 'episodes': one of episode, step"):
+        register("advantage", output="episodes")
