@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("config",),
     ("engines", "rewards"),
     ("harness",),
-    ("envs", "serve", "skills", "viewer"),
+    ("envs", "serve", "viewer"),
     ("data", "audit", "harness_search", "synthesis"),
     ("rollout", "train"),
     ("cluster",),

@@ -26,10 +26,10 @@ from rich.table import Table
 
 from posttrain.config import load_config
 from posttrain.engines import TorchEngine
+from posttrain.features.skills.run import run_skills_bench
 from posttrain.models import load_model, load_tokenizer
 from posttrain.recipes import train
 from posttrain.recipes.build import RunParts
-from posttrain.recipes.skills import run_skills_bench
 
 CONFIG = Path(__file__).with_name("skills.yaml")
 EVOLVE = ["skills.teacher.function=examples/skills/teacher.py:teach", "skills.evolve_every=5",

@@ -8,7 +8,7 @@ would discard the skill."""
 import re
 
 from posttrain.envs.arithmetic import Problem
-from posttrain.skills import Skill
+from posttrain.features.skills import Skill
 
 QUESTION = re.compile(r"What is (\d+)\+(\d+)\?")
 ANSWER = re.compile(r"<answer>(-?\d+)</answer>")

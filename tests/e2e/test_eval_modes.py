@@ -61,7 +61,7 @@ def model(tiny_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bank(tmp_path_factory):
-    from posttrain.skills import Skill, write_skill
+    from posttrain.features.skills import Skill, write_skill
 
     bank = tmp_path_factory.mktemp("skills") / "bank"
     write_skill(Skill("column-addition", "Add multi-digit numbers column by column.",

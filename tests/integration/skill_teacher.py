@@ -4,7 +4,7 @@ merge into earlier ones), a failure the lesson ``lesson-<n>``, except that a fai
 trajectory has an even length gets a lesson quoting the expected answer (a leak the bank
 discards) and one of length divisible by 7 gets text that is no SKILL.md (rejected)."""
 
-from posttrain.skills import Skill
+from posttrain.features.skills import Skill
 
 
 def teach(trajectory: str, reference: str, success: bool):

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "posttrain"
 EXAMPLE = re.compile(r"`length_penalty/(\w+\.py)`:\n\n```python\n(.*?)```", re.DOTALL)
 BUILT_IN = ["taco", "top_entropy", "behaviour_reg", "confession", "actor_as_grm", "swarm",
-            "curio", "pgenrm", "mtp"]
+            "curio", "pgenrm", "skills", "mtp"]
+SKILLS = ["skill", "Skill"]
 MTP = ["mtp", "MTP", "draft", "speculative", "Speculative"]  # MTP heads, speculative decoding
 
 
@@ -164,9 +165,10 @@ MOVED = {
     "rollout/evaluation.py": BUILT_IN + MTP + ["spec/"],
     "rollout/async_source.py": BUILT_IN + ["confess"],
     "recipes/run_tasks.py": ["confess", "curio", "grading", "taco", "top_entropy",
-                             "behaviour_reg", "swarm"],
-    "recipes/sampling_loop.py": ["confess", "curio", "grading", "taco", "behaviour_reg", *MTP],
-    "recipes/build.py": MTP,
+                             "behaviour_reg", "swarm", *SKILLS],
+    "recipes/sampling_loop.py": ["confess", "curio", "grading", "taco", "behaviour_reg", *MTP,
+                                 *SKILLS],
+    "recipes/build.py": MTP + SKILLS,
     "recipes/placement.py": MTP,
     "recipes/stages.py": MTP,
     "recipes/sft.py": MTP,
@@ -174,7 +176,7 @@ MOVED = {
     "recipes/distillation/offline.py": MTP,
     "recipes/distillation/opd.py": MTP,
     "config/combinations.py": ["curio", "swarm", "CURIO", "SWARM"],
-    "recipes/rl.py": ["grading", "actor_as_grm", "GRM", "confess", *MTP],
+    "recipes/rl.py": ["grading", "actor_as_grm", "GRM", "confess", *MTP, *SKILLS],
 }
 
 

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from posttrain.cli.app import app
 from posttrain.config import load_config
+from posttrain.features.skills import Skill, write_skill
+from posttrain.features.skills.run import run_skills_bench
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.sampling_loop import LoopRun
-from posttrain.recipes.skills import run_skills_bench
-from posttrain.skills import Skill, write_skill
 from posttrain.types import SamplingParams
 
 CARRY = Skill("column-addition", "Add multi-digit numbers column by column.",

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from posttrain.skills import (
+from posttrain.features.skills import (
     Skill,
     SkillBank,
     SkillDisclosure,
@@ -19,7 +19,7 @@ from posttrain.skills import (
     load_skill,
     write_skill,
 )
-from posttrain.skills.retrieval import words
+from posttrain.features.skills.retrieval import words
 
 CARRY = Skill("column-addition", "Add multi-digit numbers column by column with carries.",
               "Write the numbers right-aligned. Add each column from the right; carry 1 when a "

@@ -9,13 +9,13 @@ import pytest
 from tests.integration.skill_teacher import teach
 
 from posttrain.config.sections.skills import LESSON_PROMPT
+from posttrain.features.skills import Skill, SkillBank, SkillError, write_skill
+from posttrain.features.skills.bench import normalised_gain, skills_bench
+from posttrain.features.skills.evolution import SkillEvolution
+from posttrain.features.skills.library import SkilledTasks, SkillLibrary
+from posttrain.features.skills.skill import parse_skill, skill_text
+from posttrain.features.skills.teacher import ChatTeacher, as_skill
 from posttrain.harness import ToolRegistry
-from posttrain.skills import Skill, SkillBank, SkillError, write_skill
-from posttrain.skills.bench import normalised_gain, skills_bench
-from posttrain.skills.evolution import SkillEvolution
-from posttrain.skills.library import SkilledTasks, SkillLibrary
-from posttrain.skills.skill import parse_skill, skill_text
-from posttrain.skills.teacher import ChatTeacher, as_skill
 from posttrain.types import Episode, Segment
 
 CARRY = Skill("column-addition", "Add multi-digit numbers column by column with carries.",

@@ -182,7 +182,7 @@ def skills_bench(model: Path | None, config: Path | None, overrides: list[str] |
                  out: Path | None) -> None:
     """Play the held-out tasks without skills, with the bank of skills.dir and with
     self-written skills; print the report (JSON) with the gain g."""
-    from posttrain.recipes.skills import run_skills_bench
+    from posttrain.features.skills.run import run_skills_bench
 
     cfg = _config(model, config, overrides, out, Mode.skills_bench.value)
     if cfg.skills is None:

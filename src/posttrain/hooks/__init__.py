@@ -19,6 +19,14 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
 - ``wrap_rollout(rollout_fn, cfg, tokenizer) -> rollout_fn``: what plays and scores a run's
   episodes, after the judges are attached (a wrapper with ``finish_group`` also finishes each
   group an asynchronous step takes);
+- ``prepare_tasks(run, out) -> None``: a run's task side as it is built (``run``: its
+  ``RunTasks``; ``out``: the run directory or None): the feature may add to ``run.tools``,
+  wrap ``run.tasks`` and ``run.eval_tasks``, and keep what it made in ``run.state[name]``;
+- ``after_update(parts, tokenizer) -> after | None``: run after each RL update,
+  ``after(step, episodes) -> metrics`` with the step's task episodes (its metrics join the
+  step's);
+- ``checkpoint(parts) -> {key: value}``: entries a checkpoint's cursor keeps for the feature;
+  ``resume(parts, cursor)``: the feature's state restored from a checkpoint's cursor;
 - ``agent_options(cfg, tools) -> {keyword: value}``: keywords of the agent loop
   (``rollout.AgentRollout``) the feature sets, given the task's ``tools``;
 - ``wrap_environment(make, cfg) -> make``: the agent loop's per-episode environment factory
@@ -131,6 +139,10 @@ class Feature:
     rollout_metrics: Hook = None
     set_aside: Hook = None
     wrap_rollout: Hook = None
+    prepare_tasks: Hook = None
+    after_update: Hook = None
+    checkpoint: Hook = None
+    resume: Hook = None
     agent_options: Hook = None
     wrap_environment: Hook = None
     wrap_training_rollout: Hook = None

@@ -21,7 +21,7 @@ from posttrain.models import build_tiny, save_model
 from posttrain.models.quick_tokens import has_quick_tokens, with_quick_tokens
 from posttrain.recipes.run_dir import CHECKPOINTS, CURRICULUM
 from posttrain.recipes.run_tasks import RunTasks
-from posttrain.recipes.sampling_loop import SKILL_BANK, Checkpointer, LoopRun
+from posttrain.recipes.sampling_loop import Checkpointer, LoopRun
 from posttrain.reporting import Reporter
 from posttrain.train import PolicyTrainer, Trainer, load_checkpoint_state
 from posttrain.train.parallel import by_writer
@@ -108,13 +108,13 @@ class RunParts(RunTasks):
 
     def resume(self, ckpt: Path | None, trainer: PolicyTrainer,
                critic: Trainer | None = None) -> int:
-        """The step a stage starts at: 0, or the checkpoint's (its state loaded, and the skill
-        bank as it was then)."""
+        """The step a stage starts at: 0, or the checkpoint's (its state loaded, and the
+        features' as it was then: their ``resume`` hooks)."""
         if ckpt is None:
             return 0
         cursor = load_checkpoint_state(ckpt, trainer, critic)
-        if SKILL_BANK in cursor:
-            self.skills.restore(cursor[SKILL_BANK])
+        for restore in hooked("resume"):
+            restore(self, cursor)
         return cursor["step"]
 
     def checkpointer(self, trainer: PolicyTrainer, tokenizer, stage: str, evals: dict,

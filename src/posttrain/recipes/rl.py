@@ -21,7 +21,6 @@ from posttrain.recipes.placement import (
 )
 from posttrain.recipes.run_dir import PROMPT_BUDGETS, RM_REFERENCE_SCORES
 from posttrain.recipes.sampling_loop import RLRun, rl_loop, sync_weights
-from posttrain.recipes.skills import skill_evolution
 from posttrain.recipes.win_rate import WinRateMonitor
 from posttrain.rollout import (
     AsyncEpisodes,
@@ -110,7 +109,8 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
                              shaping=cfg.reward.shaping, prompt_budgets=PromptBudgets(
                                  cfg.reward.accuracy_part, parts.out / PROMPT_BUDGETS),
                              sleep_engines=cfg.engine.sleep,
-                             evolve=skill_evolution(cfg, parts.skills, tokenizer))
+                             after_update=[a for f in hooked("after_update")
+                                           if (a := f(parts, tokenizer)) is not None])
         with rollout_engines(cfg, engine, start_dir, tokenizer) as engines:
             for e in engines:
                 sync_weights(trainer, shared_engine(e), start, cfg=sync)

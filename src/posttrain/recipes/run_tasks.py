@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from posttrain.config import ConfigError, PairDataConfig, RunConfig
 from posttrain.config.extension import load_extension, load_tools
@@ -27,14 +28,12 @@ from posttrain.recipes.agent_tasks import (
     row_tools,
 )
 from posttrain.recipes.judges.chats import ServedChats, build_guard
-from posttrain.recipes.skills import skill_library
 from posttrain.reporting import StepProgress
 from posttrain.rewards import RewardFunction
 from posttrain.rollout import AgentRollout, ExternalAgentRollout, command_agent, rollout
 from posttrain.rollout.evaluation import absent_columns, evaluate
 from posttrain.rollout.harness_mix import Harness, HarnessMix
 from posttrain.rollout.wrappers.judged import JudgedRollout
-from posttrain.skills.library import SkilledTasks
 from posttrain.types import Episode
 
 
@@ -121,24 +120,18 @@ def offered_tools(tools: ToolRegistry, names: list[str] | None, harness: str) ->
 
 class RunTasks:
     """What sampling the task of ``cfg`` needs: ``tasks`` (and ``tools``), the ``rollout_fn``
-    that plays them, ``reward_fn``, the held-out ``eval_tasks`` and the ``skills`` every task
-    opens with (a ``SkillLibrary``; None without a ``skills`` section; an evolving bank is
-    copied into ``out``, the run directory, when there is one). Messages (skipped rows) go to
-    ``progress``."""
+    that plays them, ``reward_fn`` and the held-out ``eval_tasks``, as the features'
+    ``prepare_tasks`` hooks leave them (their own objects in ``state``, by feature name; ``out``:
+    the run directory, when there is one). Messages (skipped rows) go to ``progress``."""
 
     def __init__(self, cfg: RunConfig, progress: StepProgress | None = None,
                  out: Path | None = None) -> None:
         self.cfg, self.progress = cfg, progress or StepProgress()
         self.skipped_rows: dict[str, dict] = {}  # what -> count, rows, first reason
         self.judged = False  # attach_judges ran
+        self.state: dict[str, Any] = {}  # what the features made, by feature name
         family = task_family(cfg)
         self.tasks, self.tools, env_factory = family.tasks, family.tools, family.env_factory
-        self.skills = None if cfg.skills is None else skill_library(cfg.skills, out)
-        if self.skills is not None and self.tools is not None and cfg.skills.tools:
-            for tool in self.skills.tools():
-                self.tools.add(tool)
-        self.rollout_fn = rollout_function(cfg, self.tools, env_factory, family.env_score,
-                                           family.agent)
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
         if isinstance(self.tasks, StreamedDatasetTasks):  # train rows: once read through
             self.tasks.stream.on_first_pass = lambda rows: self.report_skipped("train prompt", rows)
@@ -148,9 +141,10 @@ class RunTasks:
                 self.report_skipped(f"{split} prompt", rows)
         if cfg.task.efforts:  # evaluate at the highest effort level
             self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
-        if self.skills is not None:  # every episode opens with the skills disclosed
-            self.tasks = SkilledTasks(self.tasks, self.skills)
-            self.eval_tasks = [self.skills.task(t) for t in self.eval_tasks]
+        for prepare in hooked("prepare_tasks"):
+            prepare(self, out)
+        self.rollout_fn = rollout_function(cfg, self.tools, env_factory, family.env_score,
+                                           family.agent)
         self.reward_fn = RewardFunction.of(cfg.reward)
         absent, have = absent_columns(self.eval_tasks, cfg.eval.group_by)
         if absent:

@@ -39,6 +39,7 @@ from posttrain.config import (
 from posttrain.config.sections.rl import SYNC_TOLERANCE
 from posttrain.engines import Engine, WeightsDigest
 from posttrain.envs import Task
+from posttrain.hooks import hooked
 from posttrain.recipes.run_dir import record_sizes
 from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
@@ -52,8 +53,6 @@ from posttrain.train import PolicyTrainer, Trainer, save_checkpoint
 from posttrain.train.rl_update import PolicySteps, PolicyUpdate
 from posttrain.types import Batch, Episode, Segment, write_episodes
 from posttrain.types.errors import MismatchError, WeightSyncError
-
-SKILL_BANK = "skill_bank"  # the checkpoint cursor's copy of an evolving bank
 
 
 def due(every: int, step: int, steps: int) -> bool:
@@ -86,8 +85,8 @@ class Checkpointer:
         cursor = {"stage": self.stage, "step": step, "evals": self.evals,
                   "counters": parts.counters, "records": record_sizes(parts.out),
                   "process_seconds": parts.process_seconds()}
-        if cfg.skills is not None and cfg.skills.teacher is not None:
-            cursor[SKILL_BANK] = parts.skills.snapshot()  # the bank evolves
+        for entries in hooked("checkpoint"):  # the features' own
+            cursor |= entries(parts)
         save_checkpoint(parts.ckpt_dir, self.trainer, self.tokenizer, cursor,
                         f"{self.stage}-{step:06d}", self.critic, write=parts.rank == 0,
                         keep_last=cfg.keep_last, sharded=cfg.checkpoint_format == "sharded")
@@ -153,9 +152,9 @@ class RLRun(LoopRun):
     and it trains on the returns alongside the actor; ``shaping`` rules reshape rewards before
     groups are filtered and scored (``prompt_budgets``: the per-prompt budgets of rules with
     ``budget: auto``). ``sleep_engines`` (``engine.sleep``): the engines free their memory
-    for each update; the weight sync after it wakes them. ``evolve(step, episodes)`` runs
-    after each update with the step's sampled episodes (SkillRL's skill evolution); its
-    metrics are logged with the step's."""
+    for each update; the weight sync after it wakes them. Each of ``after_update(step,
+    episodes)`` runs after each update with the step's sampled task episodes (the features'
+    ``after_update`` hooks); its metrics are logged with the step's."""
 
     STAGE: ClassVar[str] = "rl"
     cfg: RLConfig
@@ -166,7 +165,7 @@ class RLRun(LoopRun):
     shaping: Sequence[ShapingRule] = ()
     prompt_budgets: PromptBudgets | None = None
     sleep_engines: bool = False
-    evolve: Callable[[int, Sequence[Episode]], dict[str, float]] | None = None
+    after_update: Sequence[Callable[[int, Sequence[Episode]], dict[str, float]]] = ()
 
     def rollout_plan(self) -> RolloutPlan:
         """Where the loop's episodes come from and how they are scored."""
@@ -284,8 +283,8 @@ def rl_loop(run: RLRun, source: SyncEpisodes | AsyncEpisodes) -> list[dict[str, 
                 reports = source.call(lambda e: sync_weights(
                     run.trainer, e, source.version + 1, probes, cfg.sync))
                 metrics |= {k: max(r.metrics()[k] for r in reports) for k in reports[0].metrics()}
-            if run.evolve is not None:
-                metrics |= run.evolve(step, [e for e in sampled if not set_aside(e)])
+            for after in run.after_update:
+                metrics |= after(step, [e for e in sampled if not set_aside(e)])
             if cfg.save_episodes:  # after the update: some carry its token stats
                 for episode in sampled:  # the viewer's step filter and group view
                     episode.meta["step"] = step + 1

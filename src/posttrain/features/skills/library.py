@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from posttrain.features.skills.bank import SkillBank
+from posttrain.features.skills.disclosure import SkillDisclosure, read_skill_tool
+from posttrain.features.skills.retrieval import Embed, SkillIndex, hashed_embedding
+from posttrain.features.skills.scripts import run_script, run_script_tool
+from posttrain.features.skills.skill import Skill
 from posttrain.harness import Tool
-from posttrain.skills.bank import SkillBank
-from posttrain.skills.disclosure import SkillDisclosure, read_skill_tool
-from posttrain.skills.retrieval import Embed, SkillIndex, hashed_embedding
-from posttrain.skills.scripts import run_script, run_script_tool
-from posttrain.skills.skill import Skill
 
 
 class SkillLibrary:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from posttrain.features.skills.retrieval import SkillIndex
+from posttrain.features.skills.skill import Skill
 from posttrain.harness import Tool
-from posttrain.skills.retrieval import SkillIndex
-from posttrain.skills.skill import Skill
 
 HEADER = "Skills you can use (call read_skill with a name to read one in full):"
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from posttrain.skills.skill import Skill
+from posttrain.features.skills.skill import Skill
 
 ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[\w.-]+/)+[\w.-]+")
 

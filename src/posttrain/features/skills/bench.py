@@ -12,10 +12,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from posttrain.skills.disclosure import SkillDisclosure, last_user
-from posttrain.skills.library import SkilledTask, SkillLibrary
-from posttrain.skills.retrieval import SkillIndex
-from posttrain.skills.skill import Skill
+from posttrain.features.skills.disclosure import SkillDisclosure, last_user
+from posttrain.features.skills.library import SkilledTask, SkillLibrary
+from posttrain.features.skills.retrieval import SkillIndex
+from posttrain.features.skills.skill import Skill
 
 CONDITIONS = ("vanilla", "skills", "self_generated")
 

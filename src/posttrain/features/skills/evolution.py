@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from posttrain.skills.library import SkillLibrary
-from posttrain.skills.skill import SkillError
-from posttrain.skills.teacher import SkillTeacher, as_skill
+from posttrain.features.skills.library import SkillLibrary
+from posttrain.features.skills.skill import SkillError
+from posttrain.features.skills.teacher import SkillTeacher, as_skill
 from posttrain.types import Episode
 
 logger = logging.getLogger(__name__)

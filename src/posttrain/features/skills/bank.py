@@ -19,9 +19,16 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from posttrain.skills.audit import LeakageFinding, audit
-from posttrain.skills.retrieval import Embed, SkillIndex, hashed_embedding
-from posttrain.skills.skill import Skill, SkillError, bump, load_skill, load_skills, write_skill
+from posttrain.features.skills.audit import LeakageFinding, audit
+from posttrain.features.skills.retrieval import Embed, SkillIndex, hashed_embedding
+from posttrain.features.skills.skill import (
+    Skill,
+    SkillError,
+    bump,
+    load_skill,
+    load_skills,
+    write_skill,
+)
 
 DISCARDED = ".discarded"
 

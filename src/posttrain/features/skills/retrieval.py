@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from rank_bm25 import BM25Plus
 
-from posttrain.skills.skill import Skill
+from posttrain.features.skills.skill import Skill
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 

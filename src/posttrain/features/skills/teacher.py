@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from posttrain.config.sections.skills import LESSON_PROMPT, SKILL_PROMPT
-from posttrain.skills.skill import Skill, parse_skill
+from posttrain.features.skills.skill import Skill, parse_skill
 
 
 class SkillTeacher(Protocol):
