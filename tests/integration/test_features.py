@@ -68,6 +68,14 @@ def test_the_built_in_features_are_found_in_their_order_with_every_hook_importab
         ["taco", "top_entropy", "behaviour_reg", "confession"]
 
 
+def test_the_architecture_page_lists_every_hook():
+    """docs/architecture.md's hook table names each hook once, and no other."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \|", text, re.MULTILINE)
+    named = [name for row in rows for name in re.findall(r"`([a-z_]+)`", row)]
+    assert sorted(named) == sorted(hooks.HOOKS)
+
+
 def test_an_unknown_hook_feature_or_features_key_is_named():
     with pytest.raises(ValueError, match="no hook 'advantage'; the hooks: rewards, advantages"):
         hooks.hooked("advantage")
