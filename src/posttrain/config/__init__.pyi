@@ -11,7 +11,7 @@ from .section import (
     StageConfig,
 )
 from .sections.agent import Compaction, LoopLimits
-from .sections.cluster import DistConfig
+from .sections.dist import DistConfig
 from .sections.distill import DistillConfig, OPDConfig, TeacherConfig
 from .sections.offline import PairDataConfig, PreferenceConfig, RewardModelConfig, SFTConfig
 from .sections.rl import (

@@ -11,7 +11,7 @@ from posttrain.config.combinations import check_combinations
 from posttrain.config.family import chosen, default_member
 from posttrain.config.section import Section
 from posttrain.config.sections.agent import AgentConfig
-from posttrain.config.sections.cluster import DistConfig
+from posttrain.config.sections.dist import DistConfig
 from posttrain.config.sections.distill import DistillConfig, OPDConfig
 from posttrain.config.sections.engine import EngineFamily
 from posttrain.config.sections.model import ModelConfig
