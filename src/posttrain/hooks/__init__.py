@@ -73,12 +73,14 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 FEATURES = "posttrain.features"  # the package whose sub-packages are the built-in features
 ENTRY_POINTS = "posttrain.features"  # the entry-point group of a user's features
 
 Hook = Callable[..., Any] | str | None
+NO_SETTINGS: Mapping[str, Any] = MappingProxyType({})  # no feature's own keys are set
 
 
 @dataclass(frozen=True)

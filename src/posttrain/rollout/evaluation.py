@@ -5,13 +5,12 @@ features measure of the engine (hook ``engine_metrics``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any
 
 from posttrain.config import EvalConfig
 from posttrain.engines import Engine
 from posttrain.envs import Task
-from posttrain.hooks import RolloutView, hooked
+from posttrain.hooks import NO_SETTINGS, RolloutView, hooked
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.rollout.scoring import (
@@ -27,7 +26,7 @@ from posttrain.types import Episode
 def evaluate(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
              cfg: EvalConfig, accuracy_part: str, seed: int = 0,
              rollout_fn: Callable[..., list[Episode]] = rollout,
-             features: Mapping[str, Any] = MappingProxyType({})
+             features: Mapping[str, Any] = NO_SETTINGS
              ) -> tuple[list[Episode], dict[str, float]]:
     """``eval_episodes`` and their ``eval_metrics`` (the features' with their settings,
     ``features``), with what the features measured of ``engine`` while it played them (hook
@@ -50,7 +49,7 @@ def eval_episodes(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: R
 
 def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: RewardFunction,
                  cfg: EvalConfig, accuracy_part: str,
-                 features: Mapping[str, Any] = MappingProxyType({})) -> dict[str, float]:
+                 features: Mapping[str, Any] = NO_SETTINGS) -> dict[str, float]:
     """``{"accuracy", "reward", <part>...}`` averaged over every sample (plus ``tool_use`` for
     agent episodes offered a tool, and ``accuracy/<domain>`` when the tasks span several
     domains); with ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the

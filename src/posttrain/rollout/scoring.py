@@ -15,14 +15,13 @@ import dataclasses
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 from typing import Any
 
 import torch
 
 from posttrain.algos import LazyInputs, entry, get, group_index
 from posttrain.config import ShapingRule
-from posttrain.hooks import RolloutView, hooked
+from posttrain.hooks import NO_SETTINGS, RolloutView, hooked
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.prompt_budgets import PromptBudgets
 from posttrain.types import Episode
@@ -128,12 +127,13 @@ def set_aside(episode: Episode) -> bool:
 
 
 def rollout_metrics(episodes: Sequence[Episode], accuracy_part: str,
-                    features: Mapping[str, Any] = MappingProxyType({})) -> dict[str, float]:
+                    features: Mapping[str, Any] = NO_SETTINGS) -> dict[str, float]:
     """The step's means over its task episodes (those no feature sets aside), then the
     features' own ``rollout_metrics`` (with their settings, ``features``) and each
     harness's."""
-    aside = [e for e in episodes if set_aside(e)]
-    episodes = [e for e in episodes if not set_aside(e)]
+    flags = [set_aside(e) for e in episodes]  # asked once an episode
+    aside = [e for e, f in zip(episodes, flags) if f]
+    episodes = [e for e, f in zip(episodes, flags) if not f]
     n = len(episodes)
     out = {"reward": sum(e.reward for e in episodes) / n}
     for name in dict.fromkeys(k for e in episodes for k in e.rewards):

@@ -17,7 +17,6 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -40,7 +39,7 @@ from posttrain.config import (
     RLConfig,
 )
 from posttrain.config.sections.trainer import COVARIANCE_LOSSES
-from posttrain.hooks import UpdateView, hooked
+from posttrain.hooks import NO_SETTINGS, UpdateView, hooked
 from posttrain.models.routing import load_balancing_loss, router_logits
 from posttrain.train.critic import critic_values, update_critic
 from posttrain.train.protocol import PolicyTrainer
@@ -92,7 +91,7 @@ def step_tokens(step_values: Sequence[torch.Tensor], episodes: Sequence[Episode]
 
 def advantage_inputs(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
                      part_weights: dict[str, float],
-                     features: Mapping[str, Any] = MappingProxyType({})) -> LazyInputs:
+                     features: Mapping[str, Any] = NO_SETTINGS) -> LazyInputs:
     """What the pipeline can feed an estimator, by input name. Per episode: ``rewards``
     (through the features' ``rewards`` hooks, then minus ``coef sum_t KL_t(old, ref)`` with
     the KL in the reward), ``group_ids``, ``mask`` (``[E, max n_e]``, ``n_e`` ones),
@@ -162,7 +161,7 @@ def estimator_options(algo: AlgoConfig) -> dict[str, Any]:
 
 def compute_advantages(batch: Batch, episodes: Sequence[Episode], algo: AlgoConfig,
                        part_weights: dict[str, float],
-                       features: Mapping[str, Any] = MappingProxyType({})) -> torch.Tensor:
+                       features: Mapping[str, Any] = NO_SETTINGS) -> torch.Tensor:
     """``[B, T]`` advantages of ``batch`` (built from ``episodes``) under ``algo`` (and the
     ``features``' own settings): the estimator takes what it asks for from
     ``advantage_inputs`` and its declared output says how its result reaches the tokens."""

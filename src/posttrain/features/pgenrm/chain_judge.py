@@ -42,8 +42,8 @@ class PGenRMJudgeConfig(JudgeFamily, ServedModel):
         return self
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
-        from posttrain.recipes.judges.chats import ServedChats
         from posttrain.features.pgenrm.judge import PGenRMJudge
+        from posttrain.recipes.judges.chats import ServedChats
 
         return PGenRMJudge(ServedChats(dtype, seed).chat(self), self.n_samples, self.score_max,
                            self.user, self.user_column, self.similar_column)

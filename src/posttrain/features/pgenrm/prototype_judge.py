@@ -30,10 +30,10 @@ class PrototypesJudgeConfig(LocalJudge):
         return self
 
     def build(self, policy_tokenizer: Any, dtype: str, seed: int) -> Any:
+        from posttrain.features.pgenrm.judge import PrototypeJudge
         from posttrain.models import check_same_vocabulary, load_model, load_tokenizer
         from posttrain.models.devices import placed
         from posttrain.models.preference_prototypes import UserPreferences
-        from posttrain.features.pgenrm.judge import PrototypeJudge
         from posttrain.types import TeacherMismatchError
 
         check_same_vocabulary(policy_tokenizer, load_tokenizer(self.model), "a prototypes judge")

@@ -1,6 +1,6 @@
-"""Agent swarms (``agent.swarm``; PARL): the agent loop's sub-agents, the parts a swarm scores itself, what it offers reward
-shaping (``parl``'s ``parallel`` and ``finish``) and what a rollout reports of the subagents
-spawned."""
+"""Agent swarms (``agent.swarm``; PARL): the agent loop's sub-agents, the parts a swarm
+scores itself, what it offers reward shaping (``parl``'s ``parallel`` and ``finish``) and what
+a rollout reports of the subagents spawned."""
 
 from posttrain.hooks import Feature
 
