@@ -25,8 +25,8 @@ from posttrain.types import Batch, Episode, Segment
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "posttrain"
 EXAMPLE = re.compile(r"`length_penalty/(\w+\.py)`:\n\n```python\n(.*?)```", re.DOTALL)
-BUILT_IN = ["taco", "top_entropy", "behaviour_reg", "confession", "actor_as_grm", "swarm",
-            "curio", "pgenrm", "skills", "mtp"]
+BUILT_IN = ["effort", "taco", "top_entropy", "behaviour_reg", "confession", "actor_as_grm",
+            "swarm", "curio", "pgenrm", "skills", "mtp"]
 SKILLS = ["skill", "Skill"]
 MTP = ["mtp", "MTP", "draft", "speculative", "Speculative"]  # MTP heads, speculative decoding
 
@@ -79,7 +79,8 @@ def test_the_architecture_page_lists_every_hook():
 def test_an_unknown_hook_feature_or_features_key_is_named():
     with pytest.raises(ValueError, match="no hook 'advantage'; the hooks: rewards, advantages"):
         hooks.hooked("advantage")
-    with pytest.raises(ConfigError, match="no feature 'lenght_penalty'; the features: taco"):
+    with pytest.raises(ConfigError,
+                       match="no feature 'lenght_penalty'; the features: effort, taco"):
         load_config("configs/quickstart.yaml", ["features.lenght_penalty={coef: 1}"])
     with pytest.raises(ConfigError, match="feature 'taco' has no keys of its own"):
         load_config("configs/quickstart.yaml", ["features.taco={}"])
@@ -100,6 +101,30 @@ def test_a_folder_without_a_feature_or_a_second_of_one_name_is_refused(tmp_path,
     hooks.features.cache_clear()
     with pytest.raises(TypeError, match="must be a posttrain.hooks.Feature"):
         hooks.features()
+
+
+def test_a_declared_refusal_is_derived_into_the_config_rules(tmp_path, monkeypatch,
+                                                            fresh_features):
+    """A feature's ``refuses`` is the config's error in a run of that shape with the feature
+    on (its ``active``), formatted with the config, and nowhere else; the built-in ones too."""
+    import posttrain.features as package
+
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
+    (tmp_path / "lockstep").mkdir()
+    (tmp_path / "lockstep" / "__init__.py").write_text(
+        "from posttrain.hooks import Feature\n"
+        "FEATURE = Feature('lockstep', active=lambda cfg: cfg.seed == 7, refuses={\n"
+        "    'async': 'lockstep samples in step (seed {cfg.seed}): use rl.mode=sync'})\n")
+    load_config("configs/quickstart.yaml", ["rl.mode=async"])  # off: seed 0
+    load_config("configs/quickstart.yaml", ["seed=7"])  # on, in a synchronous run
+    with pytest.raises(ConfigError, match=r"lockstep samples in step \(seed 7\): use rl.mode"):
+        load_config("configs/quickstart.yaml", ["seed=7", "rl.mode=async"])
+    with pytest.raises(ConfigError, match="at several task.efforts; use rl.mode=sync"):
+        load_config("configs/quickstart.yaml", ["task.efforts=[50, 100]", "rl.mode=async"])
+    with pytest.raises(ConfigError, match="rl.actor_as_grm: the grading prompts are built in one"):
+        load_config("configs/quickstart.yaml", ["rl.actor_as_grm={}", "dist.trainer_processes=2"])
+    with pytest.raises(ValueError, match=r"refuses \['gpu'\]: not run shapes \(async, agent"):
+        hooks.Feature("x", refuses={"gpu": "no"})
 
 
 def grpo_episodes(lengths: list[int], rewards: list[float]) -> list[Episode]:
@@ -169,11 +194,13 @@ MOVED = {
     "train/rl_update.py": BUILT_IN + MTP,
     "train/trainer.py": MTP,
     "train/checkpoint.py": MTP,
-    "rollout/scoring.py": BUILT_IN + ["grading"],
+    "rollout/scoring.py": BUILT_IN + ["grading", "Effort"],
+    "rollout/single_turn.py": ["effort", "Effort"],
+    "recipes/distillation/opd.py": MTP + ["effort", "Effort"],
     "rollout/evaluation.py": BUILT_IN + MTP + ["spec/"],
     "rollout/async_source.py": BUILT_IN + ["confess"],
     "recipes/run_tasks.py": ["confess", "curio", "grading", "taco", "top_entropy",
-                             "behaviour_reg", "swarm", *SKILLS],
+                             "behaviour_reg", "swarm", "effort", "Effort", *SKILLS],
     "recipes/sampling_loop.py": ["confess", "curio", "grading", "taco", "behaviour_reg", *MTP,
                                  *SKILLS],
     "recipes/build.py": MTP + SKILLS,
@@ -182,9 +209,8 @@ MOVED = {
     "recipes/sft.py": MTP,
     "recipes/dpo.py": MTP,
     "recipes/distillation/offline.py": MTP,
-    "recipes/distillation/opd.py": MTP,
     "config/combinations.py": ["curio", "swarm", "CURIO", "SWARM"],
-    "recipes/rl.py": ["grading", "actor_as_grm", "GRM", "confess", *MTP, *SKILLS],
+    "recipes/rl.py": ["grading", "actor_as_grm", "GRM", "confess", "effort", *MTP, *SKILLS],
 }
 
 

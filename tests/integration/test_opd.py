@@ -12,7 +12,8 @@ import torch
 from posttrain.algos import get
 from posttrain.config import ActorConfig, EvalConfig, OPDConfig, OptimConfig, TrainerConfig
 from posttrain.engines import TorchEngine
-from posttrain.envs import ArithmeticTasks, EffortTask
+from posttrain.envs import ArithmeticTasks
+from posttrain.features.effort.task import EffortTask
 from posttrain.models import build_tiny, load_model
 from posttrain.recipes.distillation.opd import OPDRun, run_opd
 from posttrain.recipes.distillation.self_distill import self_teacher

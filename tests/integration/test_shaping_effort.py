@@ -4,7 +4,8 @@
 import pytest
 
 from posttrain.config import ConfigError, ShapingRule, load_config
-from posttrain.envs import ArithmeticTasks, EffortTask
+from posttrain.envs import ArithmeticTasks
+from posttrain.features.effort.task import EffortTask
 from posttrain.rollout.scoring import shape_rewards
 from posttrain.types import Episode, Segment
 
@@ -37,7 +38,7 @@ def test_toggle_and_concave_rules():
 def test_effort_penalty_reads_each_episodes_effort():
     eps = [episode(1.0, 60, effort=50), episode(1.0, 60, effort=100)]
     rule = ShapingRule(name="effort_length_penalty", k_p=1.0, lam=1.0, c_max=0.5, l_norm=80)
-    shaped = shape_rewards(eps, [rule], 0, efforts=[50, 75, 100])
+    shaped = shape_rewards(eps, [rule], 0, given={"effort_grid": [50, 75, 100]})
     assert shaped[0].reward == pytest.approx(0.5)
     assert shaped[1].reward == pytest.approx(1 - 0.10150, rel=1e-4)
 
@@ -123,3 +124,24 @@ def test_parl_reads_a_swarm_episodes_parts():
     takes = "'parl' does not take lam4; it takes: anneal_steps, lam1, lam2, lam3"
     with pytest.raises(ConfigError, match=takes):
         load_config(None, ["reward.shaping=[{name: parl, lam1: 0.1, lam2: 0.1, lam4: 1}]"])
+
+
+def test_efforts_ask_each_prompt_at_every_level_and_evaluate_at_the_highest():
+    """``task.efforts`` (the ``effort`` feature): the task runner's variants are the levels in
+    order, held-out tasks carry the highest, generated SFT data a random one each, and reward
+    shaping reads the grid."""
+    import re
+
+    from posttrain.recipes.run_tasks import RunTasks
+
+    run = RunTasks(load_config("configs/effort.yaml", []))
+    problem = run.tasks.sample(1, __import__("random").Random(0))[0]
+    assert [v(problem).effort for v in run.variants] == [50, 75, 100]
+    assert {t.effort for t in run.eval_tasks} == {100}
+    assert run.shaping_inputs == {"effort_grid": [50, 75, 100]}
+    data = run.conversations(None, 30, 0.0, "SFT", sft=True)
+    levels = {re.match(r"Reasoning Effort: (\d+) ", c[0]["content"]).group(1)
+              for c in data.conversations}
+    assert levels == {"50", "75", "100"}
+    plain = RunTasks(load_config("configs/quickstart.yaml", []))
+    assert plain.variants == () and plain.shaping_inputs == {}

@@ -9,7 +9,7 @@ from typing import Any
 
 from posttrain.config.rules import changed, note, noting, sections, unread
 from posttrain.config.sections.reward import ENV
-from posttrain.hooks import hooked
+from posttrain.hooks import Feature, features, hooked
 
 
 def check_combinations(cfg) -> None:
@@ -19,12 +19,35 @@ def check_combinations(cfg) -> None:
     for section in sections(cfg):
         section.check(cfg)
     device_rules(cfg)
+    feature_refusals(cfg)
     for check in hooked("check"):
         check(cfg)
     env_part_rules(cfg)
     unused_sections(cfg)
     stage_options(cfg)
     run_rules(cfg)
+
+
+RUN_SHAPES = {  # hooks.SHAPES: whether the run ``cfg`` has each shape
+    "async": lambda cfg: cfg.rl.mode == "async",
+    "agent": lambda cfg: not cfg.single_turn,
+    "processes": lambda cfg: cfg.dist.trainer_processes > 1,
+}
+
+
+def active(feature: Feature, cfg) -> bool:
+    """Whether ``feature`` is on in ``cfg``: its ``active`` hook, else ``features.<name>`` set."""
+    on = feature.hook("active")
+    return on(cfg) if on is not None else feature.name in cfg.features
+
+
+def feature_refusals(cfg) -> None:
+    """The refusals the features declare (``Feature.refuses``): an active feature in a run of a
+    shape it refuses is the error it gives."""
+    for feature in features():
+        for shape, why in feature.refuses.items():
+            if RUN_SHAPES[shape](cfg) and active(feature, cfg):
+                raise ValueError(why.format(cfg=cfg))
 
 
 def unread_keys(cfg) -> dict[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from posttrain.data.chat_formats import conversation
 from posttrain.data.reading import read_rows
-from posttrain.envs import ArithmeticTasks, EffortTask
+from posttrain.envs import ArithmeticTasks, Task
 from posttrain.models import encode_chat
 from posttrain.models.quick_tokens import QUICK_ROLE
 from posttrain.types import Segment
@@ -56,11 +56,11 @@ def quick_instructions(data: ChatData) -> list[str]:
 
 def generate_arithmetic_sft(
     tasks: ArithmeticTasks, n: int, error_rate: float, seed: int,
-    efforts: Sequence[int] | None = None,
+    variants: Sequence[Callable[[Task], Task]] = (),
     then: Callable[[Any, list[dict], random.Random], list[dict]] | None = None,
 ) -> ChatData:
     """``n`` train-split conversations, a share ``error_rate`` answered by the flawed solver;
-    with ``efforts``, each prompt at a random level (a ``Reasoning Effort`` system line);
+    with ``variants`` (the forms a prompt is asked in), each prompt in one drawn at random;
     ``then(task, conversation, rng)``: turns to append to each. A task source with
     ``conversation_tools(conversation)`` gives each its own tool schemas (else the run's tools
     are shown)."""
@@ -68,9 +68,9 @@ def generate_arithmetic_sft(
     conversations = []
     for p in tasks.sample(n, rng):
         conv = tasks.sft_conversation(p, error_rate, rng)
-        if efforts:
+        if variants:
             opening = len(p.messages())  # the task's messages, then the solution's turns
-            conv = EffortTask(p, rng.choice(list(efforts))).messages() + conv[opening:]
+            conv = rng.choice(variants)(p).messages() + conv[opening:]
         if then is not None:
             conv = conv + then(p, conv, rng)
         conversations.append(conv)

@@ -1,6 +1,6 @@
 """Task families and environments (each built-in family a member of ``task.name``): the
-``Task``/``Environment`` protocols, procedural arithmetic, effort-conditioned tasks,
-calculator, search, code, lookup, reasoning-gym and tau-bench."""
+``Task``/``Environment`` protocols, procedural arithmetic, calculator,
+search, code, lookup, reasoning-gym and tau-bench."""
 
 import lazy_loader
 

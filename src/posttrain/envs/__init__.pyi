@@ -1,10 +1,9 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
 from .arithmetic import ArithmeticEnv, ArithmeticTasks, Problem
-from .base import Environment, SplitTasks, StepResult, Task
+from .base import Environment, SplitTasks, StepResult, Task, prepend_system
 from .calculator import CalculatorTasks, calculate
 from .code import CodeEnv, CodeProblem, CodeTasks
-from .effort import EffortTask, prepend_system
 from .lookup import LookupProblem, LookupTasks
 from .reasoning_gym import GymProblem, ReasoningGymTasks
 from .search import SearchIndex, SearchProblem, SearchTasks, make_search_tool
@@ -17,7 +16,6 @@ __all__ = [
     "CodeEnv",
     "CodeProblem",
     "CodeTasks",
-    "EffortTask",
     "Environment",
     "GymProblem",
     "LookupProblem",

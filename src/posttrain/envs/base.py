@@ -32,6 +32,13 @@ class Task(Protocol):
     def messages(self) -> list[dict]: ...
 
 
+def prepend_system(messages: list[dict], text: str) -> list[dict]:
+    """``messages`` with ``text`` first in the system message (added when there is none)."""
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{text}\n{messages[0]['content']}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
 class Environment(Protocol):
     def reset(self, task: Any) -> list[dict]:
         """Chat messages the policy sees first."""

@@ -56,8 +56,16 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
   its episodes, ``measured() -> dict`` after it: the feature's figures of what the engine did
   for them.
 
-``section``, ``check`` and ``scored_parts`` run when a config is validated, which never imports
-torch: their modules import no heavy library.
+- ``active(cfg) -> bool``: whether the feature is on in the run config ``cfg`` (undeclared: when
+  ``features.<name>`` is set).
+
+A feature also declares what it refuses, ``refuses={shape: why}``: the run shapes it cannot work
+in (``SHAPES``), each with the error the config gives when the feature is ``active`` in a run of
+that shape (``why`` is formatted with ``cfg``: ``"task.name={cfg.task.name} is ..."``). The config
+derives these refusals; no rule of the core names the feature.
+
+``section``, ``check``, ``scored_parts`` and ``active`` run when a config is validated, which never
+imports torch: their modules import no heavy library.
 
 A hook given as a string ``"module:attr"`` (``.module`` relative to the feature's package) is
 imported on first use, so declaring a feature imports no heavy library.
@@ -81,6 +89,11 @@ ENTRY_POINTS = "posttrain.features"  # the entry-point group of a user's feature
 
 Hook = Callable[..., Any] | str | None
 NO_SETTINGS: Mapping[str, Any] = MappingProxyType({})  # no feature's own keys are set
+SHAPES = {  # the run shapes a feature may refuse (``Feature.refuses``), each what it means
+    "async": "the RL stage samples asynchronously (rl.mode=async)",
+    "agent": "the task is an agent task, not single completions",
+    "processes": "several trainer processes (dist.trainer_processes > 1)",
+}
 
 
 @dataclass(frozen=True)
@@ -129,7 +142,8 @@ class TrainerAddon(Protocol):
 @dataclass(frozen=True)
 class Feature:
     """A feature: its ``name``, where it runs among the features (``order``, low first) and
-    its hooks (see the module docstring). ``package`` anchors relative hook paths."""
+    its hooks and the run shapes it ``refuses`` (see the module docstring). ``package`` anchors
+    relative hook paths."""
 
     name: str
     order: int = 50
@@ -157,6 +171,14 @@ class Feature:
     trainer_addon: Hook = None
     engine_options: Hook = None
     engine_metrics: Hook = None
+    active: Hook = None
+    refuses: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.refuses) - set(SHAPES))
+        if unknown:
+            raise ValueError(f"feature {self.name!r} refuses {unknown}: not run shapes "
+                             f"({', '.join(SHAPES)})")
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The callable of hook ``name`` (a string path imported now), or None."""
@@ -167,7 +189,8 @@ class Feature:
         return getattr(importlib.import_module(module, self.package or None), attr)
 
 
-HOOKS = tuple(f.name for f in fields(Feature) if f.name not in ("name", "order", "package"))
+HOOKS = tuple(f.name for f in fields(Feature)
+              if f.name not in ("name", "order", "package", "refuses"))
 
 
 @cache

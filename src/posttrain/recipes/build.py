@@ -140,7 +140,7 @@ class RunParts(RunTasks):
                                     cfg.seed, self.out / CURRICULUM)
         return cls(trainer, tokenizer, tasks, self.eval_tasks, self.reward_fn, cfg.eval,
                    cfg.reward.accuracy_part, self.reporter, cfg.seed, start, checkpoint,
-                   features=cfg.features, **settings)
+                   features=cfg.features, variants=self.variants, **settings)
 
     def unevaluated(self) -> str | None:
         """Why the run's held-out evaluation would say nothing of what it trains (None when it

@@ -36,18 +36,16 @@ from posttrain.rollout.rank_shared import shared_engine
 from posttrain.types import Episode
 
 
-def run_rl(run: RLRun, engine: Engine, efforts: Sequence[int] | None = None,
-           rollout_fn: Callable[..., list[Episode]] = rollout,
+def run_rl(run: RLRun, engine: Engine, rollout_fn: Callable[..., list[Episode]] = rollout,
            train_rollout_fn: Callable[..., list[Episode]] | None = None
            ) -> list[dict[str, float]]:
     """``run``'s steps, each sampling its own episodes with ``train_rollout_fn`` (null:
     ``rollout_fn``, which evaluations play: ``rollout``, an ``AgentRollout``, ...) on
-    ``engine``; with ``efforts`` every prompt is asked at each level. Returns the evaluations
-    made."""
+    ``engine``. Returns the evaluations made."""
     played = train_rollout_fn or rollout_fn
     if entry("advantage", run.algo.adv_estimator).takes("baseline_rewards"):
         played = GreedyBaseline(played)  # remax: each prompt's greedy decode too
-    return rl_loop(run, SyncEpisodes(engine, run.rollout_plan(), efforts, played, rollout_fn))
+    return rl_loop(run, SyncEpisodes(engine, run.rollout_plan(), played, rollout_fn))
 
 
 def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine], groups: GroupSource | None = None,
@@ -108,6 +106,7 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
                              actor=cfg.actor, critic=critic, critic_cfg=cfg.critic,
                              shaping=cfg.reward.shaping, prompt_budgets=PromptBudgets(
                                  cfg.reward.accuracy_part, parts.out / PROMPT_BUDGETS),
+                             shaping_inputs=parts.shaping_inputs,
                              sleep_engines=cfg.engine.sleep,
                              after_update=[a for f in hooked("after_update")
                                            if (a := f(parts, tokenizer)) is not None])
@@ -123,7 +122,7 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
                     made = run_async_rl(run, engines, agent=external,
                                         eval_rollout_fn=parts.rollout_fn)
                 else:
-                    made = run_rl(run, engines[0], cfg.task.efforts, parts.rollout_fn,
+                    made = run_rl(run, engines[0], parts.rollout_fn,
                                   training_rollout(parts.rollout_fn, cfg, run))
             finally:  # an external agent's server (a later stage's use starts a new one)
                 if hasattr(parts.rollout_fn, "close"):

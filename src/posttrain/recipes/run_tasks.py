@@ -19,7 +19,7 @@ from posttrain.data.preference_pairs import PreferencePair, arithmetic_pairs, lo
 from posttrain.data.prompt_stream import StreamedDatasetTasks
 from posttrain.data.prompt_tasks import DatasetTasks
 from posttrain.engines import Engine
-from posttrain.envs import EffortTask
+from posttrain.envs import Task
 from posttrain.harness import ToolRegistry
 from posttrain.hooks import hooked
 from posttrain.recipes.agent_tasks import (
@@ -122,7 +122,10 @@ class RunTasks:
     """What sampling the task of ``cfg`` needs: ``tasks`` (and ``tools``), the ``rollout_fn``
     that plays them, ``reward_fn`` and the held-out ``eval_tasks``, as the features'
     ``prepare_tasks`` hooks leave them (their own objects in ``state``, by feature name; ``out``:
-    the run directory, when there is one). Messages (skipped rows) go to ``progress``."""
+    the run directory, when there is one). A hook may also give every prompt several forms,
+    ``variants`` (``Task -> Task``: sampling loops ask a drawn prompt in each, one group each;
+    generated SFT data draws one), and ``shaping_inputs`` (fixed values reward shaping may
+    read). Messages (skipped rows) go to ``progress``."""
 
     def __init__(self, cfg: RunConfig, progress: StepProgress | None = None,
                  out: Path | None = None) -> None:
@@ -130,6 +133,8 @@ class RunTasks:
         self.skipped_rows: dict[str, dict] = {}  # what -> count, rows, first reason
         self.judged = False  # attach_judges ran
         self.state: dict[str, Any] = {}  # what the features made, by feature name
+        self.variants: tuple[Callable[[Task], Task], ...] = ()  # each prompt's forms, if several
+        self.shaping_inputs: dict[str, Any] = {}  # what the features offer reward shaping
         family = task_family(cfg)
         self.tasks, self.tools, env_factory = family.tasks, family.tools, family.env_factory
         self.eval_tasks = self.tasks.eval_set(cfg.eval.num_problems)
@@ -139,8 +144,6 @@ class RunTasks:
         elif isinstance(self.tasks, DatasetTasks):
             for split, rows in self.tasks.skipped.items():
                 self.report_skipped(f"{split} prompt", rows)
-        if cfg.task.efforts:  # evaluate at the highest effort level
-            self.eval_tasks = [EffortTask(t, max(cfg.task.efforts)) for t in self.eval_tasks]
         for prepare in hooked("prepare_tasks"):
             prepare(self, out)
         self.rollout_fn = rollout_function(cfg, self.tools, env_factory, family.env_score,
@@ -197,7 +200,7 @@ class RunTasks:
         else:
             turns = [t for f in hooked("sft_turns") if sft and (t := f(self.cfg)) is not None]
             data = generate_arithmetic_sft(
-                self.tasks, n, error_rate, self.cfg.seed, self.cfg.task.efforts,
+                self.tasks, n, error_rate, self.cfg.seed, self.variants,
                 (lambda task, c, rng: [m for t in turns for m in t(task, c, rng)]) if turns
                 else None)
             for rewrite in hooked("sft_conversations") if sft else ():

@@ -94,8 +94,9 @@ class Checkpointer:
 
 @dataclass
 class LoopRun:
-    """Steps ``start_step .. cfg.steps`` on ``tasks``, logged as ``STAGE``;
-    ``on_step_end(step)`` runs after each step (checkpoints)."""
+    """Steps ``start_step .. cfg.steps`` on ``tasks`` (each drawn prompt asked in every one of
+    ``variants``, if any: ``RunTasks.variants``), logged as ``STAGE``; ``on_step_end(step)``
+    runs after each step (checkpoints)."""
 
     STAGE: ClassVar[str]
     trainer: PolicyTrainer
@@ -113,6 +114,7 @@ class LoopRun:
     watches: list[Callable[[Sequence[Episode]], dict[str, float]]] = field(
         default_factory=list, kw_only=True)
     features: Mapping[str, Any] = field(default_factory=dict, kw_only=True)  # their settings
+    variants: Sequence[Callable[[Task], Task]] = field(default=(), kw_only=True)
 
     def eval_due(self, step: int) -> bool:
         """Whether held-out evaluation follows step ``step`` (0-based)."""
@@ -151,8 +153,9 @@ class RLRun(LoopRun):
     """RL with ``cfg``, ``algo`` and ``actor``. With a ``critic`` (PPO), its values feed GAE
     and it trains on the returns alongside the actor; ``shaping`` rules reshape rewards before
     groups are filtered and scored (``prompt_budgets``: the per-prompt budgets of rules with
-    ``budget: auto``). ``sleep_engines`` (``engine.sleep``): the engines free their memory
-    for each update; the weight sync after it wakes them. Each of ``after_update(step,
+    ``budget: auto``; ``shaping_inputs``: what the features offer them,
+    ``RunTasks.shaping_inputs``). ``sleep_engines`` (``engine.sleep``): the engines free their
+    memory for each update; the weight sync after it wakes them. Each of ``after_update(step,
     episodes)`` runs after each update with the step's sampled task episodes (the features'
     ``after_update`` hooks); its metrics are logged with the step's."""
 
@@ -164,6 +167,7 @@ class RLRun(LoopRun):
     critic_cfg: CriticConfig | None = None
     shaping: Sequence[ShapingRule] = ()
     prompt_budgets: PromptBudgets | None = None
+    shaping_inputs: Mapping[str, Any] = field(default_factory=dict)
     sleep_engines: bool = False
     after_update: Sequence[Callable[[int, Sequence[Episode]], dict[str, float]]] = ()
 
@@ -171,7 +175,8 @@ class RLRun(LoopRun):
         """Where the loop's episodes come from and how they are scored."""
         return RolloutPlan(self.tokenizer, self.tasks, self.reward_fn, self.cfg,
                            self.cfg.params((self.tokenizer.eos_token_id,)),
-                           self.algo.dynamic_sampling, self.shaping, self.seed, self.prompt_budgets)
+                           self.algo.dynamic_sampling, self.shaping, self.seed, self.prompt_budgets,
+                           self.shaping_inputs, self.variants)
 
     def policy_update(self) -> PolicyUpdate:
         return PolicyUpdate(

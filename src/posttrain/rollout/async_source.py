@@ -136,7 +136,8 @@ class AsyncEpisodes:
             (group,) = loop.wait_groups(1)
             fill_missing(group, plan.reward_fn)
             task = self._tasks.pop(int(group[0].group_id), None)
-            group = shape_rewards(group, plan.shaping, step, None, plan.prompt_budgets)
+            group = shape_rewards(group, plan.shaping, step, plan.prompt_budgets,
+                                  plan.shaping_inputs)
             sampled += group
             if acfg.stale == "drop" and not fresh_enough(group, self.version, acfg.max_staleness):
                 stale += 1

@@ -67,13 +67,13 @@ def completion_lengths(episodes: Sequence[Episode]) -> torch.Tensor:
 
 
 def shape_rewards(episodes: Sequence[Episode], rules: Sequence[ShapingRule], step: int,
-                  efforts: Sequence[int] | None = None,
-                  prompt_budgets: PromptBudgets | None = None) -> list[Episode]:
+                  prompt_budgets: PromptBudgets | None = None,
+                  given: Mapping[str, Any] = NO_SETTINGS) -> list[Episode]:
     """Episodes whose ``reward`` went through ``rules`` in order; the unshaped total stays in
     ``meta["raw_reward"]`` and the named parts are unchanged. Each rule takes what it asks
-    for (``rewards``, ``lengths`` in completion tokens, ``group_ids``, ``efforts`` and the
-    ``effort_grid``, what the features' ``shaping_inputs`` offer, ``budgets`` from
-    the rule's ``budget``: one number, or ``auto``, each prompt's own from
+    for (``rewards``, ``lengths`` in completion tokens, ``group_ids``, the values ``given``
+    (the run's features offer them), what the features' ``shaping_inputs`` offer, ``budgets``
+    from the rule's ``budget``: one number, or ``auto``, each prompt's own from
     ``prompt_budgets`` at percentile ``rho``; the ``step``) and its declared output is a
     ``bonus`` to add, a ``cost`` to subtract ``coef`` times, or the new ``reward``."""
     if not rules or not episodes:
@@ -82,9 +82,8 @@ def shape_rewards(episodes: Sequence[Episode], rules: Sequence[ShapingRule], ste
     fixed = {
         "lengths": lambda: completion_lengths(episodes),
         "group_ids": lambda: group_index(e.group_id for e in episodes),
-        "efforts": lambda: torch.tensor([e.meta["effort"] for e in episodes]),
-        "effort_grid": lambda: efforts,
         "step": lambda: step,
+        **{name: lambda value=value: value for name, value in given.items()},
     }
     for offered in hooked("shaping_inputs"):
         fixed |= offered(episodes)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from posttrain.config import DynamicSamplingConfig, RLConfig, ShapingRule
 from posttrain.engines import Engine
-from posttrain.envs import EffortTask, Task
+from posttrain.envs import Task
 from posttrain.models import encode_prompt
 from posttrain.rewards import RewardFunction
 from posttrain.rewards.compose import Scored
@@ -86,9 +86,8 @@ def scored_episode(reward_fn: RewardFunction, sample: Sample, scored: Scored, pr
     return Episode(segments=[segment], rewards=scored.parts, reward=scored.total,
                    group_id=group_id, finish_reason=finish_reason,
                    meta={"completion": sample.completion, "reference": task.reference,
-                         "effort": getattr(task, "effort", None),
                          "domain": getattr(task, "domain", None),
-                         **reward_fn.episode_meta(scored)})
+                         **getattr(task, "meta", {}), **reward_fn.episode_meta(scored)})
 
 
 def score_sample(tokenizer, task: Task, reward_fn: RewardFunction, prompt_ids: list[int],
@@ -101,13 +100,21 @@ def score_sample(tokenizer, task: Task, reward_fn: RewardFunction, prompt_ids: l
                           token_ids, logprobs, versions, finish_reason, group_id, task)
 
 
+def asked(drawn: Sequence[Task], variants: Sequence[Callable[[Task], Task]]) -> list[Task]:
+    """The tasks a step asks of the prompts ``drawn``: each in every one of ``variants`` (one
+    group each), in order; none: as drawn."""
+    return [v(p) for p in drawn for v in variants] if variants else list(drawn)
+
+
 @dataclass(frozen=True)
 class RolloutPlan:
     """Where an RL step's episodes come from and how they are scored, made once for the loop:
     ``tasks`` encoded by ``tokenizer``, sampled as ``sampling`` says (each step seeds it),
     scored by ``reward_fn``; the loop's ``cfg`` (``prompts_per_step`` x ``group_size``, the
     async settings), ``dynamic`` sampling, the ``shaping`` rules (``prompt_budgets``:
-    per-prompt budgets of those with ``budget: auto``) and the run's ``seed``."""
+    per-prompt budgets of those with ``budget: auto``; ``shaping_inputs``: fixed values the
+    features offer them), the run's ``seed`` and the ``variants`` a drawn prompt is asked in
+    (``Task -> Task``, one group each; none: as drawn)."""
 
     tokenizer: Any
     tasks: Any
@@ -118,12 +125,15 @@ class RolloutPlan:
     shaping: Sequence[ShapingRule]
     seed: int
     prompt_budgets: PromptBudgets | None = None
+    shaping_inputs: Mapping[str, Any] = field(default_factory=dict)
+    variants: Sequence[Callable[[Task], Task]] = ()
 
 
 @dataclass
 class SyncEpisodes:
-    """Step ``k`` samples ``prompts_per_step`` prompts drawn from ``(seed, k)`` alone (x the
-    ``efforts`` levels: one group per (prompt, effort)) with ``rollout_fn`` on ``engine``, as
+    """Step ``k`` samples ``prompts_per_step`` prompts drawn from ``(seed, k)`` alone (each in
+    the plan's ``variants``: one group per (prompt, variant)) with ``rollout_fn`` on ``engine``,
+    as
     ``plan`` says; with dynamic sampling it keeps the groups that carry signal and, in
     ``resample`` mode, draws fresh prompts (round ``r`` from ``(seed, k, r)``) until
     ``prompts_per_step`` do or the rounds run out. Tasks read as a stream draw from position
@@ -133,7 +143,6 @@ class SyncEpisodes:
 
     engine: Engine
     plan: RolloutPlan
-    efforts: Sequence[int] | None = None
     rollout_fn: Callable[..., list[Episode]] = rollout
     eval_rollout_fn: Callable[..., list[Episode]] | None = None  # what evaluation plays
     title = "RL"
@@ -152,14 +161,14 @@ class SyncEpisodes:
     def _sample(self, step: int, n: int, round_: int) -> list[Episode]:
         plan = self.plan
         drawn = plan.tasks.sample(n, random.Random(f"{plan.seed}:rl:{step}:{round_}"))
-        problems = [EffortTask(p, b) for p in drawn for b in self.efforts] if self.efforts \
-            else drawn
+        problems = asked(drawn, plan.variants)
         sampling = replace(plan.sampling, seed=step_seed(plan.seed, step) + round_)
         episodes = self.rollout_fn(self.engine, plan.tokenizer, problems, plan.reward_fn,
                                    sampling, plan.cfg.group_size, group_prefix=f"{round_}-")
         if hasattr(plan.tasks, "observe"):  # a curriculum learns each task's pass rate
             plan.tasks.observe(drawn, episodes, step)
-        return shape_rewards(episodes, plan.shaping, step, self.efforts, plan.prompt_budgets)
+        return shape_rewards(episodes, plan.shaping, step, plan.prompt_budgets,
+                             plan.shaping_inputs)
 
     def take(self, step: int) -> tuple[list[Episode], list[Episode], dict[str, float]]:
         cfg, dynamic = self.plan.cfg, self.plan.dynamic
@@ -168,7 +177,7 @@ class SyncEpisodes:
         first = self._sample(step, cfg.prompts_per_step, 0)
         if not dynamic.enabled:
             return first, first, {}
-        per_prompt = len(self.efforts) if self.efforts else 1
+        per_prompt = len(self.plan.variants) or 1
         target = cfg.prompts_per_step * per_prompt
         episodes, extra = informative(first), 0
         if dynamic.mode == "resample":

@@ -7,7 +7,7 @@ import torch
 from algo_helpers import t
 
 from posttrain.algos import get, toggle_budget
-from posttrain.envs.effort import effort_system_prompt
+from posttrain.features.effort.task import effort_system_prompt
 
 # rel=1e-4 against a literal: the spec's worked examples are quoted to 5 significant
 # figures (rounding <= 5e-5 relative); the float64 arithmetic itself is good to ~1e-15.

@@ -208,10 +208,7 @@ class RewardConfig(Section):
         return self
 
     def check(self, cfg) -> None:
-        """Shaping, judges and a task's own verifier with the task and the loop."""
-        if "rl" in cfg.stages and not cfg.task.efforts and any(
-                r.name == "effort_length_penalty" for r in self.shaping):
-            raise ValueError("reward.shaping effort_length_penalty needs task.efforts")
+        """Judges, CURIO, confessions and a task's own verifier with the task and the loop."""
         if self.judges and not cfg.single_turn:
             raise ValueError(f"reward.judges score single-turn answers; task.name="
                              f"{cfg.task.name} is an agent task")

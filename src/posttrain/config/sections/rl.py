@@ -220,9 +220,6 @@ class RLConfig(SampledStageConfig):
         if async_.partial_rollout and async_.chunk_tokens is None and not agent.plays_externally:
             raise ValueError("rl.async.partial_rollout interrupts generation between chunks: "
                              "it needs rl.async.chunk_tokens")
-        if self.mode == "async" and cfg.task.efforts:
-            raise ValueError("rl.mode=async does not ask prompts at several task.efforts; "
-                             "use rl.mode=sync")
         if self.mode == "async":
             unread(self, "rl", ["mismatch_tolerance"],
                    "the engine/trainer log-prob mismatch is checked on synchronous samples "

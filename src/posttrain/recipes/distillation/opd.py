@@ -21,7 +21,6 @@ import torch
 from posttrain.algos import LazyInputs, entry
 from posttrain.config import ActorConfig, AlgoConfig, OPDConfig
 from posttrain.engines import Engine
-from posttrain.envs import EffortTask
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teachers import (
     Samples,
@@ -33,7 +32,7 @@ from posttrain.recipes.distillation.teachers import (
 from posttrain.recipes.placement import cluster_session, teachers
 from posttrain.recipes.sampling_loop import LoopRun
 from posttrain.rollout import rollout_metrics
-from posttrain.rollout.single_turn import rollout, seek_step
+from posttrain.rollout.single_turn import asked, rollout, seek_step
 from posttrain.train import PolicySteps, Trainer, distill_step, policy_steps
 from posttrain.train.rl_update import compute_advantages
 from posttrain.types import Batch
@@ -43,14 +42,12 @@ from posttrain.types.sampling import step_seed
 @dataclass(kw_only=True)
 class OPDRun(LoopRun):
     """On-policy distillation of ``teachers`` into ``trainer``'s model with ``cfg`` (sampled
-    losses train with ``actor``'s policy loss), asking every prompt at each level of
-    ``efforts`` when given."""
+    losses train with ``actor``'s policy loss)."""
 
     STAGE: ClassVar[str] = "opd"
     cfg: OPDConfig
     actor: ActorConfig
     teachers: Sequence[Teacher]
-    efforts: Sequence[int] | None = None
 
 
 def sampled_rkl(logp: torch.Tensor, teacher_logp: torch.Tensor, mask: torch.Tensor) -> float:
@@ -89,9 +86,8 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
     run.reporter.start(f"on-policy distillation ({cfg.loss})", cfg.steps, run.start_step)
     for step in range(run.start_step, cfg.steps):
         seek_step(run.tasks, step, cfg.prompts_per_step)
-        problems = run.tasks.sample(cfg.prompts_per_step, random.Random(f"{seed}:opd:{step}"))
-        if run.efforts:
-            problems = [EffortTask(p, e) for p in problems for e in run.efforts]
+        problems = asked(run.tasks.sample(cfg.prompts_per_step,
+                                          random.Random(f"{seed}:opd:{step}")), run.variants)
         sampling = cfg.params((tokenizer.eos_token_id,), step_seed(seed, step))
         episodes = rollout(engine, tokenizer, problems, run.reward_fn, sampling, cfg.group_size)
         metrics = rollout_metrics(episodes, run.accuracy_part, run.features)
@@ -118,7 +114,7 @@ def opd_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
     engine.update_weights(trainer.named_weights(), start)
     with cluster_session(cfg):
         run = parts.loop_run(OPDRun, trainer, tokenizer, start, evals, cfg=cfg.opd,
-                             actor=cfg.actor, efforts=cfg.task.efforts,
+                             actor=cfg.actor,
                              teachers=teachers(cfg, tokenizer, trainer.model))
         made = run_opd(run, engine)
     parts.keep_final_eval("opd", made, cfg.opd.steps, evals)

@@ -30,14 +30,11 @@ class ActorAsGRM(Section):
     max_new_tokens: int = Field(16, ge=1, description="most tokens of a grade")
 
     def check(self, cfg) -> None:
-        """Grading prompts need single-turn episodes with a verifiable outcome, in a
-        synchronous loop (the estimator's own check refuses one that reads reward parts)."""
+        """Grading prompts need a verifiable outcome (the feature refuses agent tasks, async
+        runs and several trainer processes; the estimator's own check refuses one that reads
+        reward parts)."""
         accuracy = cfg.reward.parts.get(cfg.reward.accuracy_part)
         refused = [
-            (not cfg.single_turn, f"task.name={cfg.task.name} is an agent task; grading prompts "
-                                  "are built from single-turn episodes"),
-            (cfg.rl.mode == "async", "grading prompts follow each synchronous rollout: use "
-                                     "rl.mode=sync"),
             (accuracy is None or accuracy.verifier == "judge",
              f"reward.accuracy_part ({cfg.reward.accuracy_part}) must be a verifiable part, "
              "not a judge's: its outcome is what a grade must agree with"),
@@ -50,8 +47,6 @@ class ActorAsGRM(Section):
             ("baseline_rewards" in facts("advantage", cfg.algo.adv_estimator).parameter_names(),
              f"algo.adv_estimator={cfg.algo.adv_estimator} needs each prompt's greedy decode, "
              "which grading prompts do not get"),
-            (cfg.dist.trainer_processes > 1, "the grading prompts are built in one trainer "
-                                             "process: set dist.trainer_processes=1"),
         ]
         for bad, why in refused:
             if bad:

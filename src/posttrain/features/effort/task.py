@@ -4,8 +4,9 @@ prompt, so one prompt at several efforts makes several groups."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
-from posttrain.envs.base import Task
+from posttrain.envs import Task, prepend_system
 
 
 def effort_system_prompt(effort: int) -> str:
@@ -15,7 +16,8 @@ def effort_system_prompt(effort: int) -> str:
 
 @dataclass(frozen=True)
 class EffortTask:
-    """``task`` asked at effort ``effort`` (1-100): a ``Reasoning Effort`` system line first."""
+    """``task`` asked at effort ``effort`` (1-100): a ``Reasoning Effort`` system line first;
+    its episodes' ``meta["effort"]`` is the level."""
 
     task: Task
     effort: int
@@ -33,12 +35,21 @@ class EffortTask:
         """The task's dataset row (``eval.group_by`` and reward functions read it)."""
         return getattr(self.task, "row", {})
 
+    @property
+    def meta(self) -> dict:
+        """What its episodes record of it."""
+        return {"effort": self.effort}
+
     def messages(self) -> list[dict]:
         return prepend_system(self.task.messages(), effort_system_prompt(self.effort))
 
 
-def prepend_system(messages: list[dict], text: str) -> list[dict]:
-    """``messages`` with ``text`` first in the system message (added when there is none)."""
-    if messages and messages[0]["role"] == "system":
-        return [{"role": "system", "content": f"{text}\n{messages[0]['content']}"}, *messages[1:]]
-    return [{"role": "system", "content": text}, *messages]
+def with_efforts(run, out) -> None:
+    """``task.efforts``: every prompt is asked at each level (one group each; SFT examples
+    draw one), evaluation at the highest, and reward shaping reads the grid."""
+    efforts = run.cfg.task.efforts
+    if not efforts:
+        return
+    run.eval_tasks = [EffortTask(t, max(efforts)) for t in run.eval_tasks]
+    run.variants = tuple(partial(EffortTask, effort=b) for b in efforts)
+    run.shaping_inputs["effort_grid"] = efforts
