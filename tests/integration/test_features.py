@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "posttrain"
 EXAMPLE = re.compile(r"`length_penalty/(\w+\.py)`:\n\n```python\n(.*?)```", re.DOTALL)
 BUILT_IN = ["effort", "taco", "top_entropy", "behaviour_reg", "confession", "actor_as_grm",
-            "swarm", "curio", "pgenrm", "skills", "mtp"]
+            "swarm", "curio", "pgenrm", "skills", "mtp", "quick"]
 SKILLS = ["skill", "Skill"]
 MTP = ["mtp", "MTP", "draft", "speculative", "Speculative"]  # MTP heads, speculative decoding
 
@@ -203,10 +203,10 @@ MOVED = {
                              "behaviour_reg", "swarm", "effort", "Effort", *SKILLS],
     "recipes/sampling_loop.py": ["confess", "curio", "grading", "taco", "behaviour_reg", *MTP,
                                  *SKILLS],
-    "recipes/build.py": MTP + SKILLS,
+    "recipes/build.py": MTP + SKILLS + ["quick", "attn_res"],
+    "recipes/sft.py": MTP + ["quick"],
     "recipes/placement.py": MTP,
     "recipes/stages.py": MTP,
-    "recipes/sft.py": MTP,
     "recipes/dpo.py": MTP,
     "recipes/distillation/offline.py": MTP,
     "config/combinations.py": ["curio", "swarm", "CURIO", "SWARM"],

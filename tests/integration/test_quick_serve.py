@@ -16,7 +16,7 @@ from posttrain.data.chat_formats import conversation
 from posttrain.engines import TorchEngine
 from posttrain.models import build_tiny, encode_prompt, load_model, load_tokenizer
 from posttrain.models.quick_tokens import QUICK_TOKENS, quick_token_ids
-from posttrain.recipes.outer.quick_eval import Asked, ask_served
+from posttrain.features.quick.evaluation import Asked, ask_served
 from posttrain.types import SamplingParams
 
 USER = [{"role": "user", "content": "How many inhabitants does Faldragan have?"}]

@@ -28,7 +28,7 @@ def quick_data(
     Each row is a task's prompt with its answers to <action>, <query> and <domain>: train rows
     for sft.data, eval rows (held out) for eval --mode quick --data. A file that holds rows is
     replaced only with --overwrite."""
-    from posttrain.data.quick_data import quick_rows
+    from posttrain.features.quick.data import quick_rows
 
     if split not in ("train", "eval"):
         fail(f"--split is train or eval, not {split!r}")
@@ -49,9 +49,9 @@ def quick_eval(model: Path | None, data: Path | None, rows: int, url: str | None
     Each row's instructions are answered from its prompt's KV cache, through the engine or a
     served model (URL); the report adds the prompt tokens not prefilled again."""
     from posttrain.data.chat_formats import conversation
-    from posttrain.data.quick_data import quick_rows
+    from posttrain.features.quick.data import quick_rows
     from posttrain.data.reading import read_rows
-    from posttrain.recipes.outer.quick_eval import ask_served, report
+    from posttrain.features.quick.evaluation import ask_served, report
     from posttrain.types import DataError
 
     if (model is None) == (url is None):
@@ -84,7 +84,7 @@ def quick_eval(model: Path | None, data: Path | None, rows: int, url: str | None
 def _ask_local(model: Path, convs, max_tokens: int):
     from posttrain.engines.torch_member import TorchEngineConfig
     from posttrain.models import ModelNotFoundError
-    from posttrain.recipes.outer.quick_eval import ask_engine
+    from posttrain.features.quick.evaluation import ask_engine
 
     # a model without the tokens, or whose engine cannot continue a cache: ValueError
     with fail_on(ModelNotFoundError, ValueError):

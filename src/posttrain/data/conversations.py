@@ -16,7 +16,7 @@ from posttrain.data.chat_formats import conversation
 from posttrain.data.reading import read_rows
 from posttrain.envs import ArithmeticTasks, Task
 from posttrain.models import encode_chat
-from posttrain.models.quick_tokens import QUICK_ROLE
+from posttrain.models.quick_tokens import QUICK_ROLE, quick_token_ids
 from posttrain.types import Segment
 
 
@@ -31,6 +31,11 @@ class ChatData:
 
     def __post_init__(self) -> None:
         self.tools = self.tools or [None] * len(self.conversations)
+
+    def check(self, tokenizer) -> None:
+        """Raise before training what encoding would later: a quick instruction the data
+        trains whose token ``tokenizer`` lacks (``MissingQuickTokens``)."""
+        quick_token_ids(tokenizer, quick_instructions(self))
 
 
 def load_chat_data(path: str | Path) -> ChatData:

@@ -10,8 +10,9 @@ initialised. Digits are always single tokens, so arithmetic is learnable.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -29,7 +30,7 @@ from transformers.utils import logging as hf_logging
 
 from posttrain.models.architectures.attn_res import AttnResConfig
 from posttrain.models.presets import ARCHITECTURES, PRESETS, TinyPreset
-from posttrain.models.quick_tokens import add_quick_tokens
+from posttrain.models.quick_tokens import add_quick_tokens, has_quick_tokens, with_quick_tokens
 
 PAD, EOS, BOS = "<|pad|>", "<|im_end|>", "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -160,3 +161,18 @@ def build_tiny(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def starting_model(into: Path, seed: int, path: str | None, preset: str | None,
+                   quick_tokens: Sequence[str] = (), **build: Any
+                   ) -> tuple[Path, Callable[[], object] | None]:
+    """Where a run's starting model is (the ``model`` section's values) and what writes it
+    there first (None: nothing to write): ``preset`` built into ``into`` (``build_tiny`` with
+    ``build``), or the model at ``path``, copied into ``into`` with the ``quick_tokens`` its
+    tokenizer lacks."""
+    if path is None:
+        return into, lambda: build_tiny(into, preset, seed=seed, quick_tokens=quick_tokens,
+                                        **build)
+    if not quick_tokens or has_quick_tokens(path, quick_tokens):
+        return Path(path), None
+    return into, lambda: with_quick_tokens(path, into, quick_tokens)

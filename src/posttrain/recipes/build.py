@@ -17,8 +17,8 @@ from posttrain.config import RunConfig
 from posttrain.data.curriculum import CurriculumTasks
 from posttrain.engines import Engine
 from posttrain.hooks import TrainerAddon, hooked
-from posttrain.models import build_tiny, save_model
-from posttrain.models.quick_tokens import has_quick_tokens, with_quick_tokens
+from posttrain.models import save_model
+from posttrain.models.tiny import starting_model
 from posttrain.recipes.run_dir import CHECKPOINTS, CURRICULUM
 from posttrain.recipes.run_tasks import RunTasks
 from posttrain.recipes.sampling_loop import Checkpointer, LoopRun
@@ -82,20 +82,14 @@ class RunParts(RunTasks):
 
     # -- the run directory -----------------------------------------------------------------
     def base_model_dir(self) -> Path:
-        """The run's starting model: a preset's build in ``base_model``, or ``model.path``
-        (copied there with the ``model.quick_tokens`` its tokenizer lacks)."""
-        m, d = self.cfg.model, self.out / "base_model"
-        if m.path is None:
-            self.on_rank0(lambda: (d / "config.json").is_file() or build_tiny(
-                d, m.preset, seed=self.cfg.seed, architecture=m.architecture,
-                attn_res=m.attn_res, attn_res_block=m.attn_res_block,
-                quick_tokens=m.quick_tokens))
-            return d
-        if not m.quick_tokens or has_quick_tokens(m.path, m.quick_tokens):
-            return Path(m.path)
-        self.on_rank0(lambda: (d / "config.json").is_file()
-                      or with_quick_tokens(m.path, d, m.quick_tokens))
-        return d
+        """The run's starting model as the ``model`` section describes it: a preset built in
+        ``base_model``, or ``model.path`` (copied there when it needs additions:
+        ``models.tiny.starting_model``)."""
+        d = self.out / "base_model"
+        where, write = starting_model(d, self.cfg.seed, **self.cfg.model.model_dump())
+        if write is not None:
+            self.on_rank0(lambda: (d / "config.json").is_file() or write())
+        return where
 
     def start_dir(self, stage: str) -> Path:
         """The model ``stage`` starts from: the previous stage's, or the base model."""

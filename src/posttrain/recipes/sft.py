@@ -10,14 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from posttrain.config import SFTConfig
-from posttrain.data.conversations import (
-    ChatData,
-    ConversationSegments,
-    batch_indices,
-    quick_instructions,
-)
+from posttrain.data.conversations import ChatData, ConversationSegments, batch_indices
 from posttrain.engines import Engine
-from posttrain.models.quick_tokens import quick_token_ids
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.sampling_loop import due
 from posttrain.reporting import Reporter
@@ -53,7 +47,7 @@ def sft_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | No
                       addons=parts.trainer_addons(model))
     data = parts.conversations(cfg.sft.data, cfg.sft.num_examples, cfg.sft.error_rate, "SFT",
                                sft=True)
-    quick_token_ids(tokenizer, quick_instructions(data))  # each one's token, before training
+    data.check(tokenizer)  # before training
     run_sft(trainer, tokenizer, data, cfg.sft, parts.reporter, cfg.seed,
             parts.resume(ckpt, trainer), parts.checkpointer(trainer, tokenizer, "sft", evals))
     return trainer.export_model()
