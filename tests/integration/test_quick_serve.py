@@ -14,9 +14,9 @@ from serve_helpers import Scripted, served
 
 from posttrain.data.chat_formats import conversation
 from posttrain.engines import TorchEngine
+from posttrain.features.quick.evaluation import Asked, ask_served
 from posttrain.models import build_tiny, encode_prompt, load_model, load_tokenizer
 from posttrain.models.quick_tokens import QUICK_TOKENS, quick_token_ids
-from posttrain.features.quick.evaluation import Asked, ask_served
 from posttrain.types import SamplingParams
 
 USER = [{"role": "user", "content": "How many inhabitants does Faldragan have?"}]

@@ -49,8 +49,8 @@ def quick_eval(model: Path | None, data: Path | None, rows: int, url: str | None
     Each row's instructions are answered from its prompt's KV cache, through the engine or a
     served model (URL); the report adds the prompt tokens not prefilled again."""
     from posttrain.data.chat_formats import conversation
-    from posttrain.features.quick.data import quick_rows
     from posttrain.data.reading import read_rows
+    from posttrain.features.quick.data import quick_rows
     from posttrain.features.quick.evaluation import ask_served, report
     from posttrain.types import DataError
 
@@ -83,8 +83,8 @@ def quick_eval(model: Path | None, data: Path | None, rows: int, url: str | None
 
 def _ask_local(model: Path, convs, max_tokens: int):
     from posttrain.engines.torch_member import TorchEngineConfig
-    from posttrain.models import ModelNotFoundError
     from posttrain.features.quick.evaluation import ask_engine
+    from posttrain.models import ModelNotFoundError
 
     # a model without the tokens, or whose engine cannot continue a cache: ValueError
     with fail_on(ModelNotFoundError, ValueError):
