@@ -205,6 +205,8 @@ MOVED = {
                                  *SKILLS],
     "recipes/build.py": MTP + SKILLS + ["quick", "attn_res"],
     "recipes/sft.py": MTP + ["quick"],
+    "recipes/reward_model.py": ["pgenrm", "prototype", "Prototype"],
+    "recipes/agent_tasks.py": ["curio", "CURIO"],
     "recipes/placement.py": MTP,
     "recipes/stages.py": MTP,
     "recipes/dpo.py": MTP,

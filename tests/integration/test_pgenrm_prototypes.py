@@ -14,7 +14,7 @@ from posttrain.config import ConfigError, load_config
 from posttrain.data.preference_pairs import PreferencePair, load_preference_data, pair_batch
 from posttrain.models import load_model, load_tokenizer, pooled_states
 from posttrain.models.preference_prototypes import PreferencePrototypes, UserPreferences
-from posttrain.recipes.reward_model import embed_pairs, user_histories
+from posttrain.features.pgenrm.training import embed_pairs, user_histories
 from posttrain.features.pgenrm.judge import PrototypeJudge
 from posttrain.types import Episode, Segment
 

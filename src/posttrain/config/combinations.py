@@ -124,13 +124,18 @@ def env_scored(cfg) -> set[str]:
     return {n for n, p in cfg.reward.parts.items() if p.verifier == ENV}
 
 
+def environment_parts(cfg) -> list[str]:
+    """The reward parts of ``cfg`` that the task's environment scores: those with verifier
+    ``env`` but the ones a feature scores itself (its ``scored_parts``), in order."""
+    own = {part for scored in hooked("scored_parts") for part in scored(cfg)}
+    return [n for n, p in cfg.reward.parts.items() if p.verifier == ENV and n not in own]
+
+
 def env_part_rules(cfg) -> None:
     """Reward parts scored by an environment (verifier ``env``) go with a task whose
     environment scores them, or ``task.env``; a feature's ``scored_parts`` are its own."""
     task = cfg.task
-    env_parts = env_scored(cfg)
-    for scored in hooked("scored_parts"):
-        env_parts -= set(scored(cfg))
+    env_parts = set(environment_parts(cfg))
     if task.PARTS_FROM_ENV:  # an environment library's reward functions, by their names
         if not env_parts:
             raise ValueError(f"task.name={task.name} is scored by its environment's reward "

@@ -56,6 +56,8 @@ The hooks (each optional; a feature whose setting is off returns its input uncha
   its episodes, ``measured() -> dict`` after it: the feature's figures of what the engine did
   for them.
 
+- ``reward_model(rm) -> train | None``: a reward model the feature trains itself for the
+  ``rm`` section (``posttrain reward-model``), ``train(parts, backbone, out) -> evaluations``;
 - ``active(cfg) -> bool``: whether the feature is on in the run config ``cfg`` (undeclared: when
   ``features.<name>`` is set).
 
@@ -171,6 +173,7 @@ class Feature:
     trainer_addon: Hook = None
     engine_options: Hook = None
     engine_metrics: Hook = None
+    reward_model: Hook = None
     active: Hook = None
     refuses: Mapping[str, str] = field(default_factory=dict)
 

@@ -8,9 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from posttrain.config import RunConfig
+from posttrain.config.combinations import environment_parts
 from posttrain.config.extension import load_environment, takes_row
-from posttrain.config.sections.features.curio import CURIO_PART
-from posttrain.config.sections.reward import ENV
 from posttrain.data.chat_formats import tool_schemas
 from posttrain.envs.stepped import SteppedEpisode
 from posttrain.harness import ToolRegistry
@@ -29,8 +28,7 @@ def environment_factory(cfg: RunConfig, tools_of: Callable[[Any], ToolRegistry]
         return None
     cls = load_environment(spec)
     with_row = takes_row(cls)
-    parts = [n for n, p in cfg.reward.parts.items()
-             if p.verifier == ENV and not (n == CURIO_PART and cfg.reward.curio is not None)]
+    parts = environment_parts(cfg)
 
     def make(task: Any) -> SteppedEpisode:
         try:
