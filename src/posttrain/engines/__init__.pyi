@@ -11,7 +11,7 @@ from .base import (
 from .sampling import counter_uniforms, processed_logprobs, row_seeds, sample_tokens
 from .sleep import EngineAsleepError
 from .torch_engine import TorchEngine
-from .weights import WeightsDigest, weights_checksum
+from .weights import WeightsDigest, send_verified, weights_checksum
 
 __all__ = [
     "Engine",
@@ -27,5 +27,6 @@ __all__ = [
     "processed_logprobs",
     "row_seeds",
     "sample_tokens",
+    "send_verified",
     "weights_checksum",
 ]

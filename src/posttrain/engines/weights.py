@@ -1,4 +1,5 @@
-"""A fingerprint of model weights, so that a weight sync can be verified end to end.
+"""A fingerprint of model weights, so that a weight sync can be verified end to end, and the
+verified send itself (``send_verified``).
 
 Each tensor is hashed alone (BLAKE2b over its name, dtype, shape and raw bytes) and the
 fingerprint hashes the sorted tensor digests: it does not depend on the order the tensors
@@ -17,8 +18,11 @@ import hashlib
 import os
 from collections import deque
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import torch
+
+from posttrain.types.errors import WeightSyncError
 
 IN_FLIGHT = 8  # host copies a digest hashes at once
 
@@ -76,3 +80,32 @@ def weights_checksum(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> str:
     for name, tensor in named_tensors:
         digest.add(name, tensor)
     return digest.hexdigest()
+
+
+def send_verified(engine: Any, weights: Iterable[tuple[str, torch.Tensor]], version: int,
+                  timeout_s: float, adapter_config: dict | None = None) -> WeightsDigest:
+    """Send ``weights`` to ``engine`` as ``version`` (with ``adapter_config``: they are a LoRA
+    adapter, for an engine that serves adapters, ``update_adapter``; else ``update_weights``),
+    fingerprinted as they pass; ``WeightSyncError`` when the send takes over ``timeout_s`` or
+    the engine's ``weights_checksum`` afterwards is not the fingerprint. Returns the digest
+    (``hexdigest()``, ``nbytes``)."""
+    sent = WeightsDigest()
+    if adapter_config is not None:
+        send = functools.partial(engine.update_adapter, sent.passing(weights), adapter_config,
+                                 version)
+    else:
+        send = functools.partial(engine.update_weights, sent.passing(weights), version)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(send).result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError:
+        raise WeightSyncError(f"weight sync to version {version} did not finish within "
+                              f"{timeout_s:g} s (engine still at version "
+                              f"{engine.version})") from None
+    finally:
+        pool.shutdown(wait=False)
+    held, checksum = engine.weights_checksum(), sent.hexdigest()
+    if held != checksum:
+        raise WeightSyncError(f"weight sync to version {version}: the engine holds weights "
+                              f"with checksum {held}, the trainer sent {checksum}")
+    return sent

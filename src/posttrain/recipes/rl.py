@@ -1,7 +1,7 @@
 """The RL stage (GRPO by default): its trainer, critic and engines placed, its ``RLRun``
 built, and the one RL loop (``sampling_loop.rl_loop``) run on episodes sampled in each step
-(``run_rl``: ``rollout.SyncEpisodes``) or by rollout threads (``run_async_rl``:
-``rollout.AsyncEpisodes``)."""
+(``sync_source``: ``rollout.SyncEpisodes``) or by rollout threads (``async_source``:
+``rollout.AsyncEpisodes``); ``run_rl`` and ``run_async_rl`` run an ``RLRun`` built by hand."""
 
 from __future__ import annotations
 
@@ -36,31 +36,43 @@ from posttrain.rollout.rank_shared import shared_engine
 from posttrain.types import Episode
 
 
-def run_rl(run: RLRun, engine: Engine, rollout_fn: Callable[..., list[Episode]] = rollout,
-           train_rollout_fn: Callable[..., list[Episode]] | None = None
-           ) -> list[dict[str, float]]:
-    """``run``'s steps, each sampling its own episodes with ``train_rollout_fn`` (null:
-    ``rollout_fn``, which evaluations play: ``rollout``, an ``AgentRollout``, ...) on
-    ``engine``. Returns the evaluations made."""
+def sync_source(run: RLRun, engine: Engine, rollout_fn: Callable[..., list[Episode]] = rollout,
+                train_rollout_fn: Callable[..., list[Episode]] | None = None) -> SyncEpisodes:
+    """Where a synchronous run's steps take their episodes: each step samples its own with
+    ``train_rollout_fn`` (null: ``rollout_fn``, which evaluations play: ``rollout``, an
+    ``AgentRollout``, ...) on ``engine``."""
     played = train_rollout_fn or rollout_fn
     if entry("advantage", run.algo.adv_estimator).takes("baseline_rewards"):
         played = GreedyBaseline(played)  # remax: each prompt's greedy decode too
-    return rl_loop(run, SyncEpisodes(engine, run.rollout_plan(), played, rollout_fn))
+    return SyncEpisodes(engine, run.rollout_plan(), played, rollout_fn)
+
+
+def async_source(run: RLRun, engine: Engine | Sequence[Engine], groups: GroupSource | None = None,
+                 agent: ExternalAgentRollout | None = None,
+                 eval_rollout_fn: Callable[..., list[Episode]] | None = None) -> AsyncEpisodes:
+    """Where an asynchronous run's steps take their episodes: one rollout thread per engine
+    generating continuously (``cfg.async_``): single-turn samples, or sessions of the external
+    ``agent``, of ``run.tasks`` in the synchronous run's order, or of any ``groups`` source
+    (``TaskMixer.groups`` mixes task families by ratio). Evaluation plays ``eval_rollout_fn``
+    (the run's; a wrapper's ``finish_group`` also finishes the step's groups)."""
+    engines = [engine] if isinstance(engine, Engine) else list(engine)
+    return AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups, agent,
+                         eval_rollout_fn)
+
+
+def run_rl(run: RLRun, engine: Engine, rollout_fn: Callable[..., list[Episode]] = rollout,
+           train_rollout_fn: Callable[..., list[Episode]] | None = None
+           ) -> list[dict[str, float]]:
+    """``run``'s steps, synchronous (``sync_source``); returns the evaluations made."""
+    return rl_loop(run, sync_source(run, engine, rollout_fn, train_rollout_fn))
 
 
 def run_async_rl(run: RLRun, engine: Engine | Sequence[Engine], groups: GroupSource | None = None,
                  agent: ExternalAgentRollout | None = None,
                  eval_rollout_fn: Callable[..., list[Episode]] | None = None
                  ) -> list[dict[str, float]]:
-    """``run``'s steps with one rollout thread per engine generating continuously
-    (``cfg.async_``): single-turn samples, or sessions of the external ``agent``, of
-    ``run.tasks`` in the synchronous run's order, or of any ``groups`` source
-    (``TaskMixer.groups`` mixes task families by ratio). Evaluation plays ``eval_rollout_fn``
-    (the run's; a wrapper's ``finish_group`` also finishes the step's groups).
-    Returns the evaluations made."""
-    engines = [engine] if isinstance(engine, Engine) else list(engine)
-    return rl_loop(run, AsyncEpisodes(engines, run.rollout_plan(), run.start_step, groups, agent,
-                                      eval_rollout_fn))
+    """``run``'s steps, asynchronous (``async_source``); returns the evaluations made."""
+    return rl_loop(run, async_source(run, engine, groups, agent, eval_rollout_fn))
 
 
 def win_rate_monitor(parts: RunParts, run: RLRun, engine: Engine,
@@ -119,11 +131,12 @@ def rl_stage(parts: RunParts, model, tokenizer, engine: Engine, ckpt: Path | Non
             external = parts.rollout_fn if cfg.agent.plays_externally else None
             try:
                 if cfg.rl.mode == "async":
-                    made = run_async_rl(run, engines, agent=external,
-                                        eval_rollout_fn=parts.rollout_fn)
+                    source = async_source(run, engines, agent=external,
+                                          eval_rollout_fn=parts.rollout_fn)
                 else:
-                    made = run_rl(run, engines[0], parts.rollout_fn,
-                                  training_rollout(parts.rollout_fn, cfg, run))
+                    source = sync_source(run, engines[0], parts.rollout_fn,
+                                         training_rollout(parts.rollout_fn, cfg, run))
+                made = rl_loop(run, source)
             finally:  # an external agent's server (a later stage's use starts a new one)
                 if hasattr(parts.rollout_fn, "close"):
                     parts.rollout_fn.close()

@@ -20,11 +20,9 @@ synchronous run's tokens (tests/integration/test_async_rl.py).
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, ClassVar
 
 from posttrain.config import (
@@ -37,7 +35,7 @@ from posttrain.config import (
     SyncConfig,
 )
 from posttrain.config.sections.rl import SYNC_TOLERANCE
-from posttrain.engines import Engine, WeightsDigest
+from posttrain.engines import Engine, send_verified
 from posttrain.envs import Task
 from posttrain.hooks import hooked
 from posttrain.recipes.run_dir import record_sizes
@@ -212,30 +210,15 @@ class SyncReport:
 def sync_weights(trainer: PolicyTrainer, engine: Engine, version: int,
                  probes: Sequence[Sequence[int]] = (), cfg: SyncConfig = SyncConfig()
                  ) -> SyncReport:
-    """Send the trainer's weights to ``engine`` as ``version`` and verify them. An engine
+    """Send the trainer's weights to ``engine`` as ``version``, verified by checksum
+    (``engines.send_verified``), then by the ``probes``' log-probs on both sides. An engine
     that serves LoRA adapters itself (``serves_adapters``) gets the trainer's adapter alone."""
     start = time.perf_counter()
-    sent = WeightsDigest()  # the weights stream to the engine one at a time, fingerprinted
     adapter = trainer.apply(Trainer.adapter) if getattr(engine, "serves_adapters", False) \
         else None
-    if adapter is not None:
-        config, tensors = adapter
-        send = partial(engine.update_adapter, sent.passing(tensors), config, version)
-    else:
-        send = partial(engine.update_weights, sent.passing(trainer.named_weights()), version)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        pool.submit(send).result(timeout=cfg.timeout_s)
-    except concurrent.futures.TimeoutError:
-        raise WeightSyncError(f"weight sync to version {version} did not finish within "
-                              f"{cfg.timeout_s:g} s (engine still at version "
-                              f"{engine.version})") from None
-    finally:
-        pool.shutdown(wait=False)
-    held, checksum = engine.weights_checksum(), sent.hexdigest()
-    if held != checksum:
-        raise WeightSyncError(f"weight sync to version {version}: the engine holds weights "
-                              f"with checksum {held}, the trainer sent {checksum}")
+    config, weights = adapter if adapter is not None else (None, trainer.named_weights())
+    sent = send_verified(engine, weights, version, cfg.timeout_s, config)
+    checksum = sent.hexdigest()
     mismatch = probe_mismatch(trainer, engine, probes) if probes else 0.0
     tolerance = SYNC_TOLERANCE["fp32"] if cfg.tolerance is None else cfg.tolerance
     if mismatch > tolerance:
