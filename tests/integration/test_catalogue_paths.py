@@ -218,3 +218,25 @@ def test_the_actor_loss_is_supplied_every_input_validation_allows(mine):
     loss, _ = rl_loss(t, StepNorm.from_mask(t.mask), actor)
     assert set(POLICY_LOSS_INPUTS) == get("policy_loss", mine("every_input")).seen
     assert loss.item() == pytest.approx(1.0)  # -A logp on the one unmasked token
+
+
+def test_a_shaping_rule_of_ones_own_is_judged_by_its_declared_output(tmp_path):
+    """``reward.shaping`` takes a function by path that declares its output, and reshapes with
+    it; one that declares none (a filter, like ``dynamic_sampling``) is refused, saying why."""
+    from posttrain.config import ShapingRule
+    from posttrain.rollout.scoring import shape_rewards
+
+    module = tmp_path / "rules.py"
+    module.write_text(
+        "import torch\n\nfrom posttrain.algos import register\n\n\n"
+        "@register('shaping', output='cost')\n"
+        "def per_token(*, lengths: torch.Tensor) -> torch.Tensor:\n"
+        "    return lengths.double()\n\n\n"
+        "def undeclared(*, lengths: torch.Tensor) -> torch.Tensor:\n"
+        "    return lengths.double()\n")
+    cfg = load_config(None, [f"reward.shaping=[{{name: '{module}:per_token', coef: 0.25}}]"])
+    (rule,) = cfg.reward.shaping
+    shaped = shape_rewards(episodes([1.0, 0.0], [0, 0]), [rule], 0)
+    assert [e.reward for e in shaped] == [1.0 - 0.25 * 2, 0.0 - 0.25 * 2]  # 2 tokens each
+    with pytest.raises(ValueError, match="declares no output, a bonus, a cost or the new"):
+        ShapingRule(name=f"{module}:undeclared")

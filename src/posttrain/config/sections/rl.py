@@ -561,8 +561,8 @@ class AlgoConfig(Section):
                              "together")
 
 
-SHAPING_RULES = ("dapo_overlong", "effort_length_penalty", "budget_penalty", "toggle",
-                 "concave_length_penalty", "parl")
+SHAPING_RULES = Usable("shaping", lambda rule: "" if rule.output else (
+    "it declares no output, a bonus, a cost or the new reward: it is a filter, not a rule"))
 SUPPLIED = {"step"}  # inputs the pipeline supplies that are not tensors
 
 
