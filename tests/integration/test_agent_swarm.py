@@ -181,3 +181,22 @@ def test_the_swarm_config_trains_through_the_cli(tmp_path):
     rl = [r for r in rows if r["stage"] == "rl"]
     assert len(rl) == 2 and all("swarm/critical_steps" in r for r in rl)
     assert all(r["swarm/critical_steps"] >= r["turns"] for r in rl)
+
+
+def test_a_loop_with_a_swarm_refuses_trees_and_per_episode_environments():
+    """Sub-agents share the task's tools: the loop refuses an environment factory, an
+    episode that brings its own environment, and a tree rollout, before playing anything."""
+    from posttrain.harness import run_tree
+    from posttrain.rollout import AgentRollout
+
+    swarm = SwarmSettings(ToolRegistry(), limits=LoopLimits(max_turns=2))
+    with pytest.raises(ValueError, match="no trees, no per-episode environments"):
+        AgentLoop(None, None, ToolRegistry(), swarm=swarm, env_factory=lambda ref: None)
+    loop = AgentLoop(None, None, ToolRegistry(), swarm=swarm)
+    with pytest.raises(ValueError, match="no trees, no per-episode environments"):
+        loop.start([([], "ref", "g", None, lambda: None)], SamplingParams())
+    with pytest.raises(ValueError, match="no trees, no per-episode environments"):
+        run_tree(loop, [([], "ref", "g")], SamplingParams(), None, 1, 1)
+    played = AgentRollout(ToolRegistry(), swarm=swarm, tree=(1, 1))  # the loop's keyword
+    with pytest.raises(ValueError, match="no trees, no per-episode environments"):
+        played(None, None, [], None, SamplingParams(), group_size=2)

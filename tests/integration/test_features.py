@@ -196,6 +196,7 @@ MOVED = {
     "train/checkpoint.py": MTP,
     "rollout/scoring.py": BUILT_IN + ["grading", "Effort"],
     "rollout/single_turn.py": ["effort", "Effort"],
+    "rollout/agent.py": ["swarm", "Swarm"],
     "recipes/distillation/opd.py": MTP + ["effort", "Effort"],
     "rollout/evaluation.py": BUILT_IN + MTP + ["spec/"],
     "rollout/async_source.py": BUILT_IN + ["confess"],

@@ -19,7 +19,7 @@ from posttrain.engines import Engine
 from posttrain.harness.episode_env import EpisodeEnv
 from posttrain.harness.episode_state import EpisodeState
 from posttrain.harness.guard import Guard
-from posttrain.harness.swarm import SwarmSettings
+from posttrain.harness.swarm import SWARM_ALONE, SwarmSettings
 from posttrain.harness.tool_calls import HERMES_PATTERN
 from posttrain.harness.tools import ToolRegistry
 from posttrain.rewards import RewardFunction
@@ -58,6 +58,8 @@ class AgentLoop:
         if retain_reasoning not in RETENTION:
             raise ValueError(f"unknown reasoning retention {retain_reasoning!r}; one of "
                              f"{', '.join(RETENTION)}")
+        if swarm is not None and env_factory is not None:
+            raise ValueError(SWARM_ALONE)
         self.engine, self.tokenizer, self.tools = engine, tokenizer, tools
         self.limits, self.call_pattern, self.state_key = limits, call_pattern, state_key
         self.guard, self.compaction, self.env_factory = guard, compaction, env_factory
@@ -90,8 +92,11 @@ class AgentLoop:
 
     def start(self, items: Sequence[EpisodeItem | tuple],
               sampling: SamplingParams) -> list[EpisodeState]:
+        items = [EpisodeItem(*item) for item in items]
+        if self.swarm is not None and any(it.make_env is not None for it in items):
+            raise ValueError(SWARM_ALONE)
         return [EpisodeState(self, it.messages, it.reference, it.group_id, sampling, it.tools,
-                             it.make_env) for it in (EpisodeItem(*item) for item in items)]
+                             it.make_env) for it in items]
 
     def play(self, states: Sequence[EpisodeState], sampling: SamplingParams) -> None:
         """Run ``states`` to their ends: every round, one batched ``generate`` for all episodes

@@ -23,6 +23,9 @@ from posttrain.config.sections.agent import SUBAGENT_PROMPT, LoopLimits
 from posttrain.harness.tools import Tool, ToolRegistry
 from posttrain.types import SamplingParams, Segment
 
+SWARM_ALONE = ("a swarm's sub-agents share the task's tools: no trees, no per-episode "
+               "environments")  # what a loop with a swarm refuses
+
 
 @dataclass(frozen=True)
 class SwarmSettings:

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from posttrain.harness.episode_state import EpisodeState
 from posttrain.harness.loop import AgentLoop
+from posttrain.harness.swarm import SWARM_ALONE
 from posttrain.harness.trace import Trace
 from posttrain.rewards import RewardFunction
 from posttrain.types import Episode, SamplingParams
@@ -27,6 +28,8 @@ def run_tree(loop: AgentLoop, items: Sequence[tuple[Sequence[dict], str, str]],
              seed: int = 0) -> list[Episode]:
     """One tree per item (an item is one backbone). Episodes carry ``meta["tree_id"]``
     (``"<group>/<tree>"``) and ``meta["branched_at"]`` (the parent's step, or None)."""
+    if loop.swarm is not None:
+        raise ValueError(SWARM_ALONE)
     if branches < 1 or rounds < 1:
         raise ValueError(f"tree rollouts need branches >= 1 and rounds >= 1, got {branches}, "
                          f"{rounds}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from posttrain.config import Compaction, LoopLimits
 from posttrain.engines import Engine
@@ -15,7 +16,6 @@ from posttrain.harness import (
     EpisodeEnv,
     EpisodeItem,
     Guard,
-    SwarmSettings,
     ToolRegistry,
     run_tree,
 )
@@ -38,9 +38,10 @@ class AgentRollout:
     ``group_size / (rounds * branches + 1)`` trees (``tree_grpo``); ``env_factory`` gives each
     episode its own environment made from its reference, ``task_env`` one made from its task
     (the episode then opens with the environment's ``opening()`` alone), ``task_tools`` the
-    tool set of its task (else ``tools``); ``guard`` inspects every call,
-    ``retain_reasoning`` keeps or drops earlier reasoning when a new user turn arrives and
-    ``swarm`` lets every episode spawn sub-agents (``AgentLoop``)."""
+    tool set of its task (else ``tools``); ``guard`` inspects every call and
+    ``retain_reasoning`` keeps or drops earlier reasoning when a new user turn arrives; ``loop``:
+    further keywords of the ``AgentLoop`` (the features' ``agent_options``), which refuses what
+    does not go with them."""
 
     def __init__(self, tools: ToolRegistry, limits: LoopLimits = LoopLimits(),
                  compaction: Compaction = Compaction(),
@@ -50,11 +51,7 @@ class AgentRollout:
                  guard: Guard | None = None, retain_reasoning: str = "keep_all",
                  task_env: Callable[[Task], EpisodeEnv] | None = None,
                  task_tools: Callable[[Task], ToolRegistry] | None = None,
-                 swarm: SwarmSettings | None = None) -> None:
-        if swarm is not None and (tree is not None or env_factory is not None
-                                  or task_env is not None):
-            raise ValueError("a swarm's sub-agents share the task's tools: no trees, no "
-                             "per-episode environments")
+                 **loop: Any) -> None:
         if tree is not None and (env_factory is not None or task_env is not None):
             raise ValueError("tree rollouts cannot branch episodes that own environment state")
         if env_factory is not None and task_env is not None:
@@ -63,7 +60,7 @@ class AgentRollout:
         self.tools, self.limits, self.compaction = tools, limits, compaction
         self.state_key, self.tree, self.env_factory = state_key, tree, env_factory
         self.guard, self.retain_reasoning = guard, retain_reasoning
-        self.task_env, self.task_tools, self.swarm = task_env, task_tools, swarm
+        self.task_env, self.task_tools, self.loop = task_env, task_tools, loop
 
     def __call__(self, engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: RewardFunction,
                  sampling: SamplingParams, group_size: int = 1, group_prefix: str = ""
@@ -71,7 +68,7 @@ class AgentRollout:
         limits = replace(self.limits, max_new_tokens=sampling.max_new_tokens)
         loop = AgentLoop(engine, tokenizer, self.tools, limits, state_key=self.state_key,
                          guard=self.guard, compaction=self.compaction, env_factory=self.env_factory,
-                         retain_reasoning=self.retain_reasoning, swarm=self.swarm)
+                         retain_reasoning=self.retain_reasoning, **self.loop)
         tree = self.tree if group_size > 1 else None  # evaluation plays single episodes
         per_tree = 1 if tree is None else tree[0] * tree[1] + 1
         if group_size % per_tree:
