@@ -39,7 +39,7 @@ def test_an_override_fills_a_null_section():
         (["sft.steps=-1"], "sft.steps"),
         (["rl.nope=1"], "rl.nope"),
         (["rl.group_size=1"], "rl.group_size"),
-        (["model.path=/x"], "model.path"),
+        (["model.path=/x", "model.preset=micro"], "model.path"),
         (["reward.accuracy_part=speed"], "reward.accuracy_part"),
         (["reward.parts.correct.verifier=psychic"], "reward.parts.correct.verifier"),
         (["stages=[rl]", "sft.data=x.jsonl"], "sft.data"),
@@ -256,6 +256,25 @@ def test_a_preset_architecture_is_checked_and_needs_a_preset():
         load_config(None, ["model.architecture=mamba"])
     with pytest.raises(ConfigError, match="shapes a tiny preset"):
         load_config(None, ["model.preset=null", "model.path=/m", "model.architecture=qwen2"])
+
+
+def test_a_model_path_alone_selects_its_model_and_an_override_replaces_the_source(tmp_path):
+    """``model.path`` needs no ``model.preset=null``: given alone (in YAML or as an override of
+    a config naming a preset) it is the model, and ``model.preset`` overriding a config's path
+    is the preset; naming both in one place is still refused."""
+    assert load_config(None, ["model.path=/m"]).model.model_dump(include={"path", "preset"}) \
+        == {"path": "/m", "preset": None}
+    quick = load_config("configs/quickstart.yaml", ["model.path=/m"]).model
+    assert (quick.path, quick.preset) == ("/m", None)
+    tau = load_config("configs/tau.yaml", ["model.preset=nano"]).model
+    assert (tau.path, tau.preset) == (None, "nano")
+    (tmp_path / "c.yaml").write_text("model: {path: /m}\n")
+    assert load_config(tmp_path / "c.yaml").model.preset is None
+    with pytest.raises(ConfigError, match="set exactly one of model.path and model.preset"):
+        load_config("configs/quickstart.yaml", ["model.path=/m", "model.preset=small"])
+    (tmp_path / "both.yaml").write_text("model: {path: /m, preset: small}\n")
+    with pytest.raises(ConfigError, match="set exactly one of model.path and model.preset"):
+        load_config(tmp_path / "both.yaml")
 
 
 def test_a_tracker_that_is_not_installed_is_a_config_error(monkeypatch):

@@ -68,11 +68,29 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
         raise ConfigError(f"override {assignment!r}: cannot parse value: {e}") from e
 
 
+MODEL_SOURCES = ("path", "preset")  # the model section's two sources: one replaces the other
+
+
+def replace_model_source(tree: dict[str, Any], overridden: set[str]) -> None:
+    """An override that names the model's source (``model.path`` or ``model.preset``, not
+    null) replaces the other one ``tree`` gave, unless that one is overridden too:
+    ``model.path=DIR`` on a config with ``preset: micro`` trains the model in ``DIR``."""
+    model = tree.get("model")
+    if not isinstance(model, dict):
+        return
+    for source, other in (MODEL_SOURCES, MODEL_SOURCES[::-1]):
+        if f"model.{source}" in overridden and model.get(source) is not None \
+                and f"model.{other}" not in overridden:
+            model[other] = None
+
+
 def build_config(tree: dict[str, Any], overrides: Sequence[str] = ()) -> RunConfig:
-    """``tree`` with ``overrides`` applied (to a copy: ``tree`` is left as it was), validated."""
+    """``tree`` with ``overrides`` applied (to a copy: ``tree`` is left as it was;
+    ``replace_model_source``), validated."""
     tree = copy.deepcopy(tree)
     for o in overrides:
         apply_override(tree, o)
+    replace_model_source(tree, {o.split("=", 1)[0].strip() for o in overrides})
     try:
         return RunConfig.model_validate(tree)
     except ValidationError as e:

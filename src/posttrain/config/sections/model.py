@@ -16,16 +16,18 @@ from posttrain.models.quick_tokens import QUICK_TOKENS
 class ModelConfig(Section):
     """Exactly one of ``path`` (a local HF model directory) or ``preset`` (a tiny model built
     locally into ``<out_dir>/base_model``, in ``architecture``: a real Hugging Face one at tiny
-    sizes). Trained models are held in fp32 (master weights); ``trainer.precision`` sets the
-    compute dtype. ``attn_res`` (a llama preset): Attention Residuals, ``full`` or ``block``
-    (``attn_res_block`` layers a block), instead of the residual sum (docs/models.md).
+    sizes); a ``path`` alone selects its model, and an override of one replaces the other
+    (``config.loading.replace_model_source``). Trained models are held in fp32 (master
+    weights); ``trainer.precision`` sets the compute dtype. ``attn_res`` (a llama preset):
+    Attention Residuals, ``full`` or ``block`` (``attn_res_block`` layers a block), instead of
+    the residual sum (docs/models.md).
     ``quick_tokens``: quick-instruction tokens (``<action>``, ...) the run's model must have;
     those its tokenizer lacks are added, a ``path`` model then copied with them into
     ``<out_dir>/base_model`` (docs/quick_instructions.md)."""
 
     path: str | None = Field(
         None,
-        description="a local Hugging Face model directory (or set preset; exactly one of the two)")
+        description="a local Hugging Face model directory (given alone, it replaces the preset)")
     preset: str | None = Field(
         "micro",
         description="a tiny model built into <out_dir>/base_model: nano, micro, small (or set "
@@ -50,6 +52,15 @@ class ModelConfig(Section):
             raise ValueError(f"distinct names of the form <word>, such as {', '.join(QUICK_TOKENS)}"
                              + (f"; not {', '.join(map(repr, bad))}" if bad else ""))
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path_alone(cls, data: Any) -> Any:
+        """A ``path`` given without a ``preset`` selects the model there (the preset's
+        default, ``micro``, is for a config that names no model)."""
+        if isinstance(data, dict) and data.get("path") is not None and "preset" not in data:
+            return {**data, "preset": None}
+        return data
 
     @model_validator(mode="before")
     @classmethod
