@@ -23,7 +23,7 @@ def sampled(cfg, model: Path, k: int, num_prompts: int, temperature: float,
             console: Console) -> Iterator:
     """``k`` scored samples of ``num_prompts`` train prompts, with a progress bar."""
     from posttrain.data.curation import sample_prompts
-    from posttrain.models import load_tokenizer
+    from posttrain.models import load_tokenizer, stop_tokens
     from posttrain.recipes.placement import make_engine
     from posttrain.recipes.run_tasks import RunTasks
     from posttrain.types import SamplingParams
@@ -33,7 +33,7 @@ def sampled(cfg, model: Path, k: int, num_prompts: int, temperature: float,
     engine = make_engine(cfg, model, tokenizer)
     tasks = parts.tasks.sample(num_prompts, random.Random(f"{cfg.seed}:curate"))
     sampling = SamplingParams(max_new_tokens=cfg.rl.max_new_tokens, temperature=temperature,
-                              stop_token_ids=(tokenizer.eos_token_id,), seed=cfg.seed)
+                              stop_token_ids=stop_tokens(tokenizer), seed=cfg.seed)
     with Progress(console=console, transient=True) as progress:
         bar = progress.add_task(f"sampling {k} per prompt", total=len(tasks))
         for s in sample_prompts(engine, tokenizer, tasks, parts.reward_fn, parts.rollout_fn,

@@ -76,7 +76,7 @@ def tau_eval(model: Path | None, domain: str | None, trials: int, split: str | N
     from posttrain.config.served import ChatServer
     from posttrain.engines.chat import engine_tool_chat
     from posttrain.envs.tau.rl import TauConfig, llm_users
-    from posttrain.models import ModelNotFoundError, load_tokenizer
+    from posttrain.models import ModelNotFoundError, load_tokenizer, stop_tokens
     from posttrain.recipes.judges.chats import ServedChats
     from posttrain.recipes.outer.tau_eval import play, summarize
     from posttrain.reporting import StepProgress
@@ -115,7 +115,7 @@ def tau_eval(model: Path | None, domain: str | None, trials: int, split: str | N
     limits = LoopLimits(max_turns=max_turns, max_tokens=max_tokens, timeout_s=3600,
                         max_tool_errors=cfg.max_errors, loop_repeats=cfg.max_steps)
     sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
-                              stop_token_ids=(tokenizer.eos_token_id,), seed=seed)
+                              stop_token_ids=stop_tokens(tokenizer), seed=seed)
     if cfg.judge is None:
         console.print("[yellow]no judge: NL_ASSERTION is left out of every task's basis")
     episodes, path = [], out / "episodes.jsonl"

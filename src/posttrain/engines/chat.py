@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Sequence
 
 from posttrain.engines.base import Engine
-from posttrain.models import encode_prompt
+from posttrain.models import encode_prompt, stop_tokens
 from posttrain.types import SamplingParams
 
 Chat = Callable[[Sequence[list[dict]]], list[str]]
@@ -19,7 +19,7 @@ def engine_chat(engine: Engine, tokenizer, max_new_tokens: int = 64, temperature
                 seed: int = 0) -> Chat:
     """Replies sampled by ``engine`` after the chat template's generation prompt."""
     sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
-                              stop_token_ids=(tokenizer.eos_token_id,), seed=seed)
+                              stop_token_ids=stop_tokens(tokenizer), seed=seed)
 
     def chat(conversations: Sequence[list[dict]]) -> list[str]:
         if not conversations:
@@ -85,7 +85,7 @@ def engine_tool_chat(engine: Engine, tokenizer, max_new_tokens: int = 256,
                      temperature: float = 0.0, seed: int = 0) -> ToolChat:
     """One reply sampled by ``engine``; tool calls stay in the text (the caller parses them)."""
     sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
-                              stop_token_ids=(tokenizer.eos_token_id,), seed=seed)
+                              stop_token_ids=stop_tokens(tokenizer), seed=seed)
 
     def chat(messages: list[dict], tools: list[dict] | None) -> dict:
         ids = encode_prompt(tokenizer, as_template_messages(messages), tools=tools)

@@ -9,6 +9,7 @@ from .loading import (
     load_tokenizer,
     load_value_model,
     save_model,
+    stop_tokens,
 )
 from .logprobs import (
     naive_sequence_logprobs,
@@ -43,5 +44,6 @@ __all__ = [
     "sequence_logprobs",
     "sequence_scores",
     "sequence_values",
+    "stop_tokens",
     "token_distributions",
 ]

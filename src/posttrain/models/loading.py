@@ -41,11 +41,27 @@ def _check_dir(path: str | Path) -> Path:
 
 
 def load_tokenizer(path: str | Path):
-    """The tokenizer at ``path``; a pad token falls back to eos when the model has none."""
-    tok = AutoTokenizer.from_pretrained(_check_dir(path))
+    """The tokenizer at ``path``; a pad token falls back to eos when the model has none. It
+    keeps the ids that end a reply (``stop_tokens``): its eos and those of the model's
+    ``generation_config.json`` (an instruct model's end of turn, such as Gemma's
+    ``<end_of_turn>`` or Llama 3's ``<|eot_id|>``)."""
+    directory = _check_dir(path)
+    tok = AutoTokenizer.from_pretrained(directory)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
+    generation = directory / "generation_config.json"
+    listed = json.loads(generation.read_text()).get("eos_token_id") \
+        if generation.is_file() else None
+    listed = listed if isinstance(listed, list) else [listed]
+    tok.stop_token_ids = tuple(dict.fromkeys(
+        i for i in (tok.eos_token_id, *listed) if isinstance(i, int)))
     return tok
+
+
+def stop_tokens(tokenizer) -> tuple[int, ...]:
+    """The token ids that end a reply of the model ``tokenizer`` belongs to: those
+    ``load_tokenizer`` found, else the tokenizer's eos."""
+    return getattr(tokenizer, "stop_token_ids", None) or (tokenizer.eos_token_id,)
 
 
 def _dtype(dtype: str) -> torch.dtype:

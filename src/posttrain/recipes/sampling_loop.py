@@ -38,6 +38,7 @@ from posttrain.config.sections.rl import SYNC_TOLERANCE
 from posttrain.engines import Engine, send_verified
 from posttrain.envs import Task
 from posttrain.hooks import hooked
+from posttrain.models import stop_tokens
 from posttrain.recipes.run_dir import record_sizes
 from posttrain.reporting import Reporter
 from posttrain.rewards import RewardFunction
@@ -172,7 +173,7 @@ class RLRun(LoopRun):
     def rollout_plan(self) -> RolloutPlan:
         """Where the loop's episodes come from and how they are scored."""
         return RolloutPlan(self.tokenizer, self.tasks, self.reward_fn, self.cfg,
-                           self.cfg.params((self.tokenizer.eos_token_id,)),
+                           self.cfg.params(stop_tokens(self.tokenizer)),
                            self.algo.dynamic_sampling, self.shaping, self.seed, self.prompt_budgets,
                            self.shaping_inputs, self.variants)
 

@@ -11,6 +11,7 @@ from posttrain.config import EvalConfig
 from posttrain.engines import Engine
 from posttrain.envs import Task
 from posttrain.hooks import NO_SETTINGS, RolloutView, hooked
+from posttrain.models import stop_tokens
 from posttrain.rewards import RewardFunction
 from posttrain.rollout.sample_metrics import sample_metrics
 from posttrain.rollout.scoring import (
@@ -43,7 +44,7 @@ def eval_episodes(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: R
                   cfg: EvalConfig, seed: int = 0,
                   rollout_fn: Callable[..., list[Episode]] = rollout) -> list[Episode]:
     """``cfg.samples`` scored episodes of each task, task ``k``'s at ``[k n, (k+1) n)``."""
-    sampling = cfg.params((tokenizer.eos_token_id,), seed)
+    sampling = cfg.params(stop_tokens(tokenizer), seed)
     return rollout_fn(engine, tokenizer, tasks, reward_fn, sampling, cfg.samples)
 
 

@@ -27,7 +27,7 @@ import itertools
 import uuid
 
 from posttrain.engines import Engine
-from posttrain.models import render_prompt
+from posttrain.models import render_prompt, stop_tokens
 from posttrain.models.quick_tokens import quick_token_ids
 from posttrain.serve.batching import Batcher
 from posttrain.serve.bridge import Choice, SessionTrace
@@ -158,7 +158,7 @@ class Completer:
         seed = trace.next_seed() if f is not None and trace is not None else None
         if seed is None:
             seed = next(self._seeds) if f is not None or request.seed is None else request.seed
-        stop = (self.tokenizer.eos_token_id,)
+        stop = stop_tokens(self.tokenizer)
         if f is not None:
             return SamplingParams(budget, f.temperature, f.top_p, f.top_k, stop, seed)
         return SamplingParams(budget, request.temperature, request.top_p, request.top_k, stop,

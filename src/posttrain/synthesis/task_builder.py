@@ -35,7 +35,7 @@ from posttrain.config.extension import is_path, load_extension
 from posttrain.config.family import member
 from posttrain.config.sections.task import Models, TaskFamily, TaskParts
 from posttrain.envs.arithmetic import ArithmeticTasks, Op, Problem
-from posttrain.models import encode_prompt
+from posttrain.models import encode_prompt, stop_tokens
 from posttrain.rewards.registry import VERIFIERS
 from posttrain.types import Episode, SamplingParams
 
@@ -160,7 +160,7 @@ class BuiltScorer:
         seed = int.from_bytes(hashlib.sha256(f"solve:{sampling.seed}".encode()).digest()[:4],
                               "big")
         solving = SamplingParams(max_new_tokens=self.tokens, temperature=self.temperature,
-                                 stop_token_ids=(tokenizer.eos_token_id,), seed=seed)
+                                 stop_token_ids=stop_tokens(tokenizer), seed=seed)
         prompts = [encode_prompt(tokenizer, t.messages()) for t in tasks for _ in range(self.k)]
         outs = engine.generate(prompts, solving)
         right = [VERIFIERS["numeric"](tokenizer.decode(o.token_ids, skip_special_tokens=True),

@@ -17,7 +17,13 @@ import torch
 from posttrain.config.sections.distill import OFFLINE_DIVERGENCES
 from posttrain.data.conversations import ConversationSegments, batch_indices
 from posttrain.engines import Engine
-from posttrain.models import check_same_vocabulary, encode_prompt, load_model, load_tokenizer
+from posttrain.models import (
+    check_same_vocabulary,
+    encode_prompt,
+    load_model,
+    load_tokenizer,
+    stop_tokens,
+)
 from posttrain.models.devices import placed
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.aligned_targets import AlignedConversations
@@ -77,7 +83,7 @@ def run_distill(trainer: Trainer, teacher: torch.nn.Module | StoredLogits, token
                    for i, own in zip(idx, on_policy) if own]
         if prompts:
             sampling = SamplingParams(max_new_tokens=max_new_tokens, seed=step,
-                                      stop_token_ids=(tokenizer.eos_token_id,))
+                                      stop_token_ids=stop_tokens(tokenizer))
             segments += [Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs)
                          for o in engine.generate(prompts, sampling)]
         batch = Batch.from_episodes([Episode([s]) for s in segments],

@@ -21,6 +21,7 @@ import torch
 from posttrain.algos import LazyInputs, entry
 from posttrain.config import ActorConfig, AlgoConfig, OPDConfig
 from posttrain.engines import Engine
+from posttrain.models import stop_tokens
 from posttrain.recipes.build import RunParts
 from posttrain.recipes.distillation.teachers import (
     Samples,
@@ -88,7 +89,7 @@ def run_opd(run: OPDRun, engine: Engine) -> list[dict[str, float]]:
         seek_step(run.tasks, step, cfg.prompts_per_step)
         problems = asked(run.tasks.sample(cfg.prompts_per_step,
                                           random.Random(f"{seed}:opd:{step}")), run.variants)
-        sampling = cfg.params((tokenizer.eos_token_id,), step_seed(seed, step))
+        sampling = cfg.params(stop_tokens(tokenizer), step_seed(seed, step))
         episodes = rollout(engine, tokenizer, problems, run.reward_fn, sampling, cfg.group_size)
         metrics = rollout_metrics(episodes, run.accuracy_part, run.features)
         keep = [j for j, e in enumerate(episodes) if e.segments[0].num_trainable]
