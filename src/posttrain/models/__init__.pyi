@@ -1,6 +1,6 @@
 # What the package exports. __init__.py loads each name on first use (lazy_loader).
 
-from .chat import ChatTemplateError, encode_chat, encode_prompt, render_prompt
+from .chat import ChatTemplateError, encode_chat, encode_prompt, render_prompt, stop_tokens
 from .frozen import frozen
 from .loading import (
     ModelNotFoundError,
@@ -9,7 +9,6 @@ from .loading import (
     load_tokenizer,
     load_value_model,
     save_model,
-    stop_tokens,
 )
 from .logprobs import (
     naive_sequence_logprobs,

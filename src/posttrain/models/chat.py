@@ -79,3 +79,9 @@ def encode_quick(tokenizer, messages: Sequence[dict], name: str, answer: str,
     prompt = encode_prompt(tokenizer, messages, True, tools) + quick_token_ids(tokenizer, [name])
     answer_ids = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
     return prompt + answer_ids, [0] * len(prompt) + [1] * len(answer_ids)
+
+
+def stop_tokens(tokenizer) -> tuple[int, ...]:
+    """The token ids that end a reply of the model ``tokenizer`` belongs to: those
+    ``load_tokenizer`` found (its eos and the model's generation config's), else its eos."""
+    return getattr(tokenizer, "stop_token_ids", None) or (tokenizer.eos_token_id,)

@@ -58,12 +58,6 @@ def load_tokenizer(path: str | Path):
     return tok
 
 
-def stop_tokens(tokenizer) -> tuple[int, ...]:
-    """The token ids that end a reply of the model ``tokenizer`` belongs to: those
-    ``load_tokenizer`` found, else the tokenizer's eos."""
-    return getattr(tokenizer, "stop_token_ids", None) or (tokenizer.eos_token_id,)
-
-
 def _dtype(dtype: str) -> torch.dtype:
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
