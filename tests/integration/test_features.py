@@ -11,6 +11,7 @@ import torch
 
 from posttrain import hooks
 from posttrain.config import ActorConfig, AlgoConfig, ConfigError, EvalConfig, RLConfig, load_config
+from posttrain.config.combinations import RUN_SHAPES
 from posttrain.config.section import OptimConfig
 from posttrain.engines import TorchEngine
 from posttrain.envs import ArithmeticTasks
@@ -125,6 +126,7 @@ def test_a_declared_refusal_is_derived_into_the_config_rules(tmp_path, monkeypat
         load_config("configs/quickstart.yaml", ["rl.actor_as_grm={}", "dist.trainer_processes=2"])
     with pytest.raises(ValueError, match=r"refuses \['gpu'\]: not run shapes \(async, agent"):
         hooks.Feature("x", refuses={"gpu": "no"})
+    assert set(RUN_SHAPES) == set(hooks.SHAPES)  # every shape a feature may refuse is judged
 
 
 def grpo_episodes(lengths: list[int], rewards: list[float]) -> list[Episode]:

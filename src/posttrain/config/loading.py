@@ -45,9 +45,10 @@ def _format(err: ValidationError) -> str:
     return "invalid config:\n" + "\n".join(lines)
 
 
-def apply_override(tree: dict[str, Any], assignment: str) -> None:
-    """Set ``a.b.c=value`` in ``tree``; ``value`` is parsed as YAML (``1e-3``, ``[+, -]``,
-    ``null``). A null section on the way (``task.data: null``) becomes one holding the key."""
+def apply_override(tree: dict[str, Any], assignment: str) -> str:
+    """Set ``a.b.c=value`` in ``tree`` and return the key it set (``a.b.c``); ``value`` is
+    parsed as YAML (``1e-3``, ``[+, -]``, ``null``). A null section on the way (``task.data:
+    null``) becomes one holding the key."""
     if "=" not in assignment:
         raise ConfigError(f"override {assignment!r} must look like dotted.key=value")
     key, raw = assignment.split("=", 1)
@@ -66,6 +67,7 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
         node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as e:
         raise ConfigError(f"override {assignment!r}: cannot parse value: {e}") from e
+    return ".".join(parts)
 
 
 MODEL_SOURCES = ("path", "preset")  # the model section's two sources: one replaces the other
@@ -88,9 +90,10 @@ def build_config(tree: dict[str, Any], overrides: Sequence[str] = ()) -> RunConf
     """``tree`` with ``overrides`` applied (to a copy: ``tree`` is left as it was;
     ``replace_model_source``), validated."""
     tree = copy.deepcopy(tree)
+    overridden = set()
     for o in overrides:
-        apply_override(tree, o)
-    replace_model_source(tree, {o.split("=", 1)[0].strip() for o in overrides})
+        overridden.add(apply_override(tree, o))
+    replace_model_source(tree, overridden)
     try:
         return RunConfig.model_validate(tree)
     except ValidationError as e:

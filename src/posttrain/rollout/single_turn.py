@@ -133,8 +133,7 @@ class RolloutPlan:
 class SyncEpisodes:
     """Step ``k`` samples ``prompts_per_step`` prompts drawn from ``(seed, k)`` alone (each in
     the plan's ``variants``: one group per (prompt, variant)) with ``rollout_fn`` on ``engine``,
-    as
-    ``plan`` says; with dynamic sampling it keeps the groups that carry signal and, in
+    as ``plan`` says; with dynamic sampling it keeps the groups that carry signal and, in
     ``resample`` mode, draws fresh prompts (round ``r`` from ``(seed, k, r)``) until
     ``prompts_per_step`` do or the rounds run out. Tasks read as a stream draw from position
     ``k * prompts_per_step`` on (``seek_step``; resampled rounds read ahead: the next step's
