@@ -3,7 +3,9 @@ on a quiet machine and (``--contention``) beside a competing PyTorch process.
 
 Workload (the issue's reference): the `small` tiny preset (Llama, hidden 256, 4 layers),
 8 prompts x 8 generations x 32 new tokens, fp32, 2 threads; prompts as chat messages or raw
-strings (``--prompts raw``: ``"12+7="``, as TRL's examples use). Every measurement runs in a
+strings (``--prompts raw``: ``"12+7="``, as TRL's examples use). ``--model-dir`` runs a model
+directory instead, such as a real one (docs/real_models.md: SmolLM2-135M-Instruct with
+``--new-tokens 64``). Every measurement runs in a
 fresh process, as a user runs either framework: posttrain's imports posttrain first (its
 OpenMP settings), TRL's imports torch first (torch's). A measurement is ``--steps`` steps after
 one warm-up step. posttrain and TRL alternate for ``--rounds`` rounds (this host's speed drifts
@@ -16,6 +18,7 @@ median. Prints JSON.
 
     python benchmarks/grpo_step.py [--steps 3] [--rounds 3] [--prompts chat|raw]
                                    [--contention] [--no-trl] [--openmp posttrain|torch]
+                                   [--model-dir DIR] [--new-tokens 32]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from pathlib import Path
 USER_ENV = dict(os.environ)
 
 PAIRS = [(12, 7), (45, 38), (3, 99), (60, 21), (8, 8), (71, 14), (33, 66), (50, 5)]
-G, NEW_TOKENS, THREADS = 8, 32, 2
+G, THREADS = 8, 2
 COMPETITOR = ("import torch\ntorch.set_num_threads(2)\na = torch.randn(256, 256)\n"
               "while True:\n    a @ a\n")
 
@@ -50,7 +53,8 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "posttrain") -> dict:
+def posttrain_steps(model_dir: str, steps: int, style: str, new_tokens: int,
+                    openmp: str = "posttrain") -> dict:
     """``openmp``: ``posttrain`` imports posttrain before torch, as the CLI does (its OpenMP
     wait policy, chosen from the machine's state); ``torch`` imports torch first (torch's
     defaults)."""
@@ -63,8 +67,8 @@ def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "postt
     # isort: on
     from posttrain.algos import get
     from posttrain.config import OptimConfig, TrainerConfig
-    from posttrain.engines import TorchEngine
-    from posttrain.models import encode_prompt, load_model, load_tokenizer
+    from posttrain.engines import TorchEngine, send_verified
+    from posttrain.models import encode_prompt, load_model, load_tokenizer, stop_tokens
     from posttrain.train import Trainer, policy_steps
     from posttrain.types import Batch, Episode, SamplingParams, Segment
 
@@ -80,7 +84,8 @@ def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "postt
     for step in range(steps + 1):
         t0 = time.perf_counter()
         outs = engine.generate([p for p in prompts for _ in range(G)],
-                               SamplingParams(max_new_tokens=NEW_TOKENS, seed=step))
+                               SamplingParams(max_new_tokens=new_tokens, seed=step,
+                                              stop_token_ids=stop_tokens(tok)))
         t1 = time.perf_counter()
         eps = [Episode([Segment.from_prompt_completion(o.prompt_ids, o.token_ids, o.logprobs)],
                        reward=float(len(o.token_ids) % 2), group_id=str(j // G))
@@ -91,18 +96,19 @@ def posttrain_steps(model_dir: str, steps: int, style: str, openmp: str = "postt
         batch = batch.replace(advantages=adv)  # no old_logprobs: the update's forward gives them
         t2 = time.perf_counter()
         policy_steps(trainer, batch)
-        engine.update_weights(trainer.named_weights(), step + 1)
         t3 = time.perf_counter()
-        times.append((t1 - t0, t2 - t1, t3 - t2, int(batch.loss_mask.sum())))
+        send_verified(engine, trainer.named_weights(), step + 1, timeout_s=600.0)
+        t4 = time.perf_counter()
+        times.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, int(batch.loss_mask.sum())))
     runs = times[1:]
-    mean = [sum(r[i] for r in runs) / len(runs) for i in range(4)]
+    mean = [sum(r[i] for r in runs) / len(runs) for i in range(5)]
     return {"generation_s": mean[0], "prepare_s": mean[1], "update_s": mean[2],
-            "step_s": sum(mean[:3]), "steps_s": [sum(r[:3]) for r in runs],
-            "generated_tokens": mean[3], "generated_tokens_per_s": mean[3] / mean[0],
+            "sync_s": mean[3], "step_s": sum(mean[:4]), "steps_s": [sum(r[:4]) for r in runs],
+            "generated_tokens": mean[4], "generated_tokens_per_s": mean[4] / mean[0],
             "peak_rss_mib": peak_rss_mib(), "openmp_wait": posttrain.OPENMP_WAIT}
 
 
-def trl_steps(model_dir: str, steps: int, style: str) -> dict:
+def trl_steps(model_dir: str, steps: int, style: str, new_tokens: int) -> dict:
     import contextlib
 
     import torch  # first: torch's own OpenMP settings, as a TRL user has them
@@ -127,7 +133,7 @@ def trl_steps(model_dir: str, steps: int, style: str) -> dict:
     with tempfile.TemporaryDirectory() as out:
         args = GRPOConfig(
             output_dir=out, per_device_train_batch_size=len(texts) * G, num_generations=G,
-            max_completion_length=NEW_TOKENS, max_steps=steps + 1, learning_rate=1e-6,
+            max_completion_length=new_tokens, max_steps=steps + 1, learning_rate=1e-6,
             use_cpu=True, report_to=[], logging_steps=1000, save_strategy="no", beta=0.0,
             temperature=1.0, bf16=False, dataloader_num_workers=0,
         )
@@ -142,10 +148,12 @@ def trl_steps(model_dir: str, steps: int, style: str) -> dict:
     return {"step_s": sum(runs) / len(runs), "steps_s": runs, "peak_rss_mib": peak_rss_mib()}
 
 
-def measure(which: str, model_dir: str, steps: int, style: str, openmp: str) -> dict:
+def measure(which: str, model_dir: str, steps: int, style: str, new_tokens: int,
+            openmp: str) -> dict:
     """One measurement in a fresh process; a failure is reported, not hidden."""
-    run = subprocess.run([sys.executable, __file__, "--measure", which, "--model", model_dir,
-                          "--steps", str(steps), "--prompts", style, "--openmp", openmp],
+    run = subprocess.run([sys.executable, __file__, "--measure", which, "--model-dir", model_dir,
+                          "--steps", str(steps), "--prompts", style, "--openmp", openmp,
+                          "--new-tokens", str(new_tokens)],
                          capture_output=True, text=True, check=False, env=USER_ENV)
     if run.returncode:
         return {"error": (run.stderr.strip().splitlines() or ["failed"])[-1]}
@@ -181,12 +189,15 @@ def main() -> None:
     ap.add_argument("--openmp", choices=("posttrain", "torch"), default="posttrain",
                     help="posttrain: its OpenMP wait policy, chosen at import (the default); "
                          "torch: torch's own")
+    ap.add_argument("--model-dir", help="a model directory (default: the tiny preset 'small', "
+                                        "built here)")
+    ap.add_argument("--new-tokens", type=int, default=32, help="new tokens a generation")
     ap.add_argument("--measure", choices=("posttrain", "trl"), help=argparse.SUPPRESS)
-    ap.add_argument("--model", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.measure:
-        result = posttrain_steps(a.model, a.steps, a.prompts, a.openmp) \
-            if a.measure == "posttrain" else trl_steps(a.model, a.steps, a.prompts)
+        result = posttrain_steps(a.model_dir, a.steps, a.prompts, a.new_tokens, a.openmp) \
+            if a.measure == "posttrain" else trl_steps(a.model_dir, a.steps, a.prompts,
+                                                       a.new_tokens)
         print(json.dumps(result))
         return
     from posttrain.models import build_tiny, load_model
@@ -195,7 +206,7 @@ def main() -> None:
     loads = ["quiet", "loaded"] if a.contention else ["quiet"]
     runs: dict[tuple[str, str], list[dict]] = {(n, c): [] for n in names for c in loads}
     with tempfile.TemporaryDirectory() as d:
-        model_dir = str(build_tiny(Path(d) / "small", "small"))
+        model_dir = a.model_dir or str(build_tiny(Path(d) / "small", "small"))
         n_params = sum(p.numel() for p in load_model(model_dir).parameters())
         for _ in range(a.rounds):
             for load in loads:
@@ -204,14 +215,15 @@ def main() -> None:
                 try:
                     for name in names:
                         runs[name, load].append(
-                            measure(name, model_dir, a.steps, a.prompts, a.openmp))
+                            measure(name, model_dir, a.steps, a.prompts, a.new_tokens,
+                                    a.openmp))
                 finally:
                     if competitor is not None:
                         competitor.kill()
                         competitor.wait()
-    result = {"model": "tiny preset 'small'", "parameters": n_params,
+    result = {"model": a.model_dir or "tiny preset 'small'", "parameters": n_params,
               "workload": f"{len(PAIRS)} {a.prompts} prompts x {G} generations x "
-                          f"{NEW_TOKENS} new tokens, fp32, {THREADS} threads",
+                          f"{a.new_tokens} new tokens, fp32, {THREADS} threads",
               "rounds": a.rounds, "steps_per_round": a.steps, "posttrain_openmp": a.openmp}
     for name in names:
         quiet = summary(runs[name, "quiet"])

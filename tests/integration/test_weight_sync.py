@@ -158,3 +158,17 @@ def test_weights_stream_to_the_engine_one_at_a_time(trainer_and_engine):
     assert most <= 1, most
     assert engine.weights_checksum() == report.checksum == weights_checksum(
         trainer.model.named_parameters())
+
+
+def test_a_cast_sync_reports_what_was_sent_and_a_plain_one_what_is_held(model, tokenizer):
+    """A bf16 engine sent fp32 weights (half of them already bf16) reports the fingerprint of
+    what was sent; sent bf16 weights alone, it reports its own."""
+    engine = TorchEngine(model, tokenizer.pad_token_id, dtype=torch.bfloat16)
+    sent = [(n, p.detach().to(torch.bfloat16) if i % 2 else p.detach().clone())
+            for i, (n, p) in enumerate(model.named_parameters())]
+    engine.update_weights(iter(sent), 1)
+    assert engine.weights_checksum() == weights_checksum(sent)
+    held = [(n, p.detach().to(torch.bfloat16)) for n, p in model.named_parameters()]
+    assert engine.weights_checksum() != weights_checksum(held)  # fp32 halves were sent
+    engine.update_weights(iter(held), 2)
+    assert engine.weights_checksum() == weights_checksum(held)

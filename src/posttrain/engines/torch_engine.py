@@ -90,23 +90,29 @@ class TorchEngine:
         """Copy new weights in place as they come (one at a time: a stream of gathered shards
         is never whole), cast to the engine's dtype; an unknown name or shape raises
         ``KeyError`` or ``ValueError``. A sleeping engine wakes first, and computes again
-        once every weight was written."""
+        once every weight was written. Only a sync that casts is fingerprinted as it comes
+        (``weights_checksum`` then reports what was sent): the tensors that came cast as they
+        pass, the others from the engine's copy, whose bytes are theirs."""
         if self._freed is not None:
             self._freed.restore()
             self._freed, self._stale = None, True
         written: set[str] = set()
-        received, cast = WeightsDigest(), False
+        received, cast = WeightsDigest(), set()  # the digest of what came cast, as it came
         with torch.no_grad():
-            for name, tensor in received.passing(named_tensors):
+            for name, tensor in named_tensors:
                 if name not in self._params:
                     raise KeyError(f"engine has no parameter {name!r}")
                 target = self._params[name]
                 if target.shape != tensor.shape:
                     raise ValueError(f"{name}: shape {tuple(tensor.shape)} != "
                                      f"{tuple(target.shape)}")
+                if tensor.dtype != target.dtype:
+                    received.add(name, tensor)
+                    cast.add(name)
                 target.copy_(tensor)
                 written.add(name)
-                cast |= tensor.dtype != target.dtype
+        for name in written - cast if cast else ():  # these came as they are held: equal bytes
+            received.add(name, self._params[name])
         self._received = received.hexdigest() if cast else None
         self._version = version
         self._stale &= written != set(self._params)
