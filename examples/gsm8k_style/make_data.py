@@ -77,8 +77,8 @@ def main() -> None:
     write(args.out / "train.jsonl", [prompt_row(t, p) for t, p in train[:args.train]])
     write(args.out / "sft.jsonl", [sft_row(t, p, rng.random() < args.flawed)
                                    for t, p in train[args.train:]])
-    print(f"wrote {args.out}: {args.train} train, {len(test)} test prompts, "
-          f"{len(train) - args.train} SFT conversations")
+    print(f"wrote {args.out}: {len(train[:args.train])} train, {len(test)} test prompts, "
+          f"{len(train[args.train:])} SFT conversations")
 
 
 if __name__ == "__main__":

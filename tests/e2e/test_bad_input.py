@@ -1,6 +1,9 @@
 """Every command meets bad input with one line naming the problem and exit code 2: missing or
 broken files, directories that are not models, data without a valid row, unknown names."""
 
+import json
+import shutil
+
 import pytest
 from typer.testing import CliRunner
 
@@ -18,11 +21,26 @@ def inputs(tmp_path, tiny_dir):
     (tmp_path / "bank" / "bad-skill").mkdir(parents=True)
     (tmp_path / "bank" / "bad-skill" / "SKILL.md").write_text("no front matter\n")
     (tmp_path / "model").symlink_to(tiny_dir)  # a model (the session's)
+    shutil.copytree(tiny_dir, tmp_path / "base")  # ... and one without a chat template
+    (tmp_path / "base" / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((tmp_path / "base" / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (tmp_path / "base" / "tokenizer_config.json").write_text(json.dumps(config))
     return tmp_path
 
 
 CASES = {
     "eval: a directory without a model": (["eval", "{d}/empty"], "has no config.json"),
+    "eval: a base model without a chat template": (
+        ["eval", "{d}/base", "eval.num_problems=2"],
+        "the tokenizer of {d}/base has no chat template (a base model?): posttrain renders "
+        "every prompt as a chat; write one to {d}/base/chat_template.jinja"),
+    "train: a base model without a chat template": (
+        ["train", "configs/quickstart.yaml", "model.path={d}/base", "stages=[rl]",
+         "eval.num_problems=2", "--out", "{d}/o"], "has no chat template"),
+    "import-gguf: neither a file, a folder nor a package": (
+        ["import-gguf", "no_such_package", "{d}/m"],
+        "no_such_package is neither a .gguf file, a folder, nor an installed package"),
     "eval: a missing config": (["eval", "{d}/empty", "--config", "{d}/none.yaml"],
                                "does not exist"),
     "train: a missing config": (["train", "{d}/none.yaml"], "does not exist"),

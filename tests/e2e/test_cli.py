@@ -87,6 +87,18 @@ def test_build_tiny_and_eval(tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["accuracy"] == 0.0
     assert not (tmp_path / "o").exists()  # evaluating makes no run directory
+    assert "no --config: the quickstart task" in " ".join(result.stderr.split())
+
+
+def test_eval_of_a_runs_model_reads_that_runs_config(tmp_path):
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["build-tiny", str(run / "rl_model"), "--preset", "nano"]
+                         ).exit_code == 0
+    (run / "config.yaml").write_text("eval:\n  num_problems: 3\n")
+    result = runner.invoke(app, ["eval", str(run / "rl_model"), "--out", str(tmp_path / "e")])
+    assert result.exit_code == 0, result.output
+    assert f"the task of its run, {run / 'config.yaml'}" in " ".join(result.stderr.split())
+    assert len((tmp_path / "e" / "samples.jsonl").read_text().splitlines()) == 3
 
 
 def test_preference_stage_runs_after_sft_and_reports(tmp_path):

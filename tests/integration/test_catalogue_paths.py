@@ -161,7 +161,8 @@ def test_a_dotted_path_estimators_constraints_follow_from_its_inputs(mine):
 
 
 @pytest.mark.parametrize(("key", "name", "error"), [
-    ("algo.adv_estimator", "nowhere.py:f", "'nowhere.py:f': no file 'nowhere.py'"),
+    ("algo.adv_estimator", "nowhere.py:f", "'nowhere.py:f': no file 'nowhere.py' "
+     r"\(a file is found from the working directory, .*, not from the config's folder\)"),
     ("algo.adv_estimator", "mine.py:absent", "'mine.py' has no attribute 'absent'"),
     ("algo.adv_estimator", "mine.py:NOT_A_FUNCTION", "is a int, not a function"),
     ("algo.adv_estimator", "mine.py:no_output",

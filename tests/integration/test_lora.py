@@ -6,6 +6,7 @@ import copy
 import json
 import random
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -35,7 +36,9 @@ def batch(tokenizer, n=8, seed=0):
 def test_only_adapters_train_and_the_merged_model_is_the_adapted_one(model, tokenizer,
                                                                       tmp_path):
     base = {n: p.detach().clone() for n, p in model.named_parameters()}
-    trainer = Trainer(model, OptimConfig(lr=1e-2), 3, LORA)
+    with warnings.catch_warnings():  # peft's FutureWarning from transformers (add_lora)
+        warnings.simplefilter("error", FutureWarning)
+        trainer = Trainer(model, OptimConfig(lr=1e-2), 3, LORA)
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     for _ in range(3):

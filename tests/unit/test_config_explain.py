@@ -56,3 +56,15 @@ def test_pairs_stay_whole_and_notes_say_where_the_counts_may_differ():
     # 5 pairs = 10 rows; a micro-batch of 3 rows would split a pair: 2 rows, 5 micro-batches
     assert (pref.rows_per_step, pref.micro_batches_per_step, pref.evals) == (10, 5, 2)
     assert "pack_tokens" in sft.notes[0] and "dynamic sampling" in rl.notes[0]
+
+
+def test_a_pretrained_model_at_a_tiny_models_learning_rate_is_noted(tiny_dir):
+    own = [f"model.path={tiny_dir}", "stages=[sft, rl]"]
+    sft, rl = plan(load_config(None, own))
+    assert "optim.lr=0.003 is the default" in sft.notes[0] and "1e-5 to 2e-5" in sft.notes[0]
+    assert "optim.lr=0.0001 is the default" in rl.notes[0]
+    sft, rl = plan(load_config(None, [*own, "rl.optim.lr=2e-5"]))
+    assert sft.notes and not rl.notes  # chosen: no note
+    assert not any(p.notes for p in plan(load_config(None, ["stages=[sft, rl]"])))  # a preset
+    lora = plan(load_config(None, [*own, "trainer.lora={r: 8}"]))
+    assert not any(p.notes for p in lora)  # adapters take larger rates

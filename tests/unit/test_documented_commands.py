@@ -99,7 +99,7 @@ def referenced_paths(config: Path) -> list[str]:
     """The model and data paths a config file names (its own set-up, or the docs', makes
     them)."""
     text = re.sub(r"(?m)^\s*#.*$", "", config.read_text())  # what its comments say it makes
-    return re.findall(r"(?:^|[\s{:])((?:runs|data)/[\w./-]+)", text)
+    return re.findall(r"(?:^|[\s{:])((?:runs|data|models)/[\w./-]+)", text)
 
 
 def provide(path: Path, tiny_dir: Path) -> None:

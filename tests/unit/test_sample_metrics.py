@@ -79,6 +79,7 @@ def test_evaluation_splits_by_a_column():
     got = eval_metrics(A + B, [Row("easy"), Row("hard")],
                              RewardFunction({"correct": ("exact", 1.0)}), cfg, "correct")
     assert got["accuracy"] == 0.25 and got["pass@4"] == 0.5
+    assert got["accuracy_se"] == pytest.approx((0.25 * 0.75 / 2) ** 0.5, rel=1e-15)  # 2 problems
     assert got["accuracy/level=easy"] == 0.5 and got["accuracy/level=hard"] == 0.0
     assert got["pass@4/level=easy"] == 1.0
 
@@ -105,3 +106,4 @@ def test_tool_use_is_reported_only_where_a_tool_was_offered():
     tools = [{"type": "function", "function": {"name": "add"}}]
     got = eval_metrics([looped(tools, 1), looped(tools, 0)], [Row("a")] * 2, rf, cfg, "correct")
     assert got["tool_use"] == 0.5
+    assert got["accuracy"] == 1.0 and got["accuracy_se"] == 0.0  # both right: no spread

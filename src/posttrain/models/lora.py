@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -17,12 +18,17 @@ import torch
 
 def add_lora(model: torch.nn.Module, r: int, alpha: float, dropout: float,
              target_modules: tuple[str, ...]) -> torch.nn.Module:
-    """``model`` wrapped with fresh adapters (``B = 0``: the same function at the start)."""
+    """``model`` wrapped with fresh adapters (``B = 0``: the same function at the start).
+    peft reads the model's ``is_gradient_checkpointing``, which transformers 5 deprecated: its
+    FutureWarning on every LoRA run is silenced here, and only it."""
     from peft import LoraConfig, get_peft_model
 
     cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout,
                      target_modules=list(target_modules), bias="none")
-    return get_peft_model(model, cfg)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated",
+                                FutureWarning)
+        return get_peft_model(model, cfg)
 
 
 def is_lora(model: torch.nn.Module) -> bool:

@@ -6,6 +6,7 @@ held-out evaluation and the data a stage reads. Commands that only sample or eva
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -168,10 +169,18 @@ class RunTasks:
         self.judged = True
 
     def evaluate(self, engine: Engine, tokenizer) -> tuple[list[Episode], dict[str, float]]:
-        """The held-out episodes (``eval.samples`` a problem) and their metrics."""
-        return evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, self.cfg.eval,
-                         self.cfg.reward.accuracy_part, self.cfg.seed, self.rollout_fn,
-                         self.cfg.features)
+        """The held-out episodes (``eval.samples`` a problem) and their metrics; ``progress``
+        says what is played before (on a real model it takes minutes) and the accuracy, its
+        standard error and the time after."""
+        e, started = self.cfg.eval, time.monotonic()
+        self.progress.message(f"evaluating {len(self.eval_tasks)} held-out problems x "
+                              f"{e.samples} sample(s), up to {e.max_new_tokens} new tokens each")
+        episodes, metrics = evaluate(engine, tokenizer, self.eval_tasks, self.reward_fn, e,
+                                     self.cfg.reward.accuracy_part, self.cfg.seed,
+                                     self.rollout_fn, self.cfg.features)
+        self.progress.message(f"  accuracy {metrics['accuracy']:.3f} ± "
+                              f"{metrics['accuracy_se']:.3f} ({time.monotonic() - started:.0f} s)")
+        return episodes, metrics
 
     # -- data --------------------------------------------------------------------------------
     def report_skipped(self, what: str, skipped: list[tuple[int, str]]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from posttrain.algos.metrics import standard_error
 from posttrain.config import EvalConfig
 from posttrain.engines import Engine
 from posttrain.envs import Task
@@ -51,9 +52,10 @@ def eval_episodes(engine: Engine, tokenizer, tasks: Sequence[Task], reward_fn: R
 def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: RewardFunction,
                  cfg: EvalConfig, accuracy_part: str,
                  features: Mapping[str, Any] = NO_SETTINGS) -> dict[str, float]:
-    """``{"accuracy", "reward", <part>...}`` averaged over every sample (plus ``tool_use`` for
-    agent episodes offered a tool, and ``accuracy/<domain>`` when the tasks span several
-    domains); with ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the
+    """``{"accuracy", "reward", <part>...}`` averaged over every sample and ``accuracy_se``,
+    the accuracy's binomial standard error over the problems (plus ``tool_use`` for agent
+    episodes offered a tool, and ``accuracy/<domain>`` when the tasks span several domains);
+    with ``cfg.samples > 1``, ``sample_metrics``; for each column of ``cfg.group_by``, the
     accuracy (and the largest ``pass@k``) of each of its values, ``<metric>/<column>=<value>``.
     """
     n = len(episodes)
@@ -61,6 +63,8 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
     for name in dict.fromkeys([*reward_fn.weights, *(k for e in episodes for k in e.rewards)]):
         out[name] = sum(e.score(name) for e in episodes) / n  # (also a feature's own part)
     out["accuracy"] = out[accuracy_part]
+    per_problem = per_task(episodes, cfg.samples)
+    out["accuracy_se"] = standard_error(min(max(out["accuracy"], 0.0), 1.0), len(per_problem))
     out |= missing_metrics(episodes)
     domains = sorted({d for e in episodes if (d := e.meta.get("domain")) is not None})
     if len(domains) > 1:  # per task domain too
@@ -70,7 +74,6 @@ def eval_metrics(episodes: Sequence[Episode], tasks: Sequence[Task], reward_fn: 
     out |= tool_use(episodes)
     out |= feature_metrics(RolloutView(episodes, (), features)) | harness_metrics(
         episodes, accuracy_part)
-    per_problem = per_task(episodes, cfg.samples)
     if cfg.samples > 1:
         out |= sample_metrics(per_problem, accuracy_part, cfg.pass_ks())
     for column in cfg.group_by:

@@ -46,7 +46,8 @@ def load_module(where: str, spec: str):
     """The module ``where`` (``path/to/file.py`` or an importable name); errors name ``spec``."""
     from_file = where.endswith(".py")
     if from_file and not Path(where).is_file():
-        raise ExtensionError(f"{spec!r}: no file {where!r}")
+        raise ExtensionError(f"{spec!r}: no file {where!r} (a file is found from the working "
+                             f"directory, {Path.cwd()}, not from the config's folder)")
     try:
         return _module_of_file(Path(where)) if from_file else importlib.import_module(where)
     except Exception as e:  # the user's module failed to import: say why

@@ -2,8 +2,9 @@
 
 
 class ChatTemplateError(ValueError):
-    """The tokenizer's chat template cannot be rendered incrementally (a later rendering does
-    not extend an earlier one), so tokens cannot be appended without re-tokenising."""
+    """The tokenizer has no chat template, or its template cannot be rendered incrementally (a
+    later rendering does not extend an earlier one), so tokens cannot be appended without
+    re-tokenising."""
 
 
 class TeacherMismatchError(ValueError):

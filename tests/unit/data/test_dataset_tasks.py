@@ -3,6 +3,7 @@ reads gives the same tasks; column mapping, system prompts, held-out splits, see
 bad data is a ``DataError`` naming the file, column or row, and unusable rows are skipped with
 their reasons."""
 
+import re
 
 import datasets
 import pytest
@@ -111,9 +112,13 @@ def test_a_missing_column_the_head_cannot_tell_is_an_error_when_read(tmp_path):
         tasks(tmp_path / "folder")
 
 
-def test_the_config_names_a_missing_or_unreadable_path(tmp_path):
-    with pytest.raises(ValueError, match="path: '.*none.jsonl' does not exist"):
+def test_the_config_names_a_missing_or_unreadable_path(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match=r"path: '.*none.jsonl' does not exist \["):
         DatasetConfig(path=str(tmp_path / "none.jsonl"))
+    monkeypatch.chdir(tmp_path)  # a relative path: where it was looked for
+    with pytest.raises(ValueError, match=re.escape(
+            f"'data/none.jsonl' does not exist (looked for from {tmp_path})")):
+        DatasetConfig(path="data/none.jsonl")
     (tmp_path / "d.txt").write_text("x")
     with pytest.raises(ValueError, match="is not a data file"):
         DatasetConfig(path=str(tmp_path / "d.txt"))

@@ -50,8 +50,9 @@ def resolve(where: str | Path | list[str]) -> DataSource:
         if not found or not Path(found[0]).exists():
             hub = "/" in name and not Path(name).suffix and not name.startswith((".", "/"))
             hint = f"; {HUB_HINT.format(name=name, leaf=name.split('/')[-1])}" if hub else ""
-            raise ValueError(f"{name!r} does not exist{hint}" if not glob.has_magic(name)
-                             else f"{name!r} matches no file")
+            seen = "" if Path(name).is_absolute() else f" (looked for from {Path.cwd()})"
+            raise ValueError(f"{name!r} does not exist{seen}{hint}" if not glob.has_magic(name)
+                             else f"{name!r} matches no file{seen}")
         files += found
     if len(files) == 1 and Path(files[0]).is_dir():
         return DataSource(folder=files[0])

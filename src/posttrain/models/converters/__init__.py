@@ -1,0 +1,1 @@
+"""Model files of other formats turned into Hugging Face model directories (GGUF)."""
