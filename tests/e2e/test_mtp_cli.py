@@ -89,7 +89,7 @@ def test_eval_drafts_with_the_saved_head_and_answers_the_same(tmp_path):
         assert result.exit_code == 0, result.output
         answers.append([json.loads(line)["completion"]
                         for line in open(tmp_path / f"eval{draft}" / "samples.jsonl")])
-        printed.append(json.loads(result.output))
+        printed.append(json.loads(result.stdout))
         assert json.loads((tmp_path / f"eval{draft}" / "summary.json").read_text()) \
             == printed[-1]
     assert answers[0] == answers[1]  # greedy: speculative decoding changes nothing

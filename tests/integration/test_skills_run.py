@@ -125,7 +125,7 @@ def test_eval_plays_the_protocol_with_a_model_and_writes_its_report(bank, tiny_d
         "eval.max_new_tokens=4", f"out_dir={tmp_path / 'run'}"])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "bench" / "skills_bench.json").read_text())
-    assert json.loads(result.output) == report
+    assert json.loads(result.stdout) == report
     assert report["tasks"] == 3 and set(report["conditions"]) == {
         "vanilla", "skills", "self_generated"}
     for c in ("skills", "self_generated"):
