@@ -140,7 +140,7 @@ def default_lr_on_own_model(cfg: RunConfig, section) -> str | None:
     if optim.lr != default or default <= PRETRAINED_LR:
         return None
     return (f"optim.lr={default:g} is the default, sized for tiny models trained from "
-            f"scratch; a pretrained model (model.path) takes 1e-5 to 2e-5 for full "
+            "scratch; a pretrained model (model.path) takes 1e-5 to 2e-5 for full "
             "fine-tuning (docs/real_models.md)")
 
 

@@ -54,11 +54,10 @@ def find_gguf(source: str, name: str | None = None) -> GGUFSource:
         return GGUFSource(path)
     package = None if path.is_dir() else _package(source)
     folder = path if package is None else package[0]
-    files = sorted(folder.rglob("*.gguf"))
-    if name is not None:
-        files = [f for f in files if f.name == name]
+    held = sorted(folder.rglob("*.gguf"))
+    files = held if name is None else [f for f in held if f.name == name]
     if len(files) != 1:
-        found = ", ".join(f.name for f in sorted(folder.rglob("*.gguf"))) or "none"
+        found = ", ".join(f.name for f in held) or "none"
         raise GGUFImportError(
             f"{source} holds {'no' if not files else 'several'} .gguf file"
             f"{'' if not files else 's'}{f' named {name}' if name else ''} (found: {found})"
