@@ -16,7 +16,8 @@ SKILL_BANK = "skills.dir={bank}"
 # a command: its new spelling, its old one (None: it has none), the file it writes in {out};
 # {model} is a nano model with the quick-instruction tokens, which every mode can evaluate
 SPELLINGS = {
-    "heldout": (["eval", "{model}", "eval.num_problems=2", "out_dir={tmp}/run", "--out", "{out}"],
+    "heldout": (["eval", "{model}", "--config", "configs/quickstart.yaml", "eval.num_problems=2",
+                 "out_dir={tmp}/run", "--out", "{out}"],
                 None, "summary.json"),
     "skills-bench": (
         ["eval", "{model}", "--mode", "skills-bench", "--config", "configs/quickstart.yaml",

@@ -42,7 +42,8 @@ def test_a_source_that_is_not_one_says_why(tmp_path):
     cases = [
         ([str(tmp_path / "a.jsonl"), str(tmp_path / "b.csv")], "mix formats"),
         (str(tmp_path / "none-*.jsonl"), "matches no file"),
-        ("openai/gsm8k", r"does not exist; a Hugging Face hub dataset is read from a local "
+        ("openai/gsm8k", r"does not exist \(looked for from .+\); a Hugging Face hub dataset "
+                         r"is read from a local "
                          r"copy: download it first \(`hf download openai/gsm8k"),
         (str(tmp_path / "b.txt"), "does not exist"),
     ]
