@@ -84,7 +84,8 @@ def model(tiny_dir):
 @pytest.fixture(scope="session")
 def recipe_overrides(tmp_path_factory):
     """``overrides(path)``: what a shipped config in ``configs/`` needs to load on a fresh
-    checkout. gsm8k_style.yaml names data its example script writes: written here, small."""
+    checkout. gsm8k_style.yaml and configs/real/ name data its example script writes: written
+    here, small."""
     import subprocess
     import sys
 
@@ -92,6 +93,7 @@ def recipe_overrides(tmp_path_factory):
     subprocess.run([sys.executable, "examples/gsm8k_style/make_data.py", str(data),
                     "--train", "10", "--test", "5", "--sft", "10"], check=True,
                    capture_output=True)
-    own_data = [f"task.data.path={data / 'train.jsonl'}",
-                f"task.data.eval_path={data / 'test.jsonl'}", f"sft.data={data / 'sft.jsonl'}"]
-    return lambda path: own_data if path.stem == "gsm8k_style" else []
+    tasks = [f"task.data.path={data / 'train.jsonl'}",
+             f"task.data.eval_path={data / 'test.jsonl'}"]
+    by_name = {"gsm8k_style": [*tasks, f"sft.data={data / 'sft.jsonl'}"], "real": tasks}
+    return lambda path: by_name.get(path.stem, by_name.get(path.parent.name, []))

@@ -1,5 +1,5 @@
-"""Data curation: pass rates over k samples, the pass-rate filter, best-of-k SFT rows, and the
-two commands end to end."""
+"""Data curation: pass rates over k samples, the pass-rate filter, best-of-k SFT rows,
+best-over-worst preference pairs, and the commands end to end."""
 
 import json
 import random
@@ -8,8 +8,16 @@ import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli.app import app
+from posttrain.cli.curate import write_rows
 from posttrain.data.conversations import load_chat_data
-from posttrain.data.curation import best_row, filter_row, in_range, sample_prompts
+from posttrain.data.curation import (
+    best_row,
+    filter_row,
+    in_range,
+    pair_row,
+    sample_prompts,
+)
+from posttrain.data.preference_pairs import load_preference_data, parse_pair
 from posttrain.engines import GenerationOutput
 from posttrain.envs import ArithmeticTasks
 from posttrain.rewards import RewardFunction
@@ -41,7 +49,7 @@ class KnownSkillEngine:
         return outs
 
 
-def test_pass_rates_filter_and_best_of_k(tokenizer):
+def test_pass_rates_filter_best_of_k_and_pairs(tokenizer, tmp_path):
     tasks = TASKS.sample(12, random.Random(0))
     reward = RewardFunction({"correct": ("numeric", 1.0)})
     samples = list(sample_prompts(KnownSkillEngine(tokenizer), tokenizer, tasks, reward,
@@ -60,6 +68,21 @@ def test_pass_rates_filter_and_best_of_k(tokenizer):
             assert row is None
         else:
             assert row["messages"][-1]["content"] == f"<answer>{t.a + t.b}</answer>"
+    pairs = [pair_row(s, 1.0) for s in samples]
+    for row, p, t in zip(pairs, expected, tasks):
+        if p in (0, 1):  # nothing to prefer: no right answer, or no wrong one
+            assert row is None
+            continue
+        pair = parse_pair(row)  # the form pref.data reads
+        assert pair.chosen == f"<answer>{t.a + t.b}</answer>"
+        assert pair.rejected == f"<answer>{t.a + t.b + 1}</answer>"
+        assert (row["chosen_reward"], row["rejected_reward"], row["pass_rate"]) == (1.0, 0.0, p)
+        assert row["prompt"] == t.messages()
+    kept, seen = write_rows(tmp_path / "pairs.jsonl", iter(pairs), lambda row: True)
+    loaded = load_preference_data(tmp_path / "pairs.jsonl")  # what pref.data=... reads
+    assert (kept, seen) == (sum(0 < p < 1 for p in expected), len(tasks))
+    assert [pair.chosen for pair in loaded.pairs] == [r["chosen"][0]["content"] for r in pairs
+                                                      if r is not None]
 
 
 runner = CliRunner()
@@ -81,6 +104,10 @@ def test_filter_and_rejection_sample_commands(tiny_dir, tmp_path):
     assert result.exit_code == 0, result.output
     data = load_chat_data(tmp_path / "sft.jsonl")
     assert len(data.conversations) == 4 and data.conversations[0][-1]["role"] == "assistant"
+    # the nano model answers nothing right: no best answer reaches the threshold, no pair
+    result = runner.invoke(app, ["pair-sample", *base, "--out", str(tmp_path / "pairs.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "pairs.jsonl").read_text() == "" and "kept 0 of 4" in result.output
 
 
 def test_a_missing_model_is_a_clear_error_and_writes_nothing(tmp_path):
@@ -92,8 +119,9 @@ def test_a_missing_model_is_a_clear_error_and_writes_nothing(tmp_path):
     assert not out.exists() and not list(tmp_path.glob(".x.jsonl*"))
 
 
-@pytest.mark.parametrize("cfg", ["configs/calculator.yaml"])
-def test_rejection_sampling_refuses_agent_tasks(cfg, tiny_dir, tmp_path):
-    result = runner.invoke(app, ["rejection-sample", cfg, "--model", str(tiny_dir), "--out",
-                                 str(tmp_path / "o.jsonl"), f"out_dir={tmp_path / 'run'}"])
+@pytest.mark.parametrize("command", ["rejection-sample", "pair-sample"])
+def test_sampling_answers_refuses_agent_tasks(command, tiny_dir, tmp_path):
+    result = runner.invoke(app, [command, "configs/calculator.yaml", "--model", str(tiny_dir),
+                                 "--out", str(tmp_path / "o.jsonl"),
+                                 f"out_dir={tmp_path / 'run'}"])
     assert result.exit_code == 2 and "agent task" in " ".join(result.output.split())

@@ -204,7 +204,7 @@ def test_a_null_left_to_another_setting_is_shown_resolved_where_it_is_read():
     assert build_config(gae.model_dump(mode="json", by_alias=True)) == gae  # as saved
 
 
-@pytest.mark.parametrize("path", sorted(__import__("pathlib").Path("configs").glob("*.yaml")))
+@pytest.mark.parametrize("path", sorted(__import__("pathlib").Path("configs").rglob("*.yaml")))
 def test_every_shipped_recipe_loads(path, recipe_overrides):
     cfg = load_config(path, recipe_overrides(path))
     assert cfg.out_dir.startswith("runs/")

@@ -21,7 +21,7 @@ from posttrain.config import load_config
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CONFIG_COMMANDS = {"train", "sft", "reward-model", "teacher-logits", "filter",
-                   "filter-prompts", "rejection-sample"}
+                   "filter-prompts", "rejection-sample", "pair-sample"}
 FORCED = {"teacher-logits": ["stages=[distill]"]}  # what the command sets itself
 SHELLS = ("", "bash", "sh", "console")  # the fenced blocks whose lines are commands
 ROW = {"prompt": "What is 1+1?", "question": "What is 1+1?", "answer": 2, "source": "a",

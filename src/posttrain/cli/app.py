@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posttrain.cli.config_cmd import config_app
-from posttrain.cli.curate import filter_prompts, rejection_sample
+from posttrain.cli.curate import filter_prompts, pair_sample, rejection_sample
 from posttrain.cli.env_cmd import env_app
 from posttrain.cli.eval_cmd import eval_
 from posttrain.cli.harness_search_cmd import harness_search
@@ -35,6 +35,7 @@ app.command()(serve)
 app.command(name="tinker-serve")(tinker_serve)
 app.command(name="filter-prompts")(filter_prompts)
 app.command(name="rejection-sample")(rejection_sample)
+app.command(name="pair-sample")(pair_sample)
 app.command(name="quick-data")(quick_data)
 # old spellings (docs/recipes.md, Commands): each says its new one, then runs it
 alias(app, "quick-eval", ["eval", "--mode", "quick"], "quick-eval --max-tokens N",

@@ -1,6 +1,6 @@
-"""``posttrain filter-prompts`` (``filter`` its old spelling) and ``posttrain
-rejection-sample``: sample k answers per train prompt of a config's task with a model, then
-write the kept prompts or best answers as JSONL."""
+"""``posttrain filter-prompts`` (``filter`` its old spelling), ``posttrain rejection-sample``
+and ``posttrain pair-sample``: sample k answers per train prompt of a config's task with a
+model, then write the kept prompts, best answers or best-over-worst pairs as JSONL."""
 
 from __future__ import annotations
 
@@ -93,6 +93,9 @@ def filter_prompts(
             lambda row: in_range(row["pass_rate"], min_pass, max_pass))
 
 
+Threshold = Annotated[float, typer.Option(help="a good answer's reward is at least this")]
+
+
 def rejection_sample(
     config: ConfigFile,
     model: Model,
@@ -101,8 +104,7 @@ def rejection_sample(
     k: K = 8,
     num_prompts: NumPrompts = 200,
     temperature: Temperature = 1.0,
-    threshold: Annotated[float, typer.Option(help="keep a best answer with reward >= this")]
-    = 1.0,
+    threshold: Threshold = 1.0,
 ) -> None:
     """Keep the best of K samples per train prompt when its reward reaches THRESHOLD.
 
@@ -110,12 +112,38 @@ def rejection_sample(
     as sft.data."""
     from posttrain.data.curation import best_row
 
+    _curate(_single_turn(config, overrides, "rejection-sample"), model, k, num_prompts,
+            temperature, out, lambda s: best_row(s, threshold), lambda row: True)
+
+
+def pair_sample(
+    config: ConfigFile,
+    model: Model,
+    out: Out,
+    overrides: Overrides = None,
+    k: K = 8,
+    num_prompts: NumPrompts = 200,
+    temperature: Temperature = 1.0,
+    threshold: Threshold = 1.0,
+) -> None:
+    """Pair the best of K samples per train prompt with the worst, when the best's reward
+    reaches THRESHOLD and the worst's does not.
+
+    Samples MODEL on CONFIG's task and writes preference rows {prompt, chosen, rejected,
+    chosen_reward, rejected_reward, pass_rate}, usable as pref.data (docs/preference.md)."""
+    from posttrain.data.curation import pair_row
+
+    _curate(_single_turn(config, overrides, "pair-sample"), model, k, num_prompts,
+            temperature, out, lambda s: pair_row(s, threshold), lambda row: True)
+
+
+def _single_turn(config: Path, overrides: list[str] | None, command: str):
+    """The loaded config, or a clear failure for an agent task (its answers span turns)."""
     cfg = load_or_fail(config, overrides)
     if not cfg.single_turn:
-        fail(f"rejection-sample writes single-turn answers; task.name={cfg.task.name} is an "
-             "agent task")
-    _curate(cfg, model, k, num_prompts, temperature, out, lambda s: best_row(s, threshold),
-            lambda row: True)
+        fail(f"{command} writes single-turn answers; task.name={cfg.task.name} is an agent "
+             "task")
+    return cfg
 
 
 def _curate(cfg, model: Path, k: int, num_prompts: int, temperature: float, out: Path,

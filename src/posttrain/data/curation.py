@@ -1,5 +1,6 @@
-"""Data curation by sampling: keep prompts by pass rate (``posttrain filter-prompts``) or keep
-the best of k sampled answers as SFT data (``posttrain rejection-sample``).
+"""Data curation by sampling: keep prompts by pass rate (``posttrain filter-prompts``), keep
+the best of k sampled answers as SFT data (``posttrain rejection-sample``), or pair the best
+with the worst as preference data (``posttrain pair-sample``: RS-DPO's on-policy pairs).
 
 A prompt's pass rate is the share of its ``k`` samples whose ``accuracy_part`` reward is at least
 ``pass_at`` (1.0: a verified answer). DeepSeek V3.2 keeps prompts with pass@k > 0 (with k = 100:
@@ -67,4 +68,24 @@ def best_row(s: Sampled, threshold: float) -> dict | None:
         return None
     reply = {"role": "assistant", "content": best.meta["completion"]}
     return {"messages": [*s.task.messages(), reply], "reward": best.reward,
+            "pass_rate": s.pass_rate}
+
+
+def pair_row(s: Sampled, threshold: float) -> dict | None:
+    """The highest-reward sample over the lowest-reward one as a preference pair (TRL's form:
+    ``prompt`` messages, ``chosen`` and ``rejected`` one assistant message each), if the best
+    reaches ``threshold`` and the worst falls below it; ties go to the earlier sample."""
+    rewards = [e.reward for e in s.episodes]
+    if not all(math.isfinite(r) for r in rewards):
+        return None
+    best = max(range(len(rewards)), key=rewards.__getitem__)
+    worst = min(range(len(rewards)), key=rewards.__getitem__)
+    if rewards[best] < threshold or rewards[worst] >= threshold:
+        return None
+
+    def reply(i: int) -> list[dict]:
+        return [{"role": "assistant", "content": s.episodes[i].meta["completion"]}]
+
+    return {"prompt": s.task.messages(), "chosen": reply(best), "rejected": reply(worst),
+            "chosen_reward": rewards[best], "rejected_reward": rewards[worst],
             "pass_rate": s.pass_rate}
