@@ -1,6 +1,6 @@
 """Training data: conversations with exact assistant masks and the SFT batch cursor,
 preference pairs, prompts from a user's dataset (the task family ``dataset``), and curation by
-sampling (``filter``, ``rejection-sample``)."""
+sampling (``filter``, ``rejection-sample``, ``pair-sample``)."""
 
 import lazy_loader
 
