@@ -126,11 +126,11 @@ def pair_sample(
     temperature: Temperature = 1.0,
     threshold: Threshold = 1.0,
 ) -> None:
-    """Pair the best of K samples per train prompt with the worst, when the best's reward
-    reaches THRESHOLD and the worst's does not.
+    """Pair the best of K samples per train prompt with the worst, as preference data.
 
-    Samples MODEL on CONFIG's task and writes preference rows {prompt, chosen, rejected,
-    chosen_reward, rejected_reward, pass_rate}, usable as pref.data (docs/preference.md)."""
+    Samples MODEL on CONFIG's task; a prompt gives a pair when its best reward reaches
+    THRESHOLD and its worst does not. Writes rows {prompt, chosen, rejected, chosen_reward,
+    rejected_reward, pass_rate}, usable as pref.data (docs/preference.md)."""
     from posttrain.data.curation import pair_row
 
     _curate(_single_turn(config, overrides, "pair-sample"), model, k, num_prompts,
