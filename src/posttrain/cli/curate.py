@@ -96,45 +96,41 @@ def filter_prompts(
 Threshold = Annotated[float, typer.Option(help="a good answer's reward is at least this")]
 
 
-def rejection_sample(
-    config: ConfigFile,
-    model: Model,
-    out: Out,
-    overrides: Overrides = None,
-    k: K = 8,
-    num_prompts: NumPrompts = 200,
-    temperature: Temperature = 1.0,
-    threshold: Threshold = 1.0,
-) -> None:
-    """Keep the best of K samples per train prompt when its reward reaches THRESHOLD.
+def _answers_command(command: str, row: str, doc: str) -> Callable[..., None]:
+    """A command that samples single-turn answers and writes one row a prompt:
+    ``posttrain.data.curation``'s ``row(sampled, threshold)`` (imported when it runs)."""
+
+    def run(
+        config: ConfigFile,
+        model: Model,
+        out: Out,
+        overrides: Overrides = None,
+        k: K = 8,
+        num_prompts: NumPrompts = 200,
+        temperature: Temperature = 1.0,
+        threshold: Threshold = 1.0,
+    ) -> None:
+        from posttrain.data import curation
+
+        to_row = getattr(curation, row)
+        _curate(_single_turn(config, overrides, command), model, k, num_prompts, temperature,
+                out, lambda s: to_row(s, threshold), lambda r: True)
+
+    run.__name__, run.__doc__ = command.replace("-", "_"), doc
+    return run
+
+
+rejection_sample = _answers_command("rejection-sample", "best_row", """Keep the best of K \
+samples per train prompt when its reward reaches THRESHOLD.
 
     Samples MODEL on CONFIG's task and writes SFT rows {messages, reward, pass_rate}, usable
-    as sft.data."""
-    from posttrain.data.curation import best_row
-
-    _curate(_single_turn(config, overrides, "rejection-sample"), model, k, num_prompts,
-            temperature, out, lambda s: best_row(s, threshold), lambda row: True)
-
-
-def pair_sample(
-    config: ConfigFile,
-    model: Model,
-    out: Out,
-    overrides: Overrides = None,
-    k: K = 8,
-    num_prompts: NumPrompts = 200,
-    temperature: Temperature = 1.0,
-    threshold: Threshold = 1.0,
-) -> None:
-    """Pair the best of K samples per train prompt with the worst, as preference data.
+    as sft.data.""")
+pair_sample = _answers_command("pair-sample", "pair_row", """Pair the best of K samples per \
+train prompt with the worst, as preference data.
 
     Samples MODEL on CONFIG's task; a prompt gives a pair when its best reward reaches
     THRESHOLD and its worst does not. Writes rows {prompt, chosen, rejected, chosen_reward,
-    rejected_reward, pass_rate}, usable as pref.data (docs/preference.md)."""
-    from posttrain.data.curation import pair_row
-
-    _curate(_single_turn(config, overrides, "pair-sample"), model, k, num_prompts,
-            temperature, out, lambda s: pair_row(s, threshold), lambda row: True)
+    rejected_reward, pass_rate}, usable as pref.data (docs/preference.md).""")
 
 
 def _single_turn(config: Path, overrides: list[str] | None, command: str):
