@@ -66,9 +66,13 @@ def best_row(s: Sampled, threshold: float) -> dict | None:
     best = max(s.episodes, key=lambda e: e.reward)
     if not math.isfinite(best.reward) or best.reward < threshold:
         return None
-    reply = {"role": "assistant", "content": best.meta["completion"]}
-    return {"messages": [*s.task.messages(), reply], "reward": best.reward,
+    return {"messages": [*s.task.messages(), reply(best)], "reward": best.reward,
             "pass_rate": s.pass_rate}
+
+
+def reply(episode: Episode) -> dict:
+    """A single-turn episode's completion as the assistant message."""
+    return {"role": "assistant", "content": episode.meta["completion"]}
 
 
 def pair_row(s: Sampled, threshold: float) -> dict | None:
@@ -82,10 +86,7 @@ def pair_row(s: Sampled, threshold: float) -> dict | None:
     worst = min(range(len(rewards)), key=rewards.__getitem__)
     if rewards[best] < threshold or rewards[worst] >= threshold:
         return None
-
-    def reply(i: int) -> list[dict]:
-        return [{"role": "assistant", "content": s.episodes[i].meta["completion"]}]
-
-    return {"prompt": s.task.messages(), "chosen": reply(best), "rejected": reply(worst),
+    return {"prompt": s.task.messages(), "chosen": [reply(s.episodes[best])],
+            "rejected": [reply(s.episodes[worst])],
             "chosen_reward": rewards[best], "rejected_reward": rewards[worst],
             "pass_rate": s.pass_rate}
